@@ -1,0 +1,341 @@
+//! The acker: collects outcomes and writes them to Redis in one `settle` call per flush
+//! (by count, or after a short linger). It also owns the table of leases this process
+//! holds, which makes it the natural home of the heartbeat (extending those leases) and of
+//! the shutdown release (handing un-started jobs back).
+//!
+//! Invariant: a lease reaches the table before any outcome of its job, because the fetcher
+//! sends `Leased` on this channel before it hands the jobs to the pool.
+
+use crate::envelope::Priority;
+use crate::keys::QueueKeys;
+use crate::scripts::{self, Settle};
+use redis::aio::ConnectionManager;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+/// Most ids per `extend` or `release` call.
+const LEASE_CHUNK: usize = 2000;
+
+/// What the acker is told.
+#[derive(Debug)]
+pub(crate) enum AckerMsg {
+    /// The fetcher leased these jobs (id, priority) with this token.
+    Leased {
+        token: u64,
+        jobs: Vec<(String, Priority)>,
+    },
+    /// A job is finished.
+    Done(Done),
+}
+
+/// A finished job.
+#[derive(Debug)]
+pub(crate) struct Done {
+    pub id: String,
+    pub outcome: Outcome,
+}
+
+/// How a job finished.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    Ack,
+    Retry { delay_ms: u64, error: String },
+    Dead { reason: String },
+}
+
+/// Acker settings.
+#[derive(Debug, Clone)]
+pub struct AckerConfig {
+    /// Flush once this many outcomes wait (default 1000).
+    pub flush_max: usize,
+    /// Flush at the latest this long after the first outcome waits (default 2 ms).
+    pub linger: Duration,
+    /// Lease length; the heartbeat extends held leases every third of it (default 30 s).
+    pub visibility: Duration,
+    /// Dead-letter queue cap (default 10,000).
+    pub dead_cap: u64,
+    /// How long the final flush may keep retrying at shutdown (default 10 s).
+    pub final_flush_timeout: Duration,
+}
+
+impl Default for AckerConfig {
+    fn default() -> Self {
+        Self {
+            flush_max: 1000,
+            linger: Duration::from_millis(2),
+            visibility: Duration::from_secs(30),
+            dead_cap: 10_000,
+            final_flush_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Totals of what the acker recorded, shared with the consumer's report.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Jobs acked.
+    pub acked: AtomicU64,
+    /// Jobs sent to retry.
+    pub retried: AtomicU64,
+    /// Jobs dead-lettered by this consumer.
+    pub dead: AtomicU64,
+    /// Outcomes refused because the lease was lost.
+    pub lost_leases: AtomicU64,
+    /// Un-started jobs handed back at shutdown.
+    pub released: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    token: u64,
+    priority: Priority,
+}
+
+/// The acker task.
+pub(crate) struct Acker {
+    pub config: AckerConfig,
+    pub conn: ConnectionManager,
+    pub keys: QueueKeys,
+    pub tally: Arc<Tally>,
+    held: HashMap<String, Held>,
+    pending: Vec<Done>,
+}
+
+impl Acker {
+    pub fn new(config: AckerConfig, conn: ConnectionManager, keys: QueueKeys, tally: Arc<Tally>) -> Self {
+        Self {
+            config,
+            conn,
+            keys,
+            tally,
+            held: HashMap::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Runs until `finish` is cancelled (after the pool stopped), then drains the channel,
+    /// flushes, and releases every lease still held.
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<AckerMsg>, finish: CancellationToken) {
+        let beat_every = (self.config.visibility / 3).max(Duration::from_millis(10));
+        let mut next_beat = Instant::now() + beat_every;
+        let mut flush_at: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                biased;
+                msg = rx.recv() => match msg {
+                    Some(m) => {
+                        self.take(m);
+                        while self.pending.len() < self.config.flush_max {
+                            match rx.try_recv() { Ok(m) => self.take(m), Err(_) => break }
+                        }
+                    }
+                    None => break,
+                },
+                _ = finish.cancelled() => break,
+                _ = sleep_until(flush_at.unwrap_or(next_beat)), if flush_at.is_some() => {
+                    self.flush(None).await;
+                }
+                _ = sleep_until(next_beat) => {
+                    self.heartbeat().await;
+                    next_beat = Instant::now() + beat_every;
+                }
+            }
+            if self.pending.len() >= self.config.flush_max {
+                self.flush(None).await;
+            }
+            flush_at = match (self.pending.is_empty(), flush_at) {
+                (true, _) => None,
+                (false, None) => Some(Instant::now() + self.config.linger),
+                (false, at) => at,
+            };
+        }
+        while let Ok(m) = rx.try_recv() {
+            self.take(m);
+        }
+        let deadline = Instant::now() + self.config.final_flush_timeout;
+        self.flush(Some(deadline)).await;
+        self.release_all(deadline).await;
+    }
+
+    fn take(&mut self, msg: AckerMsg) {
+        match msg {
+            AckerMsg::Leased { token, jobs } => {
+                self.held.reserve(jobs.len());
+                for (id, priority) in jobs {
+                    self.held.insert(id, Held { token, priority });
+                }
+            }
+            AckerMsg::Done(d) => self.pending.push(d),
+        }
+    }
+
+    /// Writes every pending outcome, retrying failed calls (until `deadline`, if given).
+    async fn flush(&mut self, deadline: Option<Instant>) {
+        let pending = std::mem::take(&mut self.pending);
+        for chunk in pending.chunks(self.config.flush_max.max(1)) {
+            let items: Vec<Settle> = chunk.iter().filter_map(|d| self.settle_item(d)).collect();
+            if items.is_empty() {
+                continue;
+            }
+            let result = retrying("settle", deadline, || {
+                let mut conn = self.conn.clone();
+                let keys = &self.keys;
+                let items = &items;
+                let cap = self.config.dead_cap;
+                async move { scripts::settle(&mut conn, keys, cap, items).await }
+            })
+            .await;
+            match result {
+                Some(missed) => self.record(&items, missed),
+                None => tracing::error!(
+                    outcomes = items.len(),
+                    "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
+                ),
+            }
+        }
+    }
+
+    fn settle_item(&self, d: &Done) -> Option<Settle> {
+        let Some(h) = self.held.get(&d.id) else {
+            tracing::warn!(id = %d.id, "outcome for a job this consumer does not hold; ignored");
+            return None;
+        };
+        let id = d.id.clone();
+        Some(match &d.outcome {
+            Outcome::Ack => Settle::Ack { id, token: h.token },
+            Outcome::Retry { delay_ms, error } => Settle::Retry {
+                id,
+                token: h.token,
+                priority: h.priority,
+                delay_ms: *delay_ms,
+                error: error.clone(),
+            },
+            Outcome::Dead { reason } => Settle::Dead {
+                id,
+                token: h.token,
+                reason: reason.clone(),
+            },
+        })
+    }
+
+    fn record(&mut self, items: &[Settle], missed: Vec<String>) {
+        let (mut acked, mut retried, mut dead) = (0, 0, 0);
+        for item in items {
+            self.held.remove(item.id());
+            match item {
+                Settle::Ack { .. } => acked += 1,
+                Settle::Retry { .. } => retried += 1,
+                Settle::Dead { .. } => dead += 1,
+            }
+        }
+        if !missed.is_empty() {
+            tracing::warn!(
+                count = missed.len(),
+                "outcomes arrived after their leases were lost; those jobs run again elsewhere"
+            );
+            for id in &missed {
+                if let Some(item) = items.iter().find(|i| i.id() == id) {
+                    match item {
+                        Settle::Ack { .. } => acked -= 1,
+                        Settle::Retry { .. } => retried -= 1,
+                        Settle::Dead { .. } => dead -= 1,
+                    }
+                }
+            }
+        }
+        let t = &self.tally;
+        t.acked.fetch_add(acked as u64, Ordering::Relaxed);
+        t.retried.fetch_add(retried as u64, Ordering::Relaxed);
+        t.dead.fetch_add(dead as u64, Ordering::Relaxed);
+        t.lost_leases.fetch_add(missed.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Extends every lease held; forgets the ones lost.
+    async fn heartbeat(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let all: Vec<(String, u64)> = self.held.iter().map(|(id, h)| (id.clone(), h.token)).collect();
+        let vt = self.config.visibility.as_millis() as u64;
+        for chunk in all.chunks(LEASE_CHUNK) {
+            let pairs: Vec<(&str, u64)> = chunk.iter().map(|(id, t)| (id.as_str(), *t)).collect();
+            let mut conn = self.conn.clone();
+            match scripts::extend(&mut conn, &self.keys, vt, &pairs).await {
+                Ok((deadline, lost)) => {
+                    for (id, _) in chunk {
+                        if let Some(h) = self.held.get_mut(id) {
+                            h.token = deadline;
+                        }
+                    }
+                    for id in lost {
+                        self.held.remove(&id);
+                    }
+                }
+                // A failed heartbeat is retried at the next beat; the lease has two more
+                // beats of slack before it expires.
+                Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
+            }
+        }
+    }
+
+    /// Hands every lease still held back to ready (un-started jobs at shutdown).
+    async fn release_all(&mut self, deadline: Instant) {
+        let held: Vec<(String, Held)> = self.held.drain().collect();
+        for chunk in held.chunks(LEASE_CHUNK) {
+            let triples: Vec<(&str, u64, Priority)> = chunk
+                .iter()
+                .map(|(id, h)| (id.as_str(), h.token, h.priority))
+                .collect();
+            let released = retrying("release", Some(deadline), || {
+                let mut conn = self.conn.clone();
+                let keys = &self.keys;
+                let triples = &triples;
+                async move { scripts::release(&mut conn, keys, triples).await }
+            })
+            .await;
+            if let Some(missed) = released {
+                self.tally
+                    .released
+                    .fetch_add((triples.len() - missed.len()) as u64, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Runs `call` until it succeeds, backing off from 10 ms to 2 s; gives up at `deadline`.
+/// Logs the first failure of a streak and the recovery, not every try.
+pub(crate) async fn retrying<T, F, Fut>(what: &str, deadline: Option<Instant>, mut call: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::Result<T>>,
+{
+    let mut backoff = Duration::from_millis(10);
+    let mut failures = 0u32;
+    loop {
+        match call().await {
+            Ok(v) => {
+                if failures > 0 {
+                    tracing::info!(what, failures, "redis call succeeded again");
+                }
+                return Some(v);
+            }
+            Err(e) => {
+                if failures == 0 {
+                    tracing::warn!(what, error = %e, "redis call failed; retrying with backoff");
+                }
+                failures += 1;
+                if deadline.is_some_and(|d| Instant::now() + backoff > d) {
+                    tracing::error!(what, error = %e, failures, "redis call still failing; giving up");
+                    return None;
+                }
+                sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Operator calls on one queue: stats, the dead-letter queue, pause and resume.
+
+use crate::error::Result;
+use crate::keys::QueueKeys;
+use crate::scripts::{self, DeadJob, Stats};
+use redis::aio::ConnectionManager;
+
+/// Dead-lettered jobs deleted per purge call.
+const PURGE_CHUNK: usize = 1000;
+
+/// Admin handle on one queue.
+#[derive(Clone)]
+pub struct Queue {
+    conn: ConnectionManager,
+    keys: QueueKeys,
+}
+
+impl Queue {
+    /// A handle on `queue` over `conn`.
+    pub fn new(conn: ConnectionManager, queue: &str) -> Result<Self> {
+        Ok(Self {
+            conn,
+            keys: QueueKeys::new(queue)?,
+        })
+    }
+
+    /// The queue's keys.
+    pub fn keys(&self) -> &QueueKeys {
+        &self.keys
+    }
+
+    /// A snapshot of sizes and counters.
+    pub async fn stats(&self) -> Result<Stats> {
+        scripts::stats(&mut self.conn.clone(), &self.keys).await
+    }
+
+    /// Dead-lettered jobs, newest first.
+    pub async fn dead_jobs(&self, offset: usize, count: usize) -> Result<Vec<DeadJob>> {
+        scripts::dlq_list(&mut self.conn.clone(), &self.keys, offset, count).await
+    }
+
+    /// Requeues the given dead jobs, or (with no ids) up to `limit` oldest ones; returns
+    /// how many were requeued and the ids not found.
+    pub async fn requeue_dead(&self, ids: &[String], limit: usize) -> Result<(u64, Vec<String>)> {
+        scripts::dlq_requeue(&mut self.conn.clone(), &self.keys, limit.max(1), ids).await
+    }
+
+    /// Deletes every dead-lettered job (in chunks); returns how many.
+    pub async fn purge_dead(&self) -> Result<u64> {
+        let mut total = 0;
+        loop {
+            let n = scripts::dlq_purge(&mut self.conn.clone(), &self.keys, PURGE_CHUNK).await?;
+            total += n;
+            if (n as usize) < PURGE_CHUNK {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Pauses the queue: consumers stop fetching (running jobs finish). True if it changed.
+    pub async fn pause(&self) -> Result<bool> {
+        scripts::pause(&mut self.conn.clone(), &self.keys, true).await
+    }
+
+    /// Resumes the queue and wakes idle consumers. True if it changed.
+    pub async fn resume(&self) -> Result<bool> {
+        scripts::pause(&mut self.conn.clone(), &self.keys, false).await
+    }
+}

@@ -1,0 +1,261 @@
+//! The consumer: wires fetcher → pool → acker, plus the reclaimer, and runs them until
+//! shutdown (or, in drain mode, until the queue is empty).
+//!
+//! Shutdown order, the one place it is written down:
+//! 1. stop fetching (calls in flight finish; their leases are registered with the acker);
+//! 2. the pool stops starting jobs; jobs still buffered stay leased, un-started;
+//! 3. running jobs finish, up to `shutdown_timeout`;
+//! 4. the acker flushes every outcome, then releases every lease still held (un-started
+//!    or abandoned jobs) back to the front of ready;
+//! 5. housekeeping stops.
+
+use crate::acker::{Acker, AckerConfig, Tally};
+use crate::conn::Redis;
+use crate::error::{Error, Result};
+use crate::fetcher::{Fetcher, FetcherConfig};
+use crate::handler::Registry;
+use crate::housekeeping::{Reclaimer, ReclaimerConfig};
+use crate::keys::QueueKeys;
+use crate::limit::Limit;
+use crate::pool::{Buffer, Pool, PoolConfig};
+use crate::scripts;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Everything a consumer needs to know; each part has documented defaults.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// Queue name (default `default`).
+    pub queue: String,
+    /// Concurrency limit: jobs (or batch-handler calls) running at once, 1 or more (default 64).
+    pub concurrency: usize,
+    /// Fetching.
+    pub fetcher: FetcherConfig,
+    /// Running jobs.
+    pub pool: PoolConfig,
+    /// Recording outcomes.
+    pub acker: AckerConfig,
+    /// Reclaiming expired leases.
+    pub reclaimer: ReclaimerConfig,
+    /// How long running jobs may take to finish at shutdown (default 30 s).
+    pub shutdown_timeout: Duration,
+    /// Stop by itself once nothing is ready, delayed or in flight (default false).
+    pub drain: bool,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        Self {
+            queue: "default".into(),
+            concurrency: 64,
+            fetcher: FetcherConfig::default(),
+            pool: PoolConfig::default(),
+            acker: AckerConfig::default(),
+            reclaimer: ReclaimerConfig::default(),
+            shutdown_timeout: Duration::from_secs(30),
+            drain: false,
+        }
+    }
+}
+
+impl ConsumerConfig {
+    /// Checks every value against its range, with a message that names it.
+    pub fn validate(&self) -> Result<()> {
+        QueueKeys::new(&self.queue)?;
+        let check = |ok: bool, msg: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(Error::Config(msg.to_owned()))
+            }
+        };
+        check(
+            (1..=100_000).contains(&self.concurrency),
+            "concurrency must be between 1 and 100000",
+        )?;
+        check(
+            (1..=10_000).contains(&self.fetcher.batch),
+            "batch must be between 1 and 10000",
+        )?;
+        check(
+            (1..=16).contains(&self.fetcher.pipeline),
+            "fetch pipeline must be between 1 and 16",
+        )?;
+        check(
+            self.fetcher.visibility >= Duration::from_millis(100),
+            "visibility timeout must be at least 100ms",
+        )?;
+        check(
+            (1..=10_000).contains(&self.acker.flush_max),
+            "ack flush size must be between 1 and 10000",
+        )?;
+        check(self.acker.dead_cap >= 1, "dead-letter cap must be at least 1")?;
+        check(
+            self.fetcher.max_envelope_bytes >= 64,
+            "envelope size limit must be at least 64 bytes",
+        )?;
+        Ok(())
+    }
+}
+
+/// What a consumer did, returned when it stops.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Report {
+    /// Jobs acked.
+    pub acked: u64,
+    /// Jobs sent back for retry.
+    pub retried: u64,
+    /// Jobs dead-lettered.
+    pub dead: u64,
+    /// Outcomes refused because the lease had been lost.
+    pub lost_leases: u64,
+    /// Un-started jobs handed back at shutdown.
+    pub released: u64,
+}
+
+/// A running consumer's handles, for code that embeds weir.
+#[derive(Clone)]
+pub struct Handle {
+    /// The concurrency limit; [`Limit::set`] changes it live.
+    pub limit: Arc<Limit>,
+    /// Live totals.
+    pub tally: Arc<Tally>,
+}
+
+/// A consumer of one queue.
+pub struct Consumer {
+    config: ConsumerConfig,
+    redis: Redis,
+    registry: Arc<Registry>,
+    limit: Arc<Limit>,
+    tally: Arc<Tally>,
+}
+
+impl Consumer {
+    /// A consumer with `config` on `redis`, running jobs with `registry`.
+    pub fn new(config: ConsumerConfig, redis: Redis, registry: Registry) -> Result<Self> {
+        config.validate()?;
+        if registry.is_empty() {
+            return Err(Error::Config("no handler registered".into()));
+        }
+        let limit = Limit::new(config.concurrency);
+        Ok(Self {
+            config,
+            redis,
+            registry: Arc::new(registry),
+            limit,
+            tally: Arc::default(),
+        })
+    }
+
+    /// Handles to watch and steer the consumer while it runs.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            limit: self.limit.clone(),
+            tally: self.tally.clone(),
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled (or the queue is empty, in drain mode).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<Report> {
+        let c = &self.config;
+        let keys = QueueKeys::new(&c.queue)?;
+        let conn = self.redis.connect().await?;
+        let (pool_tx, pool_rx) = mpsc::unbounded_channel();
+        let (acker_tx, acker_rx) = mpsc::unbounded_channel();
+        let buffer = Arc::new(Buffer::default());
+        let stop_fetching = shutdown.child_token();
+        let finish_acks = CancellationToken::new();
+        let stop_housekeeping = CancellationToken::new();
+
+        let acker = Acker::new(c.acker.clone(), conn.clone(), keys.clone(), self.tally.clone());
+        let acker = tokio::spawn(acker.run(acker_rx, finish_acks.clone()));
+        let reclaimer = Reclaimer {
+            config: c.reclaimer.clone(),
+            conn: conn.clone(),
+            keys: keys.clone(),
+        };
+        let reclaimer = tokio::spawn(reclaimer.run(stop_housekeeping.clone()));
+        let fetcher = Fetcher {
+            config: c.fetcher.clone(),
+            redis: self.redis.clone(),
+            conn: conn.clone(),
+            keys: keys.clone(),
+            limit: self.limit.clone(),
+            buffer: buffer.clone(),
+            pool: pool_tx,
+            acker: acker_tx.clone(),
+        };
+        let fetcher = tokio::spawn(fetcher.run(stop_fetching.clone()));
+        let pool = Pool {
+            config: c.pool.clone(),
+            registry: self.registry.clone(),
+            limit: self.limit.clone(),
+            buffer,
+            acker: acker_tx,
+        };
+        let pool = tokio::spawn(pool.run(pool_rx, stop_fetching.clone()));
+        if c.drain {
+            tokio::spawn(drain_watch(
+                conn.clone(),
+                keys.clone(),
+                self.limit.clone(),
+                stop_fetching.clone(),
+            ));
+        }
+
+        stop_fetching.cancelled().await;
+        tracing::info!("stopping: no more fetches; finishing running jobs");
+        let _ = fetcher.await;
+        let _ = pool.await;
+        if tokio::time::timeout(c.shutdown_timeout, self.limit.wait_idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                running = self.limit.in_flight(),
+                "shutdown timeout: abandoning running jobs; their leases are released"
+            );
+        }
+        finish_acks.cancel();
+        let _ = acker.await;
+        stop_housekeeping.cancel();
+        let _ = reclaimer.await;
+        let t = &self.tally;
+        Ok(Report {
+            acked: t.acked.load(Ordering::Relaxed),
+            retried: t.retried.load(Ordering::Relaxed),
+            dead: t.dead.load(Ordering::Relaxed),
+            lost_leases: t.lost_leases.load(Ordering::Relaxed),
+            released: t.released.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// In drain mode: stops the consumer once the queue has nothing ready, delayed or leased.
+/// One cheap stats call every 50 ms, only while this process runs nothing.
+async fn drain_watch(
+    mut conn: redis::aio::ConnectionManager,
+    keys: QueueKeys,
+    limit: Arc<Limit>,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        if limit.in_flight() > 0 {
+            continue;
+        }
+        if let Ok(s) = scripts::stats(&mut conn, &keys).await
+            && s.pending() == 0
+        {
+            stop.cancel();
+            return;
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The fetcher: keeps several `fetch` script calls in flight while the buffer has room,
+//! decodes what they return, registers the leases with the acker and hands the jobs to
+//! the pool. Bad envelopes go straight to the dead-letter queue.
+//!
+//! When a fetch comes back empty the fetcher goes idle: no Redis traffic until an enqueue
+//! publishes on the queue's wake channel, the next delayed job falls due, or a safety
+//! timeout passes.
+
+use crate::acker::{AckerMsg, Done, Outcome};
+use crate::conn::Redis;
+use crate::envelope::{self, Job, Priority};
+use crate::keys::QueueKeys;
+use crate::limit::Limit;
+use crate::pool::Buffer;
+use crate::scripts::{self, Fetched};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::{FutureExt, Stream};
+use redis::aio::ConnectionManager;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+/// Longest an idle fetcher waits without a wake message before it looks again (covers a
+/// wake lost while the subscription reconnected).
+const IDLE_RECHECK: Duration = Duration::from_secs(5);
+
+/// Fetcher settings.
+#[derive(Debug, Clone)]
+pub struct FetcherConfig {
+    /// Most jobs per fetch call (default 500).
+    pub batch: usize,
+    /// Fetch calls in flight at once (default 2).
+    pub pipeline: usize,
+    /// Lease length (default 30 s).
+    pub visibility: Duration,
+    /// Envelopes over this size are dead-lettered (default 1 MiB).
+    pub max_envelope_bytes: usize,
+}
+
+impl Default for FetcherConfig {
+    fn default() -> Self {
+        Self {
+            batch: 500,
+            pipeline: 2,
+            visibility: Duration::from_secs(30),
+            max_envelope_bytes: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
+        }
+    }
+}
+
+/// The fetcher task.
+pub(crate) struct Fetcher {
+    pub config: FetcherConfig,
+    pub redis: Redis,
+    pub conn: ConnectionManager,
+    pub keys: QueueKeys,
+    pub limit: Arc<Limit>,
+    pub buffer: Arc<Buffer>,
+    pub pool: mpsc::UnboundedSender<Vec<Job>>,
+    pub acker: mpsc::UnboundedSender<AckerMsg>,
+}
+
+type FetchFuture = Pin<Box<dyn std::future::Future<Output = (usize, crate::Result<Fetched>)> + Send>>;
+
+impl Fetcher {
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut wake = Wake::new(self.redis.clone(), self.keys.wake_channel().to_owned());
+        wake.connect().await;
+        let mut inflight: FuturesUnordered<FetchFuture> = FuturesUnordered::new();
+        let mut reserved = 0usize;
+        // Some(t): idle (or backing off after an error) until t or a wake message.
+        let mut idle_until: Option<Instant> = None;
+        let mut error_backoff = Duration::from_millis(50);
+        loop {
+            if idle_until.is_none() {
+                while inflight.len() < self.config.pipeline.max(1) {
+                    let capacity = Buffer::capacity(self.limit.get());
+                    let free = capacity.saturating_sub(self.buffer.len() + reserved);
+                    let want = free.min(self.config.batch.max(1));
+                    // Wait for a worthwhile batch unless the pipeline is empty.
+                    if want == 0
+                        || (!inflight.is_empty() && want < self.config.batch.min(capacity / 2).max(1))
+                    {
+                        break;
+                    }
+                    wake.drain();
+                    reserved += want;
+                    inflight.push(self.fetch(want));
+                }
+            }
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                Some((want, result)) = inflight.next() => {
+                    reserved -= want;
+                    match result {
+                        Ok(fetched) => {
+                            error_backoff = Duration::from_millis(50);
+                            if fetched.jobs.is_empty() {
+                                if inflight.is_empty() {
+                                    idle_until = Some(Instant::now() + idle_wait(&fetched));
+                                }
+                            } else {
+                                idle_until = None;
+                                self.deliver(fetched);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, backoff = ?error_backoff, "fetch failed");
+                            idle_until = Some(Instant::now() + error_backoff);
+                            error_backoff = (error_backoff * 2).min(Duration::from_secs(5));
+                        }
+                    }
+                }
+                _ = self.buffer.room(), if idle_until.is_none() => {}
+                _ = wake.next(), if idle_until.is_some() && inflight.is_empty() => idle_until = None,
+                _ = sleep_until(idle_until.unwrap_or_else(Instant::now)), if idle_until.is_some() && inflight.is_empty() => {
+                    idle_until = None;
+                }
+            }
+        }
+        // Shutdown: calls in flight may still lease jobs; register them so they are released.
+        while let Some((_, result)) = inflight.next().await {
+            if let Ok(f) = result {
+                self.register(&f);
+            }
+        }
+    }
+
+    fn fetch(&self, want: usize) -> FetchFuture {
+        let mut conn = self.conn.clone();
+        let keys = self.keys.clone();
+        let vt = self.config.visibility.as_millis() as u64;
+        async move { (want, scripts::fetch(&mut conn, &keys, want, vt).await) }.boxed()
+    }
+
+    /// Tells the acker of the leases, dead-letters bad envelopes, hands the rest to the pool.
+    fn deliver(&self, fetched: Fetched) {
+        let limit = self.config.max_envelope_bytes;
+        let mut jobs = Vec::with_capacity(fetched.jobs.len());
+        let mut leased = Vec::with_capacity(fetched.jobs.len());
+        let mut bad = Vec::new();
+        for (id, env) in fetched.jobs {
+            match envelope::decode(&id, &env, limit) {
+                Ok(job) => {
+                    leased.push((id, job.priority()));
+                    jobs.push(job);
+                }
+                Err(e) => {
+                    leased.push((id.clone(), Priority::Normal));
+                    bad.push(Done {
+                        id,
+                        outcome: Outcome::Dead {
+                            reason: e.to_string(),
+                        },
+                    });
+                }
+            }
+        }
+        let _ = self.acker.send(AckerMsg::Leased {
+            token: fetched.deadline_ms,
+            jobs: leased,
+        });
+        if !bad.is_empty() {
+            tracing::warn!(count = bad.len(), "dead-lettering envelopes that do not decode");
+        }
+        for d in bad {
+            let _ = self.acker.send(AckerMsg::Done(d));
+        }
+        if !jobs.is_empty() {
+            self.buffer.add(jobs.len());
+            let _ = self.pool.send(jobs);
+        }
+    }
+
+    fn register(&self, fetched: &Fetched) {
+        if fetched.jobs.is_empty() {
+            return;
+        }
+        let leased = fetched
+            .jobs
+            .iter()
+            .map(|(id, env)| {
+                let p = envelope::decode(id, env, usize::MAX)
+                    .map(|j| j.priority())
+                    .unwrap_or_default();
+                (id.clone(), p)
+            })
+            .collect();
+        let _ = self.acker.send(AckerMsg::Leased {
+            token: fetched.deadline_ms,
+            jobs: leased,
+        });
+    }
+}
+
+fn idle_wait(f: &Fetched) -> Duration {
+    if f.next_due_ms > 0 {
+        Duration::from_millis(f.next_due_ms).min(IDLE_RECHECK)
+    } else {
+        IDLE_RECHECK
+    }
+}
+
+/// The wake subscription, reconnected on demand. While it is down, `next` waits a second,
+/// which turns the idle wait into slow polling until it is back.
+struct Wake {
+    redis: Redis,
+    channel: String,
+    stream: Option<Pin<Box<dyn Stream<Item = redis::Msg> + Send>>>,
+    retry_at: Instant,
+}
+
+impl Wake {
+    fn new(redis: Redis, channel: String) -> Self {
+        Self {
+            redis,
+            channel,
+            stream: None,
+            retry_at: Instant::now(),
+        }
+    }
+
+    async fn connect(&mut self) {
+        match self.redis.subscribe(&self.channel).await {
+            Ok(ps) => self.stream = Some(Box::pin(ps.into_on_message())),
+            Err(e) => {
+                tracing::warn!(error = %e, "wake subscription failed; polling every second until it is back");
+                self.retry_at = Instant::now() + Duration::from_secs(1);
+            }
+        }
+    }
+
+    /// Drops wake messages already received (a fetch is about to look anyway).
+    fn drain(&mut self) {
+        if let Some(s) = self.stream.as_mut() {
+            while let Some(m) = s.next().now_or_never() {
+                if m.is_none() {
+                    self.stream = None;
+                    break;
+                }
+            }
+        }
+    }
+
+    async fn next(&mut self) {
+        if self.stream.is_none() && Instant::now() >= self.retry_at {
+            self.connect().await;
+        }
+        match self.stream.as_mut() {
+            Some(s) => {
+                if s.next().await.is_none() {
+                    tracing::warn!("wake subscription closed; reconnecting");
+                    self.stream = None;
+                }
+            }
+            None => sleep_until(self.retry_at.max(Instant::now() + Duration::from_secs(1))).await,
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! What users write: per-job and batch handlers, their errors, and the registry that picks
+//! a handler by job kind.
+
+use crate::envelope::Job;
+use futures_util::future::BoxFuture;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How a job failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobError {
+    /// The error text, kept as the job's last error.
+    pub message: String,
+    /// Retry later (with backoff) rather than dead-letter now.
+    pub retryable: bool,
+    /// The downstream asked us to slow down (HTTP 429/503 and the like): the concurrency
+    /// limiter counts it as congestion.
+    pub backpressure: bool,
+    /// Retry no sooner than this (for example from `Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl JobError {
+    /// A failure worth retrying with backoff.
+    pub fn retry(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retryable: true,
+            backpressure: false,
+            retry_after: None,
+        }
+    }
+
+    /// A failure no retry will cure: the job goes straight to the dead-letter queue.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            retryable: false,
+            backpressure: false,
+            retry_after: None,
+        }
+    }
+
+    /// The downstream is overloaded: retry after `retry_after` (or the backoff) and slow down.
+    pub fn backpressure(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
+        Self {
+            message: message.into(),
+            retryable: true,
+            backpressure: true,
+            retry_after,
+        }
+    }
+}
+
+impl std::fmt::Display for JobError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for JobError {}
+
+/// The result of one job.
+pub type JobResult = Result<(), JobError>;
+
+/// Handles one job at a time; the pool runs as many at once as the limit allows.
+pub trait Handler: Send + Sync + 'static {
+    /// Runs the job. A panic counts as a retryable failure.
+    fn call(&self, job: Job) -> BoxFuture<'static, JobResult>;
+}
+
+/// Handles up to [`BatchHandler::max_batch`] jobs of one kind at once.
+pub trait BatchHandler: Send + Sync + 'static {
+    /// Runs the jobs; returns one result per job, in order. Missing results count as
+    /// retryable failures; a panic fails the whole batch as retryable.
+    fn call(&self, jobs: Vec<Job>) -> BoxFuture<'static, Vec<JobResult>>;
+
+    /// The most jobs per call.
+    fn max_batch(&self) -> usize {
+        100
+    }
+}
+
+/// A [`Handler`] from an async closure: `handler_fn(|job| async move { Ok(()) })`.
+pub fn handler_fn<F, Fut>(f: F) -> HandlerFn<F>
+where
+    F: Fn(Job) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = JobResult> + Send + 'static,
+{
+    HandlerFn(f)
+}
+
+/// See [`handler_fn`].
+pub struct HandlerFn<F>(F);
+
+impl<F, Fut> Handler for HandlerFn<F>
+where
+    F: Fn(Job) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = JobResult> + Send + 'static,
+{
+    fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {
+        Box::pin((self.0)(job))
+    }
+}
+
+/// Where the registry sends a kind.
+#[derive(Clone)]
+pub enum Route {
+    /// A per-job handler.
+    One(Arc<dyn Handler>),
+    /// A batch handler.
+    Batch(Arc<dyn BatchHandler>),
+}
+
+/// Dispatches jobs to handlers by kind; a kind with no handler (and no fallback) is
+/// dead-lettered with the reason.
+#[derive(Clone, Default)]
+pub struct Registry {
+    routes: HashMap<String, Route>,
+    fallback: Option<Route>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Handles jobs of `kind` with `h`.
+    pub fn on(mut self, kind: impl Into<String>, h: impl Handler) -> Self {
+        self.routes.insert(kind.into(), Route::One(Arc::new(h)));
+        self
+    }
+
+    /// Handles jobs of `kind` in batches with `h`.
+    pub fn on_batch(mut self, kind: impl Into<String>, h: impl BatchHandler) -> Self {
+        self.routes.insert(kind.into(), Route::Batch(Arc::new(h)));
+        self
+    }
+
+    /// Handles every kind without its own handler with `h`.
+    pub fn fallback(mut self, h: impl Handler) -> Self {
+        self.fallback = Some(Route::One(Arc::new(h)));
+        self
+    }
+
+    /// Handles every kind without its own handler in batches with `h`.
+    pub fn fallback_batch(mut self, h: impl BatchHandler) -> Self {
+        self.fallback = Some(Route::Batch(Arc::new(h)));
+        self
+    }
+
+    /// The route for `kind`, if any.
+    pub fn route(&self, kind: &str) -> Option<&Route> {
+        self.routes.get(kind).or(self.fallback.as_ref())
+    }
+
+    /// True when no kind is handled.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty() && self.fallback.is_none()
+    }
+}

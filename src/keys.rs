@@ -1,0 +1,128 @@
+//! Every Redis key weir touches, built in this one place.
+//!
+//! All keys of queue `Q` carry the hash tag `{Q}` (`weir:{Q}:ready:high`, …), so every
+//! script touches a single cluster slot. Scripts receive [`QueueKeys::all`] in a fixed
+//! order that `scripts/lib.lua` names; nothing builds a key inside Lua.
+
+use crate::error::Error;
+
+/// Longest queue name accepted.
+pub const MAX_QUEUE_NAME: usize = 128;
+
+/// Checks a queue name: 1 to 128 characters from `[A-Za-z0-9_.:-]`.
+///
+/// Braces are refused because they would break the hash tag.
+pub fn validate_queue_name(name: &str) -> Result<(), Error> {
+    validate_token("queue name", name, MAX_QUEUE_NAME)
+}
+
+/// Checks a job id or kind: 1 to `max` characters from `[A-Za-z0-9_.:-]`.
+///
+/// Keeping these to a plain alphabet means they never need escaping in an envelope, which
+/// is what lets scripts read the envelope header with a pattern (see `scripts/lib.lua`).
+pub(crate) fn validate_token(what: &'static str, value: &str, max: usize) -> Result<(), Error> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
+    if value.is_empty() || value.len() > max || !value.chars().all(ok_char) {
+        return Err(Error::InvalidName {
+            what,
+            value: value.chars().take(200).collect(),
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// The keys of one queue, in the order scripts expect them.
+#[derive(Debug, Clone)]
+pub struct QueueKeys {
+    name: String,
+    all: [String; 13],
+}
+
+impl QueueKeys {
+    /// Builds the keys of queue `name`, checking the name.
+    pub fn new(name: &str) -> Result<Self, Error> {
+        validate_queue_name(name)?;
+        let k = |suffix: &str| format!("weir:{{{name}}}:{suffix}");
+        Ok(Self {
+            name: name.to_owned(),
+            all: [
+                k("ready:high"),     // LIST: ids, priority high
+                k("ready:normal"),   // LIST: ids, priority normal
+                k("ready:low"),      // LIST: ids, priority low
+                k("delayed:high"),   // ZSET: id -> due time ms
+                k("delayed:normal"), // ZSET: id -> due time ms
+                k("delayed:low"),    // ZSET: id -> due time ms
+                k("jobs"),           // HASH: id -> envelope JSON
+                k("lease"),          // ZSET: id -> lease deadline ms
+                k("dead"),           // ZSET: id -> dead-lettered-at ms
+                k("errors"),         // HASH: id -> last error / reason
+                k("paused"),         // STRING: present while paused
+                k("counters"),       // HASH: counter name -> count
+                k("wake"),           // pub/sub channel (not a key)
+            ],
+        })
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every key, in script order (see `scripts/lib.lua`).
+    pub fn all(&self) -> &[String; 13] {
+        &self.all
+    }
+
+    /// LIST of ready ids for `priority`.
+    pub fn ready(&self, priority: crate::Priority) -> &str {
+        &self.all[priority as usize]
+    }
+
+    /// HASH id -> envelope.
+    pub fn jobs(&self) -> &str {
+        &self.all[6]
+    }
+
+    /// ZSET id -> lease deadline ms.
+    pub fn lease(&self) -> &str {
+        &self.all[7]
+    }
+
+    /// ZSET id -> dead-lettered-at ms.
+    pub fn dead(&self) -> &str {
+        &self.all[8]
+    }
+
+    /// Pub/sub channel that wakes idle consumers.
+    pub fn wake_channel(&self) -> &str {
+        &self.all[12]
+    }
+
+    /// The key holding runtime settings of this queue (HASH), for tools built on weir.
+    pub fn settings(&self) -> String {
+        format!("weir:{{{}}}:settings", self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_hash_tag() {
+        let k = QueueKeys::new("emails").unwrap();
+        assert_eq!(k.all()[0], "weir:{emails}:ready:high");
+        assert!(k.all().iter().all(|key| key.starts_with("weir:{emails}:")));
+        assert_eq!(k.lease(), "weir:{emails}:lease");
+    }
+
+    #[test]
+    fn bad_names_are_refused() {
+        for bad in ["", "a{b}", "sp ace", "quote\"", &"x".repeat(129)] {
+            let err = QueueKeys::new(bad).unwrap_err().to_string();
+            assert!(err.contains("queue name"), "{err}");
+        }
+        assert!(QueueKeys::new("a-b_c.d:e").is_ok());
+    }
+}

@@ -1,0 +1,223 @@
+//! The worker pool: takes decoded jobs from the fetcher's channel, routes each by kind,
+//! and runs it under the concurrency [`Limit`], catching panics and timeouts. Outcomes go
+//! to the acker.
+
+use crate::acker::{AckerMsg, Done, Outcome};
+use crate::envelope::Job;
+use crate::handler::{BatchHandler, Handler, JobError, JobResult, Registry, Route};
+use crate::limit::{Limit, Permit};
+use crate::retry::RetryPolicy;
+use futures_util::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+/// Jobs fetched but not yet started. The fetcher fetches only while this stays under
+/// [`Buffer::capacity`], which follows the limit: that is the backpressure.
+#[derive(Debug, Default)]
+pub(crate) struct Buffer {
+    len: AtomicUsize,
+    room: Notify,
+}
+
+impl Buffer {
+    /// Jobs held un-started.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Prefetch allowed for a concurrency `limit`: two jobs per slot, so a slot that frees
+    /// up finds its next job waiting while the next fetch is in flight.
+    pub fn capacity(limit: usize) -> usize {
+        (limit * 2).max(2)
+    }
+
+    pub fn add(&self, n: usize) {
+        self.len.fetch_add(n, Ordering::AcqRel);
+    }
+
+    fn take(&self, n: usize) {
+        self.len.fetch_sub(n, Ordering::AcqRel);
+        self.room.notify_one();
+    }
+
+    /// Resolves after jobs leave the buffer.
+    pub async fn room(&self) {
+        self.room.notified().await
+    }
+}
+
+/// Pool settings.
+#[derive(Debug, Clone, Default)]
+pub struct PoolConfig {
+    /// A job running longer is abandoned and retried (default none).
+    pub job_timeout: Option<Duration>,
+    /// Backoff of retryable failures.
+    pub retry: RetryPolicy,
+}
+
+/// The worker pool task.
+pub(crate) struct Pool {
+    pub config: PoolConfig,
+    pub registry: Arc<Registry>,
+    pub limit: Arc<Limit>,
+    pub buffer: Arc<Buffer>,
+    pub acker: mpsc::UnboundedSender<AckerMsg>,
+}
+
+impl Pool {
+    /// Runs jobs until `shutdown`; un-started jobs are left to the acker to release.
+    pub async fn run(self, mut jobs: mpsc::UnboundedReceiver<Vec<Job>>, shutdown: CancellationToken) {
+        let this = Arc::new(self);
+        loop {
+            let batch = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                b = jobs.recv() => match b { Some(b) => b, None => break },
+            };
+            if !this.dispatch(batch, &shutdown).await {
+                break;
+            }
+        }
+    }
+
+    /// Starts every job of a fetched batch; false if shutdown came first.
+    async fn dispatch(self: &Arc<Self>, batch: Vec<Job>, shutdown: &CancellationToken) -> bool {
+        let mut groups: Vec<(Arc<dyn BatchHandler>, Vec<Job>)> = Vec::new();
+        for job in batch {
+            match self.registry.route(&job.kind) {
+                None => {
+                    self.buffer.take(1);
+                    let reason = format!("unknown job kind {:?}", job.kind);
+                    let _ = self.acker.send(AckerMsg::Done(Done {
+                        id: job.id,
+                        outcome: Outcome::Dead { reason },
+                    }));
+                }
+                Some(Route::One(h)) => {
+                    let Some(permit) = self.permit(shutdown).await else {
+                        return false;
+                    };
+                    self.buffer.take(1);
+                    tokio::spawn(self.clone().run_one(h.clone(), job, permit));
+                }
+                Some(Route::Batch(h)) => {
+                    let max = h.max_batch().max(1);
+                    let i = match groups.iter().position(|(g, _)| Arc::ptr_eq(g, h)) {
+                        Some(i) => i,
+                        None => {
+                            groups.push((h.clone(), Vec::with_capacity(max)));
+                            groups.len() - 1
+                        }
+                    };
+                    groups[i].1.push(job);
+                    if groups[i].1.len() >= max {
+                        let (h, jobs) = groups.swap_remove(i);
+                        if !self.start_batch(h, jobs, shutdown).await {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        for (h, jobs) in groups {
+            if !self.start_batch(h, jobs, shutdown).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    async fn permit(&self, shutdown: &CancellationToken) -> Option<Permit> {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => None,
+            p = self.limit.acquire() => Some(p),
+        }
+    }
+
+    async fn start_batch(
+        self: &Arc<Self>,
+        h: Arc<dyn BatchHandler>,
+        jobs: Vec<Job>,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let Some(permit) = self.permit(shutdown).await else {
+            return false;
+        };
+        self.buffer.take(jobs.len());
+        tokio::spawn(self.clone().run_batch(h, jobs, permit));
+        true
+    }
+
+    async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) {
+        let (id, attempt) = (job.id.clone(), job.attempt);
+        let result = self.guarded(h.call(job)).await.and_then(|r| r);
+        drop(permit);
+        self.finish(id, attempt, result);
+    }
+
+    async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
+        let heads: Vec<(String, u32)> = jobs.iter().map(|j| (j.id.clone(), j.attempt)).collect();
+        let n = heads.len();
+        let results = match self.guarded(h.call(jobs)).await {
+            Ok(mut rs) => {
+                if rs.len() != n {
+                    let msg = format!("batch handler returned {} results for {n} jobs", rs.len());
+                    rs.resize(n, Err(JobError::retry(msg)));
+                }
+                rs
+            }
+            Err(e) => vec![Err(e); n],
+        };
+        drop(permit);
+        for ((id, attempt), result) in heads.into_iter().zip(results) {
+            self.finish(id, attempt, result);
+        }
+    }
+
+    /// Runs a handler future, turning a panic or a timeout into a retryable error.
+    async fn guarded<T>(&self, fut: futures_util::future::BoxFuture<'static, T>) -> Result<T, JobError> {
+        let fut = AssertUnwindSafe(fut).catch_unwind();
+        let caught = match self.config.job_timeout {
+            Some(t) => match tokio::time::timeout(t, fut).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return Err(JobError::retry(format!(
+                        "timed out after {}",
+                        humantime::format_duration(t)
+                    )));
+                }
+            },
+            None => fut.await,
+        };
+        caught.map_err(|panic| {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            JobError::retry(format!("handler panicked: {msg}"))
+        })
+    }
+
+    fn finish(&self, id: String, attempt: u32, result: JobResult) {
+        let outcome = match result {
+            Ok(()) => Outcome::Ack,
+            Err(e) if e.retryable => {
+                let delay = e.retry_after.unwrap_or_else(|| self.config.retry.delay(attempt));
+                Outcome::Retry {
+                    delay_ms: delay.as_millis() as u64,
+                    error: e.message,
+                }
+            }
+            Err(e) => Outcome::Dead { reason: e.message },
+        };
+        // The acker outlives every worker; a closed channel means the process is exiting
+        // and the lease brings the job back.
+        let _ = self.acker.send(AckerMsg::Done(Done { id, outcome }));
+    }
+}

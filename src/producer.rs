@@ -1,0 +1,241 @@
+//! The producer: puts jobs into a queue, one at a time or in bulk (one round trip per
+//! chunk of up to [`BULK_CHUNK`] jobs, several chunks in flight).
+
+use crate::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
+use crate::error::{Error, Result};
+use crate::keys::{QueueKeys, validate_token};
+use crate::scripts::{self, EnqueueArg};
+use futures_util::{StreamExt, stream};
+use redis::aio::ConnectionManager;
+use serde_json::value::RawValue;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Jobs per enqueue script call in [`Producer::enqueue_bulk`].
+pub const BULK_CHUNK: usize = 1000;
+/// Enqueue calls kept in flight by [`Producer::enqueue_bulk`].
+pub const BULK_PIPELINE: usize = 4;
+/// Attempts a job gets unless told otherwise.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+/// A job to enqueue, built with options.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    kind: String,
+    payload: Box<RawValue>,
+    id: Option<String>,
+    priority: Priority,
+    delay: Duration,
+    run_at: Option<SystemTime>,
+    max_attempts: Option<u32>,
+    trace_id: Option<String>,
+}
+
+impl NewJob {
+    /// A job of `kind` whose payload is `payload` serialized to JSON.
+    pub fn new<T: serde::Serialize + ?Sized>(kind: impl Into<String>, payload: &T) -> Result<Self> {
+        Ok(Self::from_raw(kind, serde_json::value::to_raw_value(payload)?))
+    }
+
+    /// A job whose payload is already JSON text (checked to be valid JSON).
+    pub fn from_json(kind: impl Into<String>, payload: &str) -> Result<Self> {
+        Ok(Self::from_raw(kind, RawValue::from_string(payload.to_owned())?))
+    }
+
+    /// A job with a raw JSON payload.
+    pub fn from_raw(kind: impl Into<String>, payload: Box<RawValue>) -> Self {
+        Self {
+            kind: kind.into(),
+            payload,
+            id: None,
+            priority: Priority::Normal,
+            delay: Duration::ZERO,
+            run_at: None,
+            max_attempts: None,
+            trace_id: None,
+        }
+    }
+
+    /// A caller-chosen id: enqueueing it again while the job exists is refused.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The priority (default normal).
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+
+    /// Run no sooner than `delay` from now (Redis's clock).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Run no sooner than `at`.
+    pub fn run_at(mut self, at: SystemTime) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// Runs allowed in all before the job is dead-lettered (default 5, at least 1).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// A trace id that travels with the job.
+    pub fn trace_id(mut self, t: impl Into<String>) -> Self {
+        self.trace_id = Some(t.into());
+        self
+    }
+}
+
+/// What a bulk enqueue did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BulkReport {
+    /// Jobs stored.
+    pub enqueued: u64,
+    /// Ids refused because a job with that id exists.
+    pub duplicates: Vec<String>,
+}
+
+/// Enqueues jobs into one queue. Cheap to clone.
+#[derive(Clone)]
+pub struct Producer {
+    conn: ConnectionManager,
+    keys: QueueKeys,
+    max_envelope_bytes: usize,
+    default_max_attempts: u32,
+}
+
+impl Producer {
+    /// A producer for `queue` over `conn`.
+    pub fn new(conn: ConnectionManager, queue: &str) -> Result<Self> {
+        Ok(Self {
+            conn,
+            keys: QueueKeys::new(queue)?,
+            max_envelope_bytes: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
+            default_max_attempts: DEFAULT_MAX_ATTEMPTS,
+        })
+    }
+
+    /// Sets the envelope size limit (default 1 MiB); larger jobs are refused.
+    pub fn max_envelope_bytes(mut self, n: usize) -> Self {
+        self.max_envelope_bytes = n;
+        self
+    }
+
+    /// Sets the attempts of jobs that do not say (default 5).
+    pub fn default_max_attempts(mut self, n: u32) -> Self {
+        self.default_max_attempts = n.max(1);
+        self
+    }
+
+    /// The queue's name.
+    pub fn queue(&self) -> &str {
+        self.keys.name()
+    }
+
+    /// Enqueues one job; returns its id. A taken id gives [`Error::Duplicate`].
+    pub async fn enqueue(&self, job: NewJob) -> Result<String> {
+        let arg = self.prepare(job, envelope::unix_ms(), &mut Vec::new())?;
+        let id = arg.id.clone();
+        let dups = scripts::enqueue(&mut self.conn.clone(), &self.keys, std::slice::from_ref(&arg)).await?;
+        if dups.is_empty() {
+            Ok(id)
+        } else {
+            Err(Error::Duplicate(id))
+        }
+    }
+
+    /// Enqueues one job to run after `delay`.
+    pub async fn enqueue_in(&self, delay: Duration, job: NewJob) -> Result<String> {
+        self.enqueue(job.delay(delay)).await
+    }
+
+    /// Enqueues one job to run at `at`.
+    pub async fn enqueue_at(&self, at: SystemTime, job: NewJob) -> Result<String> {
+        self.enqueue(job.run_at(at)).await
+    }
+
+    /// Enqueues many jobs: chunks of [`BULK_CHUNK`], [`BULK_PIPELINE`] calls in flight.
+    ///
+    /// Every job is checked before anything is sent, so a bad job fails the call with
+    /// nothing enqueued. A Redis error mid-way leaves the chunks sent before it enqueued.
+    pub async fn enqueue_bulk(&self, jobs: impl IntoIterator<Item = NewJob>) -> Result<BulkReport> {
+        let now = envelope::unix_ms();
+        let mut buf = Vec::new();
+        let args = jobs
+            .into_iter()
+            .map(|j| self.prepare(j, now, &mut buf))
+            .collect::<Result<Vec<_>>>()?;
+        let mut results = stream::iter(args.chunks(BULK_CHUNK))
+            .map(|chunk| self.enqueue_args(chunk))
+            .buffered(BULK_PIPELINE);
+        let mut report = BulkReport::default();
+        while let Some(r) = results.next().await {
+            let (n, dups) = r?;
+            report.enqueued += n;
+            report.duplicates.extend(dups);
+        }
+        Ok(report)
+    }
+
+    /// Enqueues prepared jobs in one call; returns (stored, duplicate ids).
+    pub async fn enqueue_args(&self, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
+        let dups = scripts::enqueue(&mut self.conn.clone(), &self.keys, args).await?;
+        Ok(((args.len() - dups.len()) as u64, dups))
+    }
+
+    /// Checks and encodes one job; `buf` is scratch space reused across calls.
+    pub fn prepare(&self, job: NewJob, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
+        validate_token("job kind", &job.kind, MAX_ID_LEN)?;
+        let id = match job.id {
+            Some(id) => {
+                validate_token("job id", &id, MAX_ID_LEN)?;
+                id
+            }
+            None => envelope::new_id(),
+        };
+        if let Some(t) = &job.trace_id {
+            validate_token("trace id", t, MAX_ID_LEN)?;
+        }
+        let max_attempts = job.max_attempts.unwrap_or(self.default_max_attempts).max(1);
+        let env = EnvelopeOut {
+            attempt: 0,
+            max_attempts,
+            priority: job.priority as u8,
+            enqueued_at: now_ms,
+            id: &id,
+            kind: &job.kind,
+            trace_id: job.trace_id.as_deref(),
+            payload: &job.payload,
+        };
+        env.encode_into(buf)?;
+        if buf.len() > self.max_envelope_bytes {
+            return Err(Error::TooLarge {
+                id,
+                size: buf.len(),
+                limit: self.max_envelope_bytes,
+            });
+        }
+        let run_at_ms = job
+            .run_at
+            .map(|t| {
+                t.duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(1)
+                    .max(1)
+            })
+            .unwrap_or(0);
+        Ok(EnqueueArg {
+            id,
+            priority: job.priority,
+            delay_ms: job.delay.as_millis() as u64,
+            run_at_ms,
+            envelope: buf.clone(),
+        })
+    }
+}

@@ -1,0 +1,71 @@
+//! The retry policy: exponential backoff with jitter, `min(cap, base * 2^attempt)`.
+
+use rand::Rng;
+use std::time::Duration;
+
+/// Backoff for retryable failures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Delay after the first failure, before jitter (default 1 s).
+    pub base: Duration,
+    /// Longest delay (default 1 h).
+    pub cap: Duration,
+    /// Fraction of the delay drawn at random, 0.0 to 1.0 (default 0.5: the delay is
+    /// between half and all of the exponential figure, so retries of a failed burst spread).
+    pub jitter: f64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(3600),
+            jitter: 0.5,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before the retry that follows failure number `attempt + 1`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exp = self.base.as_secs_f64() * 2f64.powi(attempt.min(62) as i32);
+        let full = exp.min(self.cap.as_secs_f64());
+        let jitter = self.jitter.clamp(0.0, 1.0);
+        let r: f64 = rand::rng().random();
+        Duration::from_secs_f64(full * (1.0 - jitter * r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grows_then_caps() {
+        let p = RetryPolicy {
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(1),
+            jitter: 0.0,
+        };
+        assert_eq!(p.delay(0), Duration::from_millis(100));
+        assert_eq!(p.delay(3), Duration::from_millis(800));
+        assert_eq!(p.delay(4), Duration::from_secs(1));
+        assert_eq!(p.delay(1000), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn jitter_stays_in_range() {
+        let p = RetryPolicy {
+            base: Duration::from_secs(8),
+            cap: Duration::from_secs(3600),
+            jitter: 0.5,
+        };
+        for _ in 0..1000 {
+            let d = p.delay(0);
+            assert!(
+                d >= Duration::from_secs(4) && d <= Duration::from_secs(8),
+                "{d:?}"
+            );
+        }
+    }
+}

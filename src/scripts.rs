@@ -1,0 +1,418 @@
+//! Typed wrappers around the Lua scripts in `src/scripts/`, one per script.
+//!
+//! Each script is `lib.lua` (the shared prelude naming the queue's keys) followed by the
+//! script's own file. Scripts run through `redis::Script` (EVALSHA, reloaded on NOSCRIPT)
+//! and are built once per process. Nothing else runs Redis commands on the hot path.
+
+use crate::envelope::Priority;
+use crate::error::{Error, Result};
+use crate::keys::QueueKeys;
+use redis::Value;
+use redis::aio::ConnectionLike;
+use std::sync::LazyLock;
+
+macro_rules! script {
+    ($name:ident, $file:literal) => {
+        static $name: LazyLock<redis::Script> = LazyLock::new(|| {
+            redis::Script::new(concat!(
+                include_str!("scripts/lib.lua"),
+                include_str!(concat!("scripts/", $file, ".lua"))
+            ))
+        });
+    };
+}
+
+script!(ENQUEUE, "enqueue");
+script!(FETCH, "fetch");
+script!(SETTLE, "settle");
+script!(RECLAIM, "reclaim");
+script!(EXTEND, "extend");
+script!(RELEASE, "release");
+script!(DLQ_LIST, "dlq_list");
+script!(DLQ_REQUEUE, "dlq_requeue");
+script!(DLQ_PURGE, "dlq_purge");
+script!(PAUSE, "pause");
+script!(STATS, "stats");
+
+fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {
+    let mut inv = script.prepare_invoke();
+    for k in keys.all() {
+        inv.key(k);
+    }
+    inv
+}
+
+fn reply_err(script: &'static str, detail: impl Into<String>) -> Error {
+    Error::Reply {
+        script,
+        detail: detail.into(),
+    }
+}
+
+fn as_u64(script: &'static str, v: &Value) -> Result<u64> {
+    match v {
+        Value::Int(i) => Ok((*i).max(0) as u64),
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| reply_err(script, "expected an integer")),
+        other => Err(reply_err(script, format!("expected an integer, got {other:?}"))),
+    }
+}
+
+fn into_string(script: &'static str, v: Value) -> Result<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b).map_err(|_| reply_err(script, "non-UTF-8 id")),
+        Value::SimpleString(s) => Ok(s),
+        other => Err(reply_err(script, format!("expected a string, got {other:?}"))),
+    }
+}
+
+fn into_strings(script: &'static str, v: Vec<Value>) -> Result<Vec<String>> {
+    v.into_iter().map(|x| into_string(script, x)).collect()
+}
+
+/// One job for [`enqueue`]: an encoded envelope and where it goes.
+#[derive(Debug, Clone)]
+pub struct EnqueueArg {
+    /// The job id.
+    pub id: String,
+    /// Its priority.
+    pub priority: Priority,
+    /// Delay before it is ready, ms (0 = ready now).
+    pub delay_ms: u64,
+    /// Absolute due time, epoch ms (0 = none; wins over `delay_ms`).
+    pub run_at_ms: u64,
+    /// The encoded envelope.
+    pub envelope: Vec<u8>,
+}
+
+/// Enqueues a batch in one call; returns the ids refused as duplicates.
+pub async fn enqueue<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    jobs: &[EnqueueArg],
+) -> Result<Vec<String>> {
+    let mut inv = invocation(&ENQUEUE, keys);
+    for j in jobs {
+        inv.arg(&j.id)
+            .arg(j.priority as u8)
+            .arg(j.delay_ms)
+            .arg(j.run_at_ms)
+            .arg(&j.envelope);
+    }
+    let dups: Vec<Value> = inv.invoke_async(conn).await?;
+    into_strings("enqueue", dups)
+}
+
+/// What [`fetch`] returns.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// Lease deadline (ms, Redis clock) of every job returned: the token to settle them with.
+    pub deadline_ms: u64,
+    /// With no jobs: ms until the next delayed job is due (0 = none delayed).
+    pub next_due_ms: u64,
+    /// The queue is paused.
+    pub paused: bool,
+    /// (id, envelope) pairs.
+    pub jobs: Vec<(String, Vec<u8>)>,
+}
+
+/// Promotes due delayed jobs, then pops and leases up to `n` ready jobs.
+pub async fn fetch<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    n: usize,
+    visibility_ms: u64,
+) -> Result<Fetched> {
+    let reply: Vec<Value> = invocation(&FETCH, keys)
+        .arg(n)
+        .arg(visibility_ms)
+        .invoke_async(conn)
+        .await?;
+    if reply.len() < 3 || reply.len().is_multiple_of(2) {
+        return Err(reply_err("fetch", format!("{} values", reply.len())));
+    }
+    let mut it = reply.into_iter();
+    let mut head = || it.next().unwrap_or(Value::Nil);
+    let (d, nd, p) = (head(), head(), head());
+    let mut out = Fetched {
+        deadline_ms: as_u64("fetch", &d)?,
+        next_due_ms: as_u64("fetch", &nd)?,
+        paused: as_u64("fetch", &p)? == 1,
+        jobs: Vec::with_capacity(it.len() / 2),
+    };
+    while let (Some(id), Some(env)) = (it.next(), it.next()) {
+        let env = match env {
+            Value::BulkString(b) => b,
+            other => return Err(reply_err("fetch", format!("envelope is {other:?}"))),
+        };
+        out.jobs.push((into_string("fetch", id)?, env));
+    }
+    Ok(out)
+}
+
+/// One outcome for [`settle`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settle {
+    /// Delete the job: it is done.
+    Ack {
+        /// Job id.
+        id: String,
+        /// Lease deadline token.
+        token: u64,
+    },
+    /// Back to delayed after `delay_ms` with attempt + 1, or dead once attempts are spent.
+    Retry {
+        /// Job id.
+        id: String,
+        /// Lease deadline token.
+        token: u64,
+        /// Priority to return at.
+        priority: Priority,
+        /// Backoff, ms.
+        delay_ms: u64,
+        /// The error, kept as the job's last error.
+        error: String,
+    },
+    /// To the dead-letter queue now.
+    Dead {
+        /// Job id.
+        id: String,
+        /// Lease deadline token.
+        token: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Settle {
+    /// The job id.
+    pub fn id(&self) -> &str {
+        match self {
+            Settle::Ack { id, .. } | Settle::Retry { id, .. } | Settle::Dead { id, .. } => id,
+        }
+    }
+}
+
+/// Applies outcomes in one call; returns the ids whose lease this caller no longer held.
+pub async fn settle<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    dead_cap: u64,
+    items: &[Settle],
+) -> Result<Vec<String>> {
+    let mut inv = invocation(&SETTLE, keys);
+    inv.arg(dead_cap);
+    for item in items {
+        match item {
+            Settle::Ack { id, token } => inv.arg("A").arg(id).arg(*token),
+            Settle::Retry {
+                id,
+                token,
+                priority,
+                delay_ms,
+                error,
+            } => inv
+                .arg("R")
+                .arg(id)
+                .arg(*token)
+                .arg(*priority as u8)
+                .arg(*delay_ms)
+                .arg(error),
+            Settle::Dead { id, token, reason } => inv.arg("D").arg(id).arg(*token).arg(reason),
+        };
+    }
+    let missed: Vec<Value> = inv.invoke_async(conn).await?;
+    into_strings("settle", missed)
+}
+
+/// Reclaims up to `n` expired leases; returns (requeued, dead-lettered).
+pub async fn reclaim<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    n: usize,
+    dead_cap: u64,
+) -> Result<(u64, u64)> {
+    let r: (u64, u64) = invocation(&RECLAIM, keys)
+        .arg(n)
+        .arg(dead_cap)
+        .invoke_async(conn)
+        .await?;
+    Ok(r)
+}
+
+/// Extends the leases of `(id, token)` pairs; returns the new deadline and the lost ids.
+pub async fn extend<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    visibility_ms: u64,
+    held: &[(&str, u64)],
+) -> Result<(u64, Vec<String>)> {
+    let mut inv = invocation(&EXTEND, keys);
+    inv.arg(visibility_ms);
+    for (id, token) in held {
+        inv.arg(*id).arg(*token);
+    }
+    let reply: Vec<Value> = inv.invoke_async(conn).await?;
+    let mut it = reply.into_iter();
+    let deadline = as_u64("extend", &it.next().unwrap_or(Value::Nil))?;
+    Ok((deadline, into_strings("extend", it.collect())?))
+}
+
+/// Returns leased, un-started jobs `(id, token, priority)` to the front of ready; returns
+/// the ids not released.
+pub async fn release<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    held: &[(&str, u64, Priority)],
+) -> Result<Vec<String>> {
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut inv = invocation(&RELEASE, keys);
+    for (id, token, priority) in held {
+        inv.arg(*id).arg(*token).arg(*priority as u8);
+    }
+    let missed: Vec<Value> = inv.invoke_async(conn).await?;
+    into_strings("release", missed)
+}
+
+/// One dead-letter queue entry.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeadJob {
+    /// Job id.
+    pub id: String,
+    /// When it was dead-lettered, epoch ms (Redis clock).
+    pub dead_at_ms: u64,
+    /// The envelope as stored (may be invalid JSON: that can be why it is here).
+    pub envelope: Option<String>,
+    /// The reason or last error.
+    pub reason: Option<String>,
+}
+
+fn opt_string(v: Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        _ => None,
+    }
+}
+
+/// Lists dead-lettered jobs, newest first.
+pub async fn dlq_list<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    offset: usize,
+    count: usize,
+) -> Result<Vec<DeadJob>> {
+    let reply: Vec<Value> = invocation(&DLQ_LIST, keys)
+        .arg(offset)
+        .arg(count)
+        .invoke_async(conn)
+        .await?;
+    let mut out = Vec::with_capacity(reply.len() / 4);
+    let mut it = reply.into_iter();
+    while let (Some(id), Some(at), Some(env), Some(reason)) = (it.next(), it.next(), it.next(), it.next()) {
+        out.push(DeadJob {
+            id: into_string("dlq_list", id)?,
+            dead_at_ms: as_u64("dlq_list", &at)?,
+            envelope: opt_string(env),
+            reason: opt_string(reason),
+        });
+    }
+    Ok(out)
+}
+
+/// Requeues dead-lettered jobs (the given ids, or up to `limit` oldest); returns how many
+/// were requeued and the ids that were not in the dead-letter queue.
+pub async fn dlq_requeue<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    limit: usize,
+    ids: &[String],
+) -> Result<(u64, Vec<String>)> {
+    let mut inv = invocation(&DLQ_REQUEUE, keys);
+    inv.arg(limit);
+    for id in ids {
+        inv.arg(id);
+    }
+    let reply: Vec<Value> = inv.invoke_async(conn).await?;
+    let mut it = reply.into_iter();
+    let n = as_u64("dlq_requeue", &it.next().unwrap_or(Value::Nil))?;
+    Ok((n, into_strings("dlq_requeue", it.collect())?))
+}
+
+/// Deletes up to `limit` dead-lettered jobs, oldest first; returns how many.
+pub async fn dlq_purge<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, limit: usize) -> Result<u64> {
+    Ok(invocation(&DLQ_PURGE, keys).arg(limit).invoke_async(conn).await?)
+}
+
+/// Pauses (`true`) or resumes a queue; returns whether the state changed.
+pub async fn pause<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, paused: bool) -> Result<bool> {
+    let changed: u64 = invocation(&PAUSE, keys)
+        .arg(if paused { "1" } else { "0" })
+        .invoke_async(conn)
+        .await?;
+    Ok(changed == 1)
+}
+
+/// A snapshot of a queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Ready jobs per priority: high, normal, low.
+    pub ready: [u64; 3],
+    /// Delayed jobs (retries and scheduled jobs).
+    pub delayed: u64,
+    /// Leased jobs.
+    pub in_flight: u64,
+    /// Dead-lettered jobs.
+    pub dead: u64,
+    /// Whether the queue is paused.
+    pub paused: bool,
+    /// Age of the oldest ready job, ms (0 when none is ready).
+    pub oldest_ready_age_ms: u64,
+    /// Lifetime counters: enqueued, fetched, acked, retried, dead, reclaimed, trimmed.
+    pub counters: std::collections::BTreeMap<String, u64>,
+}
+
+impl Stats {
+    /// Ready jobs of all priorities.
+    pub fn ready_total(&self) -> u64 {
+        self.ready.iter().sum()
+    }
+
+    /// Jobs still to be done: ready, delayed or leased.
+    pub fn pending(&self) -> u64 {
+        self.ready_total() + self.delayed + self.in_flight
+    }
+}
+
+/// Reads a [`Stats`] snapshot.
+pub async fn stats<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<Stats> {
+    let reply: Vec<Value> = invocation(&STATS, keys).invoke_async(conn).await?;
+    if reply.len() != 9 {
+        return Err(reply_err("stats", format!("{} values", reply.len())));
+    }
+    let n = |i: usize| as_u64("stats", &reply[i]);
+    let mut s = Stats {
+        ready: [n(0)?, n(1)?, n(2)?],
+        delayed: n(3)?,
+        in_flight: n(4)?,
+        dead: n(5)?,
+        paused: n(6)? == 1,
+        oldest_ready_age_ms: n(7)?,
+        counters: Default::default(),
+    };
+    if let Value::Array(pairs) = &reply[8] {
+        for pair in pairs.chunks(2) {
+            if let [k, v] = pair {
+                let name = match k {
+                    Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    _ => continue,
+                };
+                s.counters.insert(name, as_u64("stats", v)?);
+            }
+        }
+    }
+    Ok(s)
+}

@@ -1,0 +1,12 @@
+-- dlq_purge: deletes up to N dead-lettered jobs, oldest first.
+--
+-- KEYS: the queue's keys (lib.lua); touches dead, jobs, errors.
+-- ARGV[1]: the most jobs to delete in this call (the caller loops for more)
+-- Returns: the number deleted.
+
+local ids = redis.call('ZRANGE', K.dead, 0, tonumber(ARGV[1]) - 1)
+if #ids == 0 then return 0 end
+call_chunked('ZREM', K.dead, ids)
+call_chunked('HDEL', K.jobs, ids)
+call_chunked('HDEL', K.errors, ids)
+return #ids

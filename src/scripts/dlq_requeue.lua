@@ -1,0 +1,32 @@
+-- dlq_requeue: moves dead-lettered jobs back to ready with a fresh attempt count.
+--
+-- KEYS: the queue's keys (lib.lua); touches dead, jobs, errors, ready[1..3], counters, wake.
+-- ARGV[1]: the most jobs to requeue when no ids are given (oldest first)
+-- ARGV[2..]: ids to requeue (optional)
+-- Returns: { requeued, missing_id1, ... } where missing ids are not in the dead-letter queue.
+
+local ids = {}
+if #ARGV > 1 then
+  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+else
+  ids = redis.call('ZRANGE', K.dead, 0, tonumber(ARGV[1]) - 1)
+end
+local out = { 0 }
+local requeued = 0
+for i = 1, #ids do
+  local id = ids[i]
+  local env = redis.call('HGET', K.jobs, id)
+  if redis.call('ZREM', K.dead, id) == 1 and env then
+    local attempt, _, p = header(env)
+    if attempt then env = with_attempt(env, 0) else p = 2 end
+    redis.call('HSET', K.jobs, id, env)
+    redis.call('HDEL', K.errors, id)
+    redis.call('RPUSH', K.ready[p], id)
+    requeued = requeued + 1
+  else
+    out[#out + 1] = id
+  end
+end
+out[1] = requeued
+if requeued > 0 then redis.call('PUBLISH', K.wake, 'requeue') end
+return out

@@ -1,0 +1,69 @@
+-- fetch: promotes due delayed jobs, pops up to N ready jobs highest priority first and
+-- leases them.
+--
+-- KEYS: the queue's keys (lib.lua); touches ready[1..3], delayed[1..3], jobs, lease,
+--   paused, counters.
+-- ARGV[1]: N, the most jobs to return (>= 1)
+-- ARGV[2]: visibility timeout (ms): lease deadline = Redis TIME + this
+-- Returns: { deadline_ms, next_due_in_ms, paused, id1, envelope1, id2, envelope2, ... }
+--   deadline_ms: the lease deadline of every returned job (the ack token), 0 if none;
+--   next_due_in_ms: with no job returned, ms until the next delayed job is due (0 = none);
+--   paused: 1 when the queue is paused (nothing is popped then).
+
+local n = tonumber(ARGV[1])
+local vt = tonumber(ARGV[2])
+
+-- 1. a paused queue hands out nothing
+if redis.call('EXISTS', K.paused) == 1 then return { 0, 0, 1 } end
+local now = now_ms()
+
+-- 2. promote due delayed jobs, at most N per priority so one call stays bounded
+for p = 1, 3 do
+  local due = redis.call('ZRANGEBYSCORE', K.delayed[p], '-inf', now, 'LIMIT', 0, n)
+  if #due > 0 then
+    call_chunked('ZREM', K.delayed[p], due)
+    call_chunked('RPUSH', K.ready[p], due)
+  end
+end
+
+-- 3. pop up to N ids, high before normal before low
+local ids = {}
+for p = 1, 3 do
+  local want = n - #ids
+  if want <= 0 then break end
+  local got = redis.call('LPOP', K.ready[p], want)
+  if got then
+    for i = 1, #got do ids[#ids + 1] = got[i] end
+  end
+end
+
+-- 4. nothing ready: say when the next delayed job is due, so the fetcher sleeps till then
+if #ids == 0 then
+  local next_due = 0
+  for p = 1, 3 do
+    local z = redis.call('ZRANGE', K.delayed[p], 0, 0, 'WITHSCORES')
+    if z[2] then
+      local d = math.max(tonumber(z[2]) - now, 1)
+      if next_due == 0 or d < next_due then next_due = d end
+    end
+  end
+  return { 0, next_due, 0 }
+end
+
+-- 5. load envelopes and lease; an id without an envelope (purged meanwhile) is dropped
+local deadline = now + vt
+local envs = hmget_chunked(K.jobs, ids)
+local out = { deadline, 0, 0 }
+local lease = {}
+for i = 1, #ids do
+  local env = envs[i]
+  if env then
+    lease[#lease + 1] = deadline
+    lease[#lease + 1] = ids[i]
+    out[#out + 1] = ids[i]
+    out[#out + 1] = env
+  end
+end
+call_chunked('ZADD', K.lease, lease)
+count('fetched', #lease / 2)
+return out

@@ -1,0 +1,29 @@
+-- stats: a consistent snapshot of the queue's sizes and counters.
+--
+-- KEYS: the queue's keys (lib.lua); reads all of them.
+-- ARGV: none
+-- Returns: { ready_high, ready_normal, ready_low, delayed, in_flight, dead, paused,
+--   oldest_ready_age_ms, counters (flat field/value pairs) }
+
+local out = {}
+for p = 1, 3 do out[#out + 1] = redis.call('LLEN', K.ready[p]) end
+local delayed = 0
+for p = 1, 3 do delayed = delayed + redis.call('ZCARD', K.delayed[p]) end
+out[#out + 1] = delayed
+out[#out + 1] = redis.call('ZCARD', K.lease)
+out[#out + 1] = redis.call('ZCARD', K.dead)
+out[#out + 1] = redis.call('EXISTS', K.paused)
+-- the oldest ready job heads one of the ready lists; its envelope says when it was enqueued
+local now = now_ms()
+local oldest = 0
+for p = 1, 3 do
+  local id = redis.call('LINDEX', K.ready[p], 0)
+  if id then
+    local env = redis.call('HGET', K.jobs, id)
+    local at = env and string.match(env, '"enqueued_at":(%d+)')
+    if at then oldest = math.max(oldest, now - tonumber(at)) end
+  end
+end
+out[#out + 1] = oldest
+out[#out + 1] = redis.call('HGETALL', K.counters)
+return out
