@@ -1,0 +1,129 @@
+//! The `weir` command line: enqueue, work, stats, dlq, pause/resume, demo.
+
+mod demo;
+mod dlq;
+mod enqueue;
+mod stats;
+mod work;
+
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+use weir::{Priority, Queue, Redis};
+
+#[derive(Parser)]
+#[command(
+    name = "weir",
+    version,
+    about = "Drain Redis job queues as fast as Redis can move them"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Enqueue jobs from NDJSON (a file, or standard input), in bulk.
+    Enqueue(enqueue::EnqueueArgs),
+    /// Run a consumer until SIGINT/SIGTERM (or, with --drain, until the queue is empty).
+    Work(work::WorkArgs),
+    /// Show the queue's sizes and counters.
+    Stats(stats::StatsArgs),
+    /// Inspect, requeue or purge the dead-letter queue.
+    Dlq(dlq::DlqArgs),
+    /// Pause the queue: consumers stop fetching; running jobs finish.
+    Pause(Common),
+    /// Resume a paused queue.
+    Resume(Common),
+    /// Start a private redis-server, enqueue a bulk workload, drain it, print throughput.
+    Demo(demo::DemoArgs),
+}
+
+/// Options every subcommand takes.
+#[derive(Args, Clone, Debug)]
+pub struct Common {
+    /// Queue name.
+    #[arg(long, short, default_value = "default", global = true)]
+    pub queue: String,
+    /// Redis URL (redis:// or rediss://).
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        global = true,
+        hide_env_values = true
+    )]
+    pub redis_url: String,
+}
+
+impl Common {
+    pub async fn queue_handle(&self) -> weir::Result<Queue> {
+        let conn = Redis::open(&self.redis_url)?.connect().await?;
+        Queue::new(conn, &self.queue)
+    }
+}
+
+/// Parses durations like `500ms`, `2s`, `5m`, `1h30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("invalid duration {s:?} ({e}); write it like 500ms, 2s or 5m"))
+}
+
+/// Parses a priority: high, normal or low.
+pub fn parse_priority(s: &str) -> Result<Priority, String> {
+    s.parse()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| "weir=info,warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Enqueue(a) => enqueue::run(a).await,
+            Command::Work(a) => work::run(a).await.map(|_| ExitCode::SUCCESS),
+            Command::Stats(a) => stats::run(a).await,
+            Command::Dlq(a) => dlq::run(a).await,
+            Command::Pause(c) => pause(c, true).await,
+            Command::Resume(c) => pause(c, false).await,
+            Command::Demo(a) => demo::run(a).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {
+    let q = c.queue_handle().await?;
+    let changed = if paused {
+        q.pause().await?
+    } else {
+        q.resume().await?
+    };
+    let state = if paused { "paused" } else { "resumed" };
+    if changed {
+        println!("queue {} {state}", c.queue);
+    } else {
+        println!("queue {} was already {state}", c.queue);
+    }
+    Ok(ExitCode::SUCCESS)
+}

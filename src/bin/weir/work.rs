@@ -1,0 +1,141 @@
+//! `weir work`: runs a consumer with a built-in handler.
+
+use crate::{Common, parse_duration};
+use clap::Args;
+use futures_util::future::BoxFuture;
+use std::time::{Duration, Instant};
+use weir::{CancellationToken, Consumer, ConsumerConfig, Handler, Job, JobResult, Redis, Registry, Report};
+
+#[derive(Args, Debug, Clone)]
+pub struct WorkArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Built-in handler for every job kind: `noop`, or `sleep:<duration>` (e.g. sleep:50ms).
+    #[arg(long, default_value = "noop", value_parser = parse_handler)]
+    pub handler: BuiltIn,
+    /// Jobs running at once.
+    #[arg(long, short, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Most jobs per fetch call.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// Fetch calls in flight at once.
+    #[arg(long, default_value_t = 2)]
+    pub pipeline: usize,
+    /// Lease length: a job not settled by then is handed to another consumer.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub visibility_timeout: Duration,
+    /// Abandon and retry a job that runs longer than this.
+    #[arg(long, value_parser = parse_duration)]
+    pub job_timeout: Option<Duration>,
+    /// How long running jobs may take to finish after SIGINT/SIGTERM.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// Exit once nothing is ready, delayed or in flight.
+    #[arg(long)]
+    pub drain: bool,
+    /// Envelope size limit in bytes; bigger envelopes are dead-lettered.
+    #[arg(long, default_value_t = weir::envelope::DEFAULT_MAX_ENVELOPE_BYTES)]
+    pub max_envelope_bytes: usize,
+    /// Dead-letter queue cap (oldest entries beyond it are trimmed and counted).
+    #[arg(long, default_value_t = 10_000)]
+    pub dead_cap: u64,
+}
+
+/// The handlers `weir work` has built in.
+#[derive(Debug, Clone, Copy)]
+pub enum BuiltIn {
+    /// Acks every job at once.
+    Noop,
+    /// Sleeps, then acks.
+    Sleep(Duration),
+}
+
+fn parse_handler(s: &str) -> Result<BuiltIn, String> {
+    match s.split_once(':') {
+        None if s == "noop" => Ok(BuiltIn::Noop),
+        Some(("sleep", d)) => Ok(BuiltIn::Sleep(parse_duration(d)?)),
+        _ => Err(format!("unknown handler {s:?}: use noop or sleep:<duration>")),
+    }
+}
+
+impl Handler for BuiltIn {
+    fn call(&self, _job: Job) -> BoxFuture<'static, JobResult> {
+        match *self {
+            BuiltIn::Noop => Box::pin(std::future::ready(Ok(()))),
+            BuiltIn::Sleep(d) => Box::pin(async move {
+                tokio::time::sleep(d).await;
+                Ok(())
+            }),
+        }
+    }
+}
+
+impl WorkArgs {
+    pub fn config(&self) -> ConsumerConfig {
+        let mut c = ConsumerConfig {
+            queue: self.common.queue.clone(),
+            concurrency: self.concurrency,
+            shutdown_timeout: self.shutdown_timeout,
+            drain: self.drain,
+            ..Default::default()
+        };
+        c.fetcher.batch = self.batch;
+        c.fetcher.pipeline = self.pipeline;
+        c.fetcher.visibility = self.visibility_timeout;
+        c.fetcher.max_envelope_bytes = self.max_envelope_bytes;
+        c.acker.visibility = self.visibility_timeout;
+        c.acker.dead_cap = self.dead_cap;
+        c.reclaimer.dead_cap = self.dead_cap;
+        c.pool.job_timeout = self.job_timeout;
+        c
+    }
+}
+
+/// Runs the consumer; prints what it did. Returns the report and the elapsed time.
+pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
+    let redis = Redis::open(&a.common.redis_url)?;
+    let consumer = Consumer::new(a.config(), redis, Registry::new().fallback(a.handler))?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(watch_signals(shutdown.clone()));
+    tracing::info!(queue = %a.common.queue, concurrency = a.concurrency, "working");
+    let started = Instant::now();
+    let report = consumer.run(shutdown).await?;
+    let elapsed = started.elapsed();
+    let done = report.acked + report.retried + report.dead;
+    println!(
+        "processed {done} jobs in {:.2}s ({:.0} jobs/s): {} acked, {} retried, {} dead-lettered, {} released",
+        elapsed.as_secs_f64(),
+        done as f64 / elapsed.as_secs_f64().max(1e-9),
+        report.acked,
+        report.retried,
+        report.dead,
+        report.released
+    );
+    Ok((report, elapsed))
+}
+
+/// First SIGINT/SIGTERM: graceful shutdown. Second: exit at once.
+async fn watch_signals(shutdown: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+        else {
+            tracing::error!("cannot install signal handlers");
+            return;
+        };
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        tracing::info!("signal received: shutting down gracefully (send again to exit now)");
+        shutdown.cancel();
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        shutdown.cancel();
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    eprintln!("second signal: exiting now; leased jobs come back when their leases expire");
+    std::process::exit(130);
+}
