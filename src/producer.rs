@@ -189,53 +189,82 @@ impl Producer {
         Ok(((args.len() - dups.len()) as u64, dups))
     }
 
-    /// Checks and encodes one job; `buf` is scratch space reused across calls.
+    /// Checks and encodes one job with this producer's limits; `buf` is scratch space
+    /// reused across calls.
     pub fn prepare(&self, job: NewJob, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
-        validate_token("job kind", &job.kind, MAX_ID_LEN)?;
-        let id = match job.id {
-            Some(id) => {
-                validate_token("job id", &id, MAX_ID_LEN)?;
-                id
-            }
-            None => envelope::new_id(),
-        };
-        if let Some(t) = &job.trace_id {
-            validate_token("trace id", t, MAX_ID_LEN)?;
-        }
-        let max_attempts = job.max_attempts.unwrap_or(self.default_max_attempts).max(1);
-        let env = EnvelopeOut {
-            attempt: 0,
-            max_attempts,
-            priority: job.priority as u8,
-            enqueued_at: now_ms,
-            id: &id,
-            kind: &job.kind,
-            trace_id: job.trace_id.as_deref(),
-            payload: &job.payload,
-        };
-        env.encode_into(buf)?;
-        if buf.len() > self.max_envelope_bytes {
-            return Err(Error::TooLarge {
-                id,
-                size: buf.len(),
-                limit: self.max_envelope_bytes,
-            });
-        }
-        let run_at_ms = job
-            .run_at
-            .map(|t| {
-                t.duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(1)
-                    .max(1)
-            })
-            .unwrap_or(0);
-        Ok(EnqueueArg {
-            id,
-            priority: job.priority,
-            delay_ms: job.delay.as_millis() as u64,
-            run_at_ms,
-            envelope: buf.clone(),
-        })
+        encode_job(
+            job,
+            now_ms,
+            buf,
+            self.max_envelope_bytes,
+            self.default_max_attempts,
+        )
     }
+
+    /// Checks and encodes one job with the default limits, without a producer (benchmarks,
+    /// tools that prepare jobs ahead of a connection).
+    pub fn prepare_offline(job: NewJob, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
+        encode_job(
+            job,
+            now_ms,
+            buf,
+            envelope::DEFAULT_MAX_ENVELOPE_BYTES,
+            DEFAULT_MAX_ATTEMPTS,
+        )
+    }
+}
+
+fn encode_job(
+    job: NewJob,
+    now_ms: u64,
+    buf: &mut Vec<u8>,
+    max_envelope_bytes: usize,
+    default_max_attempts: u32,
+) -> Result<EnqueueArg> {
+    validate_token("job kind", &job.kind, MAX_ID_LEN)?;
+    let id = match job.id {
+        Some(id) => {
+            validate_token("job id", &id, MAX_ID_LEN)?;
+            id
+        }
+        None => envelope::new_id(),
+    };
+    if let Some(t) = &job.trace_id {
+        validate_token("trace id", t, MAX_ID_LEN)?;
+    }
+    let max_attempts = job.max_attempts.unwrap_or(default_max_attempts).max(1);
+    let env = EnvelopeOut {
+        attempt: 0,
+        max_attempts,
+        priority: job.priority as u8,
+        enqueued_at: now_ms,
+        id: &id,
+        kind: &job.kind,
+        trace_id: job.trace_id.as_deref(),
+        payload: &job.payload,
+    };
+    env.encode_into(buf)?;
+    if buf.len() > max_envelope_bytes {
+        return Err(Error::TooLarge {
+            id,
+            size: buf.len(),
+            limit: max_envelope_bytes,
+        });
+    }
+    let run_at_ms = job
+        .run_at
+        .map(|t| {
+            t.duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(1)
+                .max(1)
+        })
+        .unwrap_or(0);
+    Ok(EnqueueArg {
+        id,
+        priority: job.priority,
+        delay_ms: job.delay.as_millis() as u64,
+        run_at_ms,
+        envelope: buf.clone(),
+    })
 }

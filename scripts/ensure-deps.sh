@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what weir's demo and tests need on a Debian machine, if missing:
+# redis-server (the tests and the demo start private servers from it).
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+for pkg in ${WEIR_EXTRA_PACKAGES:-}; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "installing: ${need[*]}" >&2
+  sudo_cmd=""
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+redis-server --version >&2
