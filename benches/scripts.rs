@@ -21,7 +21,9 @@ struct Bench {
 fn jobs(n: usize) -> Vec<EnqueueArg> {
     let payload = serde_json::json!({ "data": "x".repeat(90) });
     (0..n)
-        .map(|_| Producer::prepare_offline(NewJob::new("noop", &payload).unwrap(), 1, &mut Vec::new()).unwrap())
+        .map(|_| {
+            Producer::prepare_offline(NewJob::new("noop", &payload).unwrap(), 1, &mut Vec::new()).unwrap()
+        })
         .collect()
 }
 
@@ -33,13 +35,23 @@ impl Bench {
     }
 
     async fn fetch(&self, n: usize) -> scripts::Fetched {
-        scripts::fetch(&mut self.conn.clone(), &self.keys, n, VT_MS).await.unwrap()
+        scripts::fetch(&mut self.conn.clone(), &self.keys, n, VT_MS)
+            .await
+            .unwrap()
     }
 
     async fn ack(&self, f: scripts::Fetched) {
-        let items: Vec<Settle> =
-            f.jobs.into_iter().map(|(id, _)| Settle::Ack { id, token: f.deadline_ms }).collect();
-        let missed = scripts::settle(&mut self.conn.clone(), &self.keys, 10_000, &items).await.unwrap();
+        let items: Vec<Settle> = f
+            .jobs
+            .into_iter()
+            .map(|(id, _)| Settle::Ack {
+                id,
+                token: f.deadline_ms,
+            })
+            .collect();
+        let missed = scripts::settle(&mut self.conn.clone(), &self.keys, 10_000, &items)
+            .await
+            .unwrap();
         assert!(missed.is_empty());
     }
 
@@ -71,7 +83,11 @@ impl Bench {
 fn setup(rt: &tokio::runtime::Runtime, redis: &EmbeddedRedis, queue: &str) -> Bench {
     rt.block_on(async {
         let conn = Redis::open(&redis.url()).unwrap().connect().await.unwrap();
-        Bench { producer: Producer::new(conn.clone(), queue).unwrap(), keys: QueueKeys::new(queue).unwrap(), conn }
+        Bench {
+            producer: Producer::new(conn.clone(), queue).unwrap(),
+            keys: QueueKeys::new(queue).unwrap(),
+            conn,
+        }
     })
 }
 
@@ -79,7 +95,9 @@ fn batch_sizes(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let redis = EmbeddedRedis::start().unwrap();
     let mut g = c.benchmark_group("scripts");
-    g.sample_size(10).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
     for n in [1usize, 10, 100, 1000] {
         g.throughput(Throughput::Elements(n as u64));
         for (name, time_ack) in [("fetch", false), ("ack", true)] {
@@ -99,29 +117,35 @@ fn backlog(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let redis = EmbeddedRedis::start().unwrap();
     let mut g = c.benchmark_group("backlog");
-    g.sample_size(10).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
     let n = 500usize;
     g.throughput(Throughput::Elements(n as u64));
     for waiting in [10_000usize, 1_000_000] {
         let b = setup(&rt, &redis, &format!("bench-backlog-{waiting}"));
         rt.block_on(b.fill(waiting));
-        g.bench_with_input(BenchmarkId::new("fetch_ack_500", waiting), &waiting, |bench, _| {
-            bench.to_async(&rt).iter_custom(|iters| {
-                let b = &b;
-                async move {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let t = Instant::now();
-                        let f = b.fetch(n).await;
-                        b.ack(f).await;
-                        total += t.elapsed();
-                        // Refill (untimed) so the backlog stays where it was.
-                        b.fill(n).await;
+        g.bench_with_input(
+            BenchmarkId::new("fetch_ack_500", waiting),
+            &waiting,
+            |bench, _| {
+                bench.to_async(&rt).iter_custom(|iters| {
+                    let b = &b;
+                    async move {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            let t = Instant::now();
+                            let f = b.fetch(n).await;
+                            b.ack(f).await;
+                            total += t.elapsed();
+                            // Refill (untimed) so the backlog stays where it was.
+                            b.fill(n).await;
+                        }
+                        total
                     }
-                    total
-                }
-            })
-        });
+                })
+            },
+        );
     }
     g.finish();
 }

@@ -8,6 +8,7 @@
 
 use crate::envelope::Priority;
 use crate::keys::QueueKeys;
+use crate::metrics::QueueMetrics;
 use crate::scripts::{self, Settle};
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
@@ -104,10 +105,17 @@ pub(crate) struct Acker {
     pub tally: Arc<Tally>,
     held: HashMap<String, Held>,
     pending: Vec<Done>,
+    metrics: QueueMetrics,
 }
 
 impl Acker {
-    pub fn new(config: AckerConfig, conn: ConnectionManager, keys: QueueKeys, tally: Arc<Tally>) -> Self {
+    pub fn new(
+        config: AckerConfig,
+        conn: ConnectionManager,
+        keys: QueueKeys,
+        tally: Arc<Tally>,
+        metrics: QueueMetrics,
+    ) -> Self {
         Self {
             config,
             conn,
@@ -115,6 +123,7 @@ impl Acker {
             tally,
             held: HashMap::new(),
             pending: Vec::new(),
+            metrics,
         }
     }
 
@@ -248,6 +257,12 @@ impl Acker {
                 }
             }
         }
+        let m = &self.metrics;
+        m.ack_batch.record(items.len() as f64);
+        m.acked.increment(acked as u64);
+        m.retried.increment(retried as u64);
+        m.dead.increment(dead as u64);
+        m.leases_lost.increment(missed.len() as u64);
         let t = &self.tally;
         t.acked.fetch_add(acked as u64, Ordering::Relaxed);
         t.retried.fetch_add(retried as u64, Ordering::Relaxed);

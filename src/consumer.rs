@@ -17,6 +17,7 @@ use crate::handler::Registry;
 use crate::housekeeping::{Reclaimer, ReclaimerConfig};
 use crate::keys::QueueKeys;
 use crate::limit::Limit;
+use crate::metrics::QueueMetrics;
 use crate::pool::{Buffer, Pool, PoolConfig};
 use crate::scripts;
 use std::sync::Arc;
@@ -44,6 +45,8 @@ pub struct ConsumerConfig {
     pub shutdown_timeout: Duration,
     /// Stop by itself once nothing is ready, delayed or in flight (default false).
     pub drain: bool,
+    /// Record metrics (default true; they reach Prometheus once `metrics::install` ran).
+    pub metrics: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -57,6 +60,7 @@ impl Default for ConsumerConfig {
             reclaimer: ReclaimerConfig::default(),
             shutdown_timeout: Duration::from_secs(30),
             drain: false,
+            metrics: true,
         }
     }
 }
@@ -100,6 +104,9 @@ impl ConsumerConfig {
         Ok(())
     }
 }
+
+/// How often queue depths are sampled for metrics.
+const STATS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What a consumer did, returned when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -171,12 +178,24 @@ impl Consumer {
         let finish_acks = CancellationToken::new();
         let stop_housekeeping = CancellationToken::new();
 
-        let acker = Acker::new(c.acker.clone(), conn.clone(), keys.clone(), self.tally.clone());
+        let metrics = if c.metrics {
+            QueueMetrics::new(&c.queue)
+        } else {
+            QueueMetrics::disabled(&c.queue)
+        };
+        let acker = Acker::new(
+            c.acker.clone(),
+            conn.clone(),
+            keys.clone(),
+            self.tally.clone(),
+            metrics.clone(),
+        );
         let acker = tokio::spawn(acker.run(acker_rx, finish_acks.clone()));
         let reclaimer = Reclaimer {
             config: c.reclaimer.clone(),
             conn: conn.clone(),
             keys: keys.clone(),
+            metrics: metrics.clone(),
         };
         let reclaimer = tokio::spawn(reclaimer.run(stop_housekeeping.clone()));
         let fetcher = Fetcher {
@@ -188,6 +207,7 @@ impl Consumer {
             buffer: buffer.clone(),
             pool: pool_tx,
             acker: acker_tx.clone(),
+            metrics: metrics.clone(),
         };
         let fetcher = tokio::spawn(fetcher.run(stop_fetching.clone()));
         let pool = Pool {
@@ -196,8 +216,21 @@ impl Consumer {
             limit: self.limit.clone(),
             buffer,
             acker: acker_tx,
+            metrics: metrics.clone(),
         };
         let pool = tokio::spawn(pool.run(pool_rx, stop_fetching.clone()));
+        let sampler = if c.metrics {
+            Some(stop_housekeeping.clone())
+        } else {
+            None
+        };
+        tokio::spawn(sample(
+            conn.clone(),
+            keys.clone(),
+            self.limit.clone(),
+            metrics,
+            sampler,
+        ));
         if c.drain {
             tokio::spawn(drain_watch(
                 conn.clone(),
@@ -232,6 +265,31 @@ impl Consumer {
             lost_leases: t.lost_leases.load(Ordering::Relaxed),
             released: t.released.load(Ordering::Relaxed),
         })
+    }
+}
+
+/// Publishes queue depths (one stats call) and the local limit and in-flight count once a
+/// second, while a metrics recorder is installed.
+async fn sample(
+    mut conn: redis::aio::ConnectionManager,
+    keys: QueueKeys,
+    limit: Arc<Limit>,
+    metrics: QueueMetrics,
+    stop: Option<CancellationToken>,
+) {
+    let Some(stop) = stop.filter(|_| crate::metrics::is_installed()) else {
+        return;
+    };
+    loop {
+        metrics.limit.set(limit.get() as f64);
+        metrics.in_flight.set(limit.in_flight() as f64);
+        if let Ok(s) = scripts::stats(&mut conn, &keys).await {
+            metrics.record_stats(&s);
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(STATS_INTERVAL) => {}
+        }
     }
 }
 

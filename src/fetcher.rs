@@ -11,6 +11,7 @@ use crate::conn::Redis;
 use crate::envelope::{self, Job, Priority};
 use crate::keys::QueueKeys;
 use crate::limit::Limit;
+use crate::metrics::QueueMetrics;
 use crate::pool::Buffer;
 use crate::scripts::{self, Fetched};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -61,6 +62,7 @@ pub(crate) struct Fetcher {
     pub buffer: Arc<Buffer>,
     pub pool: mpsc::UnboundedSender<Vec<Job>>,
     pub acker: mpsc::UnboundedSender<AckerMsg>,
+    pub metrics: QueueMetrics,
 }
 
 type FetchFuture = Pin<Box<dyn std::future::Future<Output = (usize, crate::Result<Fetched>)> + Send>>;
@@ -140,6 +142,8 @@ impl Fetcher {
     /// Tells the acker of the leases, dead-letters bad envelopes, hands the rest to the pool.
     fn deliver(&self, fetched: Fetched) {
         let limit = self.config.max_envelope_bytes;
+        self.metrics.fetched.increment(fetched.jobs.len() as u64);
+        self.metrics.fetch_batch.record(fetched.jobs.len() as f64);
         let mut jobs = Vec::with_capacity(fetched.jobs.len());
         let mut leased = Vec::with_capacity(fetched.jobs.len());
         let mut bad = Vec::new();
@@ -172,6 +176,7 @@ impl Fetcher {
         }
         if !jobs.is_empty() {
             self.buffer.add(jobs.len());
+            self.metrics.channel_sent.increment(jobs.len() as u64);
             let _ = self.pool.send(jobs);
         }
     }

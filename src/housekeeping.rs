@@ -3,6 +3,7 @@
 //! reclaimers on one queue never reclaim a job twice.
 
 use crate::keys::QueueKeys;
+use crate::metrics::QueueMetrics;
 use crate::scripts;
 use redis::aio::ConnectionManager;
 use std::time::Duration;
@@ -34,6 +35,7 @@ pub(crate) struct Reclaimer {
     pub config: ReclaimerConfig,
     pub conn: ConnectionManager,
     pub keys: QueueKeys,
+    pub metrics: QueueMetrics,
 }
 
 impl Reclaimer {
@@ -50,6 +52,7 @@ impl Reclaimer {
                 match scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH, self.config.dead_cap).await {
                     Ok((requeued, dead)) => {
                         failing = false;
+                        self.metrics.reclaimed.increment(requeued + dead);
                         if requeued + dead > 0 {
                             tracing::info!(requeued, dead, "reclaimed expired leases");
                         }

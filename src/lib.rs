@@ -30,6 +30,7 @@ pub mod handler;
 pub mod housekeeping;
 pub mod keys;
 pub mod limit;
+pub mod metrics;
 pub mod pool;
 pub mod producer;
 pub mod retry;

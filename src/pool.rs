@@ -6,6 +6,7 @@ use crate::acker::{AckerMsg, Done, Outcome};
 use crate::envelope::Job;
 use crate::handler::{BatchHandler, Handler, JobError, JobResult, Registry, Route};
 use crate::limit::{Limit, Permit};
+use crate::metrics::QueueMetrics;
 use crate::retry::RetryPolicy;
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -66,6 +67,7 @@ pub(crate) struct Pool {
     pub limit: Arc<Limit>,
     pub buffer: Arc<Buffer>,
     pub acker: mpsc::UnboundedSender<AckerMsg>,
+    pub metrics: QueueMetrics,
 }
 
 impl Pool {
@@ -86,6 +88,7 @@ impl Pool {
 
     /// Starts every job of a fetched batch; false if shutdown came first.
     async fn dispatch(self: &Arc<Self>, batch: Vec<Job>, shutdown: &CancellationToken) -> bool {
+        self.metrics.channel_received.increment(batch.len() as u64);
         let mut groups: Vec<(Arc<dyn BatchHandler>, Vec<Job>)> = Vec::new();
         for job in batch {
             match self.registry.route(&job.kind) {
@@ -154,15 +157,20 @@ impl Pool {
     }
 
     async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) {
-        let (id, attempt) = (job.id.clone(), job.attempt);
+        let (id, attempt, enqueued_at) = (job.id.clone(), job.attempt, job.enqueued_at_ms);
+        let started = tokio::time::Instant::now();
         let result = self.guarded(h.call(job)).await.and_then(|r| r);
         drop(permit);
+        self.metrics.job_duration.record(started.elapsed().as_secs_f64());
+        self.record_latency(enqueued_at, 1);
         self.finish(id, attempt, result);
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
         let heads: Vec<(String, u32)> = jobs.iter().map(|j| (j.id.clone(), j.attempt)).collect();
+        let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let n = heads.len();
+        let started = tokio::time::Instant::now();
         let results = match self.guarded(h.call(jobs)).await {
             Ok(mut rs) => {
                 if rs.len() != n {
@@ -174,6 +182,10 @@ impl Pool {
             Err(e) => vec![Err(e); n],
         };
         drop(permit);
+        self.metrics
+            .job_duration
+            .record_many(started.elapsed().as_secs_f64(), n);
+        self.record_latency(oldest, n);
         for ((id, attempt), result) in heads.into_iter().zip(results) {
             self.finish(id, attempt, result);
         }
@@ -202,6 +214,14 @@ impl Pool {
                 .unwrap_or_else(|| "non-string panic".into());
             JobError::retry(format!("handler panicked: {msg}"))
         })
+    }
+
+    /// End-to-end latency, enqueue (producer's clock) to outcome; a clock behind the
+    /// producer's reads as zero.
+    fn record_latency(&self, enqueued_at_ms: u64, n: usize) {
+        let now = crate::envelope::unix_ms();
+        let secs = now.saturating_sub(enqueued_at_ms) as f64 / 1000.0;
+        self.metrics.job_latency.record_many(secs, n);
     }
 
     fn finish(&self, id: String, attempt: u32, result: JobResult) {

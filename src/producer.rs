@@ -142,7 +142,7 @@ impl Producer {
     pub async fn enqueue(&self, job: NewJob) -> Result<String> {
         let arg = self.prepare(job, envelope::unix_ms(), &mut Vec::new())?;
         let id = arg.id.clone();
-        let dups = scripts::enqueue(&mut self.conn.clone(), &self.keys, std::slice::from_ref(&arg)).await?;
+        let (_, dups) = self.enqueue_args(std::slice::from_ref(&arg)).await?;
         if dups.is_empty() {
             Ok(id)
         } else {
@@ -186,7 +186,9 @@ impl Producer {
     /// Enqueues prepared jobs in one call; returns (stored, duplicate ids).
     pub async fn enqueue_args(&self, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
         let dups = scripts::enqueue(&mut self.conn.clone(), &self.keys, args).await?;
-        Ok(((args.len() - dups.len()) as u64, dups))
+        let stored = (args.len() - dups.len()) as u64;
+        crate::metrics::record_enqueued(self.keys.name(), stored);
+        Ok((stored, dups))
     }
 
     /// Checks and encodes one job with this producer's limits; `buf` is scratch space

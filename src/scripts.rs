@@ -42,6 +42,19 @@ fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptI
     inv
 }
 
+/// Runs one script call, recording its round trip and any error.
+async fn call<T: redis::FromRedisValue, C: ConnectionLike>(
+    name: &'static str,
+    keys: &QueueKeys,
+    inv: &mut redis::ScriptInvocation<'_>,
+    conn: &mut C,
+) -> Result<T> {
+    let started = std::time::Instant::now();
+    let r = inv.invoke_async(conn).await.map_err(Error::from);
+    crate::metrics::record_script(keys.name(), name, started, &r);
+    r
+}
+
 fn reply_err(script: &'static str, detail: impl Into<String>) -> Error {
     Error::Reply {
         script,
@@ -101,7 +114,7 @@ pub async fn enqueue<C: ConnectionLike>(
             .arg(j.run_at_ms)
             .arg(&j.envelope);
     }
-    let dups: Vec<Value> = inv.invoke_async(conn).await?;
+    let dups: Vec<Value> = call("enqueue", keys, &mut inv, conn).await?;
     into_strings("enqueue", dups)
 }
 
@@ -125,11 +138,13 @@ pub async fn fetch<C: ConnectionLike>(
     n: usize,
     visibility_ms: u64,
 ) -> Result<Fetched> {
-    let reply: Vec<Value> = invocation(&FETCH, keys)
-        .arg(n)
-        .arg(visibility_ms)
-        .invoke_async(conn)
-        .await?;
+    let reply: Vec<Value> = call(
+        "fetch",
+        keys,
+        invocation(&FETCH, keys).arg(n).arg(visibility_ms),
+        conn,
+    )
+    .await?;
     if reply.len() < 3 || reply.len().is_multiple_of(2) {
         return Err(reply_err("fetch", format!("{} values", reply.len())));
     }
@@ -223,7 +238,7 @@ pub async fn settle<C: ConnectionLike>(
             Settle::Dead { id, token, reason } => inv.arg("D").arg(id).arg(*token).arg(reason),
         };
     }
-    let missed: Vec<Value> = inv.invoke_async(conn).await?;
+    let missed: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
     into_strings("settle", missed)
 }
 
@@ -234,11 +249,13 @@ pub async fn reclaim<C: ConnectionLike>(
     n: usize,
     dead_cap: u64,
 ) -> Result<(u64, u64)> {
-    let r: (u64, u64) = invocation(&RECLAIM, keys)
-        .arg(n)
-        .arg(dead_cap)
-        .invoke_async(conn)
-        .await?;
+    let r: (u64, u64) = call(
+        "reclaim",
+        keys,
+        invocation(&RECLAIM, keys).arg(n).arg(dead_cap),
+        conn,
+    )
+    .await?;
     Ok(r)
 }
 
@@ -254,7 +271,7 @@ pub async fn extend<C: ConnectionLike>(
     for (id, token) in held {
         inv.arg(*id).arg(*token);
     }
-    let reply: Vec<Value> = inv.invoke_async(conn).await?;
+    let reply: Vec<Value> = call("extend", keys, &mut inv, conn).await?;
     let mut it = reply.into_iter();
     let deadline = as_u64("extend", &it.next().unwrap_or(Value::Nil))?;
     Ok((deadline, into_strings("extend", it.collect())?))
@@ -274,7 +291,7 @@ pub async fn release<C: ConnectionLike>(
     for (id, token, priority) in held {
         inv.arg(*id).arg(*token).arg(*priority as u8);
     }
-    let missed: Vec<Value> = inv.invoke_async(conn).await?;
+    let missed: Vec<Value> = call("release", keys, &mut inv, conn).await?;
     into_strings("release", missed)
 }
 
@@ -305,11 +322,13 @@ pub async fn dlq_list<C: ConnectionLike>(
     offset: usize,
     count: usize,
 ) -> Result<Vec<DeadJob>> {
-    let reply: Vec<Value> = invocation(&DLQ_LIST, keys)
-        .arg(offset)
-        .arg(count)
-        .invoke_async(conn)
-        .await?;
+    let reply: Vec<Value> = call(
+        "dlq_list",
+        keys,
+        invocation(&DLQ_LIST, keys).arg(offset).arg(count),
+        conn,
+    )
+    .await?;
     let mut out = Vec::with_capacity(reply.len() / 4);
     let mut it = reply.into_iter();
     while let (Some(id), Some(at), Some(env), Some(reason)) = (it.next(), it.next(), it.next(), it.next()) {
@@ -336,7 +355,7 @@ pub async fn dlq_requeue<C: ConnectionLike>(
     for id in ids {
         inv.arg(id);
     }
-    let reply: Vec<Value> = inv.invoke_async(conn).await?;
+    let reply: Vec<Value> = call("dlq_requeue", keys, &mut inv, conn).await?;
     let mut it = reply.into_iter();
     let n = as_u64("dlq_requeue", &it.next().unwrap_or(Value::Nil))?;
     Ok((n, into_strings("dlq_requeue", it.collect())?))
@@ -344,15 +363,18 @@ pub async fn dlq_requeue<C: ConnectionLike>(
 
 /// Deletes up to `limit` dead-lettered jobs, oldest first; returns how many.
 pub async fn dlq_purge<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, limit: usize) -> Result<u64> {
-    Ok(invocation(&DLQ_PURGE, keys).arg(limit).invoke_async(conn).await?)
+    call("dlq_purge", keys, invocation(&DLQ_PURGE, keys).arg(limit), conn).await
 }
 
 /// Pauses (`true`) or resumes a queue; returns whether the state changed.
 pub async fn pause<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, paused: bool) -> Result<bool> {
-    let changed: u64 = invocation(&PAUSE, keys)
-        .arg(if paused { "1" } else { "0" })
-        .invoke_async(conn)
-        .await?;
+    let changed: u64 = call(
+        "pause",
+        keys,
+        invocation(&PAUSE, keys).arg(if paused { "1" } else { "0" }),
+        conn,
+    )
+    .await?;
     Ok(changed == 1)
 }
 
@@ -389,7 +411,7 @@ impl Stats {
 
 /// Reads a [`Stats`] snapshot.
 pub async fn stats<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<Stats> {
-    let reply: Vec<Value> = invocation(&STATS, keys).invoke_async(conn).await?;
+    let reply: Vec<Value> = call("stats", keys, &mut invocation(&STATS, keys), conn).await?;
     if reply.len() != 9 {
         return Err(reply_err("stats", format!("{} values", reply.len())));
     }

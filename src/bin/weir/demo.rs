@@ -1,6 +1,7 @@
 //! `weir demo`: the quick start. Starts a private redis-server (unless --redis-url is
 //! given), enqueues a bulk no-op workload the way `weir enqueue` does, drains it with the
-//! `weir work` consumer, and prints both rates.
+//! `weir work` consumer, and prints both rates. `--compare-metrics` repeats the round with
+//! metrics off and on, alternating, and prints the cost of recording them.
 
 use crate::work::{BuiltIn, WorkArgs};
 use crate::{Common, work};
@@ -8,6 +9,8 @@ use clap::Args;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use weir::{EmbeddedRedis, NewJob, Producer, Redis};
+
+const QUEUE: &str = "demo";
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -23,9 +26,15 @@ pub struct DemoArgs {
     /// Jobs per fetch call.
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
-    /// Use this Redis instead of a private one (its queue `demo` is emptied first).
+    /// Use this Redis instead of a private one (only its queue `demo` is touched).
     #[arg(long)]
     pub redis_url: Option<String>,
+    /// Run the round several times with metrics off and on, alternating, and compare.
+    #[arg(long)]
+    pub compare_metrics: bool,
+    /// Rounds per setting with --compare-metrics.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
@@ -33,43 +42,50 @@ pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
         Some(_) => None,
         None => Some(EmbeddedRedis::start()?),
     };
-    let url = a
-        .redis_url
-        .clone()
-        .unwrap_or_else(|| embedded.as_ref().map(|e| e.url()).unwrap_or_default());
-    if let Some(e) = &embedded {
-        println!(
-            "started a private redis-server on port {} (pid {})",
-            e.port(),
-            e.pid()
-        );
+    let url = match (&a.redis_url, &embedded) {
+        (Some(u), _) => u.clone(),
+        (None, Some(e)) => {
+            println!(
+                "started a private redis-server on port {} (pid {})",
+                e.port(),
+                e.pid()
+            );
+            e.url()
+        }
+        (None, None) => unreachable!("an embedded server is started when no URL is given"),
+    };
+    let producer = Producer::new(Redis::open(&url)?.connect().await?, QUEUE)?;
+    if !a.compare_metrics {
+        let ok = round(&a, &producer, &url, false).await?.is_some();
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
-    let queue = "demo";
-    let conn = Redis::open(&url)?.connect().await?;
-    let producer = Producer::new(conn.clone(), queue)?;
-    weir::Queue::new(conn, queue)?.purge_dead().await?;
-
-    let payload = serde_json::json!({ "data": "x".repeat(a.payload_bytes.saturating_sub(11)) });
-    let started = Instant::now();
-    let mut loaded = 0;
-    // In slices, so the prepared envelopes never all sit in memory at once.
-    while loaded < a.jobs {
-        let n = (a.jobs - loaded).min(100_000);
-        let jobs = (0..n)
-            .map(|_| NewJob::new("noop", &payload))
-            .collect::<weir::Result<Vec<_>>>()?;
-        loaded += producer.enqueue_bulk(jobs).await?.enqueued;
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..a.rounds.max(1) {
+        for (metrics, rates) in [(false, &mut off), (true, &mut on)] {
+            match round(&a, &producer, &url, metrics).await? {
+                Some(rate) => rates.push(rate),
+                None => return Ok(ExitCode::FAILURE),
+            }
+        }
     }
-    let enqueue_secs = started.elapsed().as_secs_f64();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (off, on) = (mean(&off), mean(&on));
     println!(
-        "enqueued {loaded} jobs in {enqueue_secs:.2}s ({:.0} jobs/s)",
-        loaded as f64 / enqueue_secs
+        "drain with metrics off {off:.0} jobs/s, on {on:.0} jobs/s (mean of {} rounds each): metrics cost {:.1}%",
+        a.rounds.max(1),
+        (1.0 - on / off) * 100.0
     );
+    Ok(ExitCode::SUCCESS)
+}
 
+/// Enqueues the workload and drains it; returns the drain rate, or None if a job went
+/// missing.
+async fn round(a: &DemoArgs, producer: &Producer, url: &str, metrics: bool) -> weir::Result<Option<f64>> {
+    let loaded = enqueue(a, producer).await?;
     let work_args = WorkArgs {
         common: Common {
-            queue: queue.into(),
-            redis_url: url,
+            queue: QUEUE.into(),
+            redis_url: url.to_owned(),
         },
         handler: BuiltIn::Noop,
         concurrency: a.concurrency,
@@ -81,11 +97,33 @@ pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
         drain: true,
         max_envelope_bytes: weir::envelope::DEFAULT_MAX_ENVELOPE_BYTES,
         dead_cap: 10_000,
+        metrics_addr: "127.0.0.1:0".parse().expect("valid address"),
+        no_metrics: !metrics,
     };
-    let (report, _) = work::run(work_args).await?;
+    let (report, elapsed) = work::run(work_args).await?;
     if report.acked != loaded {
         eprintln!("expected {loaded} acked jobs, got {}", report.acked);
-        return Ok(ExitCode::FAILURE);
+        return Ok(None);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Some(report.acked as f64 / elapsed.as_secs_f64()))
+}
+
+async fn enqueue(a: &DemoArgs, producer: &Producer) -> weir::Result<u64> {
+    let payload = serde_json::json!({ "data": "x".repeat(a.payload_bytes.saturating_sub(11)) });
+    let started = Instant::now();
+    let mut loaded = 0;
+    // In slices, so the prepared envelopes never all sit in memory at once.
+    while loaded < a.jobs {
+        let n = (a.jobs - loaded).min(100_000);
+        let jobs = (0..n)
+            .map(|_| NewJob::new("noop", &payload))
+            .collect::<weir::Result<Vec<_>>>()?;
+        loaded += producer.enqueue_bulk(jobs).await?.enqueued;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "enqueued {loaded} jobs in {secs:.2}s ({:.0} jobs/s)",
+        loaded as f64 / secs
+    );
+    Ok(loaded)
 }

@@ -40,6 +40,12 @@ pub struct WorkArgs {
     /// Dead-letter queue cap (oldest entries beyond it are trimmed and counted).
     #[arg(long, default_value_t = 10_000)]
     pub dead_cap: u64,
+    /// Serve Prometheus metrics on this address (loopback unless told otherwise).
+    #[arg(long, default_value = weir::metrics::DEFAULT_ADDR)]
+    pub metrics_addr: std::net::SocketAddr,
+    /// Do not record or serve metrics.
+    #[arg(long)]
+    pub no_metrics: bool,
 }
 
 /// The handlers `weir work` has built in.
@@ -88,12 +94,20 @@ impl WorkArgs {
         c.acker.dead_cap = self.dead_cap;
         c.reclaimer.dead_cap = self.dead_cap;
         c.pool.job_timeout = self.job_timeout;
+        c.metrics = !self.no_metrics;
         c
     }
 }
 
 /// Runs the consumer; prints what it did. Returns the report and the elapsed time.
 pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
+    if !a.no_metrics && !weir::metrics::is_installed() {
+        // A consumer without its metrics endpoint still does its job: say so and go on.
+        match weir::metrics::install(a.metrics_addr) {
+            Ok(()) => tracing::info!(addr = %a.metrics_addr, "serving metrics at /metrics"),
+            Err(e) => tracing::warn!("{e}; running without a metrics endpoint"),
+        }
+    }
     let redis = Redis::open(&a.common.redis_url)?;
     let consumer = Consumer::new(a.config(), redis, Registry::new().fallback(a.handler))?;
     let shutdown = CancellationToken::new();

@@ -1,0 +1,267 @@
+//! Every metric weir emits, named in this one place, with HELP text, and the Prometheus
+//! exporter. Names follow Prometheus conventions: `weir_` prefix, base units, `_total`
+//! counters, a `queue` label; never a job id.
+//!
+//! Recording is per batch or per window wherever a batch figure will do; the two per-job
+//! histograms (handler duration, end-to-end latency) record through handles built once,
+//! so a record is a lock-free push.
+
+use crate::error::{Error, Result};
+use metrics::{
+    Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Default exporter address: loopback only.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
+
+/// Jobs stored by enqueue calls.
+pub const JOBS_ENQUEUED: &str = "weir_jobs_enqueued_total";
+/// Jobs leased by fetch calls.
+pub const JOBS_FETCHED: &str = "weir_jobs_fetched_total";
+/// Jobs acked.
+pub const JOBS_ACKED: &str = "weir_jobs_acked_total";
+/// Jobs sent back for a retry.
+pub const JOBS_RETRIED: &str = "weir_jobs_retried_total";
+/// Jobs dead-lettered by this consumer.
+pub const JOBS_DEAD: &str = "weir_jobs_dead_lettered_total";
+/// Jobs brought back from expired leases (by this consumer's reclaimer).
+pub const JOBS_RECLAIMED: &str = "weir_jobs_reclaimed_total";
+/// Outcomes refused because the lease had been lost.
+pub const LEASES_LOST: &str = "weir_leases_lost_total";
+/// Handler run time.
+pub const JOB_DURATION: &str = "weir_job_duration_seconds";
+/// Enqueue to outcome.
+pub const JOB_LATENCY: &str = "weir_job_end_to_end_seconds";
+/// Jobs per non-empty fetch call.
+pub const FETCH_BATCH: &str = "weir_fetch_batch_jobs";
+/// Outcomes per settle call.
+pub const ACK_BATCH: &str = "weir_ack_batch_jobs";
+/// Round trip of one script call.
+pub const SCRIPT_DURATION: &str = "weir_redis_script_duration_seconds";
+/// Failed script calls.
+pub const REDIS_ERRORS: &str = "weir_redis_errors_total";
+/// Failed calls that lost the connection (the connection manager reconnects).
+pub const REDIS_RECONNECTS: &str = "weir_redis_reconnects_total";
+/// Jobs the fetcher put into the pool's channel.
+pub const CHANNEL_SENT: &str = "weir_channel_sent_jobs_total";
+/// Jobs the pool took out of the channel.
+pub const CHANNEL_RECEIVED: &str = "weir_channel_received_jobs_total";
+/// Ready jobs per priority (sampled).
+pub const QUEUE_READY: &str = "weir_queue_ready_jobs";
+/// Delayed jobs (sampled).
+pub const QUEUE_DELAYED: &str = "weir_queue_delayed_jobs";
+/// Leased jobs, all consumers (sampled).
+pub const QUEUE_IN_FLIGHT: &str = "weir_queue_in_flight_jobs";
+/// Dead-lettered jobs (sampled).
+pub const QUEUE_DEAD: &str = "weir_queue_dead_jobs";
+/// Age of the oldest ready job (sampled).
+pub const QUEUE_OLDEST: &str = "weir_queue_oldest_ready_age_seconds";
+/// Dead-letter entries trimmed by the cap (sampled from Redis).
+pub const DEAD_TRIMMED: &str = "weir_dead_trimmed_total";
+/// The consumer's concurrency limit.
+pub const LIMIT: &str = "weir_concurrency_limit";
+/// Jobs running in this consumer.
+pub const IN_FLIGHT: &str = "weir_jobs_in_flight";
+
+/// Histogram buckets for durations: 0.5 ms to 20 min, so 1 ms jobs and 10-minute jobs
+/// both resolve.
+pub const DURATION_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+    300.0, 600.0, 1200.0,
+];
+/// Buckets for batch sizes.
+pub const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+];
+
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True once [`install`] has succeeded in this process.
+pub fn is_installed() -> bool {
+    INSTALLED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Installs the Prometheus exporter on `addr` as the global recorder and describes every
+/// metric. Call before building producers and consumers: handles built earlier stay no-ops.
+pub fn install(addr: SocketAddr) -> Result<()> {
+    PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_jobs".into()), BATCH_BUCKETS))
+        .and_then(|b| b.install())
+        .map_err(|e| Error::Config(format!("cannot serve metrics on {addr}: {e}")))?;
+    describe();
+    INSTALLED.store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// HELP text and units for every metric.
+pub fn describe() {
+    for (name, help) in [
+        (JOBS_ENQUEUED, "Jobs stored by enqueue calls."),
+        (JOBS_FETCHED, "Jobs leased by fetch calls."),
+        (JOBS_ACKED, "Jobs acked (done)."),
+        (
+            JOBS_RETRIED,
+            "Jobs sent back for a retry after a retryable failure.",
+        ),
+        (
+            JOBS_DEAD,
+            "Jobs dead-lettered by this consumer (failures, bad envelopes, unknown kinds).",
+        ),
+        (
+            JOBS_RECLAIMED,
+            "Jobs brought back from expired leases by this consumer's reclaimer.",
+        ),
+        (
+            LEASES_LOST,
+            "Outcomes refused because the job's lease had been lost.",
+        ),
+        (REDIS_ERRORS, "Script calls that failed."),
+        (
+            REDIS_RECONNECTS,
+            "Script calls that failed with a lost connection.",
+        ),
+        (
+            CHANNEL_SENT,
+            "Jobs the fetcher put into the worker pool's channel.",
+        ),
+        (CHANNEL_RECEIVED, "Jobs the worker pool took out of its channel."),
+        (
+            DEAD_TRIMMED,
+            "Dead-letter entries trimmed by the cap (from Redis).",
+        ),
+    ] {
+        describe_counter!(name, help);
+    }
+    for (name, unit, help) in [
+        (QUEUE_READY, Unit::Count, "Ready jobs, by priority (sampled)."),
+        (
+            QUEUE_DELAYED,
+            Unit::Count,
+            "Delayed jobs: retries and scheduled jobs (sampled).",
+        ),
+        (
+            QUEUE_IN_FLIGHT,
+            Unit::Count,
+            "Leased jobs across all consumers (sampled).",
+        ),
+        (QUEUE_DEAD, Unit::Count, "Dead-lettered jobs (sampled)."),
+        (
+            QUEUE_OLDEST,
+            Unit::Seconds,
+            "Age of the oldest ready job (sampled).",
+        ),
+        (LIMIT, Unit::Count, "The consumer's concurrency limit."),
+        (IN_FLIGHT, Unit::Count, "Jobs running in this consumer."),
+    ] {
+        describe_gauge!(name, unit, help);
+    }
+    for (name, unit, help) in [
+        (JOB_DURATION, Unit::Seconds, "Handler run time per job."),
+        (
+            JOB_LATENCY,
+            Unit::Seconds,
+            "Time from enqueue to outcome per job.",
+        ),
+        (FETCH_BATCH, Unit::Count, "Jobs per non-empty fetch call."),
+        (ACK_BATCH, Unit::Count, "Outcomes per settle call."),
+        (
+            SCRIPT_DURATION,
+            Unit::Seconds,
+            "Round trip of one script call, by script.",
+        ),
+    ] {
+        describe_histogram!(name, unit, help);
+    }
+}
+
+/// A consumer's metric handles for one queue, built once.
+#[derive(Clone)]
+pub(crate) struct QueueMetrics {
+    pub queue: Arc<str>,
+    pub fetched: Counter,
+    pub acked: Counter,
+    pub retried: Counter,
+    pub dead: Counter,
+    pub reclaimed: Counter,
+    pub leases_lost: Counter,
+    pub job_duration: Histogram,
+    pub job_latency: Histogram,
+    pub fetch_batch: Histogram,
+    pub ack_batch: Histogram,
+    pub channel_sent: Counter,
+    pub channel_received: Counter,
+    pub limit: Gauge,
+    pub in_flight: Gauge,
+}
+
+impl QueueMetrics {
+    pub fn new(queue: &str) -> Self {
+        let q = queue.to_owned();
+        Self {
+            queue: queue.into(),
+            fetched: counter!(JOBS_FETCHED, "queue" => q.clone()),
+            acked: counter!(JOBS_ACKED, "queue" => q.clone()),
+            retried: counter!(JOBS_RETRIED, "queue" => q.clone()),
+            dead: counter!(JOBS_DEAD, "queue" => q.clone()),
+            reclaimed: counter!(JOBS_RECLAIMED, "queue" => q.clone()),
+            leases_lost: counter!(LEASES_LOST, "queue" => q.clone()),
+            job_duration: metrics::histogram!(JOB_DURATION, "queue" => q.clone()),
+            job_latency: metrics::histogram!(JOB_LATENCY, "queue" => q.clone()),
+            fetch_batch: metrics::histogram!(FETCH_BATCH, "queue" => q.clone()),
+            ack_batch: metrics::histogram!(ACK_BATCH, "queue" => q.clone()),
+            channel_sent: counter!(CHANNEL_SENT, "queue" => q.clone()),
+            channel_received: counter!(CHANNEL_RECEIVED, "queue" => q.clone()),
+            limit: metrics::gauge!(LIMIT, "queue" => q.clone()),
+            in_flight: metrics::gauge!(IN_FLIGHT, "queue" => q),
+        }
+    }
+
+    /// Handles that record nothing, for a consumer run with metrics off.
+    pub fn disabled(queue: &str) -> Self {
+        metrics::with_local_recorder(&metrics::NoopRecorder, || Self::new(queue))
+    }
+
+    /// Publishes a stats snapshot as gauges.
+    pub fn record_stats(&self, s: &crate::scripts::Stats) {
+        let q = self.queue.to_string();
+        for (i, p) in ["high", "normal", "low"].into_iter().enumerate() {
+            metrics::gauge!(QUEUE_READY, "queue" => q.clone(), "priority" => p).set(s.ready[i] as f64);
+        }
+        metrics::gauge!(QUEUE_DELAYED, "queue" => q.clone()).set(s.delayed as f64);
+        metrics::gauge!(QUEUE_IN_FLIGHT, "queue" => q.clone()).set(s.in_flight as f64);
+        metrics::gauge!(QUEUE_DEAD, "queue" => q.clone()).set(s.dead as f64);
+        metrics::gauge!(QUEUE_OLDEST, "queue" => q.clone()).set(s.oldest_ready_age_ms as f64 / 1000.0);
+        let trimmed = s.counters.get("trimmed").copied().unwrap_or(0);
+        counter!(DEAD_TRIMMED, "queue" => q).absolute(trimmed);
+    }
+}
+
+/// Records one script call: its round trip, and its error if it failed.
+pub(crate) fn record_script<T>(
+    queue: &str,
+    script: &'static str,
+    started: std::time::Instant,
+    r: &Result<T>,
+) {
+    let q = queue.to_owned();
+    metrics::histogram!(SCRIPT_DURATION, "queue" => q.clone(), "script" => script)
+        .record(started.elapsed().as_secs_f64());
+    if let Err(e) = r {
+        counter!(REDIS_ERRORS, "queue" => q.clone(), "script" => script).increment(1);
+        if let Error::Redis(re) = e
+            && (re.is_connection_dropped() || re.is_io_error() || re.is_connection_refusal())
+        {
+            counter!(REDIS_RECONNECTS, "queue" => q).increment(1);
+        }
+    }
+}
+
+/// Counts jobs stored by an enqueue call.
+pub(crate) fn record_enqueued(queue: &str, n: u64) {
+    counter!(JOBS_ENQUEUED, "queue" => queue.to_owned()).increment(n);
+}
