@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what weir's demo and tests need on a Debian machine, if missing:
-# redis-server (the tests and the demo start private servers from it).
+# redis-server (the tests and the demo start private servers from it), plus any
+# packages named in WEIR_EXTRA_PACKAGES (the test suite adds prometheus for promtool).
 set -euo pipefail
 
 need=()

@@ -3,7 +3,7 @@
 # The tests start their own redis-servers on free ports; nothing else needs to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export WEIR_EXTRA_PACKAGES="${WEIR_EXTRA_PACKAGES:-} fonts-dejavu-core"
+export WEIR_EXTRA_PACKAGES="${WEIR_EXTRA_PACKAGES:-} prometheus fonts-dejavu-core"
 bash scripts/ensure-deps.sh
 
 cargo fmt --all -- --check

@@ -202,6 +202,12 @@ pub(crate) struct QueueMetrics {
 impl QueueMetrics {
     pub fn new(queue: &str) -> Self {
         let q = queue.to_owned();
+        // Error counters exist from the start (at zero), so dashboards and alerts see a
+        // series before the first error.
+        for script in crate::scripts::SCRIPT_NAMES {
+            counter!(REDIS_ERRORS, "queue" => q.clone(), "script" => *script).absolute(0);
+        }
+        counter!(REDIS_RECONNECTS, "queue" => q.clone()).absolute(0);
         Self {
             queue: queue.into(),
             fetched: counter!(JOBS_FETCHED, "queue" => q.clone()),

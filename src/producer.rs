@@ -171,8 +171,18 @@ impl Producer {
             .into_iter()
             .map(|j| self.prepare(j, now, &mut buf))
             .collect::<Result<Vec<_>>>()?;
-        let mut results = stream::iter(args.chunks(BULK_CHUNK))
-            .map(|chunk| self.enqueue_args(chunk))
+        // Owned chunks and a cloned producer per call keep the future Send + 'static
+        // friendly (it can run inside tokio::spawn).
+        let mut chunks = Vec::with_capacity(args.len().div_ceil(BULK_CHUNK));
+        let mut args = args.into_iter().peekable();
+        while args.peek().is_some() {
+            chunks.push(args.by_ref().take(BULK_CHUNK).collect::<Vec<_>>());
+        }
+        let mut results = stream::iter(chunks)
+            .map(|chunk| {
+                let p = self.clone();
+                async move { p.enqueue_args(&chunk).await }
+            })
             .buffered(BULK_PIPELINE);
         let mut report = BulkReport::default();
         while let Some(r) = results.next().await {

@@ -22,6 +22,21 @@ macro_rules! script {
     };
 }
 
+/// Every script's name, as used in metric labels.
+pub const SCRIPT_NAMES: &[&str] = &[
+    "enqueue",
+    "fetch",
+    "settle",
+    "reclaim",
+    "extend",
+    "release",
+    "dlq_list",
+    "dlq_requeue",
+    "dlq_purge",
+    "pause",
+    "stats",
+];
+
 script!(ENQUEUE, "enqueue");
 script!(FETCH, "fetch");
 script!(SETTLE, "settle");

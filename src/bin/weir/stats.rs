@@ -1,8 +1,11 @@
-//! `weir stats`: the queue's sizes and counters, as text or JSON.
+//! `weir stats`: the queue's sizes and counters, as text or JSON, once or refreshing.
 
-use crate::Common;
+use crate::{Common, parse_duration};
 use clap::Args;
+use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
+use weir::Stats;
 
 #[derive(Args, Debug)]
 pub struct StatsArgs {
@@ -11,45 +14,118 @@ pub struct StatsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Refresh in place until interrupted, with rates from the counters.
+    #[arg(long)]
+    pub watch: bool,
+    /// Refresh interval with --watch.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Stop after this many refreshes with --watch (default: until interrupted).
+    #[arg(long)]
+    pub count: Option<u64>,
 }
 
 pub async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
     let q = a.common.queue_handle().await?;
-    let s = q.stats().await?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string(&serde_json::json!({ "queue": a.common.queue, "stats": s }))?
-        );
+    if !a.watch {
+        let s = q.stats().await?;
+        if a.json {
+            println!(
+                "{}",
+                serde_json::to_string(&serde_json::json!({ "queue": a.common.queue, "stats": s }))?
+            );
+        } else {
+            print!("{}", render(&a.common.queue, &s, None));
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "queue      {}{}",
-        a.common.queue,
-        if s.paused { " (paused)" } else { "" }
-    );
-    println!(
-        "ready      {} (high {}, normal {}, low {})",
+    let mut prev: Option<(Stats, std::time::Instant)> = None;
+    let mut shown = 0u64;
+    loop {
+        let s = q.stats().await?;
+        let now = std::time::Instant::now();
+        let rates = prev
+            .as_ref()
+            .map(|(p, at)| Rates::between(p, &s, now.duration_since(*at)));
+        let mut out = std::io::stdout().lock();
+        // Clear the screen and home the cursor, then draw the frame.
+        let _ = write!(
+            out,
+            "\x1b[2J\x1b[H{}",
+            render(&a.common.queue, &s, rates.as_ref())
+        );
+        let _ = out.flush();
+        prev = Some((s, now));
+        shown += 1;
+        if a.count.is_some_and(|c| shown >= c) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(a.interval) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+/// Per-second rates from two snapshots' counters.
+struct Rates {
+    enqueued: f64,
+    acked: f64,
+    retried: f64,
+    dead: f64,
+}
+
+impl Rates {
+    fn between(a: &Stats, b: &Stats, dt: Duration) -> Self {
+        let per_s = |k: &str| {
+            let d = b
+                .counters
+                .get(k)
+                .unwrap_or(&0)
+                .saturating_sub(*a.counters.get(k).unwrap_or(&0));
+            d as f64 / dt.as_secs_f64().max(1e-3)
+        };
+        Self {
+            enqueued: per_s("enqueued"),
+            acked: per_s("acked"),
+            retried: per_s("retried"),
+            dead: per_s("dead"),
+        }
+    }
+}
+
+fn render(queue: &str, s: &Stats, rates: Option<&Rates>) -> String {
+    let mut o = String::new();
+    let paused = if s.paused { " (paused)" } else { "" };
+    o += &format!("queue      {queue}{paused}\n");
+    o += &format!(
+        "ready      {} (high {}, normal {}, low {})\n",
         s.ready_total(),
         s.ready[0],
         s.ready[1],
         s.ready[2]
     );
-    println!("delayed    {}", s.delayed);
-    println!("in flight  {}", s.in_flight);
-    println!("dead       {}", s.dead);
-    println!(
-        "oldest     {}",
-        humantime::format_duration(std::time::Duration::from_millis(s.oldest_ready_age_ms))
+    o += &format!("delayed    {}\n", s.delayed);
+    o += &format!("in flight  {}\n", s.in_flight);
+    o += &format!("dead       {}\n", s.dead);
+    o += &format!(
+        "oldest     {}\n",
+        humantime::format_duration(Duration::from_millis(s.oldest_ready_age_ms))
     );
+    if let Some(r) = rates {
+        o += &format!(
+            "rates      {:.0} enqueued/s, {:.0} acked/s, {:.0} retried/s, {:.0} dead/s\n",
+            r.enqueued, r.acked, r.retried, r.dead
+        );
+    }
     let counters: Vec<String> = s.counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!(
-        "counters   {}",
+    o += &format!(
+        "counters   {}\n",
         if counters.is_empty() {
             "none yet".into()
         } else {
             counters.join(", ")
         }
     );
-    Ok(ExitCode::SUCCESS)
+    o
 }

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Writes weir's Grafana dashboards (import format) from the panel lists below.
+
+Run `python3 dashboards/generate.py` after changing a panel; the test suite evaluates every
+expression of every panel against a real Prometheus scraping a real consumer, so a panel
+that queries a metric weir does not emit fails CI.
+"""
+import json
+import os
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+Q = '{queue="$queue"}'
+
+
+def panel(title, exprs, unit="short", x=0, y=0, w=12, h=8, description=""):
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "gridPos": {"h": h, "w": w, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                    "tooltip": {"mode": "multi", "sort": "none"}},
+        "targets": [
+            {"refId": chr(ord("A") + i), "datasource": DS, "expr": e, "legendFormat": legend}
+            for i, (legend, e) in enumerate(exprs)
+        ],
+    }
+
+
+def quantiles(metric, qs=(0.5, 0.95, 0.99)):
+    return [(f"p{int(q * 100)}",
+             f'histogram_quantile({q}, sum by (le) (rate({metric}_bucket{Q}[$__rate_interval])))')
+            for q in qs]
+
+
+def dashboard(uid, title, description, panels):
+    # Lay panels out two per row.
+    for i, p in enumerate(panels):
+        p["id"] = i + 1
+        p["gridPos"].update({"x": (i % 2) * 12, "y": (i // 2) * 8})
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["weir"],
+        "timezone": "browser",
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "refresh": "10s",
+        "time": {"from": "now-30m", "to": "now"},
+        "templating": {"list": [
+            {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
+             "current": {}, "hide": 0},
+            {"type": "query", "name": "queue", "label": "Queue", "datasource": DS,
+             "query": {"query": "label_values(weir_jobs_fetched_total, queue)", "refId": "queue"},
+             "definition": "label_values(weir_jobs_fetched_total, queue)", "refresh": 2, "current": {},
+             "includeAll": False, "multi": False, "sort": 1, "hide": 0},
+        ]},
+        "annotations": {"list": []},
+        "panels": panels,
+    }
+
+
+def rate(metric, by=""):
+    group = f"sum by ({by}) " if by else "sum "
+    return f"{group}(rate({metric}{Q}[$__rate_interval]))"
+
+
+LIMIT_PANELS = [
+    panel("Concurrency limit vs in flight", [
+        ("limit", f"sum(weir_concurrency_limit{Q})"),
+        ("in flight", f"sum(weir_jobs_in_flight{Q})"),
+    ], description="The limit the pool enforces, summed over consumers, against the jobs running."),
+]
+
+OVERVIEW = dashboard("weir-overview", "weir / overview",
+                     "Throughput, backlog, latency, failures, limiter and Redis for one queue.", [
+    panel("Throughput in / out", [
+        ("enqueued", rate("weir_jobs_enqueued_total")),
+        ("fetched", rate("weir_jobs_fetched_total")),
+        ("acked", rate("weir_jobs_acked_total")),
+    ], unit="ops"),
+    panel("Backlog", [
+        ("ready {{priority}}", f"sum by (priority) (weir_queue_ready_jobs{Q})"),
+        ("delayed", f"max(weir_queue_delayed_jobs{Q})"),
+        ("in flight", f"max(weir_queue_in_flight_jobs{Q})"),
+    ]),
+    panel("Oldest ready job", [("age", f"max(weir_queue_oldest_ready_age_seconds{Q})")], unit="s"),
+    panel("Handler duration", quantiles("weir_job_duration_seconds"), unit="s"),
+    panel("End-to-end latency (enqueue to outcome)", quantiles("weir_job_end_to_end_seconds"), unit="s"),
+    panel("Failures", [
+        ("retried", rate("weir_jobs_retried_total")),
+        ("dead-lettered", rate("weir_jobs_dead_lettered_total")),
+        ("reclaimed", rate("weir_jobs_reclaimed_total")),
+        ("leases lost", rate("weir_leases_lost_total")),
+    ], unit="ops"),
+    panel("Dead-letter queue", [
+        ("dead", f"max(weir_queue_dead_jobs{Q})"),
+        ("trimmed by the cap", f"max(weir_dead_trimmed_total{Q})"),
+    ]),
+    *LIMIT_PANELS,
+    panel("Redis round trip p99 by script", [
+        ("{{script}}", f'histogram_quantile(0.99, sum by (le, script) '
+                       f'(rate(weir_redis_script_duration_seconds_bucket{Q}[$__rate_interval])))'),
+    ], unit="s"),
+    panel("Redis calls and errors", [
+        ("{{script}} calls", f"sum by (script) (rate(weir_redis_script_duration_seconds_count{Q}[$__rate_interval]))"),
+        ("errors", rate("weir_redis_errors_total")),
+        ("reconnects", rate("weir_redis_reconnects_total")),
+    ], unit="ops"),
+])
+
+LIMITER = dashboard("weir-limiter", "weir / limiter tuning",
+                    "What the concurrency limiter sees and decides, to tune min, max, target and rate.", [
+    *LIMIT_PANELS,
+    panel("Handler duration", quantiles("weir_job_duration_seconds"), unit="s"),
+    panel("Batch sizes", [
+        ("fetch", f"sum(rate(weir_fetch_batch_jobs_sum{Q}[$__rate_interval])) / "
+                  f"sum(rate(weir_fetch_batch_jobs_count{Q}[$__rate_interval]))"),
+        ("ack", f"sum(rate(weir_ack_batch_jobs_sum{Q}[$__rate_interval])) / "
+                f"sum(rate(weir_ack_batch_jobs_count{Q}[$__rate_interval]))"),
+    ]),
+    panel("Buffered jobs (fetched, not started)", [
+        ("buffered", f"sum(weir_channel_sent_jobs_total{Q}) - sum(weir_channel_received_jobs_total{Q})"),
+    ]),
+    panel("Throughput vs failures", [
+        ("acked", rate("weir_jobs_acked_total")),
+        ("retried", rate("weir_jobs_retried_total")),
+    ], unit="ops"),
+])
+
+if __name__ == "__main__":
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name, d in [("weir-overview.json", OVERVIEW), ("weir-limiter.json", LIMITER)]:
+        with open(os.path.join(here, name), "w") as f:
+            json.dump(d, f, indent=2)
+            f.write("\n")
+        print(f"wrote dashboards/{name}")
