@@ -234,6 +234,7 @@ fn encode_job(
     default_max_attempts: u32,
 ) -> Result<EnqueueArg> {
     validate_token("job kind", &job.kind, MAX_ID_LEN)?;
+    let unique = job.id.is_some();
     let id = match job.id {
         Some(id) => {
             validate_token("job id", &id, MAX_ID_LEN)?;
@@ -278,5 +279,6 @@ fn encode_job(
         delay_ms: job.delay.as_millis() as u64,
         run_at_ms,
         envelope: buf.clone(),
+        unique,
     })
 }

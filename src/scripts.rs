@@ -113,21 +113,34 @@ pub struct EnqueueArg {
     pub run_at_ms: u64,
     /// The encoded envelope.
     pub envelope: Vec<u8>,
+    /// The caller chose the id: refuse it if a job with that id exists. Ids weir
+    /// generates are unique by construction and skip the check (stored in bulk).
+    pub unique: bool,
 }
 
 /// Enqueues a batch in one call; returns the ids refused as duplicates.
+///
+/// Consecutive jobs that share their options travel as one section (see `enqueue.lua`),
+/// so a bulk load sends two values per job.
 pub async fn enqueue<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
     jobs: &[EnqueueArg],
 ) -> Result<Vec<String>> {
     let mut inv = invocation(&ENQUEUE, keys);
-    for j in jobs {
-        inv.arg(&j.id)
-            .arg(j.priority as u8)
+    let same = |a: &EnqueueArg, b: &EnqueueArg| {
+        (a.priority, a.delay_ms, a.run_at_ms, a.unique) == (b.priority, b.delay_ms, b.run_at_ms, b.unique)
+    };
+    for section in jobs.chunk_by(same) {
+        let j = &section[0];
+        inv.arg(j.priority as u8)
             .arg(j.delay_ms)
             .arg(j.run_at_ms)
-            .arg(&j.envelope);
+            .arg(u8::from(j.unique))
+            .arg(section.len());
+        for j in section {
+            inv.arg(&j.id).arg(&j.envelope);
+        }
     }
     let dups: Vec<Value> = call("enqueue", keys, &mut inv, conn).await?;
     into_strings("enqueue", dups)
@@ -223,20 +236,46 @@ impl Settle {
             Settle::Ack { id, .. } | Settle::Retry { id, .. } | Settle::Dead { id, .. } => id,
         }
     }
+
+    /// The lease token.
+    pub fn token(&self) -> u64 {
+        match self {
+            Settle::Ack { token, .. } | Settle::Retry { token, .. } | Settle::Dead { token, .. } => *token,
+        }
+    }
 }
 
-/// Applies outcomes in one call; returns the ids whose lease this caller no longer held.
+/// Applies outcomes in one call; returns the ids whose lease this caller no longer held
+/// (acks first, then the others, each in the order given).
+///
+/// Acks travel grouped by lease token (jobs fetched together share one), one value per
+/// job; see `settle.lua`.
 pub async fn settle<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
     dead_cap: u64,
     items: &[Settle],
 ) -> Result<Vec<String>> {
+    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
+    for item in items {
+        if let Settle::Ack { id, token } = item {
+            match groups.iter_mut().find(|(t, _)| t == token) {
+                Some((_, ids)) => ids.push(id),
+                None => groups.push((*token, vec![id])),
+            }
+        }
+    }
     let mut inv = invocation(&SETTLE, keys);
-    inv.arg(dead_cap);
+    inv.arg(dead_cap).arg(groups.len());
+    for (token, ids) in &groups {
+        inv.arg(*token).arg(ids.len());
+        for id in ids {
+            inv.arg(*id);
+        }
+    }
     for item in items {
         match item {
-            Settle::Ack { id, token } => inv.arg("A").arg(id).arg(*token),
+            Settle::Ack { .. } => continue,
             Settle::Retry {
                 id,
                 token,

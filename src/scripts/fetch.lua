@@ -27,18 +27,19 @@ for p = 1, 3 do
 end
 
 -- 3. pop up to N ids, high before normal before low
-local ids = {}
+local ids, ni = {}, 0
 for p = 1, 3 do
-  local want = n - #ids
+  local want = n - ni
   if want <= 0 then break end
   local got = redis.call('LPOP', K.ready[p], want)
   if got then
-    for i = 1, #got do ids[#ids + 1] = got[i] end
+    for i = 1, #got do ids[ni + i] = got[i] end
+    ni = ni + #got
   end
 end
 
 -- 4. nothing ready: say when the next delayed job is due, so the fetcher sleeps till then
-if #ids == 0 then
+if ni == 0 then
   local next_due = 0
   for p = 1, 3 do
     local z = redis.call('ZRANGE', K.delayed[p], 0, 0, 'WITHSCORES')
@@ -53,17 +54,19 @@ end
 -- 5. load envelopes and lease; an id without an envelope (purged meanwhile) is dropped
 local deadline = now + vt
 local envs = hmget_chunked(K.jobs, ids)
-local out = { deadline, 0, 0 }
-local lease = {}
-for i = 1, #ids do
+local out, no = { deadline, 0, 0 }, 3
+local lease, nl = {}, 0
+for i = 1, ni do
   local env = envs[i]
   if env then
-    lease[#lease + 1] = deadline
-    lease[#lease + 1] = ids[i]
-    out[#out + 1] = ids[i]
-    out[#out + 1] = env
+    lease[nl + 1] = deadline
+    lease[nl + 2] = ids[i]
+    nl = nl + 2
+    out[no + 1] = ids[i]
+    out[no + 2] = env
+    no = no + 2
   end
 end
 call_chunked('ZADD', K.lease, lease)
-count('fetched', #lease / 2)
+count('fetched', nl / 2)
 return out

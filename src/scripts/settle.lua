@@ -3,30 +3,69 @@
 -- KEYS: the queue's keys (lib.lua); touches jobs, lease, delayed[1..3], dead, errors,
 --   counters.
 -- ARGV[1]: dead-letter cap (entries kept; the oldest beyond it are trimmed and counted)
--- ARGV[2..]: one group per outcome, the lease deadline being the token fetch returned:
---   'A', id, deadline                                   ack: delete the job
---   'R', id, deadline, priority (0-2), delay (ms), error
+-- ARGV[2]: G, the number of ack groups that follow
+-- then G ack groups, one per lease token (jobs fetched together share it):
+--   token (the lease deadline fetch or extend returned), k, then k job ids
+-- then the other outcomes, one group each:
+--   'R', id, token, priority (0-2), delay (ms), error
 --        retry: attempt + 1 and back to delayed, or dead-letter once attempts are spent
---   'D', id, deadline, reason                           dead-letter now
+--   'D', id, token, reason                  dead-letter now
 -- Returns: the ids not acted on because this caller no longer holds their lease (expired
---   and reclaimed, already settled, or listed twice), in ARGV order.
+--   and reclaimed, already settled, or listed twice), acks first, in ARGV order.
 
 local cap = tonumber(ARGV[1])
 local now = now_ms()
-local acked, missed, seen = {}, {}, {}
+local missed, nm = {}, 0
+local seen = {}
 local retried, buried = 0, 0
 
--- 1. check each lease against its token, then apply the outcome
-local i = 2
-while i <= #ARGV do
-  local op, id, token = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local score = redis.call('ZSCORE', K.lease, id)
+local function miss(id)
+  nm = nm + 1
+  missed[nm] = id
+end
+
+-- True if this caller holds the lease of `id` with `token` (and has not settled it in
+-- this call already).
+local function holds(id, score, token)
   local held = score and tonumber(score) == token and not seen[id]
   seen[id] = true
-  if op == 'A' then
-    if held then acked[#acked + 1] = id end
-    i = i + 3
-  elseif op == 'R' then
+  return held
+end
+
+-- 1. acks: every lease score in bulk, then the held ones deleted in bulk
+local acked, na = {}, 0
+local i = 3
+for _ = 1, tonumber(ARGV[2]) do
+  local token, k = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local first = i + 2
+  local c = first
+  while c < first + k do
+    local e = math.min(c + CHUNK - 1, first + k - 1)
+    local scores = redis.call('ZMSCORE', K.lease, unpack(ARGV, c, e))
+    for j = 1, #scores do
+      local id = ARGV[c + j - 1]
+      if holds(id, scores[j], token) then
+        na = na + 1
+        acked[na] = id
+      else
+        miss(id)
+      end
+    end
+    c = e + 1
+  end
+  i = first + k
+end
+if na > 0 then
+  call_chunked('ZREM', K.lease, acked)
+  call_chunked('HDEL', K.jobs, acked)
+  if redis.call('EXISTS', K.errors) == 1 then call_chunked('HDEL', K.errors, acked) end
+end
+
+-- 2. failures, one at a time (the rare path)
+while i <= #ARGV do
+  local op, id, token = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local held = holds(id, redis.call('ZSCORE', K.lease, id), token)
+  if op == 'R' then
     if held then
       redis.call('ZREM', K.lease, id)
       local env = redis.call('HGET', K.jobs, id)
@@ -55,18 +94,11 @@ while i <= #ARGV do
   else
     return redis.error_reply('ERR weir settle: unknown outcome ' .. tostring(op))
   end
-  if not held then missed[#missed + 1] = id end
-end
-
--- 2. acks in bulk: the lease, the envelope and any last error go
-if #acked > 0 then
-  call_chunked('ZREM', K.lease, acked)
-  call_chunked('HDEL', K.jobs, acked)
-  call_chunked('HDEL', K.errors, acked)
+  if not held then miss(id) end
 end
 
 -- 3. counters and the dead-letter cap
-count('acked', #acked)
+count('acked', na)
 count('retried', retried)
 count('dead', buried)
 if buried > 0 then trim_dead(cap) end
