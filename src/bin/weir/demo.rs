@@ -12,6 +12,8 @@ use weir::{EmbeddedRedis, NewJob, Producer, Redis};
 
 const QUEUE: &str = "demo";
 
+mod backlog;
+
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Jobs to enqueue and drain.
@@ -35,6 +37,9 @@ pub struct DemoArgs {
     /// Rounds per setting with --compare-metrics.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Compare the drain rate with 10,000 jobs waiting against 1,000,000 waiting.
+    #[arg(long)]
+    pub compare_backlog: bool,
 }
 
 pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
@@ -55,6 +60,9 @@ pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
         (None, None) => unreachable!("an embedded server is started when no URL is given"),
     };
     let producer = Producer::new(Redis::open(&url)?.connect().await?, QUEUE)?;
+    if a.compare_backlog {
+        return backlog::compare(&a, &producer, &url).await;
+    }
     if !a.compare_metrics {
         let ok = round(&a, &producer, &url, false).await?.is_some();
         return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
