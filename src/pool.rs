@@ -160,10 +160,12 @@ impl Pool {
         let (id, attempt, enqueued_at) = (job.id.clone(), job.attempt, job.enqueued_at_ms);
         let started = tokio::time::Instant::now();
         let result = self.guarded(h.call(job)).await.and_then(|r| r);
-        drop(permit);
         self.metrics.job_duration.record(started.elapsed().as_secs_f64());
         self.record_latency(enqueued_at, 1);
         self.finish(id, attempt, result);
+        // Only now: shutdown waits for every permit, and the outcome must be on its way
+        // to the acker by then, or the job would be released instead of acked.
+        drop(permit);
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
@@ -181,7 +183,6 @@ impl Pool {
             }
             Err(e) => vec![Err(e); n],
         };
-        drop(permit);
         self.metrics
             .job_duration
             .record_many(started.elapsed().as_secs_f64(), n);
@@ -189,6 +190,7 @@ impl Pool {
         for ((id, attempt), result) in heads.into_iter().zip(results) {
             self.finish(id, attempt, result);
         }
+        drop(permit);
     }
 
     /// Runs a handler future, turning a panic or a timeout into a retryable error.
