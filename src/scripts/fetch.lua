@@ -56,10 +56,12 @@ local deadline = now + vt
 local envs = hmget_chunked(K.jobs, ids)
 local out, no = { deadline, 0, 0 }, 3
 local lease, nl = {}, 0
+-- The score as a string, formatted once: a Lua number would be formatted per job.
+local score = string.format('%d', deadline)
 for i = 1, ni do
   local env = envs[i]
   if env then
-    lease[nl + 1] = deadline
+    lease[nl + 1] = score
     lease[nl + 2] = ids[i]
     nl = nl + 2
     out[no + 1] = ids[i]

@@ -24,10 +24,12 @@ local function miss(id)
   missed[nm] = id
 end
 
--- True if this caller holds the lease of `id` with `token` (and has not settled it in
--- this call already).
+-- True if this caller holds the lease of `id` with `token` (a string, as sent) and has not
+-- settled it in this call already. Scores are integral ms, so Redis formats them as plain
+-- digits: a string compare avoids a number parse per job; the numeric compare covers any
+-- other formatting.
 local function holds(id, score, token)
-  local held = score and tonumber(score) == token and not seen[id]
+  local held = score and (score == token or tonumber(score) == tonumber(token)) and not seen[id]
   seen[id] = true
   return held
 end
@@ -36,7 +38,7 @@ end
 local acked, na = {}, 0
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
-  local token, k = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local token, k = ARGV[i], tonumber(ARGV[i + 1])
   local first = i + 2
   local c = first
   while c < first + k do
@@ -63,7 +65,7 @@ end
 
 -- 2. failures, one at a time (the rare path)
 while i <= #ARGV do
-  local op, id, token = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local op, id, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local held = holds(id, redis.call('ZSCORE', K.lease, id), token)
   if op == 'R' then
     if held then
