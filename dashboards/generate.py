@@ -53,10 +53,10 @@ def dashboard(uid, title, description, panels):
         "time": {"from": "now-30m", "to": "now"},
         "templating": {"list": [
             {"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
-             "current": {}, "hide": 0},
+             "hide": 0},
             {"type": "query", "name": "queue", "label": "Queue", "datasource": DS,
              "query": {"query": "label_values(weir_jobs_fetched_total, queue)", "refId": "queue"},
-             "definition": "label_values(weir_jobs_fetched_total, queue)", "refresh": 2, "current": {},
+             "refresh": 2,
              "includeAll": False, "multi": False, "sort": 1, "hide": 0},
         ]},
         "annotations": {"list": []},

@@ -7,6 +7,12 @@ export WEIR_EXTRA_PACKAGES="${WEIR_EXTRA_PACKAGES:-} prometheus fonts-dejavu-cor
 bash scripts/ensure-deps.sh
 
 cargo fmt --all -- --check
+
+# Dashboards: generated from dashboards/generate.py, type-checked against Grafana's
+# schema. (tests/observability.rs checks their queries against a real Prometheus.)
+python3 dashboards/generate.py >/dev/null
+git diff --exit-code -- dashboards/*.json || { echo "dashboards/*.json differ from generate.py's output" >&2; exit 1; }
+(cd dashboards/schema-check && npm ci --silent --no-audit --no-fund && npm run --silent check)
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
 
