@@ -41,11 +41,21 @@ async fn dlq_list_is_newest_first_and_changes_nothing() {
     }
 }
 
+/// name, limit, ids, requeued, missing ids, state after.
+type RequeueCase = (
+    &'static str,
+    usize,
+    Vec<String>,
+    u64,
+    &'static [&'static str],
+    State,
+);
+
 #[tokio::test]
 async fn dlq_requeue_table() {
     let ctx = Ctx::new("dlqreq").await;
     let before = dead3();
-    let cases: Vec<(&str, usize, Vec<String>, u64, &[&str], State)> = vec![
+    let cases: Vec<RequeueCase> = vec![
         (
             "by id: attempt reset to 0, error cleared, back of its ready list; unknown ids reported",
             100,

@@ -131,6 +131,14 @@ async fn reclaim_table() {
     }
 }
 
+/// name, (id, token) pairs, lost ids, state after.
+type ExtendCase = (
+    &'static str,
+    Vec<(&'static str, u64)>,
+    &'static [&'static str],
+    State,
+);
+
 #[tokio::test]
 async fn extend_table() {
     let ctx = Ctx::new("extend").await;
@@ -138,7 +146,7 @@ async fn extend_table() {
         .job("a", 0, 3, 1)
         .job("b", 0, 3, 1)
         .lease(&[("a", FUTURE), ("b", FUTURE + 5)]);
-    let cases: Vec<(&str, Vec<(&str, u64)>, &[&str], State)> = vec![
+    let cases: Vec<ExtendCase> = vec![
         (
             "held lease: new deadline = Redis time + visibility",
             vec![("a", FUTURE)],
@@ -207,6 +215,14 @@ async fn extend_changes_the_token() {
     );
 }
 
+/// name, (id, token, priority) triples, missed ids, state after.
+type ReleaseCase = (
+    &'static str,
+    Vec<(&'static str, u64, Priority)>,
+    &'static [&'static str],
+    State,
+);
+
 #[tokio::test]
 async fn release_table() {
     let ctx = Ctx::new("release").await;
@@ -222,7 +238,7 @@ async fn release_table() {
         ("b", FUTURE, Priority::Normal),
         ("c", FUTURE, Priority::High),
     ];
-    let cases: Vec<(&str, Vec<(&str, u64, Priority)>, &[&str], State)> = vec![
+    let cases: Vec<ReleaseCase> = vec![
         (
             "un-started jobs go to the front of ready in fetch order, attempts untouched",
             all.clone(),
