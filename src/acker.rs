@@ -94,6 +94,8 @@ pub struct Tally {
 struct Held {
     token: u64,
     priority: Priority,
+    /// Fetch order, so a release hands jobs back in the order they were fetched.
+    seq: u64,
 }
 
 /// The acker task.
@@ -103,6 +105,7 @@ pub(crate) struct Acker {
     pub keys: QueueKeys,
     pub tally: Arc<Tally>,
     held: HashMap<String, Held>,
+    next_seq: u64,
     pending: Vec<Done>,
 }
 
@@ -114,6 +117,7 @@ impl Acker {
             keys,
             tally,
             held: HashMap::new(),
+            next_seq: 0,
             pending: Vec::new(),
         }
     }
@@ -167,7 +171,9 @@ impl Acker {
             AckerMsg::Leased { token, jobs } => {
                 self.held.reserve(jobs.len());
                 for (id, priority) in jobs {
-                    self.held.insert(id, Held { token, priority });
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
+                    self.held.insert(id, Held { token, priority, seq });
                 }
             }
             AckerMsg::Done(d) => self.pending.push(d),
@@ -285,8 +291,12 @@ impl Acker {
 
     /// Hands every lease still held back to ready (un-started jobs at shutdown).
     async fn release_all(&mut self, deadline: Instant) {
-        let held: Vec<(String, Held)> = self.held.drain().collect();
-        for chunk in held.chunks(LEASE_CHUNK) {
+        let mut held: Vec<(String, Held)> = self.held.drain().collect();
+        // release.lua puts each call's jobs at the front of ready in the order given, so
+        // sort by fetch order and send the last chunk first: the first-fetched job ends
+        // up at the very front.
+        held.sort_unstable_by_key(|(_, h)| h.seq);
+        for chunk in held.chunks(LEASE_CHUNK).rev() {
             let triples: Vec<(&str, u64, Priority)> = chunk
                 .iter()
                 .map(|(id, h)| (id.as_str(), h.token, h.priority))
