@@ -156,8 +156,11 @@ impl Pool {
     async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) {
         let (id, attempt) = (job.id.clone(), job.attempt);
         let result = self.guarded(h.call(job)).await.and_then(|r| r);
-        drop(permit);
+        // Outcome first, permit after: shutdown waits for the limit to go idle and then
+        // stops the acker, so an outcome sent after the permit drops can miss the acker;
+        // the finished job would then be released and run again.
         self.finish(id, attempt, result);
+        drop(permit);
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
@@ -173,10 +176,10 @@ impl Pool {
             }
             Err(e) => vec![Err(e); n],
         };
-        drop(permit);
         for ((id, attempt), result) in heads.into_iter().zip(results) {
             self.finish(id, attempt, result);
         }
+        drop(permit); // after the outcomes: see run_one
     }
 
     /// Runs a handler future, turning a panic or a timeout into a retryable error.
