@@ -44,8 +44,16 @@ pub(crate) struct Done {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
     Ack,
-    Retry { delay_ms: u64, error: String },
-    Dead { reason: String },
+    /// `last`: the job has no attempt left, so settle.lua dead-letters it instead; it
+    /// is tallied as dead.
+    Retry {
+        delay_ms: u64,
+        error: String,
+        last: bool,
+    },
+    Dead {
+        reason: String,
+    },
 }
 
 /// Acker settings.
@@ -184,7 +192,13 @@ impl Acker {
     async fn flush(&mut self, deadline: Option<Instant>) {
         let pending = std::mem::take(&mut self.pending);
         for chunk in pending.chunks(self.config.flush_max.max(1)) {
-            let items: Vec<Settle> = chunk.iter().filter_map(|d| self.settle_item(d)).collect();
+            let (items, last): (Vec<Settle>, Vec<bool>) = chunk
+                .iter()
+                .filter_map(|d| {
+                    let last = matches!(d.outcome, Outcome::Retry { last: true, .. });
+                    self.settle_item(d).map(|s| (s, last))
+                })
+                .unzip();
             if items.is_empty() {
                 continue;
             }
@@ -197,7 +211,7 @@ impl Acker {
             })
             .await;
             match result {
-                Some(missed) => self.record(&items, missed),
+                Some(missed) => self.record(&items, &last, missed),
                 None => tracing::error!(
                     outcomes = items.len(),
                     "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
@@ -214,7 +228,7 @@ impl Acker {
         let id = d.id.clone();
         Some(match &d.outcome {
             Outcome::Ack => Settle::Ack { id, token: h.token },
-            Outcome::Retry { delay_ms, error } => Settle::Retry {
+            Outcome::Retry { delay_ms, error, .. } => Settle::Retry {
                 id,
                 token: h.token,
                 priority: h.priority,
@@ -229,14 +243,16 @@ impl Acker {
         })
     }
 
-    fn record(&mut self, items: &[Settle], missed: Vec<String>) {
+    /// Updates the tally; `last[i]` says item `i` is a retry that settle.lua turns into a
+    /// dead-letter (attempts spent).
+    fn record(&mut self, items: &[Settle], last: &[bool], missed: Vec<String>) {
         let (mut acked, mut retried, mut dead) = (0, 0, 0);
-        for item in items {
+        for (item, &last) in items.iter().zip(last) {
             self.held.remove(item.id());
             match item {
                 Settle::Ack { .. } => acked += 1,
-                Settle::Retry { .. } => retried += 1,
-                Settle::Dead { .. } => dead += 1,
+                Settle::Retry { .. } if !last => retried += 1,
+                Settle::Retry { .. } | Settle::Dead { .. } => dead += 1,
             }
         }
         if !missed.is_empty() {
@@ -245,11 +261,11 @@ impl Acker {
                 "outcomes arrived after their leases were lost; those jobs run again elsewhere"
             );
             for id in &missed {
-                if let Some(item) = items.iter().find(|i| i.id() == id) {
-                    match item {
+                if let Some(i) = items.iter().position(|i| i.id() == id) {
+                    match &items[i] {
                         Settle::Ack { .. } => acked -= 1,
-                        Settle::Retry { .. } => retried -= 1,
-                        Settle::Dead { .. } => dead -= 1,
+                        Settle::Retry { .. } if !last[i] => retried -= 1,
+                        Settle::Retry { .. } | Settle::Dead { .. } => dead -= 1,
                     }
                 }
             }

@@ -154,7 +154,7 @@ impl Pool {
     }
 
     async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) {
-        let (id, attempt) = (job.id.clone(), job.attempt);
+        let (id, attempt) = (job.id.clone(), (job.attempt, job.max_attempts));
         let result = self.guarded(h.call(job)).await.and_then(|r| r);
         // Outcome first, permit after: shutdown waits for the limit to go idle and then
         // stops the acker, so an outcome sent after the permit drops can miss the acker;
@@ -164,7 +164,10 @@ impl Pool {
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
-        let heads: Vec<(String, u32)> = jobs.iter().map(|j| (j.id.clone(), j.attempt)).collect();
+        let heads: Vec<(String, (u32, u32))> = jobs
+            .iter()
+            .map(|j| (j.id.clone(), (j.attempt, j.max_attempts)))
+            .collect();
         let n = heads.len();
         let results = match self.guarded(h.call(jobs)).await {
             Ok(mut rs) => {
@@ -207,7 +210,8 @@ impl Pool {
         })
     }
 
-    fn finish(&self, id: String, attempt: u32, result: JobResult) {
+    /// Sends the outcome of a job that ran at `(attempt, max_attempts)`.
+    fn finish(&self, id: String, (attempt, max_attempts): (u32, u32), result: JobResult) {
         let outcome = match result {
             Ok(()) => Outcome::Ack,
             Err(e) if e.retryable => {
@@ -215,6 +219,8 @@ impl Pool {
                 Outcome::Retry {
                     delay_ms: delay.as_millis() as u64,
                     error: e.message,
+                    // settle.lua's rule: no retry once attempt + 1 reaches max_attempts
+                    last: attempt.saturating_add(1) >= max_attempts,
                 }
             }
             Err(e) => Outcome::Dead { reason: e.message },
