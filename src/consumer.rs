@@ -164,6 +164,8 @@ impl Consumer {
         let c = &self.config;
         let keys = QueueKeys::new(&c.queue)?;
         let conn = self.redis.connect().await?;
+        // Logged once connected, so an unreachable Redis gives only the one error line.
+        tracing::info!(queue = %c.queue, concurrency = c.concurrency, "working");
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();
         let (acker_tx, acker_rx) = mpsc::unbounded_channel();
         let buffer = Arc::new(Buffer::default());

@@ -98,7 +98,6 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let consumer = Consumer::new(a.config(), redis, Registry::new().fallback(a.handler))?;
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_signals(shutdown.clone()));
-    tracing::info!(queue = %a.common.queue, concurrency = a.concurrency, "working");
     let started = Instant::now();
     let report = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();
