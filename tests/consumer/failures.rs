@@ -213,3 +213,38 @@ async fn bad_envelopes_are_dead_lettered_and_good_jobs_around_them_run() {
     }
     assert_empty(&ctx, 5).await;
 }
+
+/// A retry due in 10 ms on an otherwise empty queue runs again promptly: the bound stays
+/// under the fetcher's 5 s idle recheck, so passing means the retry woke the fetcher.
+#[tokio::test]
+async fn short_retry_on_an_idle_queue_runs_again_promptly() {
+    let ctx = Ctx::new("retrywake").await;
+    ctx.producer()
+        .enqueue(NewJob::new("k", &1).unwrap().id("r"))
+        .await
+        .unwrap();
+    let seen = Seen::default();
+    let s = seen.clone();
+    let registry = Registry::new().on(
+        "k",
+        handler_fn(move |job| {
+            s.record(&job);
+            let first = job.attempt == 0;
+            async move {
+                if first {
+                    Err(JobError::retry("try again"))
+                } else {
+                    Ok(())
+                }
+            }
+        }),
+    );
+    let c = start(&ctx, config(&ctx), registry);
+    wait_until("the retry to run", std::time::Duration::from_secs(3), || async {
+        seen.attempts("r").len() == 2
+    })
+    .await;
+    wait_stats(&ctx, "acked", |s| s.counters.get("acked") == Some(&1)).await;
+    assert_eq!(c.stop().await.retried, 1);
+    assert_empty(&ctx, 0).await;
+}
