@@ -11,6 +11,7 @@ mod enqueue;
 mod fetch;
 mod lease;
 mod settle;
+mod wake;
 
 /// Indexes of the per-priority keys.
 pub const H: usize = 0;
