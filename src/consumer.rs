@@ -173,7 +173,12 @@ impl Consumer {
         let finish_acks = CancellationToken::new();
         let stop_housekeeping = CancellationToken::new();
 
-        let acker = Acker::new(c.acker.clone(), conn.clone(), keys.clone(), self.tally.clone());
+        // The heartbeat must beat within the lease the fetcher takes: a config that sets
+        // only `fetcher.visibility` would otherwise beat every 10 s (a third of the
+        // acker's 30 s default) on leases that expire sooner.
+        let mut acker_config = c.acker.clone();
+        acker_config.visibility = acker_config.visibility.min(c.fetcher.visibility);
+        let acker = Acker::new(acker_config, conn.clone(), keys.clone(), self.tally.clone());
         let acker = tokio::spawn(acker.run(acker_rx, finish_acks.clone()));
         let reclaimer = Reclaimer {
             config: c.reclaimer.clone(),
