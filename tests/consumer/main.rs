@@ -8,4 +8,5 @@ mod batch;
 mod crash;
 mod failures;
 mod flow;
+mod options;
 mod support;
