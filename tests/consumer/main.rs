@@ -8,5 +8,6 @@ mod batch;
 mod crash;
 mod failures;
 mod flow;
+mod load;
 mod options;
 mod support;
