@@ -37,9 +37,9 @@ async fn heartbeat_keeps_a_slow_job_leased_while_fast_jobs_stream_through() {
     cfg.fetcher.visibility = Duration::from_millis(600);
     cfg.acker.visibility = Duration::from_millis(600);
     let c = start(&ctx, cfg, registry);
+    let jobs = ctx.keys.jobs().to_owned();
     wait_until("the slow job done", Duration::from_secs(60), || async {
-        ctx.stats().await.counters.get("acked").copied().unwrap_or(0) >= 1
-            && ctx.snapshot().await.jobs.get("slow").is_none()
+        !ctx.cmd::<bool>(&["HEXISTS", &jobs, "slow"]).await
     })
     .await;
     let fast_done = ctx.stats().await.counters.get("acked").copied().unwrap_or(0);
