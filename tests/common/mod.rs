@@ -46,7 +46,17 @@ pub struct Ctx {
 
 impl Ctx {
     pub async fn new(label: &str) -> Self {
-        let server = server();
+        Self::on(server(), label).await
+    }
+
+    /// A world with a redis-server of its own, for tests that disturb the server
+    /// (kill its clients) or count its commands.
+    pub async fn private(label: &str) -> Self {
+        let own = Arc::new(EmbeddedRedis::start().expect("redis-server starts"));
+        Self::on(own, label).await
+    }
+
+    async fn on(server: Arc<EmbeddedRedis>, label: &str) -> Self {
         let url = server.url();
         let redis = weir::Redis::open(&url).expect("url parses");
         let conn = redis.connect().await.expect("connects");

@@ -74,10 +74,8 @@ async fn idle_consumer_wakes_when_a_job_is_enqueued() {
 /// An idle consumer sends (almost) nothing to Redis: counted on a server of its own.
 #[tokio::test]
 async fn idle_consumer_does_not_poll_redis() {
-    let own = weir::EmbeddedRedis::start().unwrap();
-    let mut ctx = Ctx::new("spin").await;
-    ctx.redis = weir::Redis::open(&own.url()).unwrap();
-    let mut conn = ctx.redis.connect().await.unwrap();
+    let ctx = Ctx::private("spin").await;
+    let mut conn = ctx.c();
     let mut cfg = config(&ctx);
     // a limit well above the batch, so the fetch pipeline has room for several calls
     cfg.concurrency = 64;

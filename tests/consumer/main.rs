@@ -10,4 +10,5 @@ mod failures;
 mod flow;
 mod load;
 mod options;
+mod resilience;
 mod support;
