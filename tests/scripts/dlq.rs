@@ -19,8 +19,13 @@ fn dead3() -> State {
 async fn dlq_list_is_newest_first_and_changes_nothing() {
     let ctx = Ctx::new("dlqlist").await;
     let before = dead3().dead(&[("a", 100), ("b", 200), ("c", 300), ("gone", 400)]);
-    let cases: Vec<(usize, usize, &[&str])> =
-        vec![(0, 2, &["gone", "c"]), (2, 10, &["b", "a"]), (10, 5, &[])];
+    let cases: Vec<(usize, usize, &[&str])> = vec![
+        (0, 2, &["gone", "c"]),
+        (2, 10, &["b", "a"]),
+        (10, 5, &[]),
+        (0, 0, &[]),
+        (1, 0, &[]),
+    ];
     for (offset, count, ids) in cases {
         let list = run_case(
             &ctx,
@@ -80,6 +85,7 @@ async fn dlq_requeue_table() {
                 .ready(L, &["b"])
                 .dead(&[("c", 300)]),
         ),
+        ("no ids and a limit of 0: nothing", 0, vec![], 0, &[], dead3()),
         (
             "an envelope weir did not write goes back to normal ready unchanged",
             100,
@@ -128,6 +134,7 @@ async fn dlq_purge_table() {
             ),
         ),
         ("all", live(dead3()), 10, 3, live(State::default())),
+        ("a limit of 0 deletes nothing", live(dead3()), 0, 0, live(dead3())),
     ];
     for (name, before, limit, n, after) in cases {
         let got = run_case(
