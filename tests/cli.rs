@@ -393,3 +393,32 @@ async fn second_signal_exits_at_once() {
     let s = ctx.stats().await;
     assert_eq!(s.in_flight + s.ready_total(), 1, "the job is still there");
 }
+
+#[tokio::test]
+async fn bad_arguments_are_one_clear_line() {
+    let ctx = Ctx::new("cli-args").await;
+    let cases: [(&[&str], &str); 4] = [
+        (&["stats", "-q", "bad name"], "invalid queue name"),
+        (
+            &["work", "--concurrency", "0"],
+            "concurrency must be between 1 and 100000",
+        ),
+        (&["work", "--batch", "20000"], "batch must be between 1 and 10000"),
+        (
+            &["work", "--visibility-timeout", "10ms"],
+            "visibility timeout must be at least 100ms",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = weir(&ctx, args, "");
+        no_panic(&o);
+        assert_ne!(o.status.code(), Some(0), "{args:?}");
+        let err = text(&o.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err:?}");
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains(want),
+            "{args:?}: {err}"
+        );
+    }
+}
