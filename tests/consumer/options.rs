@@ -163,3 +163,44 @@ async fn consumer_applies_its_dead_letter_cap() {
     assert_eq!((s.dead, s.counters["trimmed"]), (4, 6));
     assert_eq!(ctx.snapshot().await.jobs.len(), 4, "trimmed jobs are deleted");
 }
+
+/// The concurrency limit can change while the consumer runs; a shrink holds from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_limit_changes_at_run_time() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let ctx = Ctx::new("limit").await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (r, pk) = (running.clone(), peak.clone());
+    let registry = Registry::new().on(
+        "k",
+        handler_fn(move |_| {
+            let (r, pk) = (r.clone(), pk.clone());
+            async move {
+                pk.fetch_max(r.fetch_add(1, SeqCst) + 1, SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                r.fetch_sub(1, SeqCst);
+                Ok(())
+            }
+        }),
+    );
+    let c = start(&ctx, config(&ctx), registry);
+    ctx.producer().enqueue_bulk(jobs("k", "a", 80)).await.unwrap();
+    wait_stats(&ctx, "first round", |s| s.counters.get("acked") == Some(&80)).await;
+    assert!(
+        peak.load(SeqCst) > 2,
+        "ran in parallel at limit 8: {}",
+        peak.load(SeqCst)
+    );
+    c.handle.limit.set(2);
+    assert_eq!(c.handle.limit.get(), 2);
+    peak.store(0, SeqCst);
+    ctx.producer().enqueue_bulk(jobs("k", "b", 40)).await.unwrap();
+    wait_stats(&ctx, "second round", |s| s.counters.get("acked") == Some(&120)).await;
+    assert!(
+        peak.load(SeqCst) <= 2,
+        "at most 2 at once after the shrink: {}",
+        peak.load(SeqCst)
+    );
+    assert_eq!(c.stop().await.acked, 120);
+}
