@@ -149,3 +149,43 @@ async fn graceful_shutdown_leaves_no_job_leased() {
         "released in fetch order, ahead of the backlog"
     );
 }
+
+/// Aborting the task that runs a consumer (or dropping its `run` future) stops it: its
+/// leases are no longer extended, so its jobs come back and another consumer does them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_consumer_stops_and_its_jobs_come_back() {
+    let ctx = Ctx::new("abort").await;
+    ctx.producer().enqueue_bulk(jobs("k", "j", 10)).await.unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = started.clone();
+    let stuck = Registry::new().on(
+        "k",
+        handler_fn(move |_| {
+            s.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<weir::JobResult>()
+        }),
+    );
+    let mut cfg = config(&ctx);
+    cfg.concurrency = 2;
+    cfg.fetcher.visibility = Duration::from_millis(500);
+    cfg.acker.visibility = Duration::from_millis(500);
+    let doomed = start(&ctx, cfg, stuck);
+    wait_until("the doomed consumer to start jobs", SOON, || async {
+        started.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    doomed.task.abort();
+    assert!(doomed.task.await.unwrap_err().is_cancelled());
+
+    let seen = Seen::default();
+    let c = start(&ctx, config(&ctx), recording(&seen));
+    wait_stats(&ctx, "all 10 acked", |s| s.counters.get("acked") == Some(&10)).await;
+    c.stop().await;
+    assert_eq!(seen.ids(), 10);
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        2,
+        "the aborted consumer started nothing more"
+    );
+    assert_empty(&ctx, 0).await;
+}
