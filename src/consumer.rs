@@ -205,13 +205,20 @@ impl Consumer {
             acker: acker_tx,
         };
         let pool = tokio::spawn(pool.run(pool_rx, stop_fetching.clone()));
+        let mut tasks = AbortOnDrop(vec![
+            acker.abort_handle(),
+            reclaimer.abort_handle(),
+            fetcher.abort_handle(),
+            pool.abort_handle(),
+        ]);
         if c.drain {
-            tokio::spawn(drain_watch(
+            let watch = tokio::spawn(drain_watch(
                 conn.clone(),
                 keys.clone(),
                 self.limit.clone(),
                 stop_fetching.clone(),
             ));
+            tasks.0.push(watch.abort_handle());
         }
 
         stop_fetching.cancelled().await;
@@ -239,6 +246,20 @@ impl Consumer {
             lost_leases: t.lost_leases.load(Ordering::Relaxed),
             released: t.released.load(Ordering::Relaxed),
         })
+    }
+}
+
+/// The consumer's background tasks, aborted if `run` is dropped before it returns (an
+/// aborted task, a caller's timeout or `select!`): without this they would go on fetching
+/// and extending leases with nobody to stop them, and jobs stuck in a dead consumer would
+/// never come back. Aborting tasks that already finished is a no-op.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
     }
 }
 
