@@ -248,3 +248,47 @@ async fn short_retry_on_an_idle_queue_runs_again_promptly() {
     assert_eq!(c.stop().await.retried, 1);
     assert_empty(&ctx, 0).await;
 }
+
+/// A job id that is not UTF-8 (pushed into Redis by hand) must not take the good jobs
+/// fetched in the same batch down with it.
+#[tokio::test]
+#[ignore = "known bug: a non-UTF-8 id fails the whole fetch reply (scripts.rs into_string); its batch stays leased and loops through reclaim"]
+async fn non_utf8_id_does_not_poison_its_batch() {
+    let ctx = Ctx::new("nonutf8").await;
+    ctx.producer().enqueue_bulk(jobs("k", "good", 5)).await.unwrap();
+    let bad_id: &[u8] = b"bad\xff\xfe";
+    let _: () = redis::cmd("HSET")
+        .arg(ctx.keys.jobs())
+        .arg(bad_id)
+        .arg("junk")
+        .query_async(&mut ctx.c())
+        .await
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg(ctx.keys.ready(weir::Priority::Normal))
+        .arg(bad_id)
+        .query_async(&mut ctx.c())
+        .await
+        .unwrap();
+    ctx.producer().enqueue_bulk(jobs("k", "after", 5)).await.unwrap();
+    let seen = Seen::default();
+    let s = seen.clone();
+    let registry = Registry::new().on(
+        "k",
+        handler_fn(move |job| {
+            s.record(&job);
+            async { Ok(()) }
+        }),
+    );
+    let mut cfg = config(&ctx);
+    cfg.fetcher.visibility = std::time::Duration::from_millis(500);
+    cfg.acker.visibility = std::time::Duration::from_millis(500);
+    let c = start(&ctx, cfg, registry);
+    wait_until("the good jobs", SOON, || async { seen.ids() == 10 }).await;
+    wait_stats(&ctx, "the bad one dead", |s| s.dead == 1 && s.pending() == 0).await;
+    c.stop().await;
+    assert!(
+        seen.0.lock().unwrap().values().all(|a| a == &[0]),
+        "good jobs ran once each"
+    );
+}
