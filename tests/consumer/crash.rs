@@ -84,9 +84,12 @@ async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     wait_stats(&ctx, "all 20 acked", |s| s.counters.get("acked") == Some(&20)).await;
     assert_eq!(c.stop().await.acked, 20);
     assert_eq!(seen.ids(), 20);
-    let reclaimed: usize = (0..20).filter(|i| seen.attempts(&format!("j{i}")) == [1]).count();
+    // the crashed consumer may have fetched more after `leased` was read: count by Redis
+    let reclaimed = (0..20).filter(|i| seen.attempts(&format!("j{i}")) == [1]).count() as u64;
+    assert!(reclaimed >= leased, "{reclaimed} reclaimed, {leased} seen leased");
     assert_eq!(
-        reclaimed as u64, leased,
+        Some(&reclaimed),
+        ctx.stats().await.counters.get("reclaimed"),
         "each job the crash held came back once, attempt + 1"
     );
     assert_empty(&ctx, 0).await;
