@@ -170,14 +170,14 @@ async fn heartbeat_keeps_long_jobs_leased() {
             let seen = s2.clone();
             async move {
                 seen.record(&job);
-                tokio::time::sleep(Duration::from_millis(1_500)).await;
+                tokio::time::sleep(Duration::from_millis(2_000)).await;
                 Ok(())
             }
         }),
     );
     let mut cfg = config(&ctx);
-    cfg.fetcher.visibility = Duration::from_millis(300);
-    cfg.acker.visibility = Duration::from_millis(300);
+    cfg.fetcher.visibility = Duration::from_millis(600);
+    cfg.acker.visibility = Duration::from_millis(600);
     let c = start(&ctx, cfg, registry);
     wait_stats(&ctx, "the slow job acked", |s| {
         s.counters.get("acked") == Some(&1)
@@ -206,13 +206,13 @@ async fn short_fetch_visibility_alone_still_keeps_long_jobs_leased() {
             let seen = s2.clone();
             async move {
                 seen.record(&job);
-                tokio::time::sleep(Duration::from_millis(1_500)).await;
+                tokio::time::sleep(Duration::from_millis(2_000)).await;
                 Ok(())
             }
         }),
     );
     let mut cfg = config(&ctx);
-    cfg.fetcher.visibility = Duration::from_millis(300);
+    cfg.fetcher.visibility = Duration::from_millis(600);
     let c = start(&ctx, cfg, registry);
     wait_stats(&ctx, "the slow job acked", |s| {
         s.counters.get("acked") == Some(&1)
