@@ -65,7 +65,11 @@ async fn passwords_never_show_in_errors() {
 #[tokio::test]
 async fn bad_arguments_are_one_clear_line() {
     let ctx = Ctx::new("cli-args").await;
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["enqueue", "/nonexistent/jobs.ndjson"],
+            "cannot open /nonexistent/jobs.ndjson",
+        ),
         (&["stats", "-q", "bad name"], "invalid queue name"),
         (
             &["work", "--concurrency", "0"],
