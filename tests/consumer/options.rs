@@ -204,3 +204,35 @@ async fn concurrency_limit_changes_at_run_time() {
     );
     assert_eq!(c.stop().await.acked, 120);
 }
+
+/// `ConsumerConfig::validate` "checks every value against its range": values that would
+/// make a task spin or leases expire at once are refused with a message naming them.
+#[tokio::test]
+async fn config_values_out_of_range_are_refused() {
+    let ctx = Ctx::new("cfg").await;
+    let registry = || Registry::new().on("k", handler_fn(|_| async { Ok(()) }));
+    let cases: Vec<(&str, Box<dyn Fn(&mut weir::ConsumerConfig)>)> = vec![
+        ("concurrency", Box::new(|c| c.concurrency = 0)),
+        ("batch", Box::new(|c| c.fetcher.batch = 0)),
+        (
+            "visibility",
+            Box::new(|c| c.fetcher.visibility = Duration::from_millis(5)),
+        ),
+        ("visibility", Box::new(|c| c.acker.visibility = Duration::ZERO)),
+        (
+            "reclaim interval",
+            Box::new(|c| c.reclaimer.interval = Duration::ZERO),
+        ),
+        ("dead-letter cap", Box::new(|c| c.reclaimer.dead_cap = 0)),
+    ];
+    for (want, change) in cases {
+        let mut cfg = config(&ctx);
+        change(&mut cfg);
+        let err = weir::Consumer::new(cfg, ctx.redis.clone(), registry()).err();
+        let msg = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            msg.contains(want),
+            "expected an error naming {want:?}, got {msg:?}"
+        );
+    }
+}
