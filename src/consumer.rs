@@ -92,7 +92,18 @@ impl ConsumerConfig {
             (1..=10_000).contains(&self.acker.flush_max),
             "ack flush size must be between 1 and 10000",
         )?;
-        check(self.acker.dead_cap >= 1, "dead-letter cap must be at least 1")?;
+        check(
+            self.acker.visibility >= Duration::from_millis(100),
+            "acker visibility timeout (heartbeat) must be at least 100ms",
+        )?;
+        check(
+            self.acker.dead_cap >= 1 && self.reclaimer.dead_cap >= 1,
+            "dead-letter cap must be at least 1",
+        )?;
+        check(
+            self.reclaimer.interval >= Duration::from_millis(10),
+            "reclaim interval must be at least 10ms",
+        )?;
         check(
             self.fetcher.max_envelope_bytes >= 64,
             "envelope size limit must be at least 64 bytes",
