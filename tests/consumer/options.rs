@@ -211,7 +211,8 @@ async fn concurrency_limit_changes_at_run_time() {
 async fn config_values_out_of_range_are_refused() {
     let ctx = Ctx::new("cfg").await;
     let registry = || Registry::new().on("k", handler_fn(|_| async { Ok(()) }));
-    let cases: Vec<(&str, Box<dyn Fn(&mut weir::ConsumerConfig)>)> = vec![
+    type Change = Box<dyn Fn(&mut weir::ConsumerConfig)>;
+    let cases: Vec<(&str, Change)> = vec![
         ("concurrency", Box::new(|c| c.concurrency = 0)),
         ("batch", Box::new(|c| c.fetcher.batch = 0)),
         (
