@@ -45,8 +45,16 @@ pub(crate) struct Done {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
     Ack,
-    Retry { delay_ms: u64, error: String },
-    Dead { reason: String },
+    /// `last`: the job has no attempt left, so settle.lua dead-letters it instead; it
+    /// is tallied as dead.
+    Retry {
+        delay_ms: u64,
+        error: String,
+        last: bool,
+    },
+    Dead {
+        reason: String,
+    },
 }
 
 /// Acker settings.
@@ -95,6 +103,8 @@ pub struct Tally {
 struct Held {
     token: u64,
     priority: Priority,
+    /// Fetch order, so a release hands jobs back in the order they were fetched.
+    seq: u64,
 }
 
 /// The acker task.
@@ -104,6 +114,7 @@ pub(crate) struct Acker {
     pub keys: QueueKeys,
     pub tally: Arc<Tally>,
     held: HashMap<String, Held>,
+    next_seq: u64,
     pending: Vec<Done>,
     metrics: QueueMetrics,
 }
@@ -122,6 +133,7 @@ impl Acker {
             keys,
             tally,
             held: HashMap::new(),
+            next_seq: 0,
             pending: Vec::new(),
             metrics,
         }
@@ -176,7 +188,9 @@ impl Acker {
             AckerMsg::Leased { token, jobs } => {
                 self.held.reserve(jobs.len());
                 for (id, priority) in jobs {
-                    self.held.insert(id, Held { token, priority });
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
+                    self.held.insert(id, Held { token, priority, seq });
                 }
             }
             AckerMsg::Done(d) => self.pending.push(d),
@@ -187,7 +201,13 @@ impl Acker {
     async fn flush(&mut self, deadline: Option<Instant>) {
         let pending = std::mem::take(&mut self.pending);
         for chunk in pending.chunks(self.config.flush_max.max(1)) {
-            let items: Vec<Settle> = chunk.iter().filter_map(|d| self.settle_item(d)).collect();
+            let (items, last): (Vec<Settle>, Vec<bool>) = chunk
+                .iter()
+                .filter_map(|d| {
+                    let last = matches!(d.outcome, Outcome::Retry { last: true, .. });
+                    self.settle_item(d).map(|s| (s, last))
+                })
+                .unzip();
             if items.is_empty() {
                 continue;
             }
@@ -200,7 +220,7 @@ impl Acker {
             })
             .await;
             match result {
-                Some(missed) => self.record(&items, missed),
+                Some(missed) => self.record(&items, &last, missed),
                 None => tracing::error!(
                     outcomes = items.len(),
                     "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
@@ -217,7 +237,7 @@ impl Acker {
         let id = d.id.clone();
         Some(match &d.outcome {
             Outcome::Ack => Settle::Ack { id, token: h.token },
-            Outcome::Retry { delay_ms, error } => Settle::Retry {
+            Outcome::Retry { delay_ms, error, .. } => Settle::Retry {
                 id,
                 token: h.token,
                 priority: h.priority,
@@ -232,14 +252,16 @@ impl Acker {
         })
     }
 
-    fn record(&mut self, items: &[Settle], missed: Vec<String>) {
+    /// Updates the tally; `last[i]` says item `i` is a retry that settle.lua turns into a
+    /// dead-letter (attempts spent).
+    fn record(&mut self, items: &[Settle], last: &[bool], missed: Vec<String>) {
         let (mut acked, mut retried, mut dead) = (0, 0, 0);
-        for item in items {
+        for (item, &last) in items.iter().zip(last) {
             self.held.remove(item.id());
             match item {
                 Settle::Ack { .. } => acked += 1,
-                Settle::Retry { .. } => retried += 1,
-                Settle::Dead { .. } => dead += 1,
+                Settle::Retry { .. } if !last => retried += 1,
+                Settle::Retry { .. } | Settle::Dead { .. } => dead += 1,
             }
         }
         if !missed.is_empty() {
@@ -248,11 +270,11 @@ impl Acker {
                 "outcomes arrived after their leases were lost; those jobs run again elsewhere"
             );
             for id in &missed {
-                if let Some(item) = items.iter().find(|i| i.id() == id) {
-                    match item {
+                if let Some(i) = items.iter().position(|i| i.id() == id) {
+                    match &items[i] {
                         Settle::Ack { .. } => acked -= 1,
-                        Settle::Retry { .. } => retried -= 1,
-                        Settle::Dead { .. } => dead -= 1,
+                        Settle::Retry { .. } if !last[i] => retried -= 1,
+                        Settle::Retry { .. } | Settle::Dead { .. } => dead -= 1,
                     }
                 }
             }
@@ -300,8 +322,12 @@ impl Acker {
 
     /// Hands every lease still held back to ready (un-started jobs at shutdown).
     async fn release_all(&mut self, deadline: Instant) {
-        let held: Vec<(String, Held)> = self.held.drain().collect();
-        for chunk in held.chunks(LEASE_CHUNK) {
+        let mut held: Vec<(String, Held)> = self.held.drain().collect();
+        // release.lua puts each call's jobs at the front of ready in the order given, so
+        // sort by fetch order and send the last chunk first: the first-fetched job ends
+        // up at the very front.
+        held.sort_unstable_by_key(|(_, h)| h.seq);
+        for chunk in held.chunks(LEASE_CHUNK).rev() {
             let triples: Vec<(&str, u64, Priority)> = chunk
                 .iter()
                 .map(|(id, h)| (id.as_str(), h.token, h.priority))

@@ -96,7 +96,18 @@ impl ConsumerConfig {
             (1..=10_000).contains(&self.acker.flush_max),
             "ack flush size must be between 1 and 10000",
         )?;
-        check(self.acker.dead_cap >= 1, "dead-letter cap must be at least 1")?;
+        check(
+            self.acker.visibility >= Duration::from_millis(100),
+            "acker visibility timeout (heartbeat) must be at least 100ms",
+        )?;
+        check(
+            self.acker.dead_cap >= 1 && self.reclaimer.dead_cap >= 1,
+            "dead-letter cap must be at least 1",
+        )?;
+        check(
+            self.reclaimer.interval >= Duration::from_millis(10),
+            "reclaim interval must be at least 10ms",
+        )?;
         check(
             self.fetcher.max_envelope_bytes >= 64,
             "envelope size limit must be at least 64 bytes",
@@ -171,6 +182,8 @@ impl Consumer {
         let c = &self.config;
         let keys = QueueKeys::new(&c.queue)?;
         let conn = self.redis.connect().await?;
+        // Logged once connected, so an unreachable Redis gives only the one error line.
+        tracing::info!(queue = %c.queue, concurrency = c.concurrency, "working");
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();
         let (acker_tx, acker_rx) = mpsc::unbounded_channel();
         let buffer = Arc::new(Buffer::default());
@@ -183,8 +196,13 @@ impl Consumer {
         } else {
             QueueMetrics::disabled(&c.queue)
         };
+        // The heartbeat must beat within the lease the fetcher takes: a config that sets
+        // only `fetcher.visibility` would otherwise beat every 10 s (a third of the
+        // acker's 30 s default) on leases that expire sooner.
+        let mut acker_config = c.acker.clone();
+        acker_config.visibility = acker_config.visibility.min(c.fetcher.visibility);
         let acker = Acker::new(
-            c.acker.clone(),
+            acker_config,
             conn.clone(),
             keys.clone(),
             self.tally.clone(),
@@ -224,20 +242,28 @@ impl Consumer {
         } else {
             None
         };
-        tokio::spawn(sample(
+        let sampler = tokio::spawn(sample(
             conn.clone(),
             keys.clone(),
             self.limit.clone(),
             metrics,
             sampler,
         ));
+        let mut tasks = AbortOnDrop(vec![
+            acker.abort_handle(),
+            reclaimer.abort_handle(),
+            fetcher.abort_handle(),
+            pool.abort_handle(),
+            sampler.abort_handle(),
+        ]);
         if c.drain {
-            tokio::spawn(drain_watch(
+            let watch = tokio::spawn(drain_watch(
                 conn.clone(),
                 keys.clone(),
                 self.limit.clone(),
                 stop_fetching.clone(),
             ));
+            tasks.0.push(watch.abort_handle());
         }
 
         stop_fetching.cancelled().await;
@@ -289,6 +315,20 @@ async fn sample(
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(STATS_INTERVAL) => {}
+        }
+    }
+}
+
+/// The consumer's background tasks, aborted if `run` is dropped before it returns (an
+/// aborted task, a caller's timeout or `select!`): without this they would go on fetching
+/// and extending leases with nobody to stop them, and jobs stuck in a dead consumer would
+/// never come back. Aborting tasks that already finished is a no-op.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
         }
     }
 }

@@ -102,9 +102,12 @@ impl Fetcher {
                         Ok(fetched) => {
                             error_backoff = Duration::from_millis(50);
                             if fetched.jobs.is_empty() {
-                                if inflight.is_empty() {
-                                    idle_until = Some(Instant::now() + idle_wait(&fetched));
-                                }
+                                // Go idle now, even with calls still in flight: refilling the
+                                // pipeline here would keep one call always in flight, so an
+                                // empty queue would be polled without pause. The wake and
+                                // timer arms wait for the calls in flight to come back; one
+                                // that brings jobs ends the idle spell.
+                                idle_until = Some(Instant::now() + idle_wait(&fetched));
                             } else {
                                 idle_until = None;
                                 self.deliver(fetched);

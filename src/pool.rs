@@ -157,19 +157,24 @@ impl Pool {
     }
 
     async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) {
-        let (id, attempt, enqueued_at) = (job.id.clone(), job.attempt, job.enqueued_at_ms);
+        let (id, attempt) = (job.id.clone(), (job.attempt, job.max_attempts));
+        let enqueued_at = job.enqueued_at_ms;
         let started = tokio::time::Instant::now();
         let result = self.guarded(h.call(job)).await.and_then(|r| r);
         self.metrics.job_duration.record(started.elapsed().as_secs_f64());
         self.record_latency(enqueued_at, 1);
+        // Outcome first, permit after: shutdown waits for the limit to go idle and then
+        // stops the acker, so an outcome sent after the permit drops can miss the acker;
+        // the finished job would then be released and run again.
         self.finish(id, attempt, result);
-        // Only now: shutdown waits for every permit, and the outcome must be on its way
-        // to the acker by then, or the job would be released instead of acked.
         drop(permit);
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
-        let heads: Vec<(String, u32)> = jobs.iter().map(|j| (j.id.clone(), j.attempt)).collect();
+        let heads: Vec<(String, (u32, u32))> = jobs
+            .iter()
+            .map(|j| (j.id.clone(), (j.attempt, j.max_attempts)))
+            .collect();
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let n = heads.len();
         let started = tokio::time::Instant::now();
@@ -190,7 +195,7 @@ impl Pool {
         for ((id, attempt), result) in heads.into_iter().zip(results) {
             self.finish(id, attempt, result);
         }
-        drop(permit);
+        drop(permit); // after the outcomes: see run_one
     }
 
     /// Runs a handler future, turning a panic or a timeout into a retryable error.
@@ -226,7 +231,8 @@ impl Pool {
         self.metrics.job_latency.record_many(secs, n);
     }
 
-    fn finish(&self, id: String, attempt: u32, result: JobResult) {
+    /// Sends the outcome of a job that ran at `(attempt, max_attempts)`.
+    fn finish(&self, id: String, (attempt, max_attempts): (u32, u32), result: JobResult) {
         let outcome = match result {
             Ok(()) => Outcome::Ack,
             Err(e) if e.retryable => {
@@ -234,6 +240,8 @@ impl Pool {
                 Outcome::Retry {
                     delay_ms: delay.as_millis() as u64,
                     error: e.message,
+                    // settle.lua's rule: no retry once attempt + 1 reaches max_attempts
+                    last: attempt.saturating_add(1) >= max_attempts,
                 }
             }
             Err(e) => Outcome::Dead { reason: e.message },

@@ -4,6 +4,8 @@
 -- ARGV[1]: offset (0 = newest), ARGV[2]: how many
 -- Returns: flat groups of four: id, dead-lettered-at ms, envelope (or false), reason (or false)
 
+-- a count of 0 would make the stop index -1, which Redis reads as "to the end"
+if tonumber(ARGV[2]) <= 0 then return {} end
 local ids = redis.call('ZREVRANGE', K.dead, tonumber(ARGV[1]),
   tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1, 'WITHSCORES')
 local out = {}

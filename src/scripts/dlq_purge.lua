@@ -4,6 +4,8 @@
 -- ARGV[1]: the most jobs to delete in this call (the caller loops for more)
 -- Returns: the number deleted.
 
+-- a limit of 0 would make the stop index -1, which Redis reads as "to the end"
+if tonumber(ARGV[1]) <= 0 then return 0 end
 local ids = redis.call('ZRANGE', K.dead, 0, tonumber(ARGV[1]) - 1)
 if #ids == 0 then return 0 end
 call_chunked('ZREM', K.dead, ids)

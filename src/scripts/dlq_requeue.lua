@@ -8,7 +8,8 @@
 local ids = {}
 if #ARGV > 1 then
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
-else
+elseif tonumber(ARGV[1]) > 0 then
+  -- (a limit of 0 would make the stop index -1, which Redis reads as "to the end")
   ids = redis.call('ZRANGE', K.dead, 0, tonumber(ARGV[1]) - 1)
 end
 local out = { 0 }

@@ -1,7 +1,7 @@
 -- settle: applies a batch of outcomes (ack, retry, dead-letter) in one call.
 --
 -- KEYS: the queue's keys (lib.lua); touches jobs, lease, delayed[1..3], dead, errors,
---   counters.
+--   counters, wake.
 -- ARGV[1]: dead-letter cap (entries kept; the oldest beyond it are trimmed and counted)
 -- ARGV[2]: G, the number of ack groups that follow
 -- then G ack groups, one per lease token (jobs fetched together share it):
@@ -104,4 +104,8 @@ count('acked', na)
 count('retried', retried)
 count('dead', buried)
 if buried > 0 then trim_dead(cap) end
+
+-- 4. a retry is new delayed work: wake idle consumers so they learn when it falls due
+--    (an idle fetcher otherwise sleeps until its periodic recheck, seconds away)
+if retried > 0 then redis.call('PUBLISH', K.wake, 'retry') end
 return missed

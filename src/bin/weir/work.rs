@@ -101,6 +101,10 @@ impl WorkArgs {
 
 /// Runs the consumer; prints what it did. Returns the report and the elapsed time.
 pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
+    let redis = Redis::open(&a.common.redis_url)?;
+    let consumer = Consumer::new(a.config(), redis.clone(), Registry::new().fallback(a.handler))?;
+    // Reach Redis before anything else, so a wrong URL is one line of error and nothing more.
+    drop(redis.connect().await?);
     if !a.no_metrics && !weir::metrics::is_installed() {
         // A consumer without its metrics endpoint still does its job: say so and go on.
         match weir::metrics::install(a.metrics_addr) {
@@ -108,11 +112,8 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
             Err(e) => tracing::warn!("{e}; running without a metrics endpoint"),
         }
     }
-    let redis = Redis::open(&a.common.redis_url)?;
-    let consumer = Consumer::new(a.config(), redis, Registry::new().fallback(a.handler))?;
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_signals(shutdown.clone()));
-    tracing::info!(queue = %a.common.queue, concurrency = a.concurrency, "working");
     let started = Instant::now();
     let report = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();

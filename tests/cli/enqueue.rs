@@ -1,0 +1,80 @@
+//! `weir enqueue`: NDJSON lines, --kind mode, defaults, bad lines by number.
+
+use crate::common::*;
+use crate::{cli, no_panic, text};
+
+#[tokio::test]
+async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
+    let ctx = Ctx::new("cli-enq").await;
+    let input = [
+        r#"{"kind":"k","payload":{"a":1}}"#,
+        r#"{"kind":"k","payload":2,"id":"fixed","priority":"high","max_attempts":7}"#,
+        r#"{"kind":"k","payload":3,"delay":"1h"}"#,
+        r#"{"kind":"k","payload":4,"delay":60000,"priority":"low"}"#,
+        "not json",
+        "",
+        r#"{"kind":"k","payload":5,"priority":"urgent"}"#,
+        r#"{"kind":"bad kind","payload":6}"#,
+        r#"{"kind":"k","payload":7,"extra":1}"#,
+    ]
+    .join("\n");
+    let t0 = ctx.now_ms().await;
+    let o = cli(&ctx, &["enqueue", "--queue", &ctx.queue], &input);
+    let t1 = ctx.now_ms().await;
+    no_panic(&o);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(2), "bad lines make a non-zero exit: {err}");
+    assert!(out.contains("enqueued 4 jobs"), "{out}");
+    for n in [5, 7, 8, 9] {
+        assert!(err.contains(&format!("line {n}:")), "line {n} reported: {err}");
+    }
+    assert!(!err.contains("line 6:"), "empty lines are skipped: {err}");
+    let s = ctx.snapshot().await;
+    assert_eq!(s.ready[0], ["fixed"]);
+    assert_eq!(s.ready[1].len(), 1);
+    assert!(s.jobs["fixed"].starts_with(r#"{"attempt":0,"max_attempts":7,"priority":0,"#));
+    assert!(s.jobs[&s.ready[1][0]].starts_with(r#"{"attempt":0,"max_attempts":5,"priority":1,"#));
+    let (hour, minute) = (&s.delayed[1][0], &s.delayed[2][0]);
+    check_time("1h delay", NOW + 3_600_000, hour.1, (t0, t1));
+    check_time("60000 ms delay", NOW + 60_000, minute.1, (t0, t1));
+
+    // the same file again: the fixed id is a duplicate
+    let o = cli(&ctx, &["enqueue", "--queue", &ctx.queue], &input);
+    assert!(text(&o.stderr).contains("skipped 1 jobs whose id already exists: fixed"));
+}
+
+#[tokio::test]
+async fn enqueue_with_kind_takes_bare_payloads_and_defaults() {
+    let ctx = Ctx::new("cli-kind").await;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), "{\"x\":1}\n2\n\"s\"\n{bad\n").unwrap();
+    let path = file.path().to_str().unwrap();
+    let args = [
+        "enqueue",
+        "-q",
+        &ctx.queue,
+        "--kind",
+        "mail",
+        "--priority",
+        "low",
+        "--delay",
+        "5m",
+        path,
+    ];
+    let o = cli(&ctx, &args, "");
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("line 4:"), "{}", text(&o.stderr));
+    let s = ctx.snapshot().await;
+    assert_eq!(s.delayed[2].len(), 3);
+    assert!(
+        s.jobs
+            .values()
+            .all(|e| e.contains(r#""kind":"mail""#) && e.contains(r#""priority":2,"#))
+    );
+    assert!(s.jobs.values().any(|e| e.ends_with(r#""payload":{"x":1}}"#)));
+
+    let o = cli(&ctx, &["enqueue", "-q", &ctx.queue, "--kind", "mail"], "1\n2\n");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(ctx.stats().await.ready[1], 2);
+}

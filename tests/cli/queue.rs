@@ -1,0 +1,111 @@
+//! `weir stats`, `weir dlq list|requeue|purge`, `weir pause|resume`.
+
+use crate::common::*;
+use crate::{cli, no_panic, text};
+use weir::scripts::{self, Settle};
+
+#[tokio::test]
+async fn stats_json_parses() {
+    let ctx = Ctx::new("cli-stats").await;
+    ctx.producer()
+        .enqueue_bulk((0..3).map(|i| weir::NewJob::new("k", &i).unwrap()))
+        .await
+        .unwrap();
+    let o = cli(&ctx, &["stats", "--json", "-q", &ctx.queue], "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stats --json is JSON");
+    assert_eq!(v["queue"], ctx.queue.as_str());
+    assert_eq!(v["stats"]["ready"], serde_json::json!([0, 3, 0]));
+    assert_eq!(v["stats"]["in_flight"], 0);
+    assert_eq!(v["stats"]["paused"], false);
+    assert_eq!(v["stats"]["counters"]["enqueued"], 3);
+    let o = cli(&ctx, &["stats", "-q", &ctx.queue], "");
+    assert!(
+        text(&o.stdout).contains("ready      3 (high 0, normal 3, low 0)"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+async fn bury(ctx: &Ctx, ids: &[&str]) {
+    let jobs = ids
+        .iter()
+        .map(|id| weir::NewJob::new("k", &1).unwrap().id(*id).max_attempts(2));
+    ctx.producer().enqueue_bulk(jobs).await.unwrap();
+    let f = scripts::fetch(&mut ctx.c(), &ctx.keys, 100, 60_000)
+        .await
+        .unwrap();
+    let (mine, others): (Vec<_>, Vec<_>) = f.jobs.iter().partition(|(id, _)| ids.contains(&id.as_str()));
+    let items: Vec<Settle> = mine
+        .iter()
+        .map(|(id, _)| Settle::Dead {
+            id: id.clone(),
+            token: f.deadline_ms,
+            reason: format!("broke {id}"),
+        })
+        .collect();
+    scripts::settle(&mut ctx.c(), &ctx.keys, 100, &items)
+        .await
+        .unwrap();
+    let back: Vec<(&str, u64, weir::Priority)> = others
+        .iter()
+        .map(|(id, _)| (id.as_str(), f.deadline_ms, weir::Priority::Normal))
+        .collect();
+    scripts::release(&mut ctx.c(), &ctx.keys, &back).await.unwrap();
+}
+
+#[tokio::test]
+async fn dlq_list_requeue_purge() {
+    let ctx = Ctx::new("cli-dlq").await;
+    bury(&ctx, &["a", "b", "c"]).await;
+    let q = ctx.queue.as_str();
+    let o = cli(&ctx, &["dlq", "list", "-q", q], "");
+    let out = text(&o.stdout);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("a ") && l.ends_with("broke a")),
+        "{out}"
+    );
+    let o = cli(&ctx, &["dlq", "list", "--json", "--limit", "2", "-q", q], "");
+    let rows: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows.iter()
+            .all(|r| r["reason"].as_str().unwrap().starts_with("broke"))
+    );
+
+    let o = cli(&ctx, &["dlq", "requeue", "a", "zz", "-q", q], "");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stdout).contains("requeued 1 jobs"));
+    assert!(text(&o.stderr).contains("not in the dead-letter queue: zz"));
+    let s = ctx.snapshot().await;
+    assert_eq!(s.ready[1], ["a"]);
+    assert!(s.jobs["a"].starts_with(r#"{"attempt":0,"#));
+
+    let o = cli(&ctx, &["dlq", "requeue", "-q", q], "");
+    assert_ne!(o.status.code(), Some(0), "requeue needs ids or --all");
+    no_panic(&o);
+    let o = cli(&ctx, &["dlq", "requeue", "--all", "-q", q], "");
+    assert!(text(&o.stdout).contains("requeued 2 jobs"), "{}", text(&o.stdout));
+    assert_eq!(ctx.stats().await.ready[1], 3);
+
+    bury(&ctx, &["d", "e"]).await;
+    let o = cli(&ctx, &["dlq", "purge", "-q", q], "");
+    assert!(text(&o.stdout).contains("purged 2 jobs"), "{}", text(&o.stdout));
+    let s = ctx.stats().await;
+    assert_eq!((s.dead, s.ready[1]), (0, 3));
+}
+
+#[tokio::test]
+async fn pause_and_resume() {
+    let ctx = Ctx::new("cli-pause").await;
+    let q = ctx.queue.as_str();
+    assert!(text(&cli(&ctx, &["pause", "-q", q], "").stdout).contains(&format!("queue {q} paused")));
+    assert!(ctx.stats().await.paused);
+    assert!(text(&cli(&ctx, &["pause", "-q", q], "").stdout).contains("already paused"));
+    assert!(text(&cli(&ctx, &["resume", "-q", q], "").stdout).contains(&format!("queue {q} resumed")));
+    assert!(!ctx.stats().await.paused);
+}

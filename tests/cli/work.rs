@@ -1,0 +1,125 @@
+//! `weir work`: drain mode and signals.
+
+use crate::common::*;
+use crate::{cli, no_panic, text};
+use std::process::{Command, Stdio};
+
+#[tokio::test]
+async fn work_drain_processes_everything_and_exits() {
+    let ctx = Ctx::new("cli-work").await;
+    let jobs = (0..300).map(|i| weir::NewJob::new("any", &i).unwrap());
+    ctx.producer().enqueue_bulk(jobs).await.unwrap();
+    let o = cli(
+        &ctx,
+        &[
+            "work",
+            "--drain",
+            "-q",
+            &ctx.queue,
+            "--concurrency",
+            "16",
+            "--batch",
+            "50",
+        ],
+        "",
+    );
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("300 acked"), "{}", text(&o.stdout));
+    let s = ctx.stats().await;
+    assert_eq!((s.pending(), s.dead), (0, 0));
+
+    let o = cli(
+        &ctx,
+        &["work", "--drain", "-q", &ctx.queue, "--handler", "sleep:10ms"],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// SIGTERM: running jobs finish and are acked, buffered ones go back to ready, exit 0.
+#[tokio::test]
+async fn work_shuts_down_gracefully_on_sigterm() {
+    let ctx = Ctx::new("cli-term").await;
+    ctx.producer()
+        .enqueue_bulk((0..40).map(|i| weir::NewJob::new("k", &i).unwrap()))
+        .await
+        .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "work",
+            "-q",
+            &ctx.queue,
+            "--handler",
+            "sleep:300ms",
+            "--concurrency",
+            "2",
+        ])
+        .env("REDIS_URL", &ctx.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("jobs leased", std::time::Duration::from_secs(15), || async {
+        ctx.stats().await.in_flight > 2
+    })
+    .await;
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let s = ctx.stats().await;
+    assert_eq!(s.in_flight, 0, "nothing left leased");
+    let acked = s.counters.get("acked").copied().unwrap_or(0);
+    assert_eq!(acked + s.ready_total(), 40, "none lost");
+    assert!(out.contains(&format!("{acked} acked")), "{out}");
+    assert!(
+        !out.contains(" 0 released"),
+        "buffered jobs were handed back: {out}"
+    );
+}
+
+/// A second signal exits at once (130); the leases come back by expiry, nothing is lost.
+#[tokio::test]
+async fn second_signal_exits_at_once() {
+    let ctx = Ctx::new("cli-term2").await;
+    ctx.producer()
+        .enqueue(weir::NewJob::new("k", &1).unwrap())
+        .await
+        .unwrap();
+    let args = [
+        "work",
+        "-q",
+        &ctx.queue,
+        "--handler",
+        "sleep:1h",
+        "--shutdown-timeout",
+        "1h",
+    ];
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env("REDIS_URL", &ctx.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the job leased", std::time::Duration::from_secs(15), || async {
+        ctx.stats().await.in_flight == 1
+    })
+    .await;
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    // the first signal is being handled once the fetcher stops; give it a moment, then again
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let o = child.wait_with_output().unwrap();
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    let s = ctx.stats().await;
+    assert_eq!(s.in_flight + s.ready_total(), 1, "the job is still there");
+}

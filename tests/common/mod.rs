@@ -1,0 +1,370 @@
+//! Shared test support: a private redis-server per test binary, a queue name per test,
+//! and a snapshot of every key of a queue for "state before → call → state after" checks.
+//!
+//! The server lives while any test holds a [`Ctx`]; when the last one drops it, the server
+//! is killed (a later test starts a new one). Nothing here ever runs FLUSHALL: tests share
+//! a server and keep apart by queue name.
+#![allow(dead_code)]
+
+use redis::aio::ConnectionManager;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use weir::EmbeddedRedis;
+use weir::keys::QueueKeys;
+
+static SERVER: Mutex<Weak<EmbeddedRedis>> = Mutex::new(Weak::new());
+static NEXT_QUEUE: AtomicU64 = AtomicU64::new(0);
+
+/// The shared server, started on first use.
+pub fn server() -> Arc<EmbeddedRedis> {
+    let mut slot = SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = slot.upgrade() {
+        return s;
+    }
+    let s = Arc::new(EmbeddedRedis::start().expect("redis-server starts"));
+    *slot = Arc::downgrade(&s);
+    s
+}
+
+/// A queue name no other test uses: `label` (for reading logs) plus a counter.
+pub fn queue_name(label: &str) -> String {
+    let n = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
+    format!("t-{label}-{}-{n}", std::process::id())
+}
+
+/// One test's world: the server, its URL, a connection and a queue of its own.
+pub struct Ctx {
+    pub server: Arc<EmbeddedRedis>,
+    pub url: String,
+    pub redis: weir::Redis,
+    pub conn: ConnectionManager,
+    pub queue: String,
+    pub keys: QueueKeys,
+}
+
+impl Ctx {
+    pub async fn new(label: &str) -> Self {
+        Self::on(server(), label).await
+    }
+
+    /// A world with a redis-server of its own, for tests that disturb the server
+    /// (kill its clients) or count its commands.
+    pub async fn private(label: &str) -> Self {
+        let own = Arc::new(EmbeddedRedis::start().expect("redis-server starts"));
+        Self::on(own, label).await
+    }
+
+    async fn on(server: Arc<EmbeddedRedis>, label: &str) -> Self {
+        let url = server.url();
+        let redis = weir::Redis::open(&url).expect("url parses");
+        let conn = redis.connect().await.expect("connects");
+        let queue = queue_name(label);
+        let keys = QueueKeys::new(&queue).expect("valid queue name");
+        Self {
+            server,
+            url,
+            redis,
+            conn,
+            queue,
+            keys,
+        }
+    }
+
+    /// A fresh queue on the same server and connection.
+    pub fn other_queue(&self, label: &str) -> (String, QueueKeys) {
+        let q = queue_name(label);
+        let k = QueueKeys::new(&q).unwrap();
+        (q, k)
+    }
+
+    pub fn c(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    pub fn producer(&self) -> weir::Producer {
+        weir::Producer::new(self.c(), &self.queue).unwrap()
+    }
+
+    pub fn admin(&self) -> weir::Queue {
+        weir::Queue::new(self.c(), &self.queue).unwrap()
+    }
+
+    pub async fn snapshot(&self) -> State {
+        snapshot(&mut self.c(), &self.keys).await
+    }
+
+    pub async fn stats(&self) -> weir::Stats {
+        self.admin().stats().await.unwrap()
+    }
+
+    pub async fn now_ms(&self) -> u64 {
+        redis_now_ms(&mut self.c()).await
+    }
+
+    /// Runs a raw command (seeding states the library would never write).
+    pub async fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query_async(&mut self.c()).await.unwrap()
+    }
+}
+
+/// Redis `TIME`, in ms: the clock every script uses.
+pub async fn redis_now_ms(conn: &mut ConnectionManager) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    s * 1000 + us / 1000
+}
+
+/// Polls `check` every 20 ms until it holds, up to `limit`; panics with `what` otherwise.
+pub async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An envelope exactly as `envelope.rs` writes it (fixed `enqueued_at`, payload `{"n":1}`).
+pub fn env(id: &str, attempt: u32, max: u32, priority: u8) -> String {
+    format!(
+        r#"{{"attempt":{attempt},"max_attempts":{max},"priority":{priority},"enqueued_at":{ENQUEUED_AT},"id":"{id}","kind":"k","payload":{{"n":1}}}}"#
+    )
+}
+
+/// The `enqueued_at` of [`env`].
+pub const ENQUEUED_AT: u64 = 1_700_000_000_000;
+/// A lease deadline far in the future (a lease that holds): 2096.
+pub const FUTURE: u64 = 4_000_000_000_000;
+/// A lease deadline long past (a lease that expired).
+pub const PAST: u64 = 1_000;
+/// Scores at or above `NOW` in an expected [`State`] mean "Redis time during the call,
+/// plus `score - NOW` ms"; [`assert_state`] checks them against the clock window.
+pub const NOW: u64 = 1 << 60;
+
+/// Everything one queue holds, key by key, in a comparable form. Scored sets are sorted
+/// by (score, member).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct State {
+    pub ready: [Vec<String>; 3],
+    pub delayed: [Vec<(String, u64)>; 3],
+    pub jobs: BTreeMap<String, String>,
+    pub lease: Vec<(String, u64)>,
+    pub dead: Vec<(String, u64)>,
+    pub errors: BTreeMap<String, String>,
+    pub paused: bool,
+    pub counters: BTreeMap<String, u64>,
+    /// Keys under the queue's prefix that `QueueKeys::all` does not name (should be none).
+    pub stray: Vec<String>,
+}
+
+fn pairs(v: &[(&str, u64)]) -> Vec<(String, u64)> {
+    let mut out: Vec<_> = v.iter().map(|(a, b)| (a.to_string(), *b)).collect();
+    out.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    out
+}
+
+/// Builders for seeding and expecting states.
+impl State {
+    pub fn ready(mut self, p: usize, ids: &[&str]) -> Self {
+        self.ready[p] = ids.iter().map(|s| s.to_string()).collect();
+        self
+    }
+    pub fn delayed(mut self, p: usize, v: &[(&str, u64)]) -> Self {
+        self.delayed[p] = pairs(v);
+        self
+    }
+    /// A job with envelope [`env`]`(id, attempt, max, priority)`.
+    pub fn job(mut self, id: &str, attempt: u32, max: u32, priority: u8) -> Self {
+        self.jobs.insert(id.into(), env(id, attempt, max, priority));
+        self
+    }
+    pub fn raw_job(mut self, id: &str, envelope: &str) -> Self {
+        self.jobs.insert(id.into(), envelope.into());
+        self
+    }
+    pub fn no_job(mut self, id: &str) -> Self {
+        self.jobs.remove(id);
+        self
+    }
+    pub fn lease(mut self, v: &[(&str, u64)]) -> Self {
+        self.lease = pairs(v);
+        self
+    }
+    pub fn dead(mut self, v: &[(&str, u64)]) -> Self {
+        self.dead = pairs(v);
+        self
+    }
+    pub fn error(mut self, id: &str, e: &str) -> Self {
+        self.errors.insert(id.into(), e.into());
+        self
+    }
+    pub fn paused(mut self, p: bool) -> Self {
+        self.paused = p;
+        self
+    }
+    pub fn counter(mut self, name: &str, n: u64) -> Self {
+        self.counters.insert(name.into(), n);
+        self
+    }
+}
+
+/// Writes `s` into the (empty) queue `keys`, key by key.
+pub async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &State) {
+    if s == &State::default() {
+        return;
+    }
+    let k = keys.all();
+    let mut p = redis::pipe();
+    for i in 0..3 {
+        if !s.ready[i].is_empty() {
+            p.rpush(&k[i], &s.ready[i]).ignore();
+        }
+        for (id, score) in &s.delayed[i] {
+            p.zadd(&k[3 + i], id, *score).ignore();
+        }
+    }
+    for (id, e) in &s.jobs {
+        p.hset(&k[6], id, e).ignore();
+    }
+    for (id, score) in &s.lease {
+        p.zadd(&k[7], id, *score).ignore();
+    }
+    for (id, score) in &s.dead {
+        p.zadd(&k[8], id, *score).ignore();
+    }
+    for (id, e) in &s.errors {
+        p.hset(&k[9], id, e).ignore();
+    }
+    if s.paused {
+        p.set(&k[10], "1").ignore();
+    }
+    for (name, n) in &s.counters {
+        p.hset(&k[11], name, *n).ignore();
+    }
+    let _: () = p.query_async(conn).await.unwrap();
+}
+
+async fn key_type(conn: &mut ConnectionManager, key: &str) -> String {
+    redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
+}
+
+async fn zset(conn: &mut ConnectionManager, key: &str) -> Vec<(String, u64)> {
+    let raw: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let mut v: Vec<_> = raw.into_iter().map(|(m, s)| (m, s as u64)).collect();
+    v.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    v
+}
+
+/// Reads every key of the queue, checking each has the type `keys.rs` documents.
+pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
+    let k = keys.all();
+    let types = [
+        "list", "list", "list", "zset", "zset", "zset", "hash", "zset", "zset", "hash", "string", "hash",
+        "none",
+    ];
+    for (key, want) in k.iter().zip(types) {
+        let t = key_type(conn, key).await;
+        assert!(t == "none" || t == want, "{key} is a {t}, documented as {want}");
+    }
+    let mut s = State::default();
+    for i in 0..3 {
+        s.ready[i] = redis::cmd("LRANGE")
+            .arg(&k[i])
+            .arg(0)
+            .arg(-1)
+            .query_async(conn)
+            .await
+            .unwrap();
+        s.delayed[i] = zset(conn, &k[3 + i]).await;
+    }
+    s.jobs = redis::cmd("HGETALL").arg(&k[6]).query_async(conn).await.unwrap();
+    s.lease = zset(conn, &k[7]).await;
+    s.dead = zset(conn, &k[8]).await;
+    s.errors = redis::cmd("HGETALL").arg(&k[9]).query_async(conn).await.unwrap();
+    let paused: u64 = redis::cmd("EXISTS").arg(&k[10]).query_async(conn).await.unwrap();
+    s.paused = paused == 1;
+    s.counters = redis::cmd("HGETALL").arg(&k[11]).query_async(conn).await.unwrap();
+    let pattern = format!("weir:{{{}}}:*", keys.name());
+    let found: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(conn).await.unwrap();
+    s.stray = found.into_iter().filter(|f| !k.contains(f)).collect();
+    s
+}
+
+/// Checks a score the script took from Redis `TIME`: `NOW + d` must lie in the window.
+pub fn check_time(what: &str, expected: u64, actual: u64, window: (u64, u64)) {
+    let d = expected - NOW;
+    assert!(
+        actual >= window.0 + d && actual <= window.1 + d,
+        "{what}: {actual} is not Redis time + {d} ms (window {window:?})"
+    );
+}
+
+fn resolve(what: &str, expected: &mut [(String, u64)], actual: &[(String, u64)], window: (u64, u64)) {
+    for (id, score) in expected.iter_mut() {
+        if *score >= NOW {
+            let got = actual.iter().find(|(a, _)| a == id).map(|(_, s)| *s);
+            let Some(got) = got else { continue };
+            check_time(&format!("{what} score of {id}"), *score, got, window);
+            *score = got;
+        }
+    }
+    expected.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+}
+
+/// Asserts `actual == expected`, where expected scores `>= NOW` are Redis-time relative
+/// (see [`NOW`]) and `window` is Redis time read just before and just after the call.
+pub fn assert_state(case: &str, actual: &State, expected: &State, window: (u64, u64)) {
+    let mut e = expected.clone();
+    for i in 0..3 {
+        resolve("delayed", &mut e.delayed[i], &actual.delayed[i], window);
+    }
+    resolve("lease", &mut e.lease, &actual.lease, window);
+    resolve("dead", &mut e.dead, &actual.dead, window);
+    assert_eq!(actual, &e, "case {case:?}: state after the call");
+}
+
+/// Seeds `before` into a fresh queue, runs `call`, and checks the state after against
+/// `after`; returns the call's reply for the case to check.
+pub async fn run_case<T, F, Fut>(ctx: &Ctx, case: &str, before: &State, call: F, after: &State) -> T
+where
+    F: FnOnce(ConnectionManager, QueueKeys) -> Fut,
+    Fut: std::future::Future<Output = weir::Result<T>>,
+{
+    let (_, keys) = ctx.other_queue("case");
+    let mut conn = ctx.c();
+    seed(&mut conn, &keys, before).await;
+    assert_eq!(
+        &snapshot(&mut conn, &keys).await,
+        before,
+        "case {case:?}: seeding"
+    );
+    let t0 = redis_now_ms(&mut conn).await;
+    let reply = call(ctx.c(), keys.clone())
+        .await
+        .unwrap_or_else(|e| panic!("case {case:?}: {e}"));
+    let t1 = redis_now_ms(&mut conn).await;
+    let got = snapshot(&mut conn, &keys).await;
+    assert_state(case, &got, after, (t0, t1));
+    reply
+}

@@ -1,0 +1,57 @@
+//! Under a steady stream of outcomes the acker must still find time for the heartbeat.
+
+use crate::common::*;
+use crate::support::*;
+use std::time::Duration;
+use weir::{NewJob, Priority, Registry, handler_fn};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeat_keeps_a_slow_job_leased_while_fast_jobs_stream_through() {
+    let ctx = Ctx::new("beatload").await;
+    let p = ctx.producer();
+    let slow = NewJob::new("slow", &1)
+        .unwrap()
+        .id("slow")
+        .priority(Priority::High);
+    p.enqueue(slow).await.unwrap();
+    p.enqueue_bulk((0..60_000).map(|i| NewJob::new("fast", &i).unwrap()))
+        .await
+        .unwrap();
+    let seen = Seen::default();
+    let s = seen.clone();
+    let registry = Registry::new()
+        .on(
+            "slow",
+            handler_fn(move |job| {
+                s.record(&job);
+                async {
+                    tokio::time::sleep(Duration::from_millis(2_500)).await;
+                    Ok(())
+                }
+            }),
+        )
+        .on("fast", handler_fn(|_| async { Ok(()) }));
+    let mut cfg = config(&ctx);
+    cfg.concurrency = 64;
+    cfg.fetcher.batch = 200;
+    cfg.fetcher.visibility = Duration::from_millis(600);
+    cfg.acker.visibility = Duration::from_millis(600);
+    let c = start(&ctx, cfg, registry);
+    let jobs = ctx.keys.jobs().to_owned();
+    wait_until("the slow job done", Duration::from_secs(60), || async {
+        !ctx.cmd::<bool>(&["HEXISTS", &jobs, "slow"]).await
+    })
+    .await;
+    let fast_done = ctx.stats().await.counters.get("acked").copied().unwrap_or(0);
+    let report = c.stop().await;
+    assert!(
+        fast_done > 1_000,
+        "fast jobs kept the acker busy meanwhile: {fast_done}"
+    );
+    assert_eq!(
+        seen.attempts("slow"),
+        [0],
+        "the slow job's lease was kept alive: ran once"
+    );
+    assert_eq!(ctx.stats().await.counters.get("reclaimed"), None, "{report:?}");
+}

@@ -1,0 +1,14 @@
+//! End to end through the public API: `Producer` in, `Consumer` + `Registry` out, against a
+//! real redis-server. Outcomes are checked in Redis; waits are bounded polls, never timings.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod batch;
+mod crash;
+mod failures;
+mod flow;
+mod load;
+mod options;
+mod resilience;
+mod support;

@@ -1,0 +1,107 @@
+//! Starting and stopping consumers, and handlers that record what they saw.
+
+use crate::common::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, Job, NewJob, Registry, Report, RetryPolicy};
+
+/// Generous bound for anything a consumer should do "soon".
+pub const SOON: Duration = Duration::from_secs(15);
+
+/// Test defaults: small batches, fast retries, a reclaimer that looks often.
+pub fn config(ctx: &Ctx) -> ConsumerConfig {
+    let mut c = ConsumerConfig {
+        queue: ctx.queue.clone(),
+        concurrency: 8,
+        shutdown_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
+    c.fetcher.batch = 50;
+    c.pool.retry = RetryPolicy {
+        base: Duration::from_millis(10),
+        cap: Duration::from_millis(50),
+        jitter: 0.0,
+    };
+    c.reclaimer.interval = Duration::from_millis(100);
+    c
+}
+
+pub struct Running {
+    pub shutdown: CancellationToken,
+    pub task: JoinHandle<weir::Result<Report>>,
+    pub handle: Handle,
+}
+
+pub fn start(ctx: &Ctx, config: ConsumerConfig, registry: Registry) -> Running {
+    let consumer = Consumer::new(config, ctx.redis.clone(), registry).expect("consumer config is valid");
+    let handle = consumer.handle();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(consumer.run(shutdown.clone()));
+    Running {
+        shutdown,
+        task,
+        handle,
+    }
+}
+
+impl Running {
+    /// Cancels the consumer and waits for its report.
+    pub async fn stop(self) -> Report {
+        self.shutdown.cancel();
+        self.join().await
+    }
+
+    /// Waits for the consumer to stop by itself (drain mode).
+    pub async fn join(self) -> Report {
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("consumer stops within 30 s")
+            .expect("consumer task does not panic")
+            .expect("consumer returns a report")
+    }
+}
+
+/// Polls the queue's stats until `ok` holds (up to [`SOON`]); returns the last stats.
+pub async fn wait_stats(ctx: &Ctx, what: &str, ok: impl Fn(&weir::Stats) -> bool) -> weir::Stats {
+    wait_until(what, SOON, || async { ok(&ctx.stats().await) }).await;
+    ctx.stats().await
+}
+
+/// Every job each handler call saw: id -> attempts, in call order.
+#[derive(Clone, Default)]
+pub struct Seen(pub Arc<Mutex<HashMap<String, Vec<u32>>>>);
+
+impl Seen {
+    pub fn record(&self, job: &Job) {
+        let mut m = self.0.lock().unwrap();
+        m.entry(job.id.clone()).or_default().push(job.attempt);
+    }
+    pub fn attempts(&self, id: &str) -> Vec<u32> {
+        self.0.lock().unwrap().get(id).cloned().unwrap_or_default()
+    }
+    pub fn ids(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+    pub fn calls(&self) -> usize {
+        self.0.lock().unwrap().values().map(Vec::len).sum()
+    }
+}
+
+/// `n` jobs of `kind` with payload `i`, ids `{prefix}{i}`.
+pub fn jobs(kind: &str, prefix: &str, n: usize) -> Vec<NewJob> {
+    (0..n)
+        .map(|i| NewJob::new(kind, &i).unwrap().id(format!("{prefix}{i}")))
+        .collect()
+}
+
+/// Asserts nothing is left to do and nothing is leased or stored but the dead.
+pub async fn assert_empty(ctx: &Ctx, dead: usize) {
+    let s = ctx.snapshot().await;
+    assert!(s.ready.iter().all(Vec::is_empty), "ready: {:?}", s.ready);
+    assert!(s.delayed.iter().all(Vec::is_empty), "delayed: {:?}", s.delayed);
+    assert!(s.lease.is_empty(), "leased: {:?}", s.lease);
+    assert_eq!(s.dead.len(), dead, "dead: {:?}", s.dead);
+    assert_eq!(s.jobs.len(), dead, "only dead jobs keep their envelope");
+}

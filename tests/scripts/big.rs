@@ -1,0 +1,141 @@
+//! Batches far beyond Lua's `unpack` limit (about 8,000 values) go through every script
+//! that takes or returns a list.
+
+use crate::N;
+use crate::common::*;
+use std::time::Duration;
+use weir::Priority;
+use weir::scripts::{self, EnqueueArg, Settle};
+
+const BIG: usize = 10_000;
+
+fn ids() -> Vec<String> {
+    (0..BIG).map(|i| format!("j{i:05}")).collect()
+}
+
+#[tokio::test]
+async fn ten_thousand_jobs_in_one_call_each() {
+    let ctx = Ctx::new("big").await;
+    let (mut c, k) = (ctx.c(), &ctx.keys);
+    let ids = ids();
+    let args: Vec<EnqueueArg> = ids
+        .iter()
+        .map(|id| EnqueueArg {
+            id: id.clone(),
+            priority: Priority::Normal,
+            delay_ms: 0,
+            run_at_ms: 0,
+            envelope: env(id, 0, 2, 1).into_bytes(),
+            unique: true,
+        })
+        .collect();
+    assert!(scripts::enqueue(&mut c, k, &args).await.unwrap().is_empty());
+    assert_eq!(ctx.snapshot().await.ready[N], ids, "one RPUSH order, all 10,000");
+
+    // fetch all with a short lease, let it expire, reclaim all in one call
+    let f = scripts::fetch(&mut c, k, BIG, 100).await.unwrap();
+    assert_eq!(f.jobs.len(), BIG);
+    let t = f.deadline_ms;
+    wait_until("leases to expire", Duration::from_secs(10), || {
+        let mut c = ctx.c();
+        async move { redis_now_ms(&mut c).await > t }
+    })
+    .await;
+    assert_eq!(
+        scripts::reclaim(&mut c, k, BIG, 100_000).await.unwrap(),
+        (BIG as u64, 0)
+    );
+
+    // fetch again, extend all, dead-letter all with a cap that trims most
+    let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
+    assert_eq!(f.jobs.len(), BIG);
+    assert!(f.jobs.iter().all(|(_, e)| e.starts_with(br#"{"attempt":1,"#)));
+    let held: Vec<(&str, u64)> = f
+        .jobs
+        .iter()
+        .map(|(id, _)| (id.as_str(), f.deadline_ms))
+        .collect();
+    let (token, lost) = scripts::extend(&mut c, k, 60_000, &held).await.unwrap();
+    assert!(lost.is_empty());
+    let items: Vec<Settle> = f
+        .jobs
+        .iter()
+        .map(|(id, _)| Settle::Retry {
+            id: id.clone(),
+            token,
+            priority: Priority::Normal,
+            delay_ms: 0,
+            error: "last".into(),
+        })
+        .collect();
+    assert!(
+        scripts::settle(&mut c, k, 1_000, &items)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let s = ctx.stats().await;
+    assert_eq!((s.dead, s.pending()), (1_000, 0));
+    assert_eq!(s.counters.get("trimmed"), Some(&9_000));
+    assert_eq!(
+        ctx.snapshot().await.jobs.len(),
+        1_000,
+        "trimmed envelopes are deleted"
+    );
+
+    // requeue and purge
+    let dead_ids: Vec<String> = ctx.snapshot().await.dead.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(
+        scripts::dlq_requeue(&mut c, k, 1, &dead_ids).await.unwrap(),
+        (1_000, vec![])
+    );
+    assert_eq!(ctx.stats().await.ready_total(), 1_000);
+
+    // a second round at full size: enqueue the trimmed 9,000 again, fetch, release, ack
+    assert!(scripts::enqueue(&mut c, k, &args).await.unwrap().len() == 1_000);
+    let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
+    assert_eq!(f.jobs.len(), BIG);
+    let held: Vec<(&str, u64, Priority)> = f
+        .jobs
+        .iter()
+        .map(|(id, _)| (id.as_str(), f.deadline_ms, Priority::Normal))
+        .collect();
+    assert!(scripts::release(&mut c, k, &held).await.unwrap().is_empty());
+    let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
+    let acks: Vec<Settle> = f
+        .jobs
+        .iter()
+        .map(|(id, _)| Settle::Ack {
+            id: id.clone(),
+            token: f.deadline_ms,
+        })
+        .collect();
+    assert_eq!(acks.len(), BIG);
+    assert!(scripts::settle(&mut c, k, 1_000, &acks).await.unwrap().is_empty());
+    let after = ctx.snapshot().await;
+    assert!(after.jobs.is_empty() && after.lease.is_empty() && after.ready.iter().all(Vec::is_empty));
+    assert_eq!(after.counters.get("acked"), Some(&(BIG as u64)));
+
+    // purge 10,000 dead in one call
+    let buried: Vec<Settle> = {
+        assert!(scripts::enqueue(&mut c, k, &args).await.unwrap().is_empty());
+        let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
+        f.jobs
+            .iter()
+            .map(|(id, _)| Settle::Dead {
+                id: id.clone(),
+                token: f.deadline_ms,
+                reason: "r".into(),
+            })
+            .collect()
+    };
+    assert!(
+        scripts::settle(&mut c, k, 100_000, &buried)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(scripts::dlq_purge(&mut c, k, BIG).await.unwrap(), BIG as u64);
+    let after = ctx.snapshot().await;
+    assert!(after.jobs.is_empty() && after.dead.is_empty() && after.errors.is_empty());
+}

@@ -1,0 +1,182 @@
+//! enqueue.lua: routing by priority and delay, duplicate ids refused while the job exists.
+
+use crate::common::*;
+use crate::{H, L, N};
+use weir::scripts::{self, EnqueueArg};
+use weir::{Error, NewJob, Priority};
+
+fn arg(id: &str, p: Priority, delay_ms: u64, run_at_ms: u64) -> EnqueueArg {
+    EnqueueArg {
+        id: id.into(),
+        priority: p,
+        delay_ms,
+        run_at_ms,
+        envelope: env(id, 0, 3, p as u8).into_bytes(),
+        unique: true,
+    }
+}
+
+struct Case {
+    name: &'static str,
+    before: State,
+    jobs: Vec<EnqueueArg>,
+    dups: &'static [&'static str],
+    after: State,
+}
+
+#[tokio::test]
+async fn enqueue_table() {
+    let ctx = Ctx::new("enqueue").await;
+    let cases = vec![
+        Case {
+            name: "empty batch changes nothing",
+            before: State::default(),
+            jobs: vec![],
+            dups: &[],
+            after: State::default(),
+        },
+        Case {
+            name: "ready jobs go to their priority's list, in order",
+            before: State::default(),
+            jobs: vec![
+                arg("a", Priority::Normal, 0, 0),
+                arg("b", Priority::High, 0, 0),
+                arg("c", Priority::Low, 0, 0),
+                arg("d", Priority::Normal, 0, 0),
+            ],
+            dups: &[],
+            after: State::default()
+                .ready(H, &["b"])
+                .ready(N, &["a", "d"])
+                .ready(L, &["c"])
+                .job("a", 0, 3, 1)
+                .job("b", 0, 3, 0)
+                .job("c", 0, 3, 2)
+                .job("d", 0, 3, 1)
+                .counter("enqueued", 4),
+        },
+        Case {
+            name: "delay and run_at go to delayed; run_at wins over delay",
+            before: State::default(),
+            jobs: vec![
+                arg("a", Priority::Low, 5_000, 0),
+                arg("b", Priority::High, 5_000, FUTURE),
+            ],
+            dups: &[],
+            after: State::default()
+                .delayed(L, &[("a", NOW + 5_000)])
+                .delayed(H, &[("b", FUTURE)])
+                .job("a", 0, 3, 2)
+                .job("b", 0, 3, 0)
+                .counter("enqueued", 2),
+        },
+        Case {
+            name: "an id that exists (leased, dead or in the batch) is refused, the rest go in",
+            before: State::default()
+                .job("a", 1, 5, 1)
+                .lease(&[("a", FUTURE)])
+                .job("z", 3, 3, 1)
+                .dead(&[("z", 10)])
+                .error("z", "boom")
+                .counter("enqueued", 2),
+            jobs: vec![
+                arg("a", Priority::Normal, 0, 0),
+                arg("b", Priority::Normal, 0, 0),
+                arg("b", Priority::High, 0, 0),
+                arg("z", Priority::Normal, 0, 0),
+            ],
+            dups: &["a", "b", "z"],
+            after: State::default()
+                .job("a", 1, 5, 1)
+                .lease(&[("a", FUTURE)])
+                .job("z", 3, 3, 1)
+                .dead(&[("z", 10)])
+                .error("z", "boom")
+                .ready(N, &["b"])
+                .job("b", 0, 3, 1)
+                .counter("enqueued", 3),
+        },
+    ];
+    for c in cases {
+        let jobs = c.jobs.clone();
+        let dups = run_case(
+            &ctx,
+            c.name,
+            &c.before,
+            |mut conn, k| async move { scripts::enqueue(&mut conn, &k, &jobs).await },
+            &c.after,
+        )
+        .await;
+        assert_eq!(dups, c.dups, "case {:?}: duplicates", c.name);
+    }
+}
+
+#[tokio::test]
+async fn test_envelopes_match_what_the_producer_writes() {
+    let ctx = Ctx::new("envfmt").await;
+    let job = NewJob::from_json("k", r#"{"n":1}"#)
+        .unwrap()
+        .id("a")
+        .max_attempts(3)
+        .priority(Priority::Low);
+    let arg = ctx.producer().prepare(job, ENQUEUED_AT, &mut Vec::new()).unwrap();
+    assert_eq!(String::from_utf8(arg.envelope).unwrap(), env("a", 0, 3, 2));
+}
+
+#[tokio::test]
+async fn unique_id_is_refused_while_the_job_exists_and_accepted_after_ack() {
+    let ctx = Ctx::new("unique").await;
+    let p = ctx.producer();
+    let job = || NewJob::new("k", &1).unwrap().id("order-42");
+    assert_eq!(p.enqueue(job()).await.unwrap(), "order-42");
+    assert!(matches!(p.enqueue(job()).await, Err(Error::Duplicate(id)) if id == "order-42"));
+
+    let mut c = ctx.c();
+    let f = scripts::fetch(&mut c, &ctx.keys, 10, 60_000).await.unwrap();
+    assert_eq!(f.jobs.len(), 1);
+    let refused = p
+        .enqueue_bulk([job(), NewJob::new("k", &2).unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(
+        (refused.enqueued, refused.duplicates),
+        (1, vec!["order-42".to_string()])
+    );
+
+    let ack = scripts::Settle::Ack {
+        id: "order-42".into(),
+        token: f.deadline_ms,
+    };
+    let missed = scripts::settle(&mut c, &ctx.keys, 100, &[ack]).await.unwrap();
+    assert!(missed.is_empty());
+    assert_eq!(
+        p.enqueue(job()).await.unwrap(),
+        "order-42",
+        "accepted again after ack"
+    );
+    assert_eq!(ctx.stats().await.ready[N], 2);
+}
+
+#[tokio::test]
+async fn producer_refuses_what_it_can_check() {
+    let ctx = Ctx::new("prodcheck").await;
+    let p = ctx.producer().max_envelope_bytes(200);
+    let big = NewJob::new("k", &"x".repeat(300)).unwrap();
+    assert!(matches!(
+        p.enqueue(big).await,
+        Err(Error::TooLarge { limit: 200, .. })
+    ));
+    let bad_id = NewJob::new("k", &1).unwrap().id("has space");
+    assert!(matches!(p.enqueue(bad_id).await, Err(Error::InvalidName { .. })));
+    // a bad job anywhere in a bulk call fails the call with nothing enqueued
+    let jobs = vec![
+        NewJob::new("k", &1).unwrap(),
+        NewJob::new("bad kind", &1).unwrap(),
+    ];
+    assert!(p.enqueue_bulk(jobs).await.is_err());
+    assert_eq!(ctx.snapshot().await, State::default());
+    assert!(matches!(
+        weir::Producer::new(ctx.c(), "bad{name}"),
+        Err(Error::InvalidName { .. })
+    ));
+}

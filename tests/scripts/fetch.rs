@@ -1,0 +1,194 @@
+//! fetch.lua: promotion of due delayed jobs, priority order, partial batches, pause.
+
+use crate::common::*;
+use crate::{H, L, N};
+use weir::scripts;
+
+const VT: u64 = 30_000;
+
+struct Case {
+    name: &'static str,
+    before: State,
+    n: usize,
+    /// Ids returned, in order.
+    got: &'static [&'static str],
+    paused: bool,
+    after: State,
+}
+
+fn leased(ids: &[&'static str]) -> Vec<(&'static str, u64)> {
+    ids.iter().map(|id| (*id, NOW + VT)).collect()
+}
+
+#[tokio::test]
+async fn fetch_table() {
+    let ctx = Ctx::new("fetch").await;
+    let three = State::default()
+        .ready(N, &["a", "b", "c"])
+        .job("a", 0, 3, 1)
+        .job("b", 0, 3, 1)
+        .job("c", 0, 3, 1);
+    let prio = State::default()
+        .ready(H, &["h1"])
+        .ready(N, &["n1", "n2"])
+        .ready(L, &["l1"])
+        .job("h1", 0, 3, 0)
+        .job("n1", 0, 3, 1)
+        .job("n2", 0, 3, 1)
+        .job("l1", 0, 3, 2);
+    let cases = vec![
+        Case {
+            name: "empty queue",
+            before: State::default(),
+            n: 10,
+            got: &[],
+            paused: false,
+            after: State::default(),
+        },
+        Case {
+            name: "partial batch: ask 10, 3 ready",
+            before: three.clone().counter("fetched", 7),
+            n: 10,
+            got: &["a", "b", "c"],
+            paused: false,
+            after: three
+                .clone()
+                .ready(N, &[])
+                .lease(&leased(&["a", "b", "c"]))
+                .counter("fetched", 10),
+        },
+        Case {
+            name: "high before normal before low",
+            before: prio.clone(),
+            n: 3,
+            got: &["h1", "n1", "n2"],
+            paused: false,
+            after: prio
+                .clone()
+                .ready(H, &[])
+                .ready(N, &[])
+                .lease(&leased(&["h1", "n1", "n2"]))
+                .counter("fetched", 3),
+        },
+        Case {
+            name: "paused: nothing handed out",
+            before: three.clone().paused(true),
+            n: 10,
+            got: &[],
+            paused: true,
+            after: three.clone().paused(true),
+        },
+        Case {
+            name: "delayed not yet due stays delayed",
+            before: State::default().delayed(N, &[("d", FUTURE)]).job("d", 0, 3, 1),
+            n: 10,
+            got: &[],
+            paused: false,
+            after: State::default().delayed(N, &[("d", FUTURE)]).job("d", 0, 3, 1),
+        },
+        Case {
+            name: "due delayed jobs are promoted behind the ready ones, then fetched",
+            before: State::default()
+                .ready(N, &["r"])
+                .delayed(N, &[("d", PAST), ("later", FUTURE)])
+                .delayed(H, &[("dh", PAST)])
+                .job("r", 0, 3, 1)
+                .job("d", 1, 3, 1)
+                .job("dh", 1, 3, 0)
+                .job("later", 0, 3, 1),
+            n: 10,
+            got: &["dh", "r", "d"],
+            paused: false,
+            after: State::default()
+                .delayed(N, &[("later", FUTURE)])
+                .job("r", 0, 3, 1)
+                .job("d", 1, 3, 1)
+                .job("dh", 1, 3, 0)
+                .job("later", 0, 3, 1)
+                .lease(&leased(&["dh", "r", "d"]))
+                .counter("fetched", 3),
+        },
+        Case {
+            name: "promotion is bounded by N per call",
+            before: State::default()
+                .delayed(N, &[("d1", PAST), ("d2", PAST + 1), ("d3", PAST + 2)])
+                .job("d1", 0, 3, 1)
+                .job("d2", 0, 3, 1)
+                .job("d3", 0, 3, 1),
+            n: 1,
+            got: &["d1"],
+            paused: false,
+            after: State::default()
+                .delayed(N, &[("d2", PAST + 1), ("d3", PAST + 2)])
+                .job("d1", 0, 3, 1)
+                .job("d2", 0, 3, 1)
+                .job("d3", 0, 3, 1)
+                .lease(&leased(&["d1"]))
+                .counter("fetched", 1),
+        },
+        Case {
+            name: "an id whose envelope was purged is dropped, not leased",
+            before: State::default().ready(N, &["ghost", "a"]).job("a", 0, 3, 1),
+            n: 10,
+            got: &["a"],
+            paused: false,
+            after: State::default()
+                .job("a", 0, 3, 1)
+                .lease(&leased(&["a"]))
+                .counter("fetched", 1),
+        },
+    ];
+    for c in cases {
+        let (n, before) = (c.n, c.before.clone());
+        let t0 = ctx.now_ms().await;
+        let f = run_case(
+            &ctx,
+            c.name,
+            &c.before,
+            |mut conn, k| async move { scripts::fetch(&mut conn, &k, n, VT).await },
+            &c.after,
+        )
+        .await;
+        let t1 = ctx.now_ms().await;
+        let ids: Vec<&str> = f.jobs.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, c.got, "case {:?}: ids", c.name);
+        for (id, e) in &f.jobs {
+            assert_eq!(
+                Some(&String::from_utf8(e.clone()).unwrap()),
+                before.jobs.get(id),
+                "{id}"
+            );
+        }
+        assert_eq!(f.paused, c.paused, "case {:?}: paused flag", c.name);
+        if c.got.is_empty() {
+            assert_eq!(f.deadline_ms, 0, "case {:?}", c.name);
+        } else {
+            check_time(c.name, NOW + VT, f.deadline_ms, (t0, t1));
+        }
+    }
+}
+
+#[tokio::test]
+async fn empty_fetch_says_when_the_next_delayed_job_is_due() {
+    let ctx = Ctx::new("nextdue").await;
+    let now = ctx.now_ms().await;
+    let before = State::default()
+        .delayed(L, &[("soon", now + 60_000)])
+        .delayed(H, &[("later", now + 120_000)])
+        .job("soon", 0, 3, 2)
+        .job("later", 0, 3, 0);
+    let f = run_case(
+        &ctx,
+        "next due",
+        &before,
+        |mut c, k| async move { scripts::fetch(&mut c, &k, 10, VT).await },
+        &before,
+    )
+    .await;
+    assert!(f.jobs.is_empty() && !f.paused);
+    assert!(
+        (50_000..=60_000).contains(&f.next_due_ms),
+        "next due in {} ms, expected about 60 s",
+        f.next_due_ms
+    );
+}

@@ -1,0 +1,19 @@
+//! Every Lua script, table style: seed a queue's state, make one call, check the reply and
+//! every key of the queue afterwards (see `common::run_case`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod admin;
+mod big;
+mod dlq;
+mod enqueue;
+mod fetch;
+mod lease;
+mod settle;
+mod wake;
+
+/// Indexes of the per-priority keys.
+pub const H: usize = 0;
+pub const N: usize = 1;
+pub const L: usize = 2;
