@@ -226,6 +226,7 @@ impl Consumer {
             pool: pool_tx,
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
+            dead_cap: c.acker.dead_cap,
         };
         let fetcher = tokio::spawn(fetcher.run(stop_fetching.clone()));
         let pool = Pool {

@@ -63,6 +63,8 @@ pub(crate) struct Fetcher {
     pub pool: mpsc::UnboundedSender<Vec<Job>>,
     pub acker: mpsc::UnboundedSender<AckerMsg>,
     pub metrics: QueueMetrics,
+    /// Dead-letter cap for ids the fetch script refuses.
+    pub dead_cap: u64,
 }
 
 type FetchFuture = Pin<Box<dyn std::future::Future<Output = (usize, crate::Result<Fetched>)> + Send>>;
@@ -144,6 +146,9 @@ impl Fetcher {
 
     /// Tells the acker of the leases, dead-letters bad envelopes, hands the rest to the pool.
     fn deliver(&self, fetched: Fetched) {
+        if !fetched.bad_ids.is_empty() {
+            self.bury_bad_ids(fetched.deadline_ms, fetched.bad_ids.clone());
+        }
         let limit = self.config.max_envelope_bytes;
         self.metrics.fetched.increment(fetched.jobs.len() as u64);
         self.metrics.fetch_batch.record(fetched.jobs.len() as f64);
@@ -182,6 +187,21 @@ impl Fetcher {
             self.metrics.channel_sent.increment(jobs.len() as u64);
             let _ = self.pool.send(jobs);
         }
+    }
+
+    /// Dead-letters ids that are not UTF-8 (they cannot travel through the acker), in the
+    /// background, retrying until Redis takes it.
+    fn bury_bad_ids(&self, token: u64, ids: Vec<Vec<u8>>) {
+        tracing::warn!(count = ids.len(), "dead-lettering job ids that are not UTF-8");
+        let (conn, keys, cap) = (self.conn.clone(), self.keys.clone(), self.dead_cap);
+        tokio::spawn(async move {
+            let reason = "job id is not UTF-8: ids use A-Z a-z 0-9 _ . : -";
+            crate::acker::retrying("settle", None, || {
+                let (mut conn, keys, ids) = (conn.clone(), &keys, &ids);
+                async move { scripts::dead_letter_raw(&mut conn, keys, cap, token, ids, reason).await }
+            })
+            .await;
+        });
     }
 
     fn register(&self, fetched: &Fetched) {

@@ -157,6 +157,9 @@ pub struct Fetched {
     pub paused: bool,
     /// (id, envelope) pairs.
     pub jobs: Vec<(String, Vec<u8>)>,
+    /// Leased ids that are not UTF-8 (pushed by hand: weir never writes one). They cannot
+    /// be jobs; [`dead_letter_raw`] buries them.
+    pub bad_ids: Vec<Vec<u8>>,
 }
 
 /// Promotes due delayed jobs, then pops and leases up to `n` ready jobs.
@@ -184,13 +187,20 @@ pub async fn fetch<C: ConnectionLike>(
         next_due_ms: as_u64("fetch", &nd)?,
         paused: as_u64("fetch", &p)? == 1,
         jobs: Vec::with_capacity(it.len() / 2),
+        bad_ids: Vec::new(),
     };
     while let (Some(id), Some(env)) = (it.next(), it.next()) {
         let env = match env {
             Value::BulkString(b) => b,
             other => return Err(reply_err("fetch", format!("envelope is {other:?}"))),
         };
-        out.jobs.push((into_string("fetch", id)?, env));
+        match id {
+            Value::BulkString(b) => match String::from_utf8(b) {
+                Ok(id) => out.jobs.push((id, env)),
+                Err(e) => out.bad_ids.push(e.into_bytes()),
+            },
+            other => out.jobs.push((into_string("fetch", other)?, env)),
+        }
     }
     Ok(out)
 }
@@ -296,6 +306,25 @@ pub async fn settle<C: ConnectionLike>(
     into_strings("settle", missed)
 }
 
+/// Dead-letters leased jobs by raw id bytes, for ids that are not UTF-8 (see
+/// [`Fetched::bad_ids`]); returns the ids not acted on, lossily decoded.
+pub async fn dead_letter_raw<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    dead_cap: u64,
+    token: u64,
+    ids: &[Vec<u8>],
+    reason: &str,
+) -> Result<Vec<String>> {
+    let mut inv = invocation(&SETTLE, keys);
+    inv.arg(dead_cap).arg(0);
+    for id in ids {
+        inv.arg("D").arg(id).arg(token).arg(reason);
+    }
+    let missed: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
+    Ok(missed.into_iter().filter_map(opt_string).collect())
+}
+
 /// Reclaims up to `n` expired leases; returns (requeued, dead-lettered).
 pub async fn reclaim<C: ConnectionLike>(
     conn: &mut C,
@@ -387,7 +416,8 @@ pub async fn dlq_list<C: ConnectionLike>(
     let mut it = reply.into_iter();
     while let (Some(id), Some(at), Some(env), Some(reason)) = (it.next(), it.next(), it.next(), it.next()) {
         out.push(DeadJob {
-            id: into_string("dlq_list", id)?,
+            // Lossy: a hand-pushed id that is not UTF-8 ends up here, and must still list.
+            id: opt_string(id).unwrap_or_default(),
             dead_at_ms: as_u64("dlq_list", &at)?,
             envelope: opt_string(env),
             reason: opt_string(reason),

@@ -252,7 +252,7 @@ async fn short_retry_on_an_idle_queue_runs_again_promptly() {
 /// A job id that is not UTF-8 (pushed into Redis by hand) must not take the good jobs
 /// fetched in the same batch down with it.
 #[tokio::test]
-#[ignore = "known bug: a non-UTF-8 id fails the whole fetch reply (scripts.rs into_string); its batch stays leased and loops through reclaim"]
+
 async fn non_utf8_id_does_not_poison_its_batch() {
     let ctx = Ctx::new("nonutf8").await;
     ctx.producer().enqueue_bulk(jobs("k", "good", 5)).await.unwrap();

@@ -28,7 +28,8 @@ pub struct DemoArgs {
     /// Jobs per fetch call.
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
-    /// Use this Redis instead of a private one (only its queue `demo` is touched).
+    /// Use this Redis instead of a private one (only its queue `demo` is used, and it must
+    /// have no jobs pending).
     #[arg(long)]
     pub redis_url: Option<String>,
     /// Run the round several times with metrics off and on, alternating, and compare.
@@ -59,7 +60,14 @@ pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
         }
         (None, None) => unreachable!("an embedded server is started when no URL is given"),
     };
-    let producer = Producer::new(Redis::open(&url)?.connect().await?, QUEUE)?;
+    let conn = Redis::open(&url)?.connect().await?;
+    let pending = weir::Queue::new(conn.clone(), QUEUE)?.stats().await?.pending();
+    if pending > 0 {
+        return Err(weir::Error::Config(format!(
+            "queue {QUEUE} already has {pending} jobs pending; drain it (weir work --queue {QUEUE} --drain) first"
+        )));
+    }
+    let producer = Producer::new(conn, QUEUE)?;
     if a.compare_backlog {
         return backlog::compare(&a, &producer, &url).await;
     }
