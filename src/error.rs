@@ -51,6 +51,9 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// A limiter setting out of its range.
+    #[error("invalid configuration: {0}")]
+    Limiter(#[from] crate::limiter::LimiterError),
     /// An I/O error (embedded server, files).
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! The modules follow the data: [`keys`] → [`scripts`] → [`envelope`] → [`producer`] →
-//! fetcher → [`pool`] / [`limit`] → [`acker`] → [`housekeeping`] → [`consumer`] (wiring)
+//! fetcher → [`pool`] / [`limit`] / [`limiter`] → [`acker`] → [`housekeeping`] → [`consumer`] (wiring)
 //! → [`admin`]. Every batch costs one round trip; every step is O(1) or O(log n) per job.
 //!
 //! Delivery is at-least-once: a job leaves Redis only when acked, dead-lettered or purged;
@@ -30,6 +30,7 @@ pub mod handler;
 pub mod housekeeping;
 pub mod keys;
 pub mod limit;
+pub mod limiter;
 pub mod pool;
 pub mod producer;
 pub mod retry;
@@ -43,6 +44,7 @@ pub use envelope::{Job, Priority};
 pub use error::{Error, Result};
 pub use fetcher::FetcherConfig;
 pub use handler::{BatchHandler, Handler, JobError, JobResult, Registry, handler_fn};
+pub use limiter::{LimiterConfig, Rate, Target};
 pub use producer::{BulkReport, NewJob, Producer};
 pub use retry::RetryPolicy;
 pub use scripts::{DeadJob, Stats};

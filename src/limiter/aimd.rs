@@ -1,0 +1,344 @@
+//! The AIMD rule: pure arithmetic from one window's [`Summary`] to the next limit. No
+//! tokio, no locks, no clock: the [`super::Window`] measures, this decides, and
+//! [`crate::limit::Limit`] enforces.
+//!
+//! Per closed window:
+//! - p95 over the target, or error rate over the threshold: multiplicative decrease,
+//!   `limit ← max(min, ⌊limit·β⌋)` (β for latency, `error_beta` for errors);
+//! - otherwise, if the limit was binding (peak in-flight ≥ `binding` × limit): additive
+//!   increase, `limit ← min(max, limit + step)`;
+//! - otherwise hold: a limit nobody reached says nothing about the downstream.
+//!
+//! `step` starts at α and doubles after each consecutive increase, capped at
+//! `growth_cap` × limit; any decrease or hold resets it to α. Far from the downstream's
+//! capacity (start-up, recovery after an outage) the limit climbs in O(log n) windows,
+//! like TCP's slow start; near it the cap keeps each probe within 1/8 of the limit.
+//! `growth_cap = 0` gives classic AIMD (+α per window).
+
+use super::error::{LimiterError, check};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// The p95 latency the rule defends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target {
+    /// A fixed p95, e.g. 200 ms (CLI `--target-p95 200ms`).
+    Absolute(Duration),
+    /// A multiple of the no-load latency estimate: the lowest p50 of the last
+    /// `baseline_windows` windows (CLI `--target-p95 2x`). For users who do not know their
+    /// downstream. The factor must exceed the downstream's own p95/p50 spread at no load,
+    /// or the limit sinks to `min`: 2 suits handlers with tight latency, 3–4 heavy tails.
+    Relative(f64),
+}
+
+impl std::str::FromStr for Target {
+    type Err = LimiterError;
+
+    /// `200ms`, `1.5s` (absolute) or `2x` (relative).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let bad = || LimiterError::Parse {
+            what: "p95 target",
+            value: s.to_owned(),
+            hint: "write a duration like 200ms, or a multiple of the no-load latency like 2x",
+        };
+        if let Some(f) = s.strip_suffix(['x', 'X']) {
+            return f.trim().parse::<f64>().map(Target::Relative).map_err(|_| bad());
+        }
+        humantime::parse_duration(s)
+            .map(Target::Absolute)
+            .map_err(|_| bad())
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Absolute(d) => write!(f, "{}", humantime::format_duration(*d)),
+            Target::Relative(x) => write!(f, "{x}x"),
+        }
+    }
+}
+
+/// Settings of the rule. Ranges are checked by [`AimdConfig::validate`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AimdConfig {
+    /// Lowest limit, 1..=100000 (default 1).
+    pub min: usize,
+    /// Highest limit, min..=100000 (default 1000).
+    pub max: usize,
+    /// Additive step per binding window, 1..=max (default 1, as in TCP and Vector).
+    pub alpha: usize,
+    /// Decrease factor on latency over target, 0.1..=0.99 (default 0.75). Chosen by
+    /// simulation (`examples/limiter_sim.rs`, β sweep): the sawtooth peaks a little past
+    /// the target, so 0.75 lands the trough just under the knee (≥ 90 % of the ideal
+    /// throughput) while three cuts cover a halving of capacity (0.75³ ≈ 0.42). At 0.5 the
+    /// trough falls far below the knee and throughput drops; at 0.9 a halving takes seven
+    /// windows, and p95 stays over target meanwhile.
+    pub beta: f64,
+    /// Decrease factor on errors over threshold, 0.1..=0.99 (default 0.5). Errors,
+    /// timeouts and 429/503 are loss, not delay: the downstream is already refusing work,
+    /// so halve at once as TCP does on loss.
+    pub error_beta: f64,
+    /// Largest additive step as a fraction of the limit, 0..=1 (default 0.125); the step
+    /// doubles per consecutive increase up to it. 0 disables the acceleration.
+    pub growth_cap: f64,
+    /// The p95 latency to hold (default 2× the no-load latency).
+    pub target: Target,
+    /// Error rate above which the limit decreases, 0..=1 (default 0.05).
+    pub error_threshold: f64,
+    /// The limit was binding if peak in-flight reached this fraction of it, 0.1..=1
+    /// (default 0.9: a burst that nearly fills the pool counts, a pool half idle does not).
+    pub binding: f64,
+    /// How many windows the no-load latency estimate remembers, 1..=100000 (default 300,
+    /// about five minutes of one-second windows): long enough to keep a no-load reading
+    /// through sustained load, short enough to follow a downstream whose latency changes.
+    pub baseline_windows: usize,
+}
+
+impl Default for AimdConfig {
+    fn default() -> Self {
+        Self {
+            min: 1,
+            max: 1000,
+            alpha: 1,
+            beta: 0.75,
+            error_beta: 0.5,
+            growth_cap: 0.125,
+            target: Target::Relative(2.0),
+            error_threshold: 0.05,
+            binding: 0.9,
+            baseline_windows: 300,
+        }
+    }
+}
+
+impl AimdConfig {
+    /// Checks every value against its range, with a message that names it.
+    pub fn validate(&self) -> Result<(), LimiterError> {
+        check(
+            (1..=100_000).contains(&self.min),
+            "min concurrency",
+            "between 1 and 100000",
+            self.min,
+        )?;
+        check(
+            (self.min..=100_000).contains(&self.max),
+            "max concurrency",
+            "between min concurrency and 100000",
+            self.max,
+        )?;
+        check(
+            (1..=self.max).contains(&self.alpha),
+            "alpha",
+            "between 1 and max concurrency",
+            self.alpha,
+        )?;
+        check(
+            (0.1..=0.99).contains(&self.beta),
+            "beta",
+            "between 0.1 and 0.99",
+            self.beta,
+        )?;
+        check(
+            (0.1..=0.99).contains(&self.error_beta),
+            "error beta",
+            "between 0.1 and 0.99",
+            self.error_beta,
+        )?;
+        check(
+            (0.0..=1.0).contains(&self.growth_cap),
+            "growth cap",
+            "between 0 and 1",
+            self.growth_cap,
+        )?;
+        check(
+            (0.0..=1.0).contains(&self.error_threshold),
+            "error threshold",
+            "between 0 and 1",
+            self.error_threshold,
+        )?;
+        check(
+            (0.1..=1.0).contains(&self.binding),
+            "binding fraction",
+            "between 0.1 and 1",
+            self.binding,
+        )?;
+        check(
+            (1..=100_000).contains(&self.baseline_windows),
+            "baseline windows",
+            "between 1 and 100000",
+            self.baseline_windows,
+        )?;
+        match self.target {
+            Target::Absolute(d) => check(
+                d >= Duration::from_micros(1),
+                "target p95",
+                "at least 1us",
+                humantime::format_duration(d),
+            ),
+            Target::Relative(x) => check(
+                (1.0..=100.0).contains(&x),
+                "relative target p95",
+                "between 1x and 100x",
+                x,
+            ),
+        }
+    }
+}
+
+/// What one window saw: the rule's only input.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Summary {
+    /// Jobs that succeeded (their latencies give p50 and p95).
+    pub successes: usize,
+    /// Jobs that failed in a way that signals overload (retryable errors, timeouts,
+    /// backpressure).
+    pub errors: usize,
+    /// Median latency of successes (zero without successes).
+    pub p50: Duration,
+    /// 95th percentile latency of successes (zero without successes).
+    pub p95: Duration,
+    /// Most jobs running at once during the window.
+    pub peak_in_flight: usize,
+}
+
+impl Summary {
+    /// Samples the window counted.
+    pub fn samples(&self) -> usize {
+        self.successes + self.errors
+    }
+
+    /// Errors over samples (0 without samples).
+    pub fn error_rate(&self) -> f64 {
+        if self.samples() == 0 {
+            0.0
+        } else {
+            self.errors as f64 / self.samples() as f64
+        }
+    }
+}
+
+/// Why the rule moved (or kept) the limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reason {
+    /// p95 over the target.
+    Latency {
+        /// The window's p95.
+        p95: Duration,
+        /// The target it exceeded.
+        target: Duration,
+    },
+    /// Error rate over the threshold.
+    Errors {
+        /// The window's error rate.
+        rate: f64,
+    },
+    /// Healthy and binding: probe for more.
+    Probe,
+    /// Healthy but the limit was not reached: no evidence more would help.
+    NotBinding,
+}
+
+/// One decision: `from == to` when the limit holds (or is at a bound).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Decision {
+    /// Limit before.
+    pub from: usize,
+    /// Limit after.
+    pub to: usize,
+    /// Why.
+    pub reason: Reason,
+}
+
+/// The rule's state: the limit, the current additive step and the no-load estimate.
+#[derive(Debug, Clone)]
+pub struct Aimd {
+    config: AimdConfig,
+    limit: usize,
+    step: usize,
+    /// Recent windows' p50, newest last, for the relative target.
+    baseline: VecDeque<Duration>,
+}
+
+impl Aimd {
+    /// A rule starting at `initial`, clamped into `min..=max`.
+    pub fn new(config: AimdConfig, initial: usize) -> Result<Self, LimiterError> {
+        config.validate()?;
+        Ok(Self {
+            limit: initial.clamp(config.min, config.max),
+            step: config.alpha,
+            baseline: VecDeque::new(),
+            config,
+        })
+    }
+
+    /// The current limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &AimdConfig {
+        &self.config
+    }
+
+    /// Replaces the settings (runtime tuning), keeping the no-load estimate; the limit is
+    /// clamped into the new bounds at once.
+    pub fn reconfigure(&mut self, config: AimdConfig) -> Result<(), LimiterError> {
+        config.validate()?;
+        self.limit = self.limit.clamp(config.min, config.max);
+        self.step = config.alpha;
+        self.config = config;
+        Ok(())
+    }
+
+    /// The p95 target in force now (`None` for a relative target before any latency).
+    pub fn target(&self) -> Option<Duration> {
+        match self.config.target {
+            Target::Absolute(d) => Some(d),
+            Target::Relative(x) => self.baseline.iter().min().map(|b| b.mul_f64(x)),
+        }
+    }
+
+    /// Applies one window.
+    pub fn decide(&mut self, s: &Summary) -> Decision {
+        if s.successes > 0 {
+            if self.baseline.len() >= self.config.baseline_windows {
+                self.baseline.pop_front();
+            }
+            self.baseline.push_back(s.p50);
+        }
+        let from = self.limit;
+        let c = &self.config;
+        let rate = s.error_rate();
+        let (to, reason) = if s.samples() > 0 && rate > c.error_threshold {
+            (self.decrease(c.error_beta), Reason::Errors { rate })
+        } else if let Some(target) = self.target().filter(|t| s.successes > 0 && s.p95 > *t) {
+            (self.decrease(c.beta), Reason::Latency { p95: s.p95, target })
+        } else if s.peak_in_flight as f64 >= c.binding * from as f64 {
+            (self.increase(), Reason::Probe)
+        } else {
+            self.step = self.config.alpha;
+            (from, Reason::NotBinding)
+        };
+        self.limit = to;
+        Decision { from, to, reason }
+    }
+
+    fn decrease(&mut self, factor: f64) -> usize {
+        self.step = self.config.alpha;
+        ((self.limit as f64 * factor).floor() as usize).max(self.config.min)
+    }
+
+    fn increase(&mut self) -> usize {
+        let c = &self.config;
+        let to = (self.limit + self.step).min(c.max);
+        let cap = ((to as f64 * c.growth_cap) as usize).max(c.alpha);
+        self.step = (self.step * 2).min(cap);
+        to
+    }
+}
+
+#[cfg(test)]
+mod tests;
