@@ -17,6 +17,7 @@ use crate::handler::Registry;
 use crate::housekeeping::{Reclaimer, ReclaimerConfig};
 use crate::keys::QueueKeys;
 use crate::limit::Limit;
+use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
 use crate::pool::{Buffer, Pool, PoolConfig};
 use crate::scripts;
 use std::sync::Arc;
@@ -30,8 +31,13 @@ use tokio_util::sync::CancellationToken;
 pub struct ConsumerConfig {
     /// Queue name (default `default`).
     pub queue: String,
-    /// Concurrency limit: jobs (or batch-handler calls) running at once, 1 or more (default 64).
+    /// Concurrency limit: jobs (or batch-handler calls) running at once, 1 or more (default
+    /// 64). With an adaptive limiter, the starting limit (clamped into its min..=max).
     pub concurrency: usize,
+    /// Adaptive concurrency (AIMD); none keeps the limit fixed at `concurrency` (default none).
+    pub limiter: Option<LimiterConfig>,
+    /// Jobs/s cap with burst (GCRA), composed with the concurrency limit (default none).
+    pub rate: Option<Rate>,
     /// Fetching.
     pub fetcher: FetcherConfig,
     /// Running jobs.
@@ -51,6 +57,8 @@ impl Default for ConsumerConfig {
         Self {
             queue: "default".into(),
             concurrency: 64,
+            limiter: None,
+            rate: None,
             fetcher: FetcherConfig::default(),
             pool: PoolConfig::default(),
             acker: AckerConfig::default(),
@@ -93,6 +101,12 @@ impl ConsumerConfig {
             "ack flush size must be between 1 and 10000",
         )?;
         check(self.acker.dead_cap >= 1, "dead-letter cap must be at least 1")?;
+        if let Some(l) = &self.limiter {
+            l.validate()?;
+        }
+        if let Some(r) = &self.rate {
+            r.validate()?;
+        }
         check(
             self.fetcher.max_envelope_bytes >= 64,
             "envelope size limit must be at least 64 bytes",
@@ -119,8 +133,13 @@ pub struct Report {
 /// A running consumer's handles, for code that embeds weir.
 #[derive(Clone)]
 pub struct Handle {
-    /// The concurrency limit; [`Limit::set`] changes it live.
+    /// The concurrency limit; [`Limit::set`] changes it live (with an adaptive limiter,
+    /// change its bounds through [`Limiter::reconfigure`] instead).
     pub limit: Arc<Limit>,
+    /// The adaptive limiter, if configured.
+    pub limiter: Option<Arc<Limiter>>,
+    /// The jobs/s cap; [`RateGate::set`] changes it live.
+    pub rate: Arc<RateGate>,
     /// Live totals.
     pub tally: Arc<Tally>,
 }
@@ -131,6 +150,8 @@ pub struct Consumer {
     redis: Redis,
     registry: Arc<Registry>,
     limit: Arc<Limit>,
+    limiter: Option<Arc<Limiter>>,
+    rate: Arc<RateGate>,
     tally: Arc<Tally>,
 }
 
@@ -142,7 +163,14 @@ impl Consumer {
             return Err(Error::Config("no handler registered".into()));
         }
         let limit = Limit::new(config.concurrency);
+        let limiter = match &config.limiter {
+            Some(c) => Some(Arc::new(Limiter::new(c.clone(), limit.clone())?)),
+            None => None,
+        };
+        let rate = Arc::new(RateGate::new(config.rate)?);
         Ok(Self {
+            limiter,
+            rate,
             config,
             redis,
             registry: Arc::new(registry),
@@ -155,6 +183,8 @@ impl Consumer {
     pub fn handle(&self) -> Handle {
         Handle {
             limit: self.limit.clone(),
+            limiter: self.limiter.clone(),
+            rate: self.rate.clone(),
             tally: self.tally.clone(),
         }
     }
@@ -194,6 +224,8 @@ impl Consumer {
             config: c.pool.clone(),
             registry: self.registry.clone(),
             limit: self.limit.clone(),
+            limiter: self.limiter.clone(),
+            rate: self.rate.clone(),
             buffer,
             acker: acker_tx,
         };

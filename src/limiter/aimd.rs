@@ -10,10 +10,13 @@
 //! - otherwise hold: a limit nobody reached says nothing about the downstream.
 //!
 //! `step` starts at α and doubles after each consecutive increase, capped at
-//! `growth_cap` × limit; any decrease or hold resets it to α. Far from the downstream's
-//! capacity (start-up, recovery after an outage) the limit climbs in O(log n) windows,
-//! like TCP's slow start; near it the cap keeps each probe within 1/8 of the limit.
-//! `growth_cap = 0` gives classic AIMD (+α per window).
+//! `growth_cap` × limit; any decrease or hold resets it to α. So far from the
+//! downstream's capacity (start-up) the limit climbs in O(log n) windows, while near it
+//! the cap keeps each probe within 1/8 of the limit. After a run of decreases the rule
+//! remembers the limit it cut from (the `ceiling`, TCP's W_max); below half of it the cap
+//! is lifted (slow start: the limit may double per window, up to ceiling / 2), so an error
+//! burst that drove the limit to `min` is undone in a dozen windows, not hundreds.
+//! `growth_cap = 0` gives classic AIMD (+α per window, no slow start).
 
 use super::error::{LimiterError, check};
 use std::collections::VecDeque;
@@ -257,6 +260,10 @@ pub struct Aimd {
     config: AimdConfig,
     limit: usize,
     step: usize,
+    /// The limit before the latest run of decreases (0: none yet).
+    ceiling: usize,
+    /// The last window decreased.
+    cutting: bool,
     /// Recent windows' p50, newest last, for the relative target.
     baseline: VecDeque<Duration>,
 }
@@ -268,6 +275,8 @@ impl Aimd {
         Ok(Self {
             limit: initial.clamp(config.min, config.max),
             step: config.alpha,
+            ceiling: 0,
+            cutting: false,
             baseline: VecDeque::new(),
             config,
         })
@@ -317,8 +326,10 @@ impl Aimd {
         } else if let Some(target) = self.target().filter(|t| s.successes > 0 && s.p95 > *t) {
             (self.decrease(c.beta), Reason::Latency { p95: s.p95, target })
         } else if s.peak_in_flight as f64 >= c.binding * from as f64 {
+            self.cutting = false;
             (self.increase(), Reason::Probe)
         } else {
+            self.cutting = false;
             self.step = self.config.alpha;
             (from, Reason::NotBinding)
         };
@@ -327,14 +338,27 @@ impl Aimd {
     }
 
     fn decrease(&mut self, factor: f64) -> usize {
+        if !self.cutting {
+            self.ceiling = self.limit;
+            self.cutting = true;
+        }
         self.step = self.config.alpha;
         ((self.limit as f64 * factor).floor() as usize).max(self.config.min)
     }
 
     fn increase(&mut self) -> usize {
         let c = &self.config;
-        let to = (self.limit + self.step).min(c.max);
-        let cap = ((to as f64 * c.growth_cap) as usize).max(c.alpha);
+        let half = if c.growth_cap > 0.0 { self.ceiling / 2 } else { 0 };
+        let mut to = self.limit + self.step;
+        if self.limit < half {
+            to = to.min(half);
+        }
+        let to = to.min(c.max);
+        let cap = if to < half {
+            to
+        } else {
+            ((to as f64 * c.growth_cap) as usize).max(c.alpha)
+        };
         self.step = (self.step * 2).min(cap);
         to
     }

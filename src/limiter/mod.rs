@@ -25,7 +25,7 @@ pub mod window;
 
 pub use aimd::{Aimd, AimdConfig, Decision, Reason, Summary, Target};
 pub use error::LimiterError;
-pub use rate::{Rate, RateLimit};
+pub use rate::{Rate, RateGate, RateLimit};
 pub use window::{Signal, Window, WindowConfig};
 
 use crate::limit::Limit;
@@ -35,6 +35,19 @@ use tokio::time::Instant;
 
 /// Limit changes are logged at info at most this often (each decision is at debug).
 const INFO_EVERY: Duration = Duration::from_secs(10);
+
+impl Signal {
+    /// How a handler's result counts: success is a latency sample; retryable failures
+    /// (timeouts, 5xx, 429/503 backpressure) are errors; fatal failures are about the job,
+    /// not the downstream, and give no sample.
+    pub fn of(result: &crate::JobResult) -> Self {
+        match result {
+            Ok(()) => Signal::Success,
+            Err(e) if e.retryable || e.backpressure => Signal::Error,
+            Err(_) => Signal::Ignored,
+        }
+    }
+}
 
 /// Settings of the adaptive limiter: the rule and its window.
 #[derive(Debug, Clone, PartialEq, Default)]

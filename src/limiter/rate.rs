@@ -12,6 +12,7 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use std::num::NonZeroU32;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -154,6 +155,44 @@ impl RateLimit {
     }
 }
 
+/// The rate limit in force, if any, swappable while workers wait on it (runtime tuning).
+#[derive(Debug, Default)]
+pub struct RateGate {
+    current: RwLock<Option<Arc<RateLimit>>>,
+}
+
+impl RateGate {
+    /// A gate at `rate` (none: no cap).
+    pub fn new(rate: Option<Rate>) -> Result<Self, LimiterError> {
+        let gate = Self::default();
+        gate.set(rate)?;
+        Ok(gate)
+    }
+
+    /// Replaces the rate (none: no cap). A new rate starts with a full burst.
+    pub fn set(&self, rate: Option<Rate>) -> Result<(), LimiterError> {
+        let next = rate.map(RateLimit::new).transpose()?.map(Arc::new);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = next;
+        Ok(())
+    }
+
+    /// The rate in force.
+    pub fn rate(&self) -> Option<Rate> {
+        self.get().map(|r| r.rate())
+    }
+
+    fn get(&self) -> Option<Arc<RateLimit>> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits for a token of the rate in force; returns at once without a cap.
+    pub async fn until_ready(&self) {
+        if let Some(r) = self.get() {
+            r.until_ready().await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +228,30 @@ mod tests {
         // 20 more at 10/s: the 20th token is due 2 s after the burst.
         let e = t0.elapsed().as_secs_f64();
         assert!((1.99..=2.01).contains(&e), "took {e} s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_swaps_rates() {
+        let gate = RateGate::new(None).unwrap();
+        let t0 = Instant::now();
+        for _ in 0..1000 {
+            gate.until_ready().await;
+        }
+        assert_eq!(t0.elapsed(), Duration::ZERO, "no cap");
+        gate.set(Some("2/s".parse::<Rate>().unwrap().with_burst(1)))
+            .unwrap();
+        assert_eq!(gate.rate().map(|r| r.per_second()), Some(2.0));
+        for _ in 0..3 {
+            gate.until_ready().await;
+        }
+        assert_eq!(t0.elapsed(), Duration::from_secs(1), "burst 1, then 500 ms apart");
+        assert!(
+            gate.set(Some(Rate {
+                count: 0.0,
+                per: Duration::from_secs(1),
+                burst: 1
+            }))
+            .is_err()
+        );
     }
 }

@@ -98,6 +98,22 @@ fn step_doubles_up_to_an_eighth_of_the_limit_and_resets_on_decrease() {
 }
 
 #[test]
+fn slow_start_back_to_half_the_ceiling_after_a_run_of_cuts() {
+    let mut a = Aimd::new(cfg(), 200).unwrap();
+    let cuts: Vec<usize> = (0..3).map(|_| a.decide(&failing(50, 200)).to).collect();
+    assert_eq!(cuts, [100, 50, 25], "one run of cuts: the ceiling stays 200");
+    let limits: Vec<usize> = (0..10).map(|_| a.decide(&healthy(1000)).to).collect();
+    // Doubling steps below 100 (= 200 / 2, where slow start stops), then 1/8 caps.
+    assert_eq!(limits, [26, 28, 32, 40, 56, 88, 100, 112, 126, 141]);
+    // A new run of cuts sets a new ceiling: 141, so slow start below 70.
+    a.decide(&slow(141));
+    a.decide(&slow(141));
+    assert_eq!(a.limit(), 78);
+    assert_eq!(a.decide(&healthy(1000)).to, 79);
+    assert_eq!(a.decide(&healthy(1000)).to, 81);
+}
+
+#[test]
 fn classic_aimd_without_growth_cap() {
     let c = AimdConfig {
         growth_cap: 0.0,
@@ -106,6 +122,10 @@ fn classic_aimd_without_growth_cap() {
     let mut a = Aimd::new(c, 100).unwrap();
     let limits: Vec<usize> = (0..3).map(|_| a.decide(&healthy(1000)).to).collect();
     assert_eq!(limits, [101, 102, 103]);
+    a.decide(&failing(50, 103));
+    a.decide(&failing(50, 51));
+    let limits: Vec<usize> = (0..3).map(|_| a.decide(&healthy(1000)).to).collect();
+    assert_eq!(limits, [26, 27, 28], "no slow start either");
 }
 
 #[test]
