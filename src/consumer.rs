@@ -7,7 +7,7 @@
 //! 3. running jobs finish, up to `shutdown_timeout`;
 //! 4. the acker flushes every outcome, then releases every lease still held (un-started
 //!    or abandoned jobs) back to the front of ready;
-//! 5. housekeeping stops.
+//! 5. housekeeping (the reclaimer, the runtime settings watch) stops.
 
 use crate::acker::{Acker, AckerConfig, Tally};
 use crate::conn::Redis;
@@ -20,6 +20,7 @@ use crate::limit::Limit;
 use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
 use crate::pool::{Buffer, Pool, PoolConfig};
 use crate::scripts;
+use crate::settings::SettingsWatch;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -38,6 +39,9 @@ pub struct ConsumerConfig {
     pub limiter: Option<LimiterConfig>,
     /// Jobs/s cap with burst (GCRA), composed with the concurrency limit (default none).
     pub rate: Option<Rate>,
+    /// How often to look for runtime settings (`weir limits set`); none: never
+    /// (default 1 s).
+    pub settings_poll: Option<Duration>,
     /// Fetching.
     pub fetcher: FetcherConfig,
     /// Running jobs.
@@ -59,6 +63,7 @@ impl Default for ConsumerConfig {
             concurrency: 64,
             limiter: None,
             rate: None,
+            settings_poll: Some(Duration::from_secs(1)),
             fetcher: FetcherConfig::default(),
             pool: PoolConfig::default(),
             acker: AckerConfig::default(),
@@ -209,6 +214,16 @@ impl Consumer {
             keys: keys.clone(),
         };
         let reclaimer = tokio::spawn(reclaimer.run(stop_housekeeping.clone()));
+        if let Some(every) = c.settings_poll {
+            let watch = SettingsWatch {
+                every,
+                conn: conn.clone(),
+                queue: c.queue.clone(),
+                limiter: self.limiter.clone().zip(c.limiter.clone()),
+                rate: (self.rate.clone(), c.rate),
+            };
+            tokio::spawn(watch.run(stop_housekeeping.clone()));
+        }
         let fetcher = Fetcher {
             config: c.fetcher.clone(),
             redis: self.redis.clone(),

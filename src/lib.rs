@@ -10,8 +10,9 @@
 //! ```
 //!
 //! The modules follow the data: [`keys`] → [`scripts`] → [`envelope`] → [`producer`] →
-//! fetcher → [`pool`] / [`limit`] / [`limiter`] → [`acker`] → [`housekeeping`] → [`consumer`] (wiring)
-//! → [`admin`]. Every batch costs one round trip; every step is O(1) or O(log n) per job.
+//! fetcher → [`pool`] / [`limit`] / [`limiter`] → [`acker`] → [`housekeeping`] →
+//! [`consumer`] (wiring) → [`admin`] / [`settings`]. Every batch costs one round trip;
+//! every step is O(1) or O(log n) per job.
 //!
 //! Delivery is at-least-once: a job leaves Redis only when acked, dead-lettered or purged;
 //! a crash loses nothing and may run a job twice (after its lease expires).
@@ -35,6 +36,7 @@ pub mod pool;
 pub mod producer;
 pub mod retry;
 pub mod scripts;
+pub mod settings;
 
 pub use admin::Queue;
 pub use conn::Redis;

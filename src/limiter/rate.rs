@@ -88,14 +88,21 @@ impl std::str::FromStr for Rate {
     }
 }
 
-impl std::fmt::Display for Rate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Rate {
+    /// The rate as it parses back, without the burst: `500/s`, `30/m`.
+    pub fn spec(&self) -> String {
         let unit = match self.per.as_secs() {
             60 => "m",
             3600 => "h",
             _ => "s",
         };
-        write!(f, "{}/{unit} (burst {})", self.count, self.burst)
+        format!("{}/{unit}", self.count)
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (burst {})", self.spec(), self.burst)
     }
 }
 

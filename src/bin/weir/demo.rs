@@ -73,6 +73,7 @@ pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
         },
         handler: BuiltIn::Noop,
         concurrency: a.concurrency,
+        limits: Default::default(),
         batch: a.batch,
         pipeline: 2,
         visibility_timeout: Duration::from_secs(30),

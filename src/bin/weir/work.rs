@@ -1,5 +1,6 @@
 //! `weir work`: runs a consumer with a built-in handler.
 
+use crate::limits::LimiterArgs;
 use crate::{Common, parse_duration};
 use clap::Args;
 use futures_util::future::BoxFuture;
@@ -13,9 +14,11 @@ pub struct WorkArgs {
     /// Built-in handler for every job kind: `noop`, or `sleep:<duration>` (e.g. sleep:50ms).
     #[arg(long, default_value = "noop", value_parser = parse_handler)]
     pub handler: BuiltIn,
-    /// Jobs running at once.
+    /// Jobs running at once (with --adaptive, the starting limit).
     #[arg(long, short, default_value_t = 64)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub limits: LimiterArgs,
     /// Most jobs per fetch call.
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
@@ -76,6 +79,8 @@ impl WorkArgs {
         let mut c = ConsumerConfig {
             queue: self.common.queue.clone(),
             concurrency: self.concurrency,
+            limiter: self.limits.limiter(),
+            rate: self.limits.rate(),
             shutdown_timeout: self.shutdown_timeout,
             drain: self.drain,
             ..Default::default()
@@ -98,7 +103,13 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let consumer = Consumer::new(a.config(), redis, Registry::new().fallback(a.handler))?;
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_signals(shutdown.clone()));
-    tracing::info!(queue = %a.common.queue, concurrency = a.concurrency, "working");
+    tracing::info!(
+        queue = %a.common.queue,
+        concurrency = a.concurrency,
+        adaptive = a.limits.adaptive,
+        rate = ?a.limits.rate().map(|r| r.to_string()),
+        "working"
+    );
     let started = Instant::now();
     let report = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();
