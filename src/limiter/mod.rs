@@ -12,9 +12,10 @@
 //! enough samples the [`Aimd`] rule decides and the decision goes to the [`Limit`] the
 //! pool acquires from (and the fetcher's prefetch follows). There is no task: the
 //! completion that closes a window applies the decision, so a quiet consumer costs
-//! nothing. Recording takes one uncontended-in-practice mutex for a few nanoseconds (see
-//! `benches/limiter.rs`); closing a window, once a second or so, costs one O(n)
-//! percentile selection.
+//! nothing. Per job that is one short mutex section: `benches/limiter.rs` measures about
+//! 25 ns per `record` on one thread and 60 ns with two threads hammering it at once (the
+//! pool adds two clock reads); closing a window of 16,384 latencies (the thinning cap)
+//! costs about 60 µs, once a second or so.
 //!
 //! An optional jobs/s cap ([`rate::RateLimit`], GCRA via `governor`) composes with it.
 
