@@ -29,6 +29,7 @@ pub mod error;
 mod fetcher;
 pub mod handler;
 pub mod housekeeping;
+pub mod http;
 pub mod keys;
 pub mod limit;
 pub mod limiter;

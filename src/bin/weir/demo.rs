@@ -2,7 +2,8 @@
 //! given), enqueues a bulk no-op workload the way `weir enqueue` does, drains it with the
 //! `weir work` consumer, and prints both rates.
 
-use crate::work::{BuiltIn, WorkArgs};
+use crate::handlers::BuiltIn;
+use crate::work::WorkArgs;
 use crate::{Common, work};
 use clap::Args;
 use std::process::ExitCode;
@@ -72,6 +73,8 @@ pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
             redis_url: url,
         },
         handler: BuiltIn::Noop,
+        http_timeout: Duration::from_secs(30),
+        batch_http: None,
         concurrency: a.concurrency,
         limits: Default::default(),
         batch: a.batch,

@@ -3,6 +3,7 @@
 mod demo;
 mod dlq;
 mod enqueue;
+mod handlers;
 mod limits;
 mod stats;
 mod work;
