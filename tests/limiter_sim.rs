@@ -156,3 +156,21 @@ async fn min_equal_max_never_moves() {
     assert!(st.p95 > TARGET, "every window over target, and still 40: {st:?}");
     assert!(!trace.decisions.is_empty(), "the rule ran");
 }
+
+#[tokio::test(start_paused = true)]
+async fn relative_target_does_not_drift_under_sustained_load() {
+    // Ten minutes past the knee with no hard limit to stop a drift: once the quiet
+    // start-up windows age out of the baseline (60 windows here), only the periodic
+    // dips keep the no-load reading honest. Without them the limit climbed to max.
+    let mut case = scenarios::knee(10);
+    case.scenario.duration = Duration::from_secs(600);
+    case.scenario.phases[0].1.hard = None;
+    case.limiter.aimd.target = Target::Relative(2.0);
+    case.limiter.aimd.baseline_windows = 60;
+    let trace = run(&case.scenario, &Control::Adaptive(case.limiter.clone())).await;
+    for minute in [2.0, 5.0, 9.0] {
+        let st = stats(&trace, minute * 60.0, minute * 60.0 + 60.0);
+        assert_converged(&case, &st, 2 * scenarios::BASE);
+        assert_mean_limit(&case, &st, 1.0, 2.0);
+    }
+}

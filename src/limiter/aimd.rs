@@ -241,6 +241,9 @@ pub enum Reason {
     Probe,
     /// Healthy but the limit was not reached: no evidence more would help.
     NotBinding,
+    /// Relative target only: one window at half the limit to re-measure the no-load
+    /// latency; the next window restores the limit.
+    Baseline,
 }
 
 /// One decision: `from == to` when the limit holds (or is at a bound).
@@ -266,6 +269,10 @@ pub struct Aimd {
     cutting: bool,
     /// Recent windows' p50, newest last, for the relative target.
     baseline: VecDeque<Duration>,
+    /// Windows since the last baseline dip.
+    since_dip: usize,
+    /// The limit to go back to after a baseline dip.
+    restore: Option<usize>,
 }
 
 impl Aimd {
@@ -278,6 +285,8 @@ impl Aimd {
             ceiling: 0,
             cutting: false,
             baseline: VecDeque::new(),
+            since_dip: usize::MAX / 2,
+            restore: None,
             config,
         })
     }
@@ -319,22 +328,51 @@ impl Aimd {
             self.baseline.push_back(s.p50);
         }
         let from = self.limit;
+        // After a dip, judge against the limit it interrupted: the dip window is then not
+        // binding, so the limit is restored unless that window was unhealthy.
+        if let Some(r) = self.restore.take() {
+            self.limit = r;
+        }
+        let (mut to, mut reason) = self.rule(s);
+        let min = self.config.min;
+        let healthy = s.successes > 0 && matches!(reason, Reason::Probe | Reason::NotBinding);
+        if healthy && self.dip_due() && to / 2 >= min {
+            self.since_dip = 0;
+            self.restore = Some(to);
+            (to, reason) = (to / 2, Reason::Baseline);
+        }
+        self.since_dip = self.since_dip.saturating_add(1);
+        self.limit = to;
+        Decision { from, to, reason }
+    }
+
+    /// AIMD proper, against `self.limit`.
+    fn rule(&mut self, s: &Summary) -> (usize, Reason) {
         let c = &self.config;
         let rate = s.error_rate();
-        let (to, reason) = if s.samples() > 0 && rate > c.error_threshold {
+        if s.samples() > 0 && rate > c.error_threshold {
             (self.decrease(c.error_beta), Reason::Errors { rate })
         } else if let Some(target) = self.target().filter(|t| s.successes > 0 && s.p95 > *t) {
             (self.decrease(c.beta), Reason::Latency { p95: s.p95, target })
-        } else if s.peak_in_flight as f64 >= c.binding * from as f64 {
+        } else if s.peak_in_flight as f64 >= c.binding * self.limit as f64 {
             self.cutting = false;
             (self.increase(), Reason::Probe)
         } else {
             self.cutting = false;
             self.step = self.config.alpha;
-            (from, Reason::NotBinding)
-        };
-        self.limit = to;
-        Decision { from, to, reason }
+            (self.limit, Reason::NotBinding)
+        }
+    }
+
+    /// A relative target needs a fresh no-load reading: at the first window, then every
+    /// `baseline_windows / 2`, so one is always in memory. Without it the estimate would
+    /// come from loaded windows once the last quiet one aged out, the target would rise
+    /// with the load, and the limit with it, without bound (a 15-minute simulation showed
+    /// exactly that). Cost: one window in 150 at half the limit, like BBR's ProbeRTT.
+    fn dip_due(&self) -> bool {
+        matches!(self.config.target, Target::Relative(_))
+            && self.restore.is_none()
+            && self.since_dip >= (self.config.baseline_windows / 2).max(1)
     }
 
     fn decrease(&mut self, factor: f64) -> usize {

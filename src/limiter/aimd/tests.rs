@@ -151,26 +151,55 @@ fn bounds_hold() {
     }
 }
 
-#[test]
-fn relative_target_follows_the_lowest_recent_p50() {
-    let c = AimdConfig {
+fn relative(baseline_windows: usize) -> AimdConfig {
+    AimdConfig {
         target: Target::Relative(2.0),
-        baseline_windows: 2,
+        baseline_windows,
         ..cfg()
-    };
-    let mut a = Aimd::new(c, 50).unwrap();
+    }
+}
+
+#[test]
+fn relative_target_dips_to_remeasure_the_no_load_latency() {
+    let mut a = Aimd::new(relative(6), 50).unwrap();
     assert_eq!(a.target(), None);
-    // p50 40 ms → target 80 ms; p95 50 ms is under it.
-    assert_eq!(a.decide(&healthy(50)).to, 51);
+    let mut run = |s: Summary| {
+        let d = a.decide(&s);
+        (d.from, d.to, d.reason)
+    };
+    // First window: p50 40 ms → target 80 ms; healthy, so the limit (51 after +1) dips
+    // to half for one window, then comes back. Dips recur every 6 / 2 = 3 windows.
+    assert_eq!(run(healthy(50)), (50, 25, Reason::Baseline));
+    assert_eq!(run(healthy(25)), (25, 51, Reason::NotBinding));
+    assert_eq!(run(healthy(51)), (51, 52, Reason::Probe));
+    assert_eq!(run(healthy(52)), (52, 27, Reason::Baseline));
+    assert_eq!(run(healthy(27)), (27, 54, Reason::NotBinding));
+    // A decrease is never turned into a dip; the dip waits for a healthy window.
+    assert_eq!(run(slow(54)).1, 40);
+    assert_eq!(run(healthy(40)), (40, 20, Reason::Baseline));
+    // An unhealthy dip window cuts from the restored limit.
+    let d = run(Summary {
+        errors: 50,
+        ..healthy(20)
+    });
+    assert!(matches!(d, (20, 20, Reason::Errors { .. })), "{d:?}");
+}
+
+#[test]
+fn relative_target_forgets_old_readings() {
+    let mut a = Aimd::new(relative(4), 50).unwrap();
+    a.decide(&healthy(50));
     assert_eq!(a.target(), Some(80 * MS));
     let loaded = Summary {
         p50: 70 * MS,
         p95: 90 * MS,
-        ..healthy(51)
+        ..healthy(50)
     };
-    assert_eq!(a.decide(&loaded).to, 38, "90 ms > 2 × 40 ms");
-    // The 40 ms window ages out (baseline_windows = 2): target becomes 2 × 70 ms.
-    assert_eq!(a.decide(&loaded).to, 39);
+    for _ in 0..3 {
+        assert!(matches!(a.decide(&loaded).reason, Reason::Latency { .. }));
+    }
+    // Four windows later the 40 ms reading has aged out: target 2 × 70 ms.
+    a.decide(&loaded);
     assert_eq!(a.target(), Some(140 * MS));
 }
 
