@@ -5,7 +5,7 @@
 //! ```text
 //! HASH weir:{Q}:settings
 //!   min_concurrency  "4"       max_concurrency "200"
-//!   target_p95       "250ms" | "2x"
+//!   target_p95       "250ms" | "1.5x"
 //!   error_threshold  "0.05"
 //!   rate             "500/s" | "off"      burst "100"
 //! ```
@@ -294,7 +294,7 @@ mod tests {
         let e = Settings::from_hash(&hash(&[("target_p95", "soon")]))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("target_p95") && e.contains("2x"), "{e}");
+        assert!(e.contains("target_p95") && e.contains("1.5x"), "{e}");
         let e = Settings {
             min: Some(50),
             max: Some(10),

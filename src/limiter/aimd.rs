@@ -19,49 +19,9 @@
 //! `growth_cap = 0` gives classic AIMD (+α per window, no slow start).
 
 use super::error::{LimiterError, check};
+pub use super::target::Target;
 use std::collections::VecDeque;
 use std::time::Duration;
-
-/// The p95 latency the rule defends.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Target {
-    /// A fixed p95, e.g. 200 ms (CLI `--target-p95 200ms`).
-    Absolute(Duration),
-    /// A multiple of the no-load latency estimate: the lowest p50 of the last
-    /// `baseline_windows` windows (CLI `--target-p95 2x`). For users who do not know their
-    /// downstream. The factor must exceed the downstream's own p95/p50 spread at no load,
-    /// or the limit sinks to `min`: 2 suits handlers with tight latency, 3–4 heavy tails.
-    Relative(f64),
-}
-
-impl std::str::FromStr for Target {
-    type Err = LimiterError;
-
-    /// `200ms`, `1.5s` (absolute) or `2x` (relative).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let bad = || LimiterError::Parse {
-            what: "p95 target",
-            value: s.to_owned(),
-            hint: "write a duration like 200ms, or a multiple of the no-load latency like 2x",
-        };
-        if let Some(f) = s.strip_suffix(['x', 'X']) {
-            return f.trim().parse::<f64>().map(Target::Relative).map_err(|_| bad());
-        }
-        humantime::parse_duration(s)
-            .map(Target::Absolute)
-            .map_err(|_| bad())
-    }
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Target::Absolute(d) => write!(f, "{}", humantime::format_duration(*d)),
-            Target::Relative(x) => write!(f, "{x}x"),
-        }
-    }
-}
 
 /// Settings of the rule. Ranges are checked by [`AimdConfig::validate`].
 #[derive(Debug, Clone, PartialEq)]
@@ -86,7 +46,7 @@ pub struct AimdConfig {
     /// Largest additive step as a fraction of the limit, 0..=1 (default 0.125); the step
     /// doubles per consecutive increase up to it. 0 disables the acceleration.
     pub growth_cap: f64,
-    /// The p95 latency to hold (default 2× the no-load latency).
+    /// The p95 latency to hold (default 1.5×, i.e. 1.5 × the no-load p95; see [`Target`]).
     pub target: Target,
     /// Error rate above which the limit decreases, 0..=1 (default 0.05).
     pub error_threshold: f64,
@@ -108,7 +68,7 @@ impl Default for AimdConfig {
             beta: 0.75,
             error_beta: 0.5,
             growth_cap: 0.125,
-            target: Target::Relative(2.0),
+            target: Target::Relative(1.5),
             error_threshold: 0.05,
             binding: 0.9,
             baseline_windows: 300,
@@ -267,7 +227,7 @@ pub struct Aimd {
     ceiling: usize,
     /// The last window decreased.
     cutting: bool,
-    /// Recent windows' p50, newest last, for the relative target.
+    /// Recent windows' p95, newest last, for the relative target.
     baseline: VecDeque<Duration>,
     /// Windows since the last baseline dip.
     since_dip: usize,
@@ -325,7 +285,7 @@ impl Aimd {
             if self.baseline.len() >= self.config.baseline_windows {
                 self.baseline.pop_front();
             }
-            self.baseline.push_back(s.p50);
+            self.baseline.push_back(s.p95);
         }
         let from = self.limit;
         // After a dip, judge against the limit it interrupted: the dip window is then not

@@ -22,6 +22,7 @@
 pub mod aimd;
 mod error;
 pub mod rate;
+mod target;
 pub mod window;
 
 pub use aimd::{Aimd, AimdConfig, Decision, Reason, Summary, Target};

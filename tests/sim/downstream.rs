@@ -48,7 +48,12 @@ impl Profile {
         }
     }
 
-    /// Concurrency the downstream serves at full speed per request.
+    /// p95 latency under the knee: the median times the jitter's 95th percentile.
+    pub fn no_load_p95(&self) -> Duration {
+        self.base.mul_f64((1.645 * self.jitter).exp())
+    }
+
+    /// Successful jobs/s at the knee.
     pub fn ideal_rate(&self) -> f64 {
         self.knee as f64 / self.base.as_secs_f64()
     }

@@ -39,16 +39,28 @@ pub struct Case {
 }
 
 impl Case {
-    /// The controls compared: weir, weir without step acceleration (classic +1 AIMD),
-    /// a fixed limit at the ideal, Netflix's default AIMD.
-    pub fn controls(&self) -> Vec<(&'static str, Control)> {
+    /// The controls compared, each with the p95 target it is judged against: weir;
+    /// weir told only "1.5x" (the default relative target, judged against 1.5 × the
+    /// no-load p95 of the first phase); weir without
+    /// step acceleration and slow start (classic +1 AIMD); a fixed limit at the ideal;
+    /// Netflix's default AIMD.
+    pub fn controls(&self) -> Vec<(&'static str, Control, Duration)> {
+        let target = self.scenario.target;
         let mut classic = self.limiter.clone();
         classic.aimd.growth_cap = 0.0;
+        let mut relative = self.limiter.clone();
+        relative.aimd.target = Target::Relative(1.5);
+        let no_load_p95 = self.scenario.phases[0].1.no_load_p95();
         vec![
-            ("weir", Control::Adaptive(self.limiter.clone())),
-            ("weir +1", Control::Adaptive(classic)),
-            ("fixed=ideal", Control::Fixed(self.ideal_limit)),
-            ("netflix", Control::Netflix(self.limiter.aimd.max)),
+            ("weir", Control::Adaptive(self.limiter.clone()), target),
+            (
+                "weir, target 1.5x",
+                Control::Adaptive(relative),
+                no_load_p95.mul_f64(1.5),
+            ),
+            ("weir, classic +1", Control::Adaptive(classic), target),
+            ("fixed = ideal", Control::Fixed(self.ideal_limit), target),
+            ("netflix AIMD", Control::Netflix(self.limiter.aimd.max), target),
         ]
     }
 }

@@ -19,8 +19,8 @@ pub struct LimiterArgs {
     /// Highest limit the adaptive limiter may set.
     #[arg(long, default_value_t = 1000, requires = "adaptive")]
     pub max_concurrency: usize,
-    /// p95 latency to hold: a duration (200ms) or a multiple of the no-load latency (2x).
-    #[arg(long, default_value = "2x", value_parser = parse_target, requires = "adaptive")]
+    /// p95 latency to hold: a duration (200ms) or a multiple of the no-load p95 (1.5x).
+    #[arg(long, default_value = "1.5x", value_parser = parse_target, requires = "adaptive")]
     pub target_p95: Target,
     /// Error rate (retryable errors, timeouts, 429/503) above which the limit backs off.
     #[arg(long, default_value_t = 0.05, requires = "adaptive")]
@@ -40,7 +40,7 @@ impl Default for LimiterArgs {
             adaptive: false,
             min_concurrency: 1,
             max_concurrency: 1000,
-            target_p95: Target::Relative(2.0),
+            target_p95: Target::Relative(1.5),
             error_threshold: 0.05,
             rate: None,
             burst: None,
@@ -112,7 +112,7 @@ pub struct SetArgs {
     /// Highest concurrency limit (adaptive consumers).
     #[arg(long)]
     pub max_concurrency: Option<usize>,
-    /// p95 target: 200ms or 2x (adaptive consumers).
+    /// p95 target: 200ms, or 1.5x the no-load p95 (adaptive consumers).
     #[arg(long, value_parser = parse_target)]
     pub target_p95: Option<Target>,
     /// Error-rate threshold, 0 to 1 (adaptive consumers).
