@@ -230,6 +230,7 @@ impl Consumer {
             conn: conn.clone(),
             keys: keys.clone(),
             limit: self.limit.clone(),
+            rate: self.rate.clone(),
             buffer: buffer.clone(),
             pool: pool_tx,
             acker: acker_tx.clone(),

@@ -211,3 +211,32 @@ async fn weir_limits_set_get_clear() {
         "limiter flags need --adaptive: {out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_capped_consumer_leaves_the_backlog_to_its_peers() {
+    let (_server, redis) = setup("shared", 100).await;
+    let config = ConsumerConfig {
+        queue: "shared".into(),
+        concurrency: 64,
+        rate: Some("4/s".parse().unwrap()),
+        ..Default::default()
+    };
+    let noop = weir::handler_fn(|_| async { Ok(()) });
+    let consumer = Consumer::new(config, redis.clone(), Registry::new().fallback(noop)).unwrap();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(consumer.run(shutdown.clone()));
+    let q = weir::Queue::new(redis.connect().await.unwrap(), "shared").unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Without the cap it would lease 2 × 64 = 128 jobs at once (all 100) and sit on them.
+    let s = q.stats().await.unwrap();
+    assert!(s.in_flight <= 8, "leased {} jobs at 4/s", s.in_flight);
+    assert!(s.ready_total() >= 90, "{s:?}");
+    shutdown.cancel();
+    let report = running.await.unwrap().unwrap();
+    let after = q.stats().await.unwrap();
+    assert_eq!(
+        after.ready_total() + report.acked,
+        100,
+        "un-started jobs handed back: {report:?}"
+    );
+}

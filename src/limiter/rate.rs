@@ -12,6 +12,7 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -163,9 +164,21 @@ impl RateLimit {
 }
 
 /// The rate limit in force, if any, swappable while workers wait on it (runtime tuning).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RateGate {
     current: RwLock<Option<Arc<RateLimit>>>,
+    /// Jobs worth fetching ahead: about one second at the rate (`usize::MAX`: no cap).
+    /// Also the lock-free "no cap" test on the job path.
+    prefetch: AtomicUsize,
+}
+
+impl Default for RateGate {
+    fn default() -> Self {
+        Self {
+            current: RwLock::new(None),
+            prefetch: AtomicUsize::new(usize::MAX),
+        }
+    }
 }
 
 impl RateGate {
@@ -179,8 +192,18 @@ impl RateGate {
     /// Replaces the rate (none: no cap). A new rate starts with a full burst.
     pub fn set(&self, rate: Option<Rate>) -> Result<(), LimiterError> {
         let next = rate.map(RateLimit::new).transpose()?.map(Arc::new);
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = next;
+        let prefetch = rate.map_or(usize::MAX, |r| r.per_second().ceil().max(1.0) as usize);
+        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        *current = next;
+        self.prefetch.store(prefetch, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// How many jobs a consumer should hold fetched but un-started: about a second's worth
+    /// at the rate, so a slow-paced consumer does not sit on jobs its peers could run
+    /// (`usize::MAX` without a cap).
+    pub fn prefetch(&self) -> usize {
+        self.prefetch.load(Ordering::Relaxed)
     }
 
     /// The rate in force.
@@ -194,6 +217,9 @@ impl RateGate {
 
     /// Waits for a token of the rate in force; returns at once without a cap.
     pub async fn until_ready(&self) {
+        if self.prefetch() == usize::MAX {
+            return;
+        }
         if let Some(r) = self.get() {
             r.until_ready().await;
         }
@@ -245,8 +271,10 @@ mod tests {
             gate.until_ready().await;
         }
         assert_eq!(t0.elapsed(), Duration::ZERO, "no cap");
+        assert_eq!(gate.prefetch(), usize::MAX);
         gate.set(Some("2/s".parse::<Rate>().unwrap().with_burst(1)))
             .unwrap();
+        assert_eq!(gate.prefetch(), 2, "a second's worth");
         assert_eq!(gate.rate().map(|r| r.per_second()), Some(2.0));
         for _ in 0..3 {
             gate.until_ready().await;
