@@ -158,10 +158,7 @@ impl Pool {
 
     fn record(&self, started: Option<Instant>, signals: impl Iterator<Item = Signal>) {
         if let (Some(l), Some(t)) = (&self.limiter, started) {
-            let elapsed = t.elapsed();
-            for s in signals {
-                l.record(t, elapsed, s);
-            }
+            l.record_batch(t, t.elapsed(), signals);
         }
     }
 

@@ -122,13 +122,23 @@ impl Limiter {
     /// completion that closes a window applies the rule; its decision is returned.
     #[inline]
     pub fn record(&self, started: Instant, elapsed: Duration, signal: Signal) -> Option<Decision> {
+        self.record_batch(started, elapsed, std::iter::once(signal))
+    }
+
+    /// Records the jobs of one batch-handler call, all with the call's timing, under one
+    /// lock.
+    pub fn record_batch(
+        &self,
+        started: Instant,
+        elapsed: Duration,
+        signals: impl Iterator<Item = Signal>,
+    ) -> Option<Decision> {
         let now = started + elapsed;
         let mut inner = self.lock();
-        inner.window.record(started, elapsed, signal);
-        if !inner.window.ready(now) {
-            return None;
+        for s in signals {
+            inner.window.record(started, elapsed, s);
         }
-        Some(self.close(&mut inner, now))
+        inner.window.ready(now).then(|| self.close(&mut inner, now))
     }
 
     #[cold]

@@ -63,3 +63,14 @@ async fn starts_from_the_limit_clamped_and_reconfigures_live() {
     );
     assert_eq!(limit.get(), 40, "a refused change changes nothing");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_records_every_job_under_one_lock() {
+    let limit = Limit::new(4);
+    let l = Limiter::new(config(), limit.clone()).unwrap();
+    let t0 = Instant::now();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let signals = [Signal::Error; 4].into_iter().chain([Signal::Success; 6]);
+    let d = l.record_batch(t0, Duration::from_secs(1), signals).unwrap();
+    assert_eq!((d.from, d.to), (4, 2), "10 samples, 40 % errors: halved");
+}
