@@ -36,6 +36,8 @@ pub struct ConsumerConfig {
     /// 64). With an adaptive limiter, the starting limit (clamped into its min..=max).
     pub concurrency: usize,
     /// Adaptive concurrency (AIMD); none keeps the limit fixed at `concurrency` (default none).
+    /// Pair it with `pool.job_timeout` (or a handler with its own timeout, as the HTTP
+    /// handler has): a job that never finishes gives the limiter no signal at all.
     pub limiter: Option<LimiterConfig>,
     /// Jobs/s cap with burst (GCRA), composed with the concurrency limit (default none).
     pub rate: Option<Rate>,

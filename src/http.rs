@@ -8,7 +8,7 @@
 //! | 2xx                               | acked                         | latency sample |
 //! | 429, 503                          | retried after `Retry-After` (seconds or HTTP date, at most 1 h), else backoff | error (backpressure) |
 //! | other 5xx, 408, timeout, connection error | retried with backoff  | error   |
-//! | other 4xx (and a final 3xx)       | dead-lettered with the status and the first 512 bytes of the body | ignored |
+//! | other 4xx, 3xx (redirects are not followed) | dead-lettered with the status and the first 512 bytes of the body | ignored |
 //!
 //! Each job is sent as `{"id","kind","attempt","max_attempts","trace_id"?,"payload"}` with
 //! `Idempotency-Key: <job id>` (delivery is at-least-once). Connections are pooled and
@@ -106,6 +106,8 @@ impl HttpHandler {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             .pool_idle_timeout(Duration::from_secs(60))
+            // A redirected POST may become a GET without the job: treat 3xx as final.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("weir/", env!("CARGO_PKG_VERSION")))
             .build()?;
         Ok(Self {

@@ -70,6 +70,11 @@ async fn each_answer_maps_to_an_outcome() {
         e.message.len()
     );
 
+    let before = s.seen().len();
+    let e = Handler::call(&h, job("r", "redirect", 0)).await.unwrap_err();
+    assert!(!e.retryable && e.message.starts_with("HTTP 302"), "{e:?}");
+    assert_eq!(s.seen().len(), before + 1, "the redirect is not followed");
+
     let e = Handler::call(&h, job("f", "hang", 0)).await.unwrap_err();
     assert!(
         e.retryable && e.message.contains("timed out after 300ms"),

@@ -1,7 +1,7 @@
 //! A local HTTP server for the HTTP handler's tests. Each job's payload says how to
-//! answer: `{"do": "ok" | "slow:<ms>" | "429" | "429-once" | "503" | "500" | "500-once"
-//! | "400" | "hang"}` (`-once`: only on the job's first attempt). Past `max_in_flight`
-//! concurrent requests it answers 429. It counts connections and requests.
+//! answer: `{"do": "ok" | "slow:<ms>" | "429" | "429-once" | "503" | "500" | "500-once" |
+//! "400" | "redirect" | "hang"}` (`-once`: only on the job's first attempt). Past
+//! `max_in_flight` concurrent requests it answers 429. It counts connections and requests.
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -117,6 +117,7 @@ impl Server {
                 let body = format!("bad field 'x'{}", "y".repeat(5000));
                 reply(StatusCode::BAD_REQUEST, &[], &body)
             }
+            "redirect" => reply(StatusCode::FOUND, &[("location", "/elsewhere")], ""),
             "hang" => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 reply(StatusCode::OK, &[], "")
