@@ -216,16 +216,7 @@ impl Consumer {
             keys: keys.clone(),
         };
         let reclaimer = tokio::spawn(reclaimer.run(stop_housekeeping.clone()));
-        if let Some(every) = c.settings_poll {
-            let watch = SettingsWatch {
-                every,
-                conn: conn.clone(),
-                queue: c.queue.clone(),
-                limiter: self.limiter.clone().zip(c.limiter.clone()),
-                rate: (self.rate.clone(), c.rate),
-            };
-            tokio::spawn(watch.run(stop_housekeeping.clone()));
-        }
+        self.watch_settings(&conn, &stop_housekeeping);
         let fetcher = Fetcher {
             config: c.fetcher.clone(),
             redis: self.redis.clone(),
@@ -282,6 +273,23 @@ impl Consumer {
             lost_leases: t.lost_leases.load(Ordering::Relaxed),
             released: t.released.load(Ordering::Relaxed),
         })
+    }
+}
+
+impl Consumer {
+    /// Starts polling the queue's runtime settings (`weir limits set`), if configured.
+    fn watch_settings(&self, conn: &redis::aio::ConnectionManager, stop: &CancellationToken) {
+        let c = &self.config;
+        if let Some(every) = c.settings_poll {
+            let watch = SettingsWatch {
+                every,
+                conn: conn.clone(),
+                queue: c.queue.clone(),
+                limiter: self.limiter.clone().zip(c.limiter.clone()),
+                rate: (self.rate.clone(), c.rate),
+            };
+            tokio::spawn(watch.run(stop.clone()));
+        }
     }
 }
 

@@ -91,74 +91,44 @@ impl Default for AimdConfig {
 impl AimdConfig {
     /// Checks every value against its range, with a message that names it.
     pub fn validate(&self) -> Result<(), LimiterError> {
-        check(
-            (1..=100_000).contains(&self.min),
-            "min concurrency",
-            "between 1 and 100000",
-            self.min,
-        )?;
-        check(
-            (self.min..=100_000).contains(&self.max),
-            "max concurrency",
-            "between min concurrency and 100000",
-            self.max,
-        )?;
-        check(
-            (1..=self.max).contains(&self.alpha),
-            "alpha",
-            "between 1 and max concurrency",
-            self.alpha,
-        )?;
-        check(
-            (0.1..=0.99).contains(&self.beta),
-            "beta",
-            "between 0.1 and 0.99",
-            self.beta,
-        )?;
-        check(
-            (0.1..=0.99).contains(&self.error_beta),
-            "error beta",
-            "between 0.1 and 0.99",
-            self.error_beta,
-        )?;
-        check(
-            (0.0..=1.0).contains(&self.growth_cap),
-            "growth cap",
-            "between 0 and 1",
-            self.growth_cap,
-        )?;
-        check(
-            (0.0..=1.0).contains(&self.error_threshold),
-            "error threshold",
-            "between 0 and 1",
-            self.error_threshold,
-        )?;
-        check(
-            (0.1..=1.0).contains(&self.binding),
-            "binding fraction",
-            "between 0.1 and 1",
-            self.binding,
-        )?;
-        check(
-            (1..=100_000).contains(&self.baseline_windows),
-            "baseline windows",
-            "between 1 and 100000",
-            self.baseline_windows,
-        )?;
-        match self.target {
-            Target::Absolute(d) => check(
-                d >= Duration::from_micros(1),
-                "target p95",
-                "at least 1us",
-                humantime::format_duration(d),
+        let counts = [
+            (self.min, 1, 100_000, "min concurrency", "between 1 and 100000"),
+            (
+                self.max,
+                self.min,
+                100_000,
+                "max concurrency",
+                "between min concurrency and 100000",
             ),
-            Target::Relative(x) => check(
-                (1.0..=100.0).contains(&x),
-                "relative target p95",
-                "between 1x and 100x",
-                x,
+            (self.alpha, 1, self.max, "alpha", "between 1 and max concurrency"),
+            (
+                self.baseline_windows,
+                1,
+                100_000,
+                "baseline windows",
+                "between 1 and 100000",
             ),
+        ];
+        for (v, lo, hi, name, range) in counts {
+            check((lo..=hi).contains(&v), name, range, v)?;
         }
+        let fractions = [
+            (self.beta, 0.1, 0.99, "beta", "between 0.1 and 0.99"),
+            (self.error_beta, 0.1, 0.99, "error beta", "between 0.1 and 0.99"),
+            (self.growth_cap, 0.0, 1.0, "growth cap", "between 0 and 1"),
+            (
+                self.error_threshold,
+                0.0,
+                1.0,
+                "error threshold",
+                "between 0 and 1",
+            ),
+            (self.binding, 0.1, 1.0, "binding fraction", "between 0.1 and 1"),
+        ];
+        for (v, lo, hi, name, range) in fractions {
+            check((lo..=hi).contains(&v), name, range, v)?;
+        }
+        self.target.validate()
     }
 }
 

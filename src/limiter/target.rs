@@ -1,6 +1,6 @@
 //! The p95 target the AIMD rule defends: absolute, or relative to the no-load latency.
 
-use super::error::LimiterError;
+use super::error::{LimiterError, check};
 use std::time::Duration;
 
 /// The p95 latency the rule defends.
@@ -48,6 +48,26 @@ impl std::fmt::Display for Target {
         match self {
             Target::Absolute(d) => write!(f, "{}", humantime::format_duration(*d)),
             Target::Relative(x) => write!(f, "{x}x"),
+        }
+    }
+}
+
+impl Target {
+    /// Checks the range, with a message that names it.
+    pub fn validate(&self) -> Result<(), LimiterError> {
+        match *self {
+            Target::Absolute(d) => check(
+                d >= Duration::from_micros(1),
+                "target p95",
+                "at least 1us",
+                humantime::format_duration(d),
+            ),
+            Target::Relative(x) => check(
+                (1.0..=100.0).contains(&x),
+                "relative target p95",
+                "between 1x and 100x",
+                x,
+            ),
         }
     }
 }
