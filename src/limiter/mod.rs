@@ -2,10 +2,10 @@
 //! finds a link's capacity.
 //!
 //! ```text
-//! pool ── record(started, elapsed, signal) ──▶ Window ── Summary ──▶ Aimd ── Limit::set
-//!   ▲                                          (p50, p95, errors,     (pure rule)     │
-//!   └──────────────── permits ◀──────────────── peak in-flight)                       ▼
-//!                                                                      Limit (semaphore)
+//! pool ── record(started, elapsed, signal) ──▶ Window ── Summary ──▶ Aimd (pure rule)
+//!  ▲      (per finished job)                   (p50, p95, error rate,     │ decision
+//!  │                                            peak in-flight)           ▼
+//!  └──────── acquire ◀──────── Limit (resizable semaphore) ◀──────── Limit::set
 //! ```
 //!
 //! The pool reports each finished job ([`Limiter::record`]); when the [`Window`] has
