@@ -63,10 +63,9 @@ impl Settings {
         {
             h.get(name)
                 .map(|v| {
-                    v.trim().parse::<T>().map_err(|e| Error::Reply {
-                        script: "settings",
-                        detail: format!("field {name} = {v:?}: {e}"),
-                    })
+                    v.trim()
+                        .parse::<T>()
+                        .map_err(|e| Error::Config(format!("runtime setting {name} = {v:?}: {e}")))
                 })
                 .transpose()
         }
