@@ -7,7 +7,7 @@
 //! 3. running jobs finish, up to `shutdown_timeout`;
 //! 4. the acker flushes every outcome, then releases every lease still held (un-started
 //!    or abandoned jobs) back to the front of ready;
-//! 5. housekeeping stops.
+//! 5. housekeeping (the reclaimer, the runtime settings watch) stops.
 
 use crate::acker::{Acker, AckerConfig, Tally};
 use crate::conn::Redis;
@@ -17,9 +17,11 @@ use crate::handler::Registry;
 use crate::housekeeping::{Reclaimer, ReclaimerConfig};
 use crate::keys::QueueKeys;
 use crate::limit::Limit;
+use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
 use crate::metrics::QueueMetrics;
 use crate::pool::{Buffer, Pool, PoolConfig};
 use crate::scripts;
+use crate::settings::SettingsWatch;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -31,8 +33,18 @@ use tokio_util::sync::CancellationToken;
 pub struct ConsumerConfig {
     /// Queue name (default `default`).
     pub queue: String,
-    /// Concurrency limit: jobs (or batch-handler calls) running at once, 1 or more (default 64).
+    /// Concurrency limit: jobs (or batch-handler calls) running at once, 1 or more (default
+    /// 64). With an adaptive limiter, the starting limit (clamped into its min..=max).
     pub concurrency: usize,
+    /// Adaptive concurrency (AIMD); none keeps the limit fixed at `concurrency` (default none).
+    /// Pair it with `pool.job_timeout` (or a handler with its own timeout, as the HTTP
+    /// handler has): a job that never finishes gives the limiter no signal at all.
+    pub limiter: Option<LimiterConfig>,
+    /// Jobs/s cap with burst (GCRA), composed with the concurrency limit (default none).
+    pub rate: Option<Rate>,
+    /// How often to look for runtime settings (`weir limits set`); none: never
+    /// (default 1 s).
+    pub settings_poll: Option<Duration>,
     /// Fetching.
     pub fetcher: FetcherConfig,
     /// Running jobs.
@@ -54,6 +66,9 @@ impl Default for ConsumerConfig {
         Self {
             queue: "default".into(),
             concurrency: 64,
+            limiter: None,
+            rate: None,
+            settings_poll: Some(Duration::from_secs(1)),
             fetcher: FetcherConfig::default(),
             pool: PoolConfig::default(),
             acker: AckerConfig::default(),
@@ -108,6 +123,12 @@ impl ConsumerConfig {
             self.reclaimer.interval >= Duration::from_millis(10),
             "reclaim interval must be at least 10ms",
         )?;
+        if let Some(l) = &self.limiter {
+            l.validate()?;
+        }
+        if let Some(r) = &self.rate {
+            r.validate()?;
+        }
         check(
             self.fetcher.max_envelope_bytes >= 64,
             "envelope size limit must be at least 64 bytes",
@@ -137,8 +158,13 @@ pub struct Report {
 /// A running consumer's handles, for code that embeds weir.
 #[derive(Clone)]
 pub struct Handle {
-    /// The concurrency limit; [`Limit::set`] changes it live.
+    /// The concurrency limit; [`Limit::set`] changes it live (with an adaptive limiter,
+    /// change its bounds through [`Limiter::reconfigure`] instead).
     pub limit: Arc<Limit>,
+    /// The adaptive limiter, if configured.
+    pub limiter: Option<Arc<Limiter>>,
+    /// The jobs/s cap; [`RateGate::set`] changes it live.
+    pub rate: Arc<RateGate>,
     /// Live totals.
     pub tally: Arc<Tally>,
 }
@@ -149,6 +175,8 @@ pub struct Consumer {
     redis: Redis,
     registry: Arc<Registry>,
     limit: Arc<Limit>,
+    limiter: Option<Arc<Limiter>>,
+    rate: Arc<RateGate>,
     tally: Arc<Tally>,
 }
 
@@ -160,7 +188,14 @@ impl Consumer {
             return Err(Error::Config("no handler registered".into()));
         }
         let limit = Limit::new(config.concurrency);
+        let limiter = match &config.limiter {
+            Some(c) => Some(Arc::new(Limiter::new(c.clone(), limit.clone())?)),
+            None => None,
+        };
+        let rate = Arc::new(RateGate::new(config.rate)?);
         Ok(Self {
+            limiter,
+            rate,
             config,
             redis,
             registry: Arc::new(registry),
@@ -173,6 +208,8 @@ impl Consumer {
     pub fn handle(&self) -> Handle {
         Handle {
             limit: self.limit.clone(),
+            limiter: self.limiter.clone(),
+            rate: self.rate.clone(),
             tally: self.tally.clone(),
         }
     }
@@ -216,12 +253,14 @@ impl Consumer {
             metrics: metrics.clone(),
         };
         let reclaimer = tokio::spawn(reclaimer.run(stop_housekeeping.clone()));
+        let settings = self.watch_settings(&conn, &stop_housekeeping);
         let fetcher = Fetcher {
             config: c.fetcher.clone(),
             redis: self.redis.clone(),
             conn: conn.clone(),
             keys: keys.clone(),
             limit: self.limit.clone(),
+            rate: self.rate.clone(),
             buffer: buffer.clone(),
             pool: pool_tx,
             acker: acker_tx.clone(),
@@ -233,6 +272,8 @@ impl Consumer {
             config: c.pool.clone(),
             registry: self.registry.clone(),
             limit: self.limit.clone(),
+            limiter: self.limiter.clone(),
+            rate: self.rate.clone(),
             buffer,
             acker: acker_tx,
             metrics: metrics.clone(),
@@ -257,6 +298,7 @@ impl Consumer {
             pool.abort_handle(),
             sampler.abort_handle(),
         ]);
+        tasks.0.extend(settings.map(|t| t.abort_handle()));
         if c.drain {
             let watch = tokio::spawn(drain_watch(
                 conn.clone(),
@@ -330,6 +372,28 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         for t in &self.0 {
             t.abort();
+        }
+    }
+}
+
+impl Consumer {
+    /// Starts polling the queue's runtime settings (`weir limits set`), if configured.
+    fn watch_settings(
+        &self,
+        conn: &redis::aio::ConnectionManager,
+        stop: &CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let c = &self.config;
+        let every = c.settings_poll?;
+        {
+            let watch = SettingsWatch {
+                every,
+                conn: conn.clone(),
+                queue: c.queue.clone(),
+                limiter: self.limiter.clone().zip(c.limiter.clone()),
+                rate: (self.rate.clone(), c.rate),
+            };
+            Some(tokio::spawn(watch.run(stop.clone())))
         }
     }
 }

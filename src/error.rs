@@ -51,6 +51,12 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// A limiter setting out of its range.
+    #[error("invalid configuration: {0}")]
+    Limiter(#[from] crate::limiter::LimiterError),
+    /// The HTTP handler could not be set up.
+    #[error("{0}")]
+    Http(#[from] crate::http::HttpError),
     /// An I/O error (embedded server, files).
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -11,6 +11,7 @@ use crate::conn::Redis;
 use crate::envelope::{self, Job, Priority};
 use crate::keys::QueueKeys;
 use crate::limit::Limit;
+use crate::limiter::RateGate;
 use crate::metrics::QueueMetrics;
 use crate::pool::Buffer;
 use crate::scripts::{self, Fetched};
@@ -59,6 +60,8 @@ pub(crate) struct Fetcher {
     pub conn: ConnectionManager,
     pub keys: QueueKeys,
     pub limit: Arc<Limit>,
+    /// Under a rate cap, prefetch no more than about a second's worth.
+    pub rate: Arc<RateGate>,
     pub buffer: Arc<Buffer>,
     pub pool: mpsc::UnboundedSender<Vec<Job>>,
     pub acker: mpsc::UnboundedSender<AckerMsg>,
@@ -81,7 +84,7 @@ impl Fetcher {
         loop {
             if idle_until.is_none() {
                 while inflight.len() < self.config.pipeline.max(1) {
-                    let capacity = Buffer::capacity(self.limit.get());
+                    let capacity = Buffer::capacity(self.limit.get()).min(self.rate.prefetch());
                     let free = capacity.saturating_sub(self.buffer.len() + reserved);
                     let want = free.min(self.config.batch.max(1));
                     // Wait for a worthwhile batch unless the pipeline is empty.

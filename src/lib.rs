@@ -10,8 +10,9 @@
 //! ```
 //!
 //! The modules follow the data: [`keys`] → [`scripts`] → [`envelope`] → [`producer`] →
-//! fetcher → [`pool`] / [`limit`] → [`acker`] → [`housekeeping`] → [`consumer`] (wiring)
-//! → [`admin`]. Every batch costs one round trip; every step is O(1) or O(log n) per job.
+//! fetcher → [`pool`] / [`limit`] / [`limiter`] → [`acker`] → [`housekeeping`] →
+//! [`consumer`] (wiring) → [`admin`] / [`settings`]. Every batch costs one round trip;
+//! every step is O(1) or O(log n) per job.
 //!
 //! Delivery is at-least-once: a job leaves Redis only when acked, dead-lettered or purged;
 //! a crash loses nothing and may run a job twice (after its lease expires).
@@ -28,13 +29,16 @@ pub mod error;
 mod fetcher;
 pub mod handler;
 pub mod housekeeping;
+pub mod http;
 pub mod keys;
 pub mod limit;
+pub mod limiter;
 pub mod metrics;
 pub mod pool;
 pub mod producer;
 pub mod retry;
 pub mod scripts;
+pub mod settings;
 
 pub use admin::Queue;
 pub use conn::Redis;
@@ -44,6 +48,7 @@ pub use envelope::{Job, Priority};
 pub use error::{Error, Result};
 pub use fetcher::FetcherConfig;
 pub use handler::{BatchHandler, Handler, JobError, JobResult, Registry, handler_fn};
+pub use limiter::{LimiterConfig, Rate, Target};
 pub use producer::{BulkReport, NewJob, Producer};
 pub use retry::RetryPolicy;
 pub use scripts::{DeadJob, Stats};

@@ -1,11 +1,13 @@
 //! The worker pool: takes decoded jobs from the fetcher's channel, routes each by kind,
-//! and runs it under the concurrency [`Limit`], catching panics and timeouts. Outcomes go
-//! to the acker.
+//! and runs it under the concurrency [`Limit`] (after a token from the optional rate
+//! limit), catching panics and timeouts. Outcomes go to the acker; with an adaptive
+//! limiter, each job's latency and outcome class also go to the [`Limiter`].
 
 use crate::acker::{AckerMsg, Done, Outcome};
 use crate::envelope::Job;
 use crate::handler::{BatchHandler, Handler, JobError, JobResult, Registry, Route};
 use crate::limit::{Limit, Permit};
+use crate::limiter::{Limiter, RateGate, Signal};
 use crate::metrics::QueueMetrics;
 use crate::retry::RetryPolicy;
 use futures_util::FutureExt;
@@ -14,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Jobs fetched but not yet started. The fetcher fetches only while this stays under
@@ -65,6 +68,10 @@ pub(crate) struct Pool {
     pub config: PoolConfig,
     pub registry: Arc<Registry>,
     pub limit: Arc<Limit>,
+    /// Told of every finished job when the limit is adaptive.
+    pub limiter: Option<Arc<Limiter>>,
+    /// Jobs/s cap, taken before a concurrency slot.
+    pub rate: Arc<RateGate>,
     pub buffer: Arc<Buffer>,
     pub acker: mpsc::UnboundedSender<AckerMsg>,
     pub metrics: QueueMetrics,
@@ -134,11 +141,24 @@ impl Pool {
         true
     }
 
+    /// A rate token, then a slot. In that order: a job waiting on the rate must not hold
+    /// a slot, or the concurrency limit would look binding and grow for nothing.
     async fn permit(&self, shutdown: &CancellationToken) -> Option<Permit> {
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => None,
-            p = self.limit.acquire() => Some(p),
+            p = async {
+                self.rate.until_ready().await;
+                self.limit.acquire().await
+            } => Some(p),
+        }
+    }
+
+    /// When the job starts, if a limiter wants its latency (one clock read per job).
+    /// Tells the limiter (when the limit is adaptive) how the jobs of one call went.
+    fn record(&self, started: Instant, signals: impl Iterator<Item = Signal>) {
+        if let Some(l) = &self.limiter {
+            l.record_batch(started, started.elapsed(), signals);
         }
     }
 
@@ -159,8 +179,15 @@ impl Pool {
     async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) {
         let (id, attempt) = (job.id.clone(), (job.attempt, job.max_attempts));
         let enqueued_at = job.enqueued_at_ms;
-        let started = tokio::time::Instant::now();
-        let result = self.guarded(h.call(job)).await.and_then(|r| r);
+        let started = Instant::now();
+        let (result, signal) = match self.guarded(h.call(job)).await {
+            Ok(r) => {
+                let s = Signal::of(&r);
+                (r, s)
+            }
+            Err((e, s)) => (Err(e), s),
+        };
+        self.record(started, std::iter::once(signal));
         self.metrics.job_duration.record(started.elapsed().as_secs_f64());
         self.record_latency(enqueued_at, 1);
         // Outcome first, permit after: shutdown waits for the limit to go idle and then
@@ -177,38 +204,46 @@ impl Pool {
             .collect();
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let n = heads.len();
-        let started = tokio::time::Instant::now();
-        let results = match self.guarded(h.call(jobs)).await {
+        let started = Instant::now();
+        let (results, failed) = match self.guarded(h.call(jobs)).await {
             Ok(mut rs) => {
                 if rs.len() != n {
                     let msg = format!("batch handler returned {} results for {n} jobs", rs.len());
                     rs.resize(n, Err(JobError::retry(msg)));
                 }
-                rs
+                (rs, None)
             }
-            Err(e) => vec![Err(e); n],
+            Err((e, s)) => (vec![Err(e); n], Some(s)),
         };
         self.metrics
             .job_duration
             .record_many(started.elapsed().as_secs_f64(), n);
         self.record_latency(oldest, n);
+        // One sample per job, all with the call's latency: windows count jobs.
+        self.record(
+            started,
+            results.iter().map(|r| failed.unwrap_or_else(|| Signal::of(r))),
+        );
         for ((id, attempt), result) in heads.into_iter().zip(results) {
             self.finish(id, attempt, result);
         }
         drop(permit); // after the outcomes: see run_one
     }
 
-    /// Runs a handler future, turning a panic or a timeout into a retryable error.
-    async fn guarded<T>(&self, fut: futures_util::future::BoxFuture<'static, T>) -> Result<T, JobError> {
+    /// Runs a handler future, turning a panic or a timeout into a retryable error. For the
+    /// limiter a timeout is an error (the downstream is too slow) and a panic is ignored
+    /// (a bug in the handler says nothing about the downstream).
+    async fn guarded<T>(
+        &self,
+        fut: futures_util::future::BoxFuture<'static, T>,
+    ) -> Result<T, (JobError, Signal)> {
         let fut = AssertUnwindSafe(fut).catch_unwind();
         let caught = match self.config.job_timeout {
             Some(t) => match tokio::time::timeout(t, fut).await {
                 Ok(r) => r,
                 Err(_) => {
-                    return Err(JobError::retry(format!(
-                        "timed out after {}",
-                        humantime::format_duration(t)
-                    )));
+                    let msg = format!("timed out after {}", humantime::format_duration(t));
+                    return Err((JobError::retry(msg), Signal::Error));
                 }
             },
             None => fut.await,
@@ -219,7 +254,10 @@ impl Pool {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "non-string panic".into());
-            JobError::retry(format!("handler panicked: {msg}"))
+            (
+                JobError::retry(format!("handler panicked: {msg}")),
+                Signal::Ignored,
+            )
         })
     }
 

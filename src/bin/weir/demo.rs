@@ -3,7 +3,8 @@
 //! `weir work` consumer, and prints both rates. `--compare-metrics` repeats the round with
 //! metrics off and on, alternating, and prints the cost of recording them.
 
-use crate::work::{BuiltIn, WorkArgs};
+use crate::handlers::BuiltIn;
+use crate::work::WorkArgs;
 use crate::{Common, work};
 use clap::Args;
 use std::process::ExitCode;
@@ -104,7 +105,10 @@ async fn round(a: &DemoArgs, producer: &Producer, url: &str, metrics: bool) -> w
             redis_url: url.to_owned(),
         },
         handler: BuiltIn::Noop,
+        http_timeout: Duration::from_secs(30),
+        batch_http: None,
         concurrency: a.concurrency,
+        limits: Default::default(),
         batch: a.batch,
         pipeline: 2,
         visibility_timeout: Duration::from_secs(30),

@@ -1,8 +1,10 @@
-//! The `weir` command line: enqueue, work, stats, dlq, pause/resume, demo.
+//! The `weir` command line: enqueue, work, limits, stats, dlq, pause/resume, demo.
 
 mod demo;
 mod dlq;
 mod enqueue;
+mod handlers;
+mod limits;
 mod stats;
 mod work;
 
@@ -28,6 +30,8 @@ enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// Run a consumer until SIGINT/SIGTERM (or, with --drain, until the queue is empty).
     Work(work::WorkArgs),
+    /// Show or change the limits running consumers apply within a second (no restart).
+    Limits(limits::LimitsArgs),
     /// Show the queue's sizes and counters.
     Stats(stats::StatsArgs),
     /// Inspect, requeue or purge the dead-letter queue.
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Enqueue(a) => enqueue::run(a).await,
             Command::Work(a) => work::run(a).await.map(|_| ExitCode::SUCCESS),
+            Command::Limits(a) => limits::run(a).await,
             Command::Stats(a) => stats::run(a).await,
             Command::Dlq(a) => dlq::run(a).await,
             Command::Pause(c) => pause(c, true).await,

@@ -1,21 +1,32 @@
 //! `weir work`: runs a consumer with a built-in handler.
 
+use crate::handlers::{BuiltIn, HttpOptions, parse_handler};
+use crate::limits::LimiterArgs;
 use crate::{Common, parse_duration};
 use clap::Args;
-use futures_util::future::BoxFuture;
 use std::time::{Duration, Instant};
-use weir::{CancellationToken, Consumer, ConsumerConfig, Handler, Job, JobResult, Redis, Registry, Report};
+use weir::{CancellationToken, Consumer, ConsumerConfig, Redis, Report};
 
 #[derive(Args, Debug, Clone)]
 pub struct WorkArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Built-in handler for every job kind: `noop`, or `sleep:<duration>` (e.g. sleep:50ms).
+    /// Handler for every job kind: `noop`, `sleep:<duration>` (e.g. sleep:50ms), or a URL
+    /// to POST each job to (http://host/path): 2xx acks, 429/503 back off, other 5xx
+    /// and timeouts retry, other 4xx dead-letter.
     #[arg(long, default_value = "noop", value_parser = parse_handler)]
     pub handler: BuiltIn,
-    /// Jobs running at once.
+    /// HTTP handler: per-request timeout.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub http_timeout: Duration,
+    /// HTTP handler: POST JSON arrays of up to N jobs (default 100) instead of one per request.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100")]
+    pub batch_http: Option<usize>,
+    /// Jobs running at once (with --adaptive, the starting limit).
     #[arg(long, short, default_value_t = 64)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub limits: LimiterArgs,
     /// Most jobs per fetch call.
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
@@ -48,40 +59,13 @@ pub struct WorkArgs {
     pub no_metrics: bool,
 }
 
-/// The handlers `weir work` has built in.
-#[derive(Debug, Clone, Copy)]
-pub enum BuiltIn {
-    /// Acks every job at once.
-    Noop,
-    /// Sleeps, then acks.
-    Sleep(Duration),
-}
-
-fn parse_handler(s: &str) -> Result<BuiltIn, String> {
-    match s.split_once(':') {
-        None if s == "noop" => Ok(BuiltIn::Noop),
-        Some(("sleep", d)) => Ok(BuiltIn::Sleep(parse_duration(d)?)),
-        _ => Err(format!("unknown handler {s:?}: use noop or sleep:<duration>")),
-    }
-}
-
-impl Handler for BuiltIn {
-    fn call(&self, _job: Job) -> BoxFuture<'static, JobResult> {
-        match *self {
-            BuiltIn::Noop => Box::pin(std::future::ready(Ok(()))),
-            BuiltIn::Sleep(d) => Box::pin(async move {
-                tokio::time::sleep(d).await;
-                Ok(())
-            }),
-        }
-    }
-}
-
 impl WorkArgs {
     pub fn config(&self) -> ConsumerConfig {
         let mut c = ConsumerConfig {
             queue: self.common.queue.clone(),
             concurrency: self.concurrency,
+            limiter: self.limits.limiter(),
+            rate: self.limits.rate(),
             shutdown_timeout: self.shutdown_timeout,
             drain: self.drain,
             ..Default::default()
@@ -102,7 +86,11 @@ impl WorkArgs {
 /// Runs the consumer; prints what it did. Returns the report and the elapsed time.
 pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let redis = Redis::open(&a.common.redis_url)?;
-    let consumer = Consumer::new(a.config(), redis.clone(), Registry::new().fallback(a.handler))?;
+    let http = HttpOptions {
+        timeout: a.http_timeout,
+        batch: a.batch_http,
+    };
+    let consumer = Consumer::new(a.config(), redis.clone(), a.handler.registry(http)?)?;
     // Reach Redis before anything else, so a wrong URL is one line of error and nothing more.
     drop(redis.connect().await?);
     if !a.no_metrics && !weir::metrics::is_installed() {
@@ -114,6 +102,9 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     }
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_signals(shutdown.clone()));
+    if a.limits.adaptive || a.limits.rate().is_some() {
+        tracing::info!(adaptive = a.limits.adaptive, rate = ?a.limits.rate().map(|r| r.to_string()), "limits");
+    }
     let started = Instant::now();
     let report = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();

@@ -1,0 +1,302 @@
+//! The HTTP handler: POSTs each job (or, batched, a JSON array of jobs) to a URL, which
+//! makes weir a webhook dispatcher that protects the service it calls.
+//!
+//! What the response means for the job, and for the adaptive limiter:
+//!
+//! | response                          | job                           | limiter |
+//! |-----------------------------------|-------------------------------|---------|
+//! | 2xx                               | acked                         | latency sample |
+//! | 429, 503                          | retried after `Retry-After` (seconds or HTTP date, at most 1 h), else backoff | error (backpressure) |
+//! | other 5xx, 408, timeout, connection error | retried with backoff  | error   |
+//! | other 4xx, 3xx (redirects are not followed) | dead-lettered with the status and the first 512 bytes of the body | ignored |
+//!
+//! Each job is sent as `{"id","kind","attempt","max_attempts","trace_id"?,"payload"}` with
+//! `Idempotency-Key: <job id>` (delivery is at-least-once). Connections are pooled and
+//! kept alive; bodies are read (up to 64 KiB) so a connection goes back to the pool.
+//! Plain `http://` only: the build leaves TLS out to keep C crypto off the build.
+
+use crate::envelope::Job;
+use crate::handler::{BatchHandler, Handler, JobError, JobResult};
+use futures_util::future::BoxFuture;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::{Response, StatusCode};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+/// Most bytes of an error body kept in the dead-letter reason.
+const SNIPPET: usize = 512;
+/// Most bytes of a success body read to free the connection (past it, it is closed).
+const DRAIN: usize = 64 * 1024;
+
+/// Errors building the HTTP handler.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The URL does not parse, or is not `http://`.
+    #[error("invalid handler URL {url:?}: {reason}")]
+    Url {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+/// Settings of the HTTP handler.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Where to POST (`http://host[:port]/path`).
+    pub url: String,
+    /// Per-request timeout, connect included (default 30 s).
+    pub timeout: Duration,
+    /// Most jobs per POST when batched (default 100).
+    pub max_batch: usize,
+}
+
+impl HttpConfig {
+    /// Settings for `url` with the defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            timeout: Duration::from_secs(30),
+            max_batch: 100,
+        }
+    }
+}
+
+/// POSTs each job to a URL. [`HttpHandler::batched`] gives the batch form.
+#[derive(Clone, Debug)]
+pub struct HttpHandler {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    config: HttpConfig,
+}
+
+impl HttpHandler {
+    /// A handler for `config.url`; checks the URL.
+    pub fn new(config: HttpConfig) -> Result<Self, HttpError> {
+        let bad = |reason: String| HttpError::Url {
+            url: config.url.clone(),
+            reason,
+        };
+        let url = reqwest::Url::parse(&config.url).map_err(|e| bad(e.to_string()))?;
+        match url.scheme() {
+            "http" => {}
+            "https" => {
+                return Err(bad(
+                    "https is not built in (no TLS); use http://, e.g. to a local TLS proxy".into(),
+                ));
+            }
+            s => return Err(bad(format!("scheme {s:?} is not http"))),
+        }
+        if config.max_batch == 0 {
+            return Err(bad("batch size must be at least 1".into()));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            // A redirected POST may become a GET without the job: treat 3xx as final.
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("weir/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self {
+            inner: Arc::new(Inner { client, url, config }),
+        })
+    }
+
+    /// The batch form: one POST of a JSON array per call, one outcome for all its jobs.
+    pub fn batched(self) -> HttpBatch {
+        HttpBatch(self)
+    }
+}
+
+/// [`HttpHandler`] posting arrays of jobs.
+#[derive(Clone, Debug)]
+pub struct HttpBatch(HttpHandler);
+
+#[derive(Serialize)]
+struct Body<'a> {
+    id: &'a str,
+    kind: &'a str,
+    attempt: u32,
+    max_attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<&'a str>,
+    payload: &'a RawValue,
+}
+
+impl<'a> From<&'a Job> for Body<'a> {
+    fn from(j: &'a Job) -> Self {
+        Body {
+            id: &j.id,
+            kind: &j.kind,
+            attempt: j.attempt,
+            max_attempts: j.max_attempts,
+            trace_id: j.trace_id.as_deref(),
+            payload: &j.payload,
+        }
+    }
+}
+
+impl Handler for HttpHandler {
+    fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let body = serde_json::to_vec(&Body::from(&job)).map_err(|e| JobError::fatal(e.to_string()))?;
+            inner.post(body, Some(&job.id)).await
+        })
+    }
+}
+
+impl BatchHandler for HttpBatch {
+    fn call(&self, jobs: Vec<Job>) -> BoxFuture<'static, Vec<JobResult>> {
+        let inner = self.0.inner.clone();
+        Box::pin(async move {
+            let bodies: Vec<Body<'_>> = jobs.iter().map(Body::from).collect();
+            let result = match serde_json::to_vec(&bodies) {
+                Ok(body) => inner.post(body, None).await,
+                Err(e) => Err(JobError::fatal(e.to_string())),
+            };
+            vec![result; jobs.len()]
+        })
+    }
+
+    fn max_batch(&self) -> usize {
+        self.0.inner.config.max_batch
+    }
+}
+
+impl Inner {
+    async fn post(&self, body: Vec<u8>, key: Option<&str>) -> JobResult {
+        let mut req = self
+            .client
+            .post(self.url.clone())
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(k) = key {
+            req = req.header("idempotency-key", k);
+        }
+        match req.body(body).send().await {
+            Ok(resp) => outcome(resp).await,
+            Err(e) => Err(self.transport_error(e)),
+        }
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> JobError {
+        let t = humantime::format_duration(self.config.timeout);
+        if e.is_timeout() {
+            JobError::retry(format!("HTTP request timed out after {t}"))
+        } else if e.is_connect() {
+            JobError::retry(format!("cannot connect to {}: {}", self.url, source_chain(&e)))
+        } else {
+            JobError::retry(format!("HTTP request failed: {}", source_chain(&e)))
+        }
+    }
+}
+
+/// What a response means for the job (see the module table).
+async fn outcome(mut resp: Response) -> JobResult {
+    let status = resp.status();
+    if status.is_success() {
+        let _ = read_up_to(&mut resp, DRAIN).await;
+        return Ok(());
+    }
+    let retry_after = retry_after(resp.headers(), SystemTime::now());
+    let snippet = read_up_to(&mut resp, SNIPPET).await;
+    let msg = if snippet.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}: {snippet}")
+    };
+    Err(match status {
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+            JobError::backpressure(msg, retry_after)
+        }
+        StatusCode::REQUEST_TIMEOUT => JobError::retry(msg),
+        s if s.is_server_error() => JobError::retry(msg),
+        _ => JobError::fatal(msg),
+    })
+}
+
+/// The first `max` bytes of the body as text (lossy, cut on a character boundary).
+async fn read_up_to(resp: &mut Response, max: usize) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < max {
+        match resp.chunk().await {
+            Ok(Some(c)) => buf.extend_from_slice(&c),
+            _ => break,
+        }
+    }
+    buf.truncate(max);
+    let mut text = String::from_utf8_lossy(&buf).into_owned();
+    if text.ends_with('\u{FFFD}') && buf.len() == max {
+        text.pop();
+    }
+    text
+}
+
+/// `Retry-After` as delay-seconds or an HTTP date, capped at an hour.
+fn retry_after(h: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let v = h.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    let d = match v.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => httpdate::parse_http_date(v)
+            .ok()?
+            .duration_since(now)
+            .unwrap_or_default(),
+    };
+    Some(d.min(MAX_RETRY_AFTER))
+}
+
+/// The error with its causes, which reqwest keeps in the source chain.
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h, now), None);
+        h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(7)));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
+        h.insert(RETRY_AFTER, HeaderValue::from_str(&later).unwrap());
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(90)));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("999999"));
+        assert_eq!(retry_after(&h, now), Some(MAX_RETRY_AFTER));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h, now), None);
+    }
+
+    #[test]
+    fn only_http_urls() {
+        let e = HttpHandler::new(HttpConfig::new("https://example.com/")).unwrap_err();
+        assert!(e.to_string().contains("https is not built in"), "{e}");
+        let e = HttpHandler::new(HttpConfig::new("not a url")).unwrap_err();
+        assert!(e.to_string().contains("invalid handler URL"), "{e}");
+        assert!(HttpHandler::new(HttpConfig::new("http://127.0.0.1:9/hook")).is_ok());
+    }
+}

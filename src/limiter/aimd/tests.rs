@@ -1,0 +1,278 @@
+use super::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn cfg() -> AimdConfig {
+    AimdConfig {
+        target: Target::Absolute(100 * MS),
+        ..AimdConfig::default()
+    }
+}
+
+/// A healthy window: 100 successes at 50 ms, the pool full.
+fn healthy(peak: usize) -> Summary {
+    Summary {
+        successes: 100,
+        errors: 0,
+        p50: 40 * MS,
+        p95: 50 * MS,
+        peak_in_flight: peak,
+    }
+}
+
+fn slow(peak: usize) -> Summary {
+    Summary {
+        p95: 150 * MS,
+        ..healthy(peak)
+    }
+}
+
+fn failing(errors: usize, peak: usize) -> Summary {
+    Summary {
+        errors,
+        ..healthy(peak)
+    }
+}
+
+#[test]
+fn binding_healthy_window_adds_alpha() {
+    let mut a = Aimd::new(cfg(), 20).unwrap();
+    let d = a.decide(&healthy(20));
+    assert_eq!((d.from, d.to, d.reason), (20, 21, Reason::Probe));
+}
+
+#[test]
+fn slow_window_multiplies_by_beta_and_floors() {
+    let mut a = Aimd::new(cfg(), 30).unwrap();
+    let d = a.decide(&slow(30));
+    assert_eq!((d.from, d.to), (30, 22), "30 × 0.75 = 22.5, floored");
+    assert_eq!(
+        d.reason,
+        Reason::Latency {
+            p95: 150 * MS,
+            target: 100 * MS
+        }
+    );
+    assert_eq!(a.decide(&slow(30)).to, 16, "22 × 0.75 = 16.5");
+}
+
+#[test]
+fn errors_over_threshold_halve() {
+    let mut a = Aimd::new(cfg(), 30).unwrap();
+    // 6 errors in 106 samples = 5.7 % > 5 %.
+    let d = a.decide(&failing(6, 30));
+    assert_eq!(d.to, 15);
+    assert!(matches!(d.reason, Reason::Errors { rate } if (rate - 6.0 / 106.0).abs() < 1e-12));
+    // 5 in 105 = 4.8 %: under the threshold, and binding, so +1.
+    assert_eq!(a.decide(&failing(5, 15)).to, 16);
+}
+
+#[test]
+fn errors_win_over_latency() {
+    let mut a = Aimd::new(cfg(), 40).unwrap();
+    let s = Summary {
+        errors: 50,
+        ..slow(40)
+    };
+    assert_eq!(a.decide(&s).to, 20);
+}
+
+#[test]
+fn not_binding_holds_and_binding_threshold_is_inclusive() {
+    let mut a = Aimd::new(cfg(), 20).unwrap();
+    let d = a.decide(&healthy(17));
+    assert_eq!((d.to, d.reason), (20, Reason::NotBinding), "17 < 0.9 × 20");
+    assert_eq!(a.decide(&healthy(18)).to, 21, "18 = 0.9 × 20 counts as binding");
+}
+
+#[test]
+fn step_doubles_up_to_an_eighth_of_the_limit_and_resets_on_decrease() {
+    let mut a = Aimd::new(cfg(), 100).unwrap();
+    let limits: Vec<usize> = (0..6).map(|_| a.decide(&healthy(1000)).to).collect();
+    // Steps 1, 2, 4, 8, then the caps ⌊115 / 8⌋ = 14 and ⌊129 / 8⌋ = 16.
+    assert_eq!(limits, [101, 103, 107, 115, 129, 145]);
+    assert_eq!(a.decide(&slow(145)).to, 108);
+    assert_eq!(a.decide(&healthy(108)).to, 109, "step back to alpha after a cut");
+    a.decide(&healthy(10));
+    assert_eq!(a.decide(&healthy(109)).to, 110, "and after a hold");
+}
+
+#[test]
+fn slow_start_back_to_half_the_ceiling_after_a_run_of_cuts() {
+    let mut a = Aimd::new(cfg(), 200).unwrap();
+    let cuts: Vec<usize> = (0..3).map(|_| a.decide(&failing(50, 200)).to).collect();
+    assert_eq!(cuts, [100, 50, 25], "one run of cuts: the ceiling stays 200");
+    let limits: Vec<usize> = (0..10).map(|_| a.decide(&healthy(1000)).to).collect();
+    // Doubling steps below 100 (= 200 / 2, where slow start stops), then 1/8 caps.
+    assert_eq!(limits, [26, 28, 32, 40, 56, 88, 100, 112, 126, 141]);
+    // A new run of cuts sets a new ceiling: 141, so slow start below 70.
+    a.decide(&slow(141));
+    a.decide(&slow(141));
+    assert_eq!(a.limit(), 78);
+    assert_eq!(a.decide(&healthy(1000)).to, 79);
+    assert_eq!(a.decide(&healthy(1000)).to, 81);
+}
+
+#[test]
+fn classic_aimd_without_growth_cap() {
+    let c = AimdConfig {
+        growth_cap: 0.0,
+        ..cfg()
+    };
+    let mut a = Aimd::new(c, 100).unwrap();
+    let limits: Vec<usize> = (0..3).map(|_| a.decide(&healthy(1000)).to).collect();
+    assert_eq!(limits, [101, 102, 103]);
+    a.decide(&failing(50, 103));
+    a.decide(&failing(50, 51));
+    let limits: Vec<usize> = (0..3).map(|_| a.decide(&healthy(1000)).to).collect();
+    assert_eq!(limits, [26, 27, 28], "no slow start either");
+}
+
+#[test]
+fn bounds_hold() {
+    let c = AimdConfig {
+        min: 10,
+        max: 12,
+        ..cfg()
+    };
+    let mut a = Aimd::new(c.clone(), 500).unwrap();
+    assert_eq!(a.limit(), 12, "initial clamped to max");
+    assert_eq!(a.decide(&healthy(12)).to, 12);
+    assert_eq!(a.decide(&slow(12)).to, 10, "⌊12 × 0.75⌋ = 9, raised to min");
+    assert_eq!(a.decide(&failing(100, 12)).to, 10);
+    let fixed = AimdConfig {
+        min: 7,
+        max: 7,
+        ..cfg()
+    };
+    let mut a = Aimd::new(fixed, 1).unwrap();
+    for s in [healthy(7), slow(7), failing(50, 7)] {
+        assert_eq!(a.decide(&s).to, 7);
+    }
+}
+
+fn relative(baseline_windows: usize) -> AimdConfig {
+    AimdConfig {
+        target: Target::Relative(2.0),
+        baseline_windows,
+        ..cfg()
+    }
+}
+
+#[test]
+fn relative_target_dips_to_remeasure_the_no_load_latency() {
+    let mut a = Aimd::new(relative(6), 50).unwrap();
+    assert_eq!(a.target(), None);
+    let mut run = |s: Summary| {
+        let d = a.decide(&s);
+        (d.from, d.to, d.reason)
+    };
+    // First window: p95 50 ms → target 100 ms; healthy, so the limit (51 after +1) dips
+    // to half for one window, then comes back. Dips recur every 6 / 2 = 3 windows.
+    assert_eq!(run(healthy(50)), (50, 25, Reason::Baseline));
+    assert_eq!(run(healthy(25)), (25, 51, Reason::NotBinding));
+    assert_eq!(run(healthy(51)), (51, 52, Reason::Probe));
+    assert_eq!(run(healthy(52)), (52, 27, Reason::Baseline));
+    assert_eq!(run(healthy(27)), (27, 54, Reason::NotBinding));
+    // A decrease is never turned into a dip; the dip waits for a healthy window.
+    assert_eq!(run(slow(54)).1, 40);
+    assert_eq!(run(healthy(40)), (40, 20, Reason::Baseline));
+    // An unhealthy dip window cuts from the restored limit.
+    let d = run(Summary {
+        errors: 50,
+        ..healthy(20)
+    });
+    assert!(matches!(d, (20, 20, Reason::Errors { .. })), "{d:?}");
+}
+
+#[test]
+fn relative_target_forgets_old_readings() {
+    let mut a = Aimd::new(relative(4), 50).unwrap();
+    a.decide(&healthy(50));
+    assert_eq!(a.target(), Some(100 * MS), "2 × the window's p95");
+    let loaded = Summary {
+        p50: 70 * MS,
+        p95: 120 * MS,
+        ..healthy(50)
+    };
+    for _ in 0..3 {
+        assert!(matches!(a.decide(&loaded).reason, Reason::Latency { .. }));
+    }
+    // Four windows later the 50 ms reading has aged out: target 2 × 120 ms.
+    a.decide(&loaded);
+    assert_eq!(a.target(), Some(240 * MS));
+}
+
+#[test]
+fn windows_without_successes_leave_the_baseline_alone() {
+    let c = AimdConfig {
+        target: Target::Relative(2.0),
+        ..cfg()
+    };
+    let mut a = Aimd::new(c, 50).unwrap();
+    let all_errors = Summary {
+        successes: 0,
+        errors: 10,
+        p50: Duration::ZERO,
+        p95: Duration::ZERO,
+        peak_in_flight: 50,
+    };
+    assert_eq!(a.decide(&all_errors).to, 25);
+    assert_eq!(a.target(), None);
+    let empty = Summary::default();
+    assert_eq!(a.decide(&empty).reason, Reason::NotBinding);
+}
+
+#[test]
+fn validation_names_the_range() {
+    let bad = [
+        (
+            AimdConfig { min: 0, ..cfg() },
+            "min concurrency must be between 1 and 100000 (got 0)",
+        ),
+        (
+            AimdConfig {
+                min: 5,
+                max: 4,
+                ..cfg()
+            },
+            "max concurrency must be between min concurrency and 100000 (got 4)",
+        ),
+        (
+            AimdConfig { beta: 1.0, ..cfg() },
+            "beta must be between 0.1 and 0.99 (got 1)",
+        ),
+        (
+            AimdConfig {
+                error_threshold: 1.5,
+                ..cfg()
+            },
+            "error threshold must be between 0 and 1 (got 1.5)",
+        ),
+        (
+            AimdConfig {
+                target: Target::Relative(0.5),
+                ..cfg()
+            },
+            "relative target p95 must be between 1x and 100x (got 0.5)",
+        ),
+    ];
+    for (c, msg) in bad {
+        assert_eq!(Aimd::new(c, 10).unwrap_err().to_string(), msg);
+    }
+    let mut a = Aimd::new(cfg(), 10).unwrap();
+    assert!(a.reconfigure(AimdConfig { alpha: 0, ..cfg() }).is_err());
+    a.reconfigure(AimdConfig { max: 5, ..cfg() }).unwrap();
+    assert_eq!(a.limit(), 5, "reconfigure clamps at once");
+}
+
+#[test]
+fn targets_parse() {
+    assert_eq!("200ms".parse(), Ok(Target::Absolute(200 * MS)));
+    assert_eq!(" 2x".parse(), Ok(Target::Relative(2.0)));
+    assert_eq!("1.5X".parse(), Ok(Target::Relative(1.5)));
+    let e = "fast".parse::<Target>().unwrap_err().to_string();
+    assert!(e.contains("like 200ms") && e.contains("1.5x"), "{e}");
+    assert_eq!(Target::Relative(2.5).to_string(), "2.5x");
+    assert_eq!(Target::Absolute(200 * MS).to_string(), "200ms");
+}

@@ -1,0 +1,232 @@
+//! The measuring window: collects job completions and, once it has enough of them over
+//! long enough, summarises them for the rule ([`super::aimd`]).
+//!
+//! A window closes after at least `min_samples` counted completions AND `min_duration`,
+//! so p95 never comes from a handful of jobs; a trickle still gets a decision after
+//! `max_duration` with whatever samples it has. Recording is per job, so it stays cheap:
+//! two counters and at most one push onto a vector of microseconds. Past `max_kept`
+//! latencies the window keeps every other one and then records one in two, four, …
+//! (a uniform thinning over time, so percentiles stay unbiased; counts stay exact).
+//! Percentiles come from `select_nth_unstable`, O(n) once per window.
+
+use super::aimd::Summary;
+use super::error::{LimiterError, check};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How a finished job counts for the limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// It succeeded: a latency sample.
+    Success,
+    /// It failed in a way that signals overload: a retryable error, a timeout,
+    /// backpressure (429/503). Counts toward the error rate.
+    Error,
+    /// It says nothing about the downstream (a fatal error on bad input, a panic, a
+    /// declined job): no sample.
+    Ignored,
+}
+
+/// Settings of the window. Ranges are checked by [`WindowConfig::validate`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowConfig {
+    /// Fewest counted completions per window, 1..=1000000 (default 50: p95 is then at
+    /// least the third-largest sample).
+    pub min_samples: usize,
+    /// Shortest window, 1ms..=1h (default 1 s, as Netflix's windowed limit).
+    pub min_duration: Duration,
+    /// A window with fewer samples closes anyway after this, min_duration..=1h
+    /// (default 10 s), so a slow trickle still gets decisions.
+    pub max_duration: Duration,
+    /// Most latencies kept per window before thinning, 100..=10000000 (default 16384).
+    pub max_kept: usize,
+}
+
+impl Default for WindowConfig {
+    fn default() -> Self {
+        Self {
+            min_samples: 50,
+            min_duration: Duration::from_secs(1),
+            max_duration: Duration::from_secs(10),
+            max_kept: 16_384,
+        }
+    }
+}
+
+impl WindowConfig {
+    /// Checks every value against its range, with a message that names it.
+    pub fn validate(&self) -> Result<(), LimiterError> {
+        let hour = Duration::from_secs(3600);
+        let fmt = |d: Duration| humantime::format_duration(d).to_string();
+        check(
+            (1..=1_000_000).contains(&self.min_samples),
+            "window min samples",
+            "between 1 and 1000000",
+            self.min_samples,
+        )?;
+        check(
+            (Duration::from_millis(1)..=hour).contains(&self.min_duration),
+            "window min duration",
+            "between 1ms and 1h",
+            fmt(self.min_duration),
+        )?;
+        check(
+            (self.min_duration..=hour).contains(&self.max_duration),
+            "window max duration",
+            "between window min duration and 1h",
+            fmt(self.max_duration),
+        )?;
+        check(
+            (100..=10_000_000).contains(&self.max_kept),
+            "window max kept latencies",
+            "between 100 and 10000000",
+            self.max_kept,
+        )
+    }
+}
+
+/// One window of completions.
+#[derive(Debug)]
+pub struct Window {
+    config: WindowConfig,
+    opened: Instant,
+    /// Jobs started before this describe an older limit: not counted (see
+    /// [`Window::discard_before`]).
+    epoch: Instant,
+    /// Latencies in microseconds (saturating), thinned past `max_kept`.
+    latencies: Vec<u32>,
+    /// Keep one latency in `stride`; `skip` counts down to the next kept one.
+    stride: u32,
+    skip: u32,
+    successes: usize,
+    errors: usize,
+}
+
+impl Window {
+    /// An empty window opened at `now`.
+    pub fn new(config: WindowConfig, now: Instant) -> Result<Self, LimiterError> {
+        config.validate()?;
+        Ok(Self {
+            latencies: Vec::with_capacity(config.min_samples.min(config.max_kept)),
+            config,
+            opened: now,
+            epoch: now,
+            stride: 1,
+            skip: 0,
+            successes: 0,
+            errors: 0,
+        })
+    }
+
+    /// Records a job that started at `started` and ran for `elapsed`.
+    #[inline]
+    pub fn record(&mut self, started: Instant, elapsed: Duration, signal: Signal) {
+        if started < self.epoch {
+            return;
+        }
+        match signal {
+            Signal::Success => {
+                self.successes += 1;
+                if self.skip > 0 {
+                    self.skip -= 1;
+                    return;
+                }
+                self.skip = self.stride - 1;
+                if self.latencies.len() >= self.config.max_kept {
+                    self.thin();
+                }
+                self.latencies
+                    .push(elapsed.as_micros().min(u32::MAX as u128) as u32);
+            }
+            Signal::Error => self.errors += 1,
+            Signal::Ignored => {}
+        }
+    }
+
+    /// Keeps every other latency and halves the recording rate from now on.
+    #[cold]
+    fn thin(&mut self) {
+        let mut i = 0;
+        self.latencies.retain(|_| {
+            i += 1;
+            i % 2 == 1
+        });
+        self.stride *= 2;
+        self.skip = self.stride - 1;
+    }
+
+    /// Counted completions so far.
+    pub fn samples(&self) -> usize {
+        self.successes + self.errors
+    }
+
+    /// True once the window may close at `now`.
+    #[inline]
+    pub fn ready(&self, now: Instant) -> bool {
+        let age = now.saturating_duration_since(self.opened);
+        let n = self.samples();
+        (n >= self.config.min_samples && age >= self.config.min_duration)
+            || (n > 0 && age >= self.config.max_duration)
+    }
+
+    /// Ignores, from now on, jobs that started before `now`: after the limit changes,
+    /// jobs admitted under the old limit would report the old load and make the rule
+    /// act twice on one overload.
+    pub fn discard_before(&mut self, now: Instant) {
+        self.epoch = now;
+    }
+
+    /// Summarises the window and opens the next one at `now`. `peak_in_flight` comes from
+    /// the enforcing side ([`crate::limit::Limit::take_peak`]).
+    pub fn close(&mut self, now: Instant, peak_in_flight: usize) -> Summary {
+        let (p50, p95) = percentiles(&mut self.latencies);
+        let summary = Summary {
+            successes: self.successes,
+            errors: self.errors,
+            p50,
+            p95,
+            peak_in_flight,
+        };
+        self.latencies.clear();
+        self.opened = now;
+        self.stride = 1;
+        self.skip = 0;
+        self.successes = 0;
+        self.errors = 0;
+        summary
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &WindowConfig {
+        &self.config
+    }
+
+    /// Replaces the settings (runtime tuning); the open window keeps its samples.
+    pub fn reconfigure(&mut self, config: WindowConfig) -> Result<(), LimiterError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+}
+
+/// p50 and p95 by nearest rank (the ⌈p·n⌉-th smallest); zero for no samples. Reorders.
+fn percentiles(v: &mut [u32]) -> (Duration, Duration) {
+    if v.is_empty() {
+        return (Duration::ZERO, Duration::ZERO);
+    }
+    let rank = |p: f64| ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    let (i50, i95) = (rank(0.5), rank(0.95));
+    let (_, p95, _) = v.select_nth_unstable(i95);
+    let p95 = *p95;
+    // Everything left of i95 is ≤ p95, so the median is found in that part.
+    let p50 = if i50 < i95 {
+        *v[..i95].select_nth_unstable(i50).1
+    } else {
+        p95
+    };
+    let us = |x: u32| Duration::from_micros(x as u64);
+    (us(p50), us(p95))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,335 @@
+//! Runtime tuning: limit settings an operator stores for a queue (`weir limits set`) and
+//! every running consumer of that queue applies within about a second, without a
+//! restart. They live in the queue's settings hash ([`QueueKeys::settings`]):
+//!
+//! ```text
+//! HASH weir:{Q}:settings
+//!   min_concurrency  "4"       max_concurrency "200"
+//!   target_p95       "250ms" | "1.5x"
+//!   error_threshold  "0.05"
+//!   rate             "500/s" | "off"      burst "100"
+//! ```
+//!
+//! A field that is absent leaves the consumer's own configuration in force. Not on the
+//! hot path: plain HGETALL/HSET, once a second per consumer.
+
+use crate::error::{Error, Result};
+use crate::keys::QueueKeys;
+use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate, Target};
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A stored rate: a cap, or `off` to lift the consumers' own cap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RateSetting {
+    /// No cap, whatever the consumer was started with.
+    Off,
+    /// This cap.
+    Limit(Rate),
+}
+
+/// The runtime settings of a queue; `None` fields are not set.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    /// Lowest concurrency limit (adaptive consumers).
+    pub min: Option<usize>,
+    /// Highest concurrency limit (adaptive consumers).
+    pub max: Option<usize>,
+    /// p95 target (adaptive consumers).
+    pub target_p95: Option<Target>,
+    /// Error-rate threshold (adaptive consumers).
+    pub error_threshold: Option<f64>,
+    /// Jobs/s cap (every consumer).
+    pub rate: Option<RateSetting>,
+}
+
+impl Settings {
+    /// Reads the settings of `queue`.
+    pub async fn load(conn: &mut ConnectionManager, queue: &str) -> Result<Self> {
+        let key = QueueKeys::new(queue)?.settings();
+        let h: HashMap<String, String> = conn.hgetall(&key).await?;
+        Self::from_hash(&h)
+    }
+
+    /// Parses the hash; a field that does not parse is an error naming it.
+    pub fn from_hash(h: &HashMap<String, String>) -> Result<Self> {
+        fn field<T: std::str::FromStr>(h: &HashMap<String, String>, name: &'static str) -> Result<Option<T>>
+        where
+            T::Err: std::fmt::Display,
+        {
+            h.get(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<T>()
+                        .map_err(|e| Error::Config(format!("runtime setting {name} = {v:?}: {e}")))
+                })
+                .transpose()
+        }
+        let rate = match h.get("rate").map(|r| r.trim()) {
+            None => None,
+            Some("off") => Some(RateSetting::Off),
+            Some(_) => {
+                let r: Rate = field(h, "rate")?.expect("present");
+                let burst: Option<u32> = field(h, "burst")?;
+                Some(RateSetting::Limit(burst.map_or(r, |b| r.with_burst(b))))
+            }
+        };
+        Ok(Self {
+            min: field(h, "min_concurrency")?,
+            max: field(h, "max_concurrency")?,
+            target_p95: field(h, "target_p95")?,
+            error_threshold: field(h, "error_threshold")?,
+            rate,
+        })
+    }
+
+    /// The hash fields of the settings that are set.
+    pub fn to_fields(&self) -> Vec<(&'static str, String)> {
+        let mut f = Vec::new();
+        if let Some(v) = self.min {
+            f.push(("min_concurrency", v.to_string()));
+        }
+        if let Some(v) = self.max {
+            f.push(("max_concurrency", v.to_string()));
+        }
+        if let Some(v) = self.target_p95 {
+            f.push(("target_p95", v.to_string()));
+        }
+        if let Some(v) = self.error_threshold {
+            f.push(("error_threshold", v.to_string()));
+        }
+        match self.rate {
+            Some(RateSetting::Off) => f.push(("rate", "off".into())),
+            Some(RateSetting::Limit(r)) => {
+                f.push(("rate", r.spec()));
+                f.push(("burst", r.burst.to_string()));
+            }
+            None => {}
+        }
+        f
+    }
+
+    /// Writes the settings that are set, leaving the others as they are.
+    pub async fn store(&self, conn: &mut ConnectionManager, queue: &str) -> Result<()> {
+        let key = QueueKeys::new(queue)?.settings();
+        let fields = self.to_fields();
+        if !fields.is_empty() {
+            let _: () = conn.hset_multiple(&key, &fields).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes every setting of `queue`.
+    pub async fn clear(conn: &mut ConnectionManager, queue: &str) -> Result<()> {
+        let _: () = conn.del(QueueKeys::new(queue)?.settings()).await?;
+        Ok(())
+    }
+
+    /// These settings with `newer`'s set fields on top.
+    pub fn merge(&self, newer: &Settings) -> Settings {
+        Settings {
+            min: newer.min.or(self.min),
+            max: newer.max.or(self.max),
+            target_p95: newer.target_p95.or(self.target_p95),
+            error_threshold: newer.error_threshold.or(self.error_threshold),
+            rate: newer.rate.or(self.rate),
+        }
+    }
+
+    /// `base` with these settings applied.
+    pub fn limiter(&self, base: &LimiterConfig) -> LimiterConfig {
+        let mut c = base.clone();
+        let a = &mut c.aimd;
+        a.min = self.min.unwrap_or(a.min);
+        a.max = self.max.unwrap_or(a.max);
+        a.target = self.target_p95.unwrap_or(a.target);
+        a.error_threshold = self.error_threshold.unwrap_or(a.error_threshold);
+        c
+    }
+
+    /// The rate in force given the consumer's own `base`.
+    pub fn rate(&self, base: Option<Rate>) -> Option<Rate> {
+        match self.rate {
+            None => base,
+            Some(RateSetting::Off) => None,
+            Some(RateSetting::Limit(r)) => Some(r),
+        }
+    }
+
+    /// Checks the settings on top of the limiter defaults, with messages naming ranges.
+    pub fn validate(&self) -> Result<()> {
+        let c = self.limiter(&LimiterConfig::default());
+        let c = LimiterConfig {
+            aimd: crate::limiter::AimdConfig {
+                // Unset bounds must not make set ones look contradictory.
+                max: if self.max.is_none() {
+                    c.aimd.max.max(c.aimd.min)
+                } else {
+                    c.aimd.max
+                },
+                ..c.aimd
+            },
+            ..c
+        };
+        c.validate()?;
+        if let Some(RateSetting::Limit(r)) = self.rate {
+            r.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// Polls the settings hash and applies changes to a running consumer's limiter and rate
+/// gate, on top of the configuration the consumer was started with.
+pub(crate) struct SettingsWatch {
+    pub every: Duration,
+    pub conn: ConnectionManager,
+    pub queue: String,
+    pub limiter: Option<(Arc<Limiter>, LimiterConfig)>,
+    pub rate: (Arc<RateGate>, Option<Rate>),
+}
+
+impl SettingsWatch {
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut seen = Settings::default();
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(self.every) => {}
+            }
+            match Settings::load(&mut self.conn, &self.queue).await {
+                Ok(s) if s != seen => {
+                    failing = false;
+                    self.apply(&s, &seen);
+                    seen = s;
+                }
+                Ok(_) => failing = false,
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "cannot read runtime settings; keeping the current ones");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn apply(&self, s: &Settings, before: &Settings) {
+        if let Some((limiter, base)) = &self.limiter {
+            let mut next = s.limiter(base);
+            next.window = limiter.config().window;
+            match limiter.reconfigure(next.clone()) {
+                Ok(()) => tracing::info!(
+                    min = next.aimd.min,
+                    max = next.aimd.max,
+                    target_p95 = %next.aimd.target,
+                    error_threshold = next.aimd.error_threshold,
+                    "runtime limiter settings applied"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "runtime limiter settings refused; keeping the current ones")
+                }
+            }
+        } else if s.min.is_some() || s.max.is_some() || s.target_p95.is_some() {
+            tracing::warn!("runtime concurrency settings ignored: this consumer has a fixed limit");
+        }
+        if s.rate != before.rate {
+            let (gate, base) = &self.rate;
+            let rate = s.rate(*base);
+            match gate.set(rate) {
+                Ok(()) => tracing::info!(rate = ?rate.map(|r| r.to_string()), "runtime rate applied"),
+                Err(e) => tracing::warn!(error = %e, "runtime rate refused; keeping the current one"),
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fields = self.to_fields();
+        let text: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        f.write_str(&text.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn round_trips_through_the_hash() {
+        let s = Settings {
+            min: Some(4),
+            max: Some(200),
+            target_p95: Some(Target::Relative(2.5)),
+            error_threshold: Some(0.1),
+            rate: Some(RateSetting::Limit("30/m".parse::<Rate>().unwrap().with_burst(5))),
+        };
+        let h: HashMap<String, String> = s
+            .to_fields()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        assert_eq!(h["rate"], "30/m");
+        assert_eq!(Settings::from_hash(&h).unwrap(), s);
+        let off = Settings::from_hash(&hash(&[("rate", "off")])).unwrap();
+        assert_eq!(off.rate, Some(RateSetting::Off));
+        assert_eq!(off.rate(Some("5/s".parse().unwrap())), None);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let e = Settings::from_hash(&hash(&[("target_p95", "soon")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("target_p95") && e.contains("1.5x"), "{e}");
+        let e = Settings {
+            min: Some(50),
+            max: Some(10),
+            ..Settings::default()
+        };
+        assert!(e.validate().unwrap_err().to_string().contains("max concurrency"));
+        assert!(
+            Settings {
+                min: Some(5000),
+                ..Settings::default()
+            }
+            .validate()
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn applies_over_the_consumer_config() {
+        let base = LimiterConfig::default();
+        let s = Settings {
+            max: Some(30),
+            ..Settings::default()
+        };
+        let c = s.limiter(&base);
+        assert_eq!((c.aimd.min, c.aimd.max, c.aimd.target), (1, 30, base.aimd.target));
+        let newer = Settings {
+            min: Some(2),
+            ..Settings::default()
+        };
+        assert_eq!(
+            s.merge(&newer),
+            Settings {
+                min: Some(2),
+                max: Some(30),
+                ..Settings::default()
+            }
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! The limiter inside a real consumer against a real redis-server: the adaptive limit
+//! backs off from a handler that pushes back, runtime settings reach a running consumer,
+//! the rate cap holds, and `weir limits` reads and writes the settings.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use weir::limiter::{AimdConfig, LimiterConfig, Target, WindowConfig};
+use weir::settings::{RateSetting, Settings};
+use weir::{
+    CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, JobError, NewJob, Producer, Redis, Registry,
+};
+
+async fn setup(queue: &str, jobs: usize) -> (EmbeddedRedis, Redis) {
+    let server = EmbeddedRedis::start().unwrap();
+    let redis = Redis::open(&server.url()).unwrap();
+    let producer = Producer::new(redis.connect().await.unwrap(), queue).unwrap();
+    let batch = (0..jobs).map(|i| NewJob::new("t", &i).unwrap().max_attempts(100));
+    producer.enqueue_bulk(batch).await.unwrap();
+    (server, redis)
+}
+
+fn adaptive(max: usize) -> LimiterConfig {
+    LimiterConfig {
+        aimd: AimdConfig {
+            max,
+            target: Target::Absolute(Duration::from_secs(1)),
+            ..AimdConfig::default()
+        },
+        window: WindowConfig {
+            min_samples: 20,
+            min_duration: Duration::from_millis(20),
+            ..WindowConfig::default()
+        },
+    }
+}
+
+/// Polls `f` every 20 ms for up to 10 s (a liveness bound, not a speed figure).
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < until, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adaptive_limit_backs_off_from_a_handler_that_pushes_back() {
+    let (_server, redis) = setup("pushback", 2000).await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let handler = weir::handler_fn({
+        let running = running.clone();
+        move |_job| {
+            let running = running.clone();
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                let r = if now > 8 {
+                    Err(JobError::backpressure("429", Some(Duration::from_millis(5))))
+                } else {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    Ok(())
+                };
+                running.fetch_sub(1, Ordering::SeqCst);
+                r
+            }
+        }
+    });
+    let config = ConsumerConfig {
+        queue: "pushback".into(),
+        concurrency: 64,
+        limiter: Some(adaptive(100)),
+        drain: true,
+        ..Default::default()
+    };
+    let consumer = Consumer::new(config, redis, Registry::new().fallback(handler)).unwrap();
+    let handle = consumer.handle();
+    let report = consumer.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(report.acked, 2000, "{report:?}");
+    let limit = handle.limit.get();
+    assert!(
+        (1..=16).contains(&limit),
+        "limit {limit}: 429s past 8 at once should hold it near 8"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_settings_reach_a_running_consumer() {
+    let (_server, redis) = setup("tuned", 0).await;
+    let mut conn = redis.connect().await.unwrap();
+    let config = ConsumerConfig {
+        queue: "tuned".into(),
+        concurrency: 50,
+        limiter: Some(adaptive(100)),
+        settings_poll: Some(Duration::from_millis(50)),
+        ..Default::default()
+    };
+    let noop = weir::handler_fn(|_| async { Ok(()) });
+    let consumer = Consumer::new(config, redis, Registry::new().fallback(noop)).unwrap();
+    let h = consumer.handle();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(consumer.run(shutdown.clone()));
+
+    let set = Settings {
+        max: Some(5),
+        target_p95: Some(Target::Relative(3.0)),
+        rate: Some(RateSetting::Limit("10/s".parse().unwrap())),
+        ..Settings::default()
+    };
+    set.store(&mut conn, "tuned").await.unwrap();
+    eventually("max 5 applied", || h.limit.get() == 5).await;
+    eventually("rate applied", || h.rate.rate().is_some()).await;
+    let limiter = h.limiter.clone().unwrap();
+    assert_eq!(limiter.config().aimd.target, Target::Relative(3.0));
+
+    Settings::clear(&mut conn, "tuned").await.unwrap();
+    eventually("rate lifted", || h.rate.rate().is_none()).await;
+    eventually("max back to 100", || limiter.config().aimd.max == 100).await;
+
+    // A contradictory setting is refused and the current ones stay.
+    Settings {
+        min: Some(500),
+        ..Settings::default()
+    }
+    .store(&mut conn, "tuned")
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(limiter.config().aimd.min, 1);
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_caps_jobs_per_second() {
+    let (_server, redis) = setup("paced", 20).await;
+    let config = ConsumerConfig {
+        queue: "paced".into(),
+        rate: Some("50/s".parse::<weir::Rate>().unwrap().with_burst(1)),
+        drain: true,
+        ..Default::default()
+    };
+    let noop = weir::handler_fn(|_| async { Ok(()) });
+    let consumer = Consumer::new(config, redis, Registry::new().fallback(noop)).unwrap();
+    let started = Instant::now();
+    let report = consumer.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(report.acked, 20);
+    // GCRA at 50/s with burst 1: job n starts no sooner than n × 20 ms. A lower bound only.
+    assert!(
+        started.elapsed() >= Duration::from_millis(380),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn weir_limits_set_get_clear() {
+    let server = EmbeddedRedis::start().unwrap();
+    let weir = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(args)
+            .args(["--queue", "cli", "--redis-url", &server.url()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let (ok, out) = weir(&[
+        "limits",
+        "set",
+        "--max-concurrency",
+        "5",
+        "--rate",
+        "30/m",
+        "--burst",
+        "3",
+    ]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("max_concurrency=5") && out.contains("rate=30/m burst=3"),
+        "{out}"
+    );
+    let (ok, out) = weir(&[
+        "limits",
+        "set",
+        "--target-p95",
+        "250ms",
+        "--error-threshold",
+        "0.1",
+    ]);
+    assert!(
+        ok && out.contains("target_p95=250ms") && out.contains("max_concurrency=5"),
+        "{out}"
+    );
+    let (ok, out) = weir(&["limits", "set", "--min-concurrency", "9"]);
+    assert!(
+        !ok && out.contains("max concurrency must be between min concurrency"),
+        "{out}"
+    );
+    let (ok, out) = weir(&["limits", "set", "--rate", "fast"]);
+    assert!(!ok && out.contains("500/s"), "{out}");
+    let (ok, out) = weir(&["limits", "get"]);
+    assert!(
+        ok && out.contains("error_threshold=0.1") && !out.contains("min_concurrency"),
+        "{out}"
+    );
+    let (ok, out) = weir(&["limits", "clear"]);
+    assert!(ok && out.contains("no runtime settings"), "{out}");
+    let (ok, out) = weir(&["work", "--target-p95", "2x"]);
+    assert!(
+        !ok && out.contains("--adaptive"),
+        "limiter flags need --adaptive: {out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_capped_consumer_leaves_the_backlog_to_its_peers() {
+    let (_server, redis) = setup("shared", 100).await;
+    let config = ConsumerConfig {
+        queue: "shared".into(),
+        concurrency: 64,
+        rate: Some("4/s".parse().unwrap()),
+        ..Default::default()
+    };
+    let noop = weir::handler_fn(|_| async { Ok(()) });
+    let consumer = Consumer::new(config, redis.clone(), Registry::new().fallback(noop)).unwrap();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(consumer.run(shutdown.clone()));
+    let q = weir::Queue::new(redis.connect().await.unwrap(), "shared").unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Without the cap it would lease 2 × 64 = 128 jobs at once (all 100) and sit on them.
+    let s = q.stats().await.unwrap();
+    assert!(s.in_flight <= 8, "leased {} jobs at 4/s", s.in_flight);
+    assert!(s.ready_total() >= 90, "{s:?}");
+    shutdown.cancel();
+    let report = running.await.unwrap().unwrap();
+    let after = q.stats().await.unwrap();
+    assert_eq!(
+        after.ready_total() + report.acked,
+        100,
+        "un-started jobs handed back: {report:?}"
+    );
+}

@@ -1,0 +1,183 @@
+//! Runs a scenario: a pool of simulated jobs bounded by the real [`Limit`], fed either
+//! from an endless backlog or by Poisson arrivals, each job a call to the simulated
+//! downstream; completions go to the real [`Limiter`] (window + AIMD rule), to Netflix's
+//! rule, or nowhere (fixed limit). Everything runs under paused tokio time.
+
+use super::downstream::{Downstream, Profile};
+use super::netflix::NetflixAimd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::{Instant, sleep, sleep_until};
+use weir::JobError;
+use weir::limit::{Limit, Permit};
+use weir::limiter::{Limiter, LimiterConfig, Signal};
+
+/// Who sets the limit.
+#[derive(Debug, Clone)]
+pub enum Control {
+    /// weir's limiter.
+    Adaptive(LimiterConfig),
+    /// A fixed limit.
+    Fixed(usize),
+    /// Netflix's `AIMDLimit` defaults, with this max.
+    Netflix(usize),
+}
+
+/// Where jobs come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Load {
+    /// An endless backlog: a job starts whenever the limit allows.
+    Backlog,
+    /// Poisson arrivals at this many jobs/s; arrivals wait for a slot.
+    Poisson(f64),
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: &'static str,
+    /// Downstream phases by start time; the first starts at zero.
+    pub phases: Vec<(Duration, Profile)>,
+    pub load: Load,
+    pub duration: Duration,
+    /// Starting limit (the consumer's `concurrency`).
+    pub initial: usize,
+    pub job_timeout: Option<Duration>,
+    /// The p95 the limiter defends (for reports; the control carries its own copy).
+    pub target: Duration,
+    pub seed: u64,
+}
+
+/// A finished job: when it ended, its latency, how it counted.
+#[derive(Debug, Clone, Copy)]
+pub struct Record {
+    pub end: Duration,
+    pub latency: Duration,
+    pub signal: Signal,
+}
+
+/// What a run produced.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub records: Vec<Record>,
+    /// (time, limit, in-flight) every 100 ms.
+    pub limits: Vec<(Duration, usize, usize)>,
+    /// Window decisions of weir's limiter: (time, from, to).
+    pub decisions: Vec<(Duration, usize, usize)>,
+}
+
+struct Ctx {
+    start: Instant,
+    limit: Arc<Limit>,
+    limiter: Option<Limiter>,
+    netflix: Option<Mutex<NetflixAimd>>,
+    downstream: Downstream,
+    job_timeout: Option<Duration>,
+    trace: Mutex<Trace>,
+}
+
+impl Ctx {
+    async fn job(self: Arc<Self>, permit: Permit) {
+        let started = Instant::now();
+        let (latency, result) = self.downstream.begin(started - self.start);
+        let result = match self.job_timeout {
+            Some(t) if latency > t => {
+                sleep(t).await;
+                Err(JobError::retry("timed out"))
+            }
+            _ => {
+                sleep(latency).await;
+                result
+            }
+        };
+        self.downstream.end();
+        let in_flight = self.limit.in_flight();
+        drop(permit);
+        let elapsed = started.elapsed();
+        let signal = Signal::of(&result);
+        let end = started + elapsed - self.start;
+        let mut trace = self.trace.lock().unwrap();
+        if let Some(l) = &self.limiter
+            && let Some(d) = l.record(started, elapsed, signal)
+        {
+            trace.decisions.push((end, d.from, d.to));
+        }
+        if let Some(n) = &self.netflix {
+            let to = n
+                .lock()
+                .unwrap()
+                .update(elapsed, in_flight, signal == Signal::Error);
+            self.limit.set(to);
+        }
+        trace.records.push(Record {
+            end,
+            latency: elapsed,
+            signal,
+        });
+    }
+}
+
+/// Runs `s` under `control`. Call from a paused-time runtime.
+pub async fn run(s: &Scenario, control: &Control) -> Trace {
+    let initial = match control {
+        Control::Fixed(n) => *n,
+        Control::Netflix(_) => 20,
+        Control::Adaptive(_) => s.initial,
+    };
+    let limit = Limit::new(initial);
+    let start = Instant::now();
+    let ctx = Arc::new(Ctx {
+        start,
+        limiter: match control {
+            Control::Adaptive(c) => Some(Limiter::new(c.clone(), limit.clone()).expect("valid config")),
+            _ => None,
+        },
+        netflix: match control {
+            Control::Netflix(max) => Some(Mutex::new(NetflixAimd::new(*max))),
+            _ => None,
+        },
+        limit,
+        downstream: Downstream::new(s.phases.clone(), s.seed),
+        job_timeout: s.job_timeout,
+        trace: Mutex::default(),
+    });
+    let deadline = start + s.duration;
+    let sampler = tokio::spawn(sample(ctx.clone(), deadline));
+    match s.load {
+        Load::Backlog => loop {
+            let permit = tokio::select! {
+                p = ctx.limit.acquire() => p,
+                _ = sleep_until(deadline) => break,
+            };
+            tokio::spawn(ctx.clone().job(permit));
+        },
+        Load::Poisson(rate) => {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(s.seed ^ 0x9e37_79b9);
+            // Absolute arrival times: the timer's 1 ms resolution must not add up.
+            let mut next = start;
+            loop {
+                next += Duration::from_secs_f64(-(1.0 - rng.random::<f64>()).ln() / rate);
+                sleep_until(next).await;
+                if next >= deadline {
+                    break;
+                }
+                let ctx = ctx.clone();
+                tokio::spawn(async move {
+                    let permit = ctx.limit.acquire().await;
+                    ctx.job(permit).await
+                });
+            }
+        }
+    }
+    sampler.await.unwrap();
+    std::mem::take(&mut *ctx.trace.lock().unwrap())
+}
+
+async fn sample(ctx: Arc<Ctx>, deadline: Instant) {
+    while Instant::now() < deadline {
+        let t = Instant::now() - ctx.start;
+        let row = (t, ctx.limit.get(), ctx.limit.in_flight());
+        ctx.trace.lock().unwrap().limits.push(row);
+        sleep(Duration::from_millis(100)).await;
+    }
+}
