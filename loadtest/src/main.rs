@@ -1,1 +1,77 @@
-fn main() {}
+//! `weir-loadtest`: runs the real weir producer and consumer against a real Redis and
+//! reports what happened. See `loadtest/README.md`.
+//!
+//! Flow of a run: `target` (which Redis) → `feed` (producer) → `fleet` (consumers, in
+//! process or as child processes running `child`) → `handler` (no-op or `downstream`)
+//! → `observed` (`accounting` bitmaps, `histogram`) → `sampler` (time series) →
+//! `report` (summary, RESULT line, files) → `plot` (charts).
+#![forbid(unsafe_code)]
+
+mod accounting;
+mod child;
+mod cli;
+mod downstream;
+mod feed;
+mod fleet;
+mod handler;
+mod histogram;
+mod observed;
+mod plot;
+mod report;
+mod sampler;
+mod scenarios;
+mod target;
+mod wire;
+
+use clap::Parser;
+use cli::{Cli, Scenario};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let common = match &cli.scenario {
+        Scenario::Drain(a) => &a.common,
+        Scenario::Steady(a) => &a.common,
+        Scenario::Downstream(a) => &a.common,
+        Scenario::Chaos(a) => &a.common,
+        Scenario::Consumer(a) => {
+            child::run(a.clone()).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    common.validate().map_err(anyhow::Error::msg)?;
+    let out = common.out.clone();
+    let (report, rows) = match cli.scenario {
+        Scenario::Drain(a) => scenarios::drain::run(a).await?,
+        Scenario::Steady(a) => scenarios::steady::run(a).await?,
+        Scenario::Downstream(a) => scenarios::downstream::run(a).await?,
+        Scenario::Chaos(a) => scenarios::chaos::run(a).await?,
+        Scenario::Consumer(_) => unreachable!("handled above"),
+    };
+    if let Some(dir) = &out {
+        report.write(dir, &rows)?;
+    }
+    report.print();
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,177 @@
+//! `drain`: enqueue N jobs in bulk, then drain them with no-op handlers. Measures the
+//! queue itself: enqueue jobs/s and drain jobs/s. `--compare-tracking` runs untracked
+//! and tracked drains side by side (ABBA, to cancel drift) to price the accounting.
+
+use super::{account, base_report, chaos, rate, spec, watch_done};
+use crate::accounting::Tally;
+use crate::cli::{Common, DrainArgs};
+use crate::feed::{Feed, payload};
+use crate::fleet::{Fleet, Totals};
+use crate::observed::Observed;
+use crate::report::{Report, round};
+use crate::sampler::{Row, Sampler, SamplerConfig};
+use crate::target::Target;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weir::CancellationToken;
+
+const DEFAULT_JOBS: u64 = 200_000;
+const DEFAULT_CAP: Duration = Duration::from_secs(600);
+
+/// One drain run.
+pub struct Outcome {
+    pub enqueue_rate: f64,
+    pub drain_rate: f64,
+    pub tally: Option<Tally>,
+    pub totals: Totals,
+    pub observed: Arc<Observed>,
+    pub rows: Vec<Row>,
+    pub elapsed: Duration,
+    pub finished: bool,
+    /// What the kills did (chaos only).
+    pub chaos: Option<chaos::Stats>,
+}
+
+pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+    let target = Target::open(a.common.redis_url.as_deref()).await?;
+    if a.compare_tracking {
+        return compare(&target, &a).await;
+    }
+    let o = once(&target, &a.common, !a.common.no_track, "drain", None).await?;
+    let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
+    let mut r = report(&a.common, jobs, &o);
+    r.put("redis", target.describe());
+    Ok((r, o.rows))
+}
+
+pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
+    let mut r = base_report("drain", c, jobs);
+    r.enqueue_jobs_per_s = Some(o.enqueue_rate);
+    r.drain_jobs_per_s = Some(o.drain_rate);
+    r.elapsed_s = round(o.elapsed.as_secs_f64(), 3);
+    r.set_latency("end_to_end", &o.observed.total.summary());
+    r.set_limits(&o.rows);
+    account(&mut r, o.tally, &o.totals);
+    if !o.finished {
+        r.put("check_failed", "the drain did not finish within --duration");
+    }
+    r
+}
+
+/// Enqueues, then drains one fresh queue. `kills` (chaos) runs beside the drain with
+/// the process fleet.
+pub async fn once(
+    target: &Target,
+    c: &Common,
+    track: bool,
+    scenario: &str,
+    kills: Option<usize>,
+) -> anyhow::Result<Outcome> {
+    let jobs = c.jobs.unwrap_or(DEFAULT_JOBS);
+    let queue = Target::fresh_queue(scenario);
+    let observed = Arc::new(Observed::new(jobs, track));
+    let attempts = if kills.is_some() { 1000 } else { 5 };
+    let mut feed = Feed::new(
+        target.conn.clone(),
+        &queue,
+        payload(c.payload_bytes, c.seed),
+        jobs,
+        attempts,
+    )?;
+    let t = Instant::now();
+    feed.push_all().await?;
+    let enqueue_rate = rate(jobs, t.elapsed());
+
+    let cap = c.duration.unwrap_or(DEFAULT_CAP);
+    let started = Instant::now();
+    let fleet = Fleet::start(
+        spec(c, target, &queue, true),
+        c.consumers(),
+        kills.is_some(),
+        observed.clone(),
+    )?;
+    let sampler = Sampler::start(SamplerConfig {
+        observed: observed.clone(),
+        gauges: fleet.gauges(),
+        conn: target.conn.clone(),
+        queue: queue.clone(),
+        ideal: None,
+        total: Some(jobs),
+        quiet: c.quiet,
+    });
+    let stop_watch = CancellationToken::new();
+    let done = watch_done(observed.clone(), jobs, stop_watch.clone());
+    let (totals, finished, chaos) = match (kills, fleet) {
+        (Some(n), Fleet::Procs(p)) => {
+            let plan = chaos::Plan {
+                kills: n,
+                seed: c.seed,
+                jobs,
+                cap,
+            };
+            chaos::kill_and_wait(p, observed.clone(), target, &queue, plan).await?
+        }
+        (_, fleet) => {
+            let (t, f) = fleet.wait(cap).await?;
+            (t, f, None)
+        }
+    };
+    let ended = Instant::now();
+    stop_watch.cancel();
+    let done_at = done.await.ok().flatten().unwrap_or(ended);
+    let rows = sampler.finish().await;
+    target.cleanup(&queue).await;
+    Ok(Outcome {
+        enqueue_rate,
+        drain_rate: rate(jobs, done_at - started),
+        tally: observed.tracker.as_ref().map(|t| t.tally(feed.enqueued())),
+        totals,
+        observed,
+        rows,
+        elapsed: ended - started,
+        finished,
+        chaos,
+    })
+}
+
+/// Untracked and tracked drains, `rounds` pairs in ABBA order, on fresh queues.
+async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for round_no in 0..a.rounds.max(1) {
+        let order = if round_no % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for track in order {
+            let o = once(target, &a.common, track, "drain", None).await?;
+            eprintln!(
+                "  {} drain: {:.0} jobs/s",
+                if track { "tracked  " } else { "untracked" },
+                o.drain_rate
+            );
+            if track {
+                with.push(o.drain_rate);
+                last = Some(o);
+            } else {
+                without.push(o.drain_rate);
+            }
+        }
+    }
+    let o = last.expect("at least one tracked run");
+    let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
+    let mut r = report(&a.common, jobs, &o);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let (m_with, m_without) = (mean(&with), mean(&without));
+    r.drain_jobs_per_s = Some(round(m_with, 1));
+    r.put("untracked_drain_jobs_per_s", round(m_without, 1));
+    r.put("tracked_runs_jobs_per_s", &with);
+    r.put("untracked_runs_jobs_per_s", &without);
+    r.put(
+        "tracking_overhead_pct",
+        round((m_without - m_with) / m_without.max(1e-9) * 100.0, 2),
+    );
+    r.put("redis", target.describe());
+    Ok((r, o.rows))
+}
