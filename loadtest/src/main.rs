@@ -36,11 +36,36 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(code) => code,
+    // On Ctrl-C or SIGTERM the run is dropped, and with it the private redis-server and
+    // any consumer process it started (their Drop kills them).
+    let result = runtime.block_on(async {
+        tokio::select! {
+            r = run(cli) => r,
+            _ = interrupted() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    let code = match &result {
+        Ok(code) => *code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
+        }
+    };
+    // A consumer process has a task blocked reading stdin on a blocking thread, which
+    // would hold up the runtime's shutdown; its reports are flushed, so leave at once.
+    runtime.shutdown_background();
+    code
+}
+
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }
