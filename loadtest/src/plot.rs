@@ -17,6 +17,8 @@ pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 const SIZE: (u32, u32) = (1200, 600);
 
 type Drawn = Result<(), Box<dyn Error>>;
+/// A latency line: name, colour, and the column it reads.
+type Percentile = (&'static str, RGBColor, fn(&Row) -> f64);
 
 /// Registers the font once per process; the error names the file and the package.
 fn load_font() -> anyhow::Result<()> {
@@ -110,6 +112,16 @@ fn throughput(path: &Path, scenario: &str, rows: &[Row]) -> Drawn {
         ))?
         .label("limit (right axis)")
         .legend(legend(red));
+    if rows.iter().any(|r| r.capacity > 0) {
+        let purple = RGBColor(148, 103, 189);
+        chart
+            .draw_secondary_series(LineSeries::new(
+                rows.iter().map(|r| (r.t_s, r.capacity as f64)),
+                purple.stroke_width(2),
+            ))?
+            .label("downstream capacity (right axis)")
+            .legend(legend(purple));
+    }
     let grey = RGBColor(127, 127, 127);
     chart
         .draw_secondary_series(LineSeries::new(
@@ -142,7 +154,7 @@ fn latency(path: &Path, scenario: &str, rows: &[Row]) -> Drawn {
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..t_max(rows), 0.0..y_max)?;
     chart.configure_mesh().x_desc("time (s)").y_desc("ms").draw()?;
-    let series: [(&str, RGBColor, fn(&Row) -> f64); 3] = [
+    let series: [Percentile; 3] = [
         ("p50", RGBColor(44, 160, 44), |r| r.p50_ms),
         ("p95", RGBColor(255, 127, 14), |r| r.p95_ms),
         ("p99", RGBColor(214, 39, 40), |r| r.p99_ms),

@@ -96,7 +96,7 @@ impl Report {
         );
         let mut line = |label: &str, v: String| {
             if !v.is_empty() {
-                s.push_str(&format!("  {label:<22} {v}\n"));
+                s.push_str(&format!("  {label:<26} {v}\n"));
             }
         };
         line("enqueue", rate(self.enqueue_jobs_per_s));
@@ -144,12 +144,12 @@ fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     );
     writeln!(
         f,
-        "t_s,throughput,in_flight,limit,p50_ms,p95_ms,p99_ms,queue_depth,ideal,errors_per_s"
+        "t_s,throughput,in_flight,limit,p50_ms,p95_ms,p99_ms,queue_depth,ideal,capacity,errors_per_s"
     )?;
     for r in rows {
         writeln!(
             f,
-            "{:.3},{:.1},{},{},{:.3},{:.3},{:.3},{},{:.1},{:.1}",
+            "{:.3},{:.1},{},{},{:.3},{:.3},{:.3},{},{:.1},{},{:.1}",
             r.t_s,
             r.throughput,
             r.in_flight,
@@ -159,6 +159,7 @@ fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
             r.p99_ms,
             r.queue_depth,
             r.ideal,
+            r.capacity,
             r.errors_per_s
         )?;
     }

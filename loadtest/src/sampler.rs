@@ -32,12 +32,15 @@ pub struct Row {
     pub queue_depth: u64,
     /// The most jobs/s the downstream can take now (downstream scenario), else 0.
     pub ideal: f64,
+    /// The downstream's capacity (concurrent calls) now (downstream scenario), else 0.
+    pub capacity: u64,
     /// Failed handler calls per second.
     pub errors_per_s: f64,
 }
 
-/// The ideal throughput at a time since start, for scenarios that know it.
-pub type Ideal = Arc<dyn Fn(Duration) -> f64 + Send + Sync>;
+/// The ideal throughput (jobs/s) and the downstream's capacity at a time since start,
+/// for scenarios that know them.
+pub type Ideal = Arc<dyn Fn(Duration) -> (f64, u64) + Send + Sync>;
 
 pub struct Sampler {
     stop: CancellationToken,
@@ -113,6 +116,7 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
         let errors = c.observed.errors.load(Ordering::Relaxed);
         let g = (c.gauges)();
         let dt = (t - last_t).max(1e-3);
+        let (ideal, capacity) = c.ideal.as_ref().map_or((0.0, 0), |f| f(started.elapsed()));
         let row = Row {
             t_s: t,
             throughput: (done - last_done) as f64 / dt,
@@ -122,7 +126,8 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
             p95_ms: s.p95_ms,
             p99_ms: s.p99_ms,
             queue_depth: depth.load(Ordering::Relaxed),
-            ideal: c.ideal.as_ref().map_or(0.0, |f| f(started.elapsed())),
+            ideal,
+            capacity,
             errors_per_s: (errors - last_err) as f64 / dt,
         };
         (last_t, last_done, last_err) = (t, done, errors);

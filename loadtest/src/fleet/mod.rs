@@ -59,7 +59,7 @@ impl Totals {
 /// A running set of consumers.
 pub enum Fleet {
     Local(local::Local),
-    Procs(Procs),
+    Procs(Box<Procs>),
 }
 
 /// Reads the fleet's gauges (limit, in-flight) from any task.
@@ -77,7 +77,7 @@ impl Fleet {
         if consumers == 1 && !processes {
             Ok(Fleet::Local(local::Local::start(&spec, observed)?))
         } else {
-            Ok(Fleet::Procs(Procs::start(spec, consumers, observed)?))
+            Ok(Fleet::Procs(Box::new(Procs::start(spec, consumers, observed)?)))
         }
     }
 

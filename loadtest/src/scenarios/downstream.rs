@@ -44,7 +44,9 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
             jobs_cap: jobs,
             pace: Pace::Backlog(backlog),
             downstream: Some((a.downstream.clone(), c.seed)),
-            ideal: Some(Arc::new(move |t| ideal_config.ideal_rate_at(t))),
+            ideal: Some(Arc::new(move |t| {
+                (ideal_config.ideal_rate_at(t), ideal_config.capacity_at(t))
+            })),
             max_attempts: MAX_ATTEMPTS,
         },
     )

@@ -109,7 +109,7 @@ pub async fn once(
                 jobs,
                 cap,
             };
-            chaos::kill_and_wait(p, observed.clone(), target, &queue, plan).await?
+            chaos::kill_and_wait(*p, observed.clone(), target, &queue, plan).await?
         }
         (_, fleet) => {
             let (t, f) = fleet.wait(cap).await?;
