@@ -82,12 +82,12 @@ pub struct Common {
 pub struct DrainArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Run untracked and tracked drains side by side (ABBA order) and report the
+    /// Run untracked and tracked drains side by side (alternating order) and report the
     /// tracking's cost.
     #[arg(long)]
     pub compare_tracking: bool,
-    /// Pairs of runs for --compare-tracking.
-    #[arg(long, default_value_t = 2)]
+    /// Pairs of runs for --compare-tracking (rates reported: the medians).
+    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
 }
 

@@ -49,7 +49,11 @@ fn since_enqueued_us(job: &Job) -> u64 {
 
 impl Handler for LoadHandler {
     fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {
-        let index = parse_index(&job.id);
+        let index = match &self.sink {
+            // Untracked runs skip the id parsing too: `--no-track` prices all of it.
+            Sink::Local(obs) if obs.tracker.is_none() => None,
+            _ => parse_index(&job.id),
+        };
         match (&self.work, &self.sink) {
             // The hot path of `drain`: no future to run, no allocation beyond the box.
             (Work::Noop, Sink::Local(obs)) => {

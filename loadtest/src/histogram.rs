@@ -65,10 +65,14 @@ impl Histogram {
     /// Records one latency.
     pub fn record(&self, us: u64) {
         self.counts[bucket_of(us)].fetch_add(1, Ordering::Relaxed);
-        self.max.fetch_max(us, Ordering::Relaxed);
+        // Read first: the max rarely changes, and a read does not bounce the cache line
+        // between worker threads the way a write does.
+        if us > self.max.load(Ordering::Relaxed) {
+            self.max.fetch_max(us, Ordering::Relaxed);
+        }
     }
 
-    /// Adds every record of `other` (read, not cleared).
+    /// Adds bucket counts taken from another histogram ([`Histogram::take`]).
     pub fn merge_counts(&self, counts: &[u64], max: u64) {
         for (c, &n) in self.counts.iter().zip(counts) {
             if n > 0 {

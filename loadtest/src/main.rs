@@ -10,6 +10,7 @@
 mod accounting;
 mod child;
 mod cli;
+mod cpu;
 mod downstream;
 mod feed;
 mod fleet;

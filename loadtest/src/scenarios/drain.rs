@@ -22,6 +22,9 @@ const DEFAULT_CAP: Duration = Duration::from_secs(600);
 pub struct Outcome {
     pub enqueue_rate: f64,
     pub drain_rate: f64,
+    /// CPU time of this process per drained job, µs (meaningful with the in-process
+    /// consumer only).
+    pub cpu_us_per_job: Option<f64>,
     pub tally: Option<Tally>,
     pub totals: Totals,
     pub observed: Arc<Observed>,
@@ -52,6 +55,11 @@ pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
     r.set_latency("end_to_end", &o.observed.total.summary());
     r.set_limits(&o.rows);
     account(&mut r, o.tally, &o.totals);
+    if c.consumers() == 1
+        && let Some(cpu) = o.cpu_us_per_job
+    {
+        r.put("harness_cpu_us_per_job", cpu);
+    }
     if !o.finished {
         r.put("check_failed", "the drain did not finish within --duration");
     }
@@ -83,6 +91,7 @@ pub async fn once(
     let enqueue_rate = rate(jobs, t.elapsed());
 
     let cap = c.duration.unwrap_or(DEFAULT_CAP);
+    let cpu_before = crate::cpu::process_cpu();
     let started = Instant::now();
     let fleet = Fleet::start(
         spec(c, target, &queue, true),
@@ -119,11 +128,15 @@ pub async fn once(
     let ended = Instant::now();
     stop_watch.cancel();
     let done_at = done.await.ok().flatten().unwrap_or(ended);
+    let cpu_us_per_job = cpu_before
+        .zip(crate::cpu::process_cpu())
+        .map(|(a, b)| round((b - a).as_secs_f64() * 1e6 / jobs as f64, 3));
     let rows = sampler.finish().await;
     target.cleanup(&queue).await;
     Ok(Outcome {
         enqueue_rate,
         drain_rate: rate(jobs, done_at - started),
+        cpu_us_per_job,
         tally: observed.tracker.as_ref().map(|t| t.tally(feed.enqueued())),
         totals,
         observed,
@@ -137,6 +150,7 @@ pub async fn once(
 /// Untracked and tracked drains, `rounds` pairs in ABBA order, on fresh queues.
 async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut cpu_with, mut cpu_without) = (Vec::new(), Vec::new());
     let mut last = None;
     for round_no in 0..a.rounds.max(1) {
         let order = if round_no % 2 == 0 {
@@ -147,14 +161,18 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
         for track in order {
             let o = once(target, &a.common, track, "drain", None).await?;
             eprintln!(
-                "  {} drain: {:.0} jobs/s",
+                "  {} drain: {:.0} jobs/s, {:.2} µs CPU per job",
                 if track { "tracked  " } else { "untracked" },
-                o.drain_rate
+                o.drain_rate,
+                o.cpu_us_per_job.unwrap_or(0.0)
             );
+            let cpu = o.cpu_us_per_job.unwrap_or(0.0);
             if track {
+                cpu_with.push(cpu);
                 with.push(o.drain_rate);
                 last = Some(o);
             } else {
+                cpu_without.push(cpu);
                 without.push(o.drain_rate);
             }
         }
@@ -162,8 +180,8 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
     let o = last.expect("at least one tracked run");
     let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
     let mut r = report(&a.common, jobs, &o);
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let (m_with, m_without) = (mean(&with), mean(&without));
+    // The median: on a shared machine one run in a few lands on a busy moment.
+    let (m_with, m_without) = (median(&with), median(&without));
     r.drain_jobs_per_s = Some(round(m_with, 1));
     r.put("untracked_drain_jobs_per_s", round(m_without, 1));
     r.put("tracked_runs_jobs_per_s", &with);
@@ -172,6 +190,23 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
         "tracking_overhead_pct",
         round((m_without - m_with) / m_without.max(1e-9) * 100.0, 2),
     );
+    let (c_with, c_without) = (median(&cpu_with), median(&cpu_without));
+    r.put("tracked_cpu_us_per_job", round(c_with, 3));
+    r.put("untracked_cpu_us_per_job", round(c_without, 3));
+    r.put(
+        "tracking_cpu_overhead_pct",
+        round((c_with - c_without) / c_without.max(1e-9) * 100.0, 2),
+    );
     r.put("redis", target.describe());
     Ok((r, o.rows))
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
