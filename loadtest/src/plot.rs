@@ -84,8 +84,13 @@ fn throughput(path: &Path, scenario: &str, rows: &[Row]) -> Drawn {
         .configure_mesh()
         .x_desc("time (s)")
         .y_desc("jobs/s")
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
-    chart.configure_secondary_axes().y_desc("concurrency").draw()?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("concurrency")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
     let blue = RGBColor(31, 119, 180);
     chart
         .draw_series(LineSeries::new(
