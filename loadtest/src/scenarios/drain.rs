@@ -191,6 +191,12 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
         round((m_without - m_with) / m_without.max(1e-9) * 100.0, 2),
     );
     let (c_with, c_without) = (median(&cpu_with), median(&cpu_without));
+    let ns = crate::accounting::cost_ns_per_job(jobs);
+    r.put("tracking_ns_per_job", round(ns, 1));
+    r.put(
+        "tracking_ns_pct_of_cpu_per_job",
+        round(ns / (c_without * 1000.0).max(1e-9) * 100.0, 2),
+    );
     r.put("tracked_cpu_us_per_job", round(c_with, 3));
     r.put("untracked_cpu_us_per_job", round(c_without, 3));
     r.put(
