@@ -89,7 +89,10 @@ fn progress_bar(total: Option<u64>, quiet: bool) -> ProgressBar {
     } else {
         ProgressDrawTarget::stderr_with_hz(10)
     });
-    let template = "{elapsed_precise} [{bar:30}] {human_pos}/{human_len} {msg}";
+    let template = match total {
+        Some(_) => "{elapsed_precise} [{bar:25}] {human_pos}/{human_len} {wide_msg}",
+        None => "{elapsed_precise} {human_pos} jobs {wide_msg}",
+    };
     if let Ok(style) = ProgressStyle::with_template(template) {
         bar.set_style(style.progress_chars("=> "));
     }
@@ -133,7 +136,7 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
         (last_t, last_done, last_err) = (t, done, errors);
         bar.set_position(done);
         bar.set_message(format!(
-            "{:.0} jobs/s · limit {} · in flight {} · queue {}",
+            "{:.0}/s · limit {} · in flight {} · queue {}",
             row.throughput, row.limit, row.in_flight, row.queue_depth
         ));
         // A last partial window shorter than 20 ms would only add noise to the series.
