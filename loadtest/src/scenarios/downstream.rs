@@ -9,6 +9,7 @@
 use super::timed::{self, Pace, Timed};
 use super::{account, base_report};
 use crate::cli::DownstreamArgs;
+use crate::downstream::Config;
 use crate::report::{Report, round};
 use crate::sampler::Row;
 use crate::target::Target;
@@ -76,6 +77,7 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         o.observed.errors.load(std::sync::atomic::Ordering::Relaxed),
     );
     r.put("capacity_script", &a.downstream.capacity);
+    r.put("phases", phases(&config, rows, target_ms));
     r.put("window_s", round(o.window.as_secs_f64(), 3));
     if !o.settled {
         r.put(
@@ -85,4 +87,70 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     }
     r.put("redis", target.describe());
     Ok((r, o.rows))
+}
+
+/// How the consumers did in one step of the capacity script.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PhaseReport {
+    pub capacity: u64,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub ideal_jobs_per_s: f64,
+    pub achieved_jobs_per_s: f64,
+    /// Median of the 100 ms windows' p95 over the phase's second half (after settling).
+    pub p95_ms: f64,
+    pub p95_over_target: bool,
+    /// Limit over the phase's second half.
+    pub limit_mean: f64,
+    /// Seconds from the phase's start until the limit is within 20% of the capacity
+    /// (the knee) and stays there for the rest of the phase; `None`: never.
+    pub converge_s: Option<f64>,
+}
+
+/// One report per phase of the script, from the rows of the fed window.
+pub fn phases(config: &Config, rows: &[Row], target_ms: f64) -> Vec<PhaseReport> {
+    let mut start = 0.0;
+    let mut out = Vec::new();
+    for p in &config.script {
+        let end = start + p.length.as_secs_f64();
+        let in_phase: Vec<&Row> = rows.iter().filter(|r| r.t_s > start && r.t_s <= end).collect();
+        if in_phase.is_empty() {
+            break;
+        }
+        let settled: Vec<&Row> = in_phase
+            .iter()
+            .copied()
+            .filter(|r| r.t_s > (start + end) / 2.0)
+            .collect();
+        let mean = |f: &dyn Fn(&Row) -> f64, rs: &[&Row]| {
+            rs.iter().map(|r| f(r)).sum::<f64>() / rs.len().max(1) as f64
+        };
+        let mut p95s: Vec<f64> = settled
+            .iter()
+            .filter(|r| r.throughput > 0.0)
+            .map(|r| r.p95_ms)
+            .collect();
+        p95s.sort_by(f64::total_cmp);
+        let p95 = p95s.get(p95s.len() / 2).copied().unwrap_or(0.0);
+        let near = |r: &&Row| (r.limit as f64 - p.capacity as f64).abs() <= 0.2 * p.capacity as f64;
+        // The last window outside the band; convergence is the window after it.
+        let converge_s = match in_phase.iter().rposition(|r| !near(r)) {
+            None => Some(0.0),
+            Some(i) if i + 1 < in_phase.len() => Some(round(in_phase[i + 1].t_s - start, 1)),
+            Some(_) => None,
+        };
+        out.push(PhaseReport {
+            capacity: p.capacity,
+            start_s: round(start, 1),
+            end_s: round(end, 1),
+            ideal_jobs_per_s: round(config.ideal_rate_at(std::time::Duration::from_secs_f64(start)), 1),
+            achieved_jobs_per_s: round(mean(&|r| r.throughput, &in_phase), 1),
+            p95_ms: round(p95, 3),
+            p95_over_target: p95 > target_ms,
+            limit_mean: round(mean(&|r| r.limit as f64, &settled), 1),
+            converge_s,
+        });
+        start = end;
+    }
+    out
 }
