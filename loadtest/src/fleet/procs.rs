@@ -93,7 +93,12 @@ impl Procs {
             .spawn()
             .map_err(|e| anyhow::anyhow!("cannot start a consumer process: {e}"))?;
         let stdout = child.stdout.take().expect("stdout is piped");
-        let shared = Arc::new(Shared::default());
+        // Until its first status frame, a process counts with its configured limit, so the
+        // fleet's sum does not dip while processes start.
+        let shared = Arc::new(Shared {
+            limit: AtomicU64::new(self.spec.concurrency as u64),
+            ..Shared::default()
+        });
         let (obs, sh) = (self.observed.clone(), shared.clone());
         let reader = std::thread::spawn(move || read_frames(stdout, &obs, &sh));
         self.gauges
