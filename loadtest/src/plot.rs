@@ -17,8 +17,6 @@ pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 const SIZE: (u32, u32) = (1200, 600);
 
 type Drawn = Result<(), Box<dyn Error>>;
-/// A latency line: name, colour, and the column it reads.
-type Percentile = (&'static str, RGBColor, fn(&Row) -> f64);
 
 /// Registers the font once per process; the error names the file and the package.
 fn load_font() -> anyhow::Result<()> {
@@ -58,17 +56,49 @@ fn legend(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
 }
 
+/// A line of a chart: label, colour, width, and the column it reads.
+type Line = (&'static str, RGBColor, u32, fn(&Row) -> f64);
+
+/// Left axis (jobs/s) and right axis (concurrency) lines of the throughput chart; lines
+/// that are all zero (no ideal or capacity outside `downstream`) are left out.
+fn throughput_lines(rows: &[Row]) -> (Vec<Line>, Vec<Line>) {
+    let left: [Line; 2] = [
+        ("throughput (jobs/s)", RGBColor(31, 119, 180), 2, |r| r.throughput),
+        ("ideal (jobs/s)", RGBColor(44, 160, 44), 4, |r| r.ideal),
+    ];
+    let right: [Line; 3] = [
+        ("limit (right axis)", RGBColor(214, 39, 40), 2, |r| r.limit as f64),
+        (
+            "downstream capacity (right axis)",
+            RGBColor(148, 103, 189),
+            2,
+            |r| r.capacity as f64,
+        ),
+        ("in flight (right axis)", RGBColor(127, 127, 127), 1, |r| {
+            r.in_flight as f64
+        }),
+    ];
+    let shown = |l: &Line| {
+        rows.iter().any(|r| l.3(r) > 0.0) || l.0.starts_with("throughput") || l.0.starts_with("limit")
+    };
+    (
+        left.into_iter().filter(shown).collect(),
+        right.into_iter().filter(shown).collect(),
+    )
+}
+
+fn axis_max(rows: &[Row], lines: &[Line]) -> f64 {
+    let max = rows
+        .iter()
+        .flat_map(|r| lines.iter().map(move |l| l.3(r)))
+        .fold(1.0, f64::max);
+    max * 1.1
+}
+
 fn throughput(path: &Path, scenario: &str, rows: &[Row]) -> Drawn {
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
-    let y_max = rows.iter().map(|r| r.throughput.max(r.ideal)).fold(1.0, f64::max) * 1.1;
-    let l_max = rows
-        .iter()
-        .map(|r| r.limit.max(r.in_flight))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64
-        * 1.1;
+    let (left, right) = throughput_lines(rows);
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("{scenario}: throughput and concurrency"),
@@ -78,8 +108,8 @@ fn throughput(path: &Path, scenario: &str, rows: &[Row]) -> Drawn {
         .x_label_area_size(40)
         .y_label_area_size(70)
         .right_y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max(rows), 0.0..y_max)?
-        .set_secondary_coord(0.0..t_max(rows), 0.0..l_max);
+        .build_cartesian_2d(0.0..t_max(rows), 0.0..axis_max(rows, &left))?
+        .set_secondary_coord(0.0..t_max(rows), 0.0..axis_max(rows, &right));
     chart
         .configure_mesh()
         .x_desc("time (s)")
@@ -91,50 +121,20 @@ fn throughput(path: &Path, scenario: &str, rows: &[Row]) -> Drawn {
         .y_desc("concurrency")
         .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
-    let blue = RGBColor(31, 119, 180);
-    chart
-        .draw_series(LineSeries::new(
-            rows.iter().map(|r| (r.t_s, r.throughput)),
-            blue.stroke_width(2),
-        ))?
-        .label("throughput (jobs/s)")
-        .legend(legend(blue));
-    if rows.iter().any(|r| r.ideal > 0.0) {
-        let green = RGBColor(44, 160, 44);
+    for (name, color, width, get) in left {
+        let points = rows.iter().map(|r| (r.t_s, get(r)));
         chart
-            .draw_series(LineSeries::new(
-                rows.iter().map(|r| (r.t_s, r.ideal)),
-                green.stroke_width(2),
-            ))?
-            .label("ideal (jobs/s)")
-            .legend(legend(green));
+            .draw_series(LineSeries::new(points, color.stroke_width(width)))?
+            .label(name)
+            .legend(legend(color));
     }
-    let red = RGBColor(214, 39, 40);
-    chart
-        .draw_secondary_series(LineSeries::new(
-            rows.iter().map(|r| (r.t_s, r.limit as f64)),
-            red.stroke_width(2),
-        ))?
-        .label("limit (right axis)")
-        .legend(legend(red));
-    if rows.iter().any(|r| r.capacity > 0) {
-        let purple = RGBColor(148, 103, 189);
+    for (name, color, width, get) in right {
+        let points = rows.iter().map(|r| (r.t_s, get(r)));
         chart
-            .draw_secondary_series(LineSeries::new(
-                rows.iter().map(|r| (r.t_s, r.capacity as f64)),
-                purple.stroke_width(2),
-            ))?
-            .label("downstream capacity (right axis)")
-            .legend(legend(purple));
+            .draw_secondary_series(LineSeries::new(points, color.stroke_width(width)))?
+            .label(name)
+            .legend(legend(color));
     }
-    let grey = RGBColor(127, 127, 127);
-    chart
-        .draw_secondary_series(LineSeries::new(
-            rows.iter().map(|r| (r.t_s, r.in_flight as f64)),
-            grey,
-        ))?
-        .label("in flight (right axis)")
-        .legend(legend(grey));
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
@@ -159,19 +159,19 @@ fn latency(path: &Path, scenario: &str, rows: &[Row]) -> Drawn {
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..t_max(rows), 0.0..y_max)?;
     chart.configure_mesh().x_desc("time (s)").y_desc("ms").draw()?;
-    let series: [Percentile; 3] = [
-        ("p50", RGBColor(44, 160, 44), |r| r.p50_ms),
-        ("p95", RGBColor(255, 127, 14), |r| r.p95_ms),
-        ("p99", RGBColor(214, 39, 40), |r| r.p99_ms),
+    let series: [Line; 3] = [
+        ("p50", RGBColor(44, 160, 44), 2, |r| r.p50_ms),
+        ("p95", RGBColor(255, 127, 14), 2, |r| r.p95_ms),
+        ("p99", RGBColor(214, 39, 40), 2, |r| r.p99_ms),
     ];
-    for (name, color, get) in series {
+    for (name, color, width, get) in series {
         // Windows with no completed job have no latency: leave gaps out of the line.
         let points = rows
             .iter()
             .filter(|r| r.throughput > 0.0)
             .map(|r| (r.t_s, get(r)));
         chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .draw_series(LineSeries::new(points, color.stroke_width(width)))?
             .label(name)
             .legend(legend(color));
     }

@@ -52,6 +52,14 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         },
     )
     .await?;
+    let mut r = report(&a, &config, &o, ideal_mean);
+    r.put("redis", target.describe());
+    Ok((r, o.rows))
+}
+
+/// The downstream figures of a finished run.
+fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, ideal_mean: f64) -> Report {
+    let c = &a.common;
     let mut r = base_report("downstream", c, o.enqueued);
     r.achieved_jobs_per_s = Some(o.achieved_rate);
     r.ideal_jobs_per_s = Some(round(ideal_mean, 1));
@@ -77,7 +85,7 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         o.observed.errors.load(std::sync::atomic::Ordering::Relaxed),
     );
     r.put("capacity_script", &a.downstream.capacity);
-    r.put("phases", phases(&config, rows, target_ms));
+    r.put("phases", phases(config, rows, target_ms));
     r.put("window_s", round(o.window.as_secs_f64(), 3));
     if !o.settled {
         r.put(
@@ -85,8 +93,7 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
             "the backlog was not worked off within 60s after the run",
         );
     }
-    r.put("redis", target.describe());
-    Ok((r, o.rows))
+    r
 }
 
 /// How the consumers did in one step of the capacity script.

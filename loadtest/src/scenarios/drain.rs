@@ -78,17 +78,9 @@ pub async fn once(
     let jobs = c.jobs.unwrap_or(DEFAULT_JOBS);
     let queue = Target::fresh_queue(scenario);
     let observed = Arc::new(Observed::new(jobs, track));
+    // Killed consumers' jobs come back as failed attempts: never let them run out.
     let attempts = if kills.is_some() { 1000 } else { 5 };
-    let mut feed = Feed::new(
-        target.conn.clone(),
-        &queue,
-        payload(c.payload_bytes, c.seed),
-        jobs,
-        attempts,
-    )?;
-    let t = Instant::now();
-    feed.push_all().await?;
-    let enqueue_rate = rate(jobs, t.elapsed());
+    let (feed, enqueue_rate) = enqueue(target, c, &queue, jobs, attempts).await?;
 
     let cap = c.duration.unwrap_or(DEFAULT_CAP);
     let cpu_before = crate::cpu::process_cpu();
@@ -110,21 +102,13 @@ pub async fn once(
     });
     let stop_watch = CancellationToken::new();
     let done = watch_done(observed.clone(), jobs, stop_watch.clone());
-    let (totals, finished, chaos) = match (kills, fleet) {
-        (Some(n), Fleet::Procs(p)) => {
-            let plan = chaos::Plan {
-                kills: n,
-                seed: c.seed,
-                jobs,
-                cap,
-            };
-            chaos::kill_and_wait(*p, observed.clone(), target, &queue, plan).await?
-        }
-        (_, fleet) => {
-            let (t, f) = fleet.wait(cap).await?;
-            (t, f, None)
-        }
-    };
+    let plan = kills.map(|kills| chaos::Plan {
+        kills,
+        seed: c.seed,
+        jobs,
+        cap,
+    });
+    let (totals, finished, chaos) = wait(fleet, plan, &observed, target, &queue, cap).await?;
     let ended = Instant::now();
     stop_watch.cancel();
     let done_at = done.await.ok().flatten().unwrap_or(ended);
@@ -145,6 +129,41 @@ pub async fn once(
         finished,
         chaos,
     })
+}
+
+/// Enqueues jobs `0..jobs` into `queue` in bulk; returns the feed and the enqueue rate.
+async fn enqueue(
+    target: &Target,
+    c: &Common,
+    queue: &str,
+    jobs: u64,
+    attempts: u32,
+) -> anyhow::Result<(Feed, f64)> {
+    let payload = payload(c.payload_bytes, c.seed);
+    let mut feed = Feed::new(target.conn.clone(), queue, payload, jobs, attempts)?;
+    let t = Instant::now();
+    feed.push_all().await?;
+    Ok((feed, rate(jobs, t.elapsed())))
+}
+
+/// Waits for the fleet to drain the queue, killing processes on the way if `plan` says.
+async fn wait(
+    fleet: Fleet,
+    plan: Option<chaos::Plan>,
+    observed: &Arc<Observed>,
+    target: &Target,
+    queue: &str,
+    cap: Duration,
+) -> anyhow::Result<(Totals, bool, Option<chaos::Stats>)> {
+    match (plan, fleet) {
+        (Some(plan), Fleet::Procs(p)) => {
+            chaos::kill_and_wait(*p, observed.clone(), target, queue, plan).await
+        }
+        (_, fleet) => {
+            let (t, f) = fleet.wait(cap).await?;
+            Ok((t, f, None))
+        }
+    }
 }
 
 /// Untracked and tracked drains, `rounds` pairs in ABBA order, on fresh queues.
@@ -177,34 +196,39 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
             }
         }
     }
-    let o = last.expect("at least one tracked run");
+    let o = last.ok_or_else(|| anyhow::anyhow!("no tracked run"))?;
     let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
     let mut r = report(&a.common, jobs, &o);
+    put_comparison(&mut r, [&with, &without], [&cpu_with, &cpu_without], jobs);
+    r.put("redis", target.describe());
+    Ok((r, o.rows))
+}
+
+/// The comparison's figures: medians of the rates and of CPU per job, tracked first.
+fn put_comparison(r: &mut Report, rates: [&[f64]; 2], cpu: [&[f64]; 2], jobs: u64) {
     // The median: on a shared machine one run in a few lands on a busy moment.
-    let (m_with, m_without) = (median(&with), median(&without));
+    let (m_with, m_without) = (median(rates[0]), median(rates[1]));
     r.drain_jobs_per_s = Some(round(m_with, 1));
     r.put("untracked_drain_jobs_per_s", round(m_without, 1));
-    r.put("tracked_runs_jobs_per_s", &with);
-    r.put("untracked_runs_jobs_per_s", &without);
+    r.put("tracked_runs_jobs_per_s", rates[0]);
+    r.put("untracked_runs_jobs_per_s", rates[1]);
     r.put(
         "tracking_overhead_pct",
         round((m_without - m_with) / m_without.max(1e-9) * 100.0, 2),
     );
-    let (c_with, c_without) = (median(&cpu_with), median(&cpu_without));
-    let ns = crate::accounting::cost_ns_per_job(jobs);
-    r.put("tracking_ns_per_job", round(ns, 1));
-    r.put(
-        "tracking_ns_pct_of_cpu_per_job",
-        round(ns / (c_without * 1000.0).max(1e-9) * 100.0, 2),
-    );
+    let (c_with, c_without) = (median(cpu[0]), median(cpu[1]));
     r.put("tracked_cpu_us_per_job", round(c_with, 3));
     r.put("untracked_cpu_us_per_job", round(c_without, 3));
     r.put(
         "tracking_cpu_overhead_pct",
         round((c_with - c_without) / c_without.max(1e-9) * 100.0, 2),
     );
-    r.put("redis", target.describe());
-    Ok((r, o.rows))
+    let ns = crate::accounting::cost_ns_per_job(jobs);
+    r.put("tracking_ns_per_job", round(ns, 1));
+    r.put(
+        "tracking_ns_pct_of_cpu_per_job",
+        round(ns / (c_without * 1000.0).max(1e-9) * 100.0, 2),
+    );
 }
 
 fn median(v: &[f64]) -> f64 {
