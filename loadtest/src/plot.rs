@@ -71,7 +71,7 @@ fn throughput_lines(rows: &[Row]) -> (Vec<Line>, Vec<Line>) {
         (
             "downstream capacity (right axis)",
             RGBColor(148, 103, 189),
-            2,
+            1,
             |r| r.capacity as f64,
         ),
         ("in flight (right axis)", RGBColor(127, 127, 127), 1, |r| {
