@@ -24,6 +24,8 @@ pub enum Scenario {
     Downstream(DownstreamArgs),
     /// Kill and restart consumer processes at random moments; every job must still run.
     Chaos(ChaosArgs),
+    /// Serve the simulated downstream over local HTTP (for HTTP handlers).
+    ServeDownstream(crate::http::ServeArgs),
     /// A consumer process of a fleet (started by the harness itself).
     #[command(hide = true)]
     Consumer(crate::child::ChildArgs),

@@ -16,6 +16,7 @@ mod feed;
 mod fleet;
 mod handler;
 mod histogram;
+mod http;
 mod observed;
 mod plot;
 mod report;
@@ -81,6 +82,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             child::run(a.clone()).await?;
             return Ok(ExitCode::SUCCESS);
         }
+        Scenario::ServeDownstream(a) => {
+            http::serve(a.clone()).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     common.validate().map_err(anyhow::Error::msg)?;
     let out = common.out.clone();
@@ -89,7 +94,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Scenario::Steady(a) => scenarios::steady::run(a).await?,
         Scenario::Downstream(a) => scenarios::downstream::run(a).await?,
         Scenario::Chaos(a) => scenarios::chaos::run(a).await?,
-        Scenario::Consumer(_) => unreachable!("handled above"),
+        Scenario::Consumer(_) | Scenario::ServeDownstream(_) => unreachable!("handled above"),
     };
     if let Some(dir) = &out {
         report.write(dir, &rows)?;

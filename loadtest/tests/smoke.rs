@@ -155,3 +155,65 @@ fn bad_options_give_one_line_and_exit_2() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("--consumers"), "{err}");
 }
+
+#[test]
+fn downstream_serves_over_local_http() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut server = Server(
+        Command::new(BIN)
+            .args([
+                "serve-downstream",
+                "--capacity",
+                "1@1h",
+                "--hard-factor",
+                "1",
+                "--base-latency",
+                "50ms",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start serve-downstream"),
+    );
+    let mut first = String::new();
+    BufReader::new(server.0.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("address line");
+    let addr = first
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("listening on ADDR")
+        .to_owned();
+    let call = |body: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        let req = format!(
+            "POST /job HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).expect("send");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+        let mut buf = [0u8; 256];
+        let n = s.read(&mut buf).expect("answer");
+        (s, String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
+    let (_held, ok) = std::thread::scope(|sc| {
+        // Capacity 1, hard limit 1: while the first call runs, a second one is shed.
+        let a = sc.spawn(|| call("{}"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (_, shed) = call("{}");
+        assert!(shed.starts_with("HTTP/1.1 503"), "{shed}");
+        a.join().expect("first call")
+    });
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+}
+
+/// A server process this test started, killed (by its own handle, so its PID) when the
+/// test ends, passed or failed.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
