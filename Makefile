@@ -1,5 +1,5 @@
 # Everyday commands. `make test` is what CI runs.
-.PHONY: fmt lint test bench demo loadtest
+.PHONY: fmt lint test bench demo loadtest loadtest-chart
 
 fmt:
 	cargo fmt --all
@@ -20,3 +20,8 @@ demo:
 
 loadtest:
 	cargo run --release -p weir-loadtest -- drain --jobs 200000
+
+# Regenerates the chart in docs/ from a real downstream run (about a minute).
+loadtest-chart:
+	cargo run --release -p weir-loadtest -- downstream --out reports/downstream
+	cp reports/downstream/throughput.png docs/downstream-throughput.png

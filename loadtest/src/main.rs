@@ -1,1 +1,108 @@
-fn main() {}
+//! `weir-loadtest`: runs the real weir producer and consumer against a real Redis and
+//! reports what happened. See `loadtest/README.md`.
+//!
+//! Flow of a run: `target` (which Redis) → `feed` (producer) → `fleet` (consumers, in
+//! process or as child processes running `child`) → `handler` (no-op or `downstream`)
+//! → `observed` (`accounting` bitmaps, `histogram`) → `sampler` (time series) →
+//! `report` (summary, RESULT line, files) → `plot` (charts).
+#![forbid(unsafe_code)]
+
+mod accounting;
+mod child;
+mod cli;
+mod cpu;
+mod downstream;
+mod feed;
+mod fleet;
+mod handler;
+mod histogram;
+mod http;
+mod observed;
+mod plot;
+mod report;
+mod sampler;
+mod scenarios;
+mod target;
+mod wire;
+
+use clap::Parser;
+use cli::{Cli, Scenario};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // On Ctrl-C or SIGTERM the run is dropped, and with it the private redis-server and
+    // any consumer process it started (their Drop kills them).
+    let result = runtime.block_on(async {
+        tokio::select! {
+            r = run(cli) => r,
+            _ = interrupted() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    let code = match &result {
+        Ok(code) => *code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    };
+    // A consumer process has a task blocked reading stdin on a blocking thread, which
+    // would hold up the runtime's shutdown; its reports are flushed, so leave at once.
+    runtime.shutdown_background();
+    code
+}
+
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let common = match &cli.scenario {
+        Scenario::Drain(a) => &a.common,
+        Scenario::Steady(a) => &a.common,
+        Scenario::Downstream(a) => &a.common,
+        Scenario::Chaos(a) => &a.common,
+        Scenario::Consumer(a) => {
+            child::run(a.clone()).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Scenario::ServeDownstream(a) => {
+            http::serve(a.clone()).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    common.validate().map_err(anyhow::Error::msg)?;
+    let out = common.out.clone();
+    let (report, rows) = match cli.scenario {
+        Scenario::Drain(a) => scenarios::drain::run(a).await?,
+        Scenario::Steady(a) => scenarios::steady::run(a).await?,
+        Scenario::Downstream(a) => scenarios::downstream::run(a).await?,
+        Scenario::Chaos(a) => scenarios::chaos::run(a).await?,
+        Scenario::Consumer(_) | Scenario::ServeDownstream(_) => unreachable!("handled above"),
+    };
+    if let Some(dir) = &out {
+        report.write(dir, &rows)?;
+    }
+    report.print();
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,196 @@
+//! A consumer process (`weir-loadtest consumer`, hidden): runs one weir consumer and
+//! reports to the parent over stdout (see `wire`). It stops when its stdin closes (the
+//! parent asks it to) or, in drain mode, when the queue is empty.
+//!
+//! Group commit: a handler returns only after its job's index has been written to the
+//! pipe, so "reported" happens before "acked". A process killed at any moment has
+//! reported every job it acked; the jobs it reported but never acked come back when their
+//! leases expire and run again (duplicates, bounded by what the process held).
+
+use crate::cli::DownstreamOpts;
+use crate::handler::{self, LoadHandler, Sink, Work};
+use crate::wire::{FOREIGN, Frame};
+use clap::Args;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{Notify, watch};
+use weir::{CancellationToken, Consumer, ConsumerConfig, Redis, Registry};
+
+/// How often a consumer process reports its gauges.
+const STATUS_EVERY: Duration = Duration::from_millis(100);
+
+#[derive(Args, Debug, Clone)]
+pub struct ChildArgs {
+    #[arg(long)]
+    pub redis_url: String,
+    #[arg(long)]
+    pub queue: String,
+    #[arg(long)]
+    pub concurrency: usize,
+    #[arg(long)]
+    pub batch: usize,
+    #[arg(long)]
+    pub pipeline: usize,
+    #[arg(long, value_parser = crate::cli::parse_duration)]
+    pub visibility_timeout: Duration,
+    /// Stop once the queue is empty.
+    #[arg(long)]
+    pub drain: bool,
+    /// Call the simulated downstream (its options below) instead of doing nothing.
+    #[arg(long)]
+    pub downstream: bool,
+    #[command(flatten)]
+    pub downstream_opts: DownstreamOpts,
+    /// Start of the downstream's script, ms since the Unix epoch.
+    #[arg(long, default_value_t = 0)]
+    pub epoch_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Default)]
+struct Batch {
+    jobs: Vec<(u64, u64)>,
+    errors: u64,
+    /// Generation of the jobs now in `jobs`; the writer bumps it when it takes them.
+    generation: u64,
+}
+
+/// The pipe side of a handler: batches job reports; see the module note.
+pub struct PipeSink {
+    batch: Mutex<Batch>,
+    wake: Notify,
+    flushed: watch::Sender<u64>,
+}
+
+impl PipeSink {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            batch: Mutex::new(Batch {
+                generation: 1,
+                ..Batch::default()
+            }),
+            wake: Notify::new(),
+            flushed: watch::Sender::new(0),
+        })
+    }
+
+    /// Reports a job; returns once the report is in the pipe.
+    pub async fn record(&self, index: Option<u64>, latency_us: u64) {
+        let generation = {
+            let mut b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+            b.jobs.push((index.unwrap_or(FOREIGN), latency_us));
+            b.generation
+        };
+        self.wake.notify_one();
+        let mut rx = self.flushed.subscribe();
+        // Err only if the writer is gone, i.e. the process is exiting anyway.
+        let _ = rx.wait_for(|&f| f >= generation).await;
+    }
+
+    /// Counts a failed call (reported with the next batch; nothing waits for it).
+    pub fn error(&self) {
+        self.batch.lock().unwrap_or_else(|e| e.into_inner()).errors += 1;
+    }
+
+    /// Encodes what is waiting; returns its generation.
+    fn take(&self, out: &mut Vec<u8>) -> u64 {
+        let mut b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = b.generation;
+        b.generation += 1;
+        if !b.jobs.is_empty() {
+            Frame::Jobs(std::mem::take(&mut b.jobs)).encode(out);
+        }
+        if b.errors > 0 {
+            Frame::Errors(std::mem::take(&mut b.errors)).encode(out);
+        }
+        generation
+    }
+}
+
+/// Writes reports and gauges to stdout until `stop`, then a last flush.
+async fn writer(sink: Arc<PipeSink>, limit: Arc<weir::limit::Limit>, stop: CancellationToken) {
+    let mut stdout = tokio::io::stdout();
+    let mut status = tokio::time::interval(STATUS_EVERY);
+    let mut out = Vec::new();
+    loop {
+        let mut stopping = false;
+        tokio::select! {
+            _ = sink.wake.notified() => {}
+            _ = status.tick() => Frame::Status {
+                limit: limit.get() as u64,
+                in_flight: limit.in_flight() as u64,
+            }
+            .encode(&mut out),
+            _ = stop.cancelled() => stopping = true,
+        }
+        let generation = sink.take(&mut out);
+        if !out.is_empty() {
+            if stdout.write_all(&out).await.is_err() || stdout.flush().await.is_err() {
+                return; // the parent is gone: nothing left to report to
+            }
+            out.clear();
+        }
+        sink.flushed.send_replace(generation);
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// Closes `shutdown` when stdin reaches its end (the parent closed it, or died).
+async fn watch_stdin(shutdown: CancellationToken) {
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while let Ok(n) = stdin.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+    shutdown.cancel();
+}
+
+/// The consumer process's main.
+pub async fn run(a: ChildArgs) -> anyhow::Result<()> {
+    let sink = PipeSink::new();
+    let work = if a.downstream {
+        let config = a.downstream_opts.config(a.seed).map_err(anyhow::Error::msg)?;
+        Work::Downstream(handler::downstream(config, a.epoch_ms))
+    } else {
+        Work::Noop
+    };
+    let h = LoadHandler {
+        work,
+        sink: Sink::Pipe(sink.clone()),
+    };
+    let mut config = ConsumerConfig {
+        queue: a.queue.clone(),
+        concurrency: a.concurrency,
+        drain: a.drain,
+        ..Default::default()
+    };
+    crate::fleet::tune(&mut config, a.batch, a.pipeline, a.visibility_timeout);
+    let consumer = Consumer::new(config, Redis::open(&a.redis_url)?, Registry::new().fallback(h))?;
+    let limit = consumer.handle().limit;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(watch_stdin(shutdown.clone()));
+    let stop_writer = CancellationToken::new();
+    let writer = tokio::spawn(writer(sink, limit, stop_writer.clone()));
+    let report = consumer.run(shutdown).await?;
+    stop_writer.cancel();
+    let _ = writer.await;
+    let mut out = Vec::new();
+    Frame::Report([
+        report.acked,
+        report.retried,
+        report.dead,
+        report.lost_leases,
+        report.released,
+    ])
+    .encode(&mut out);
+    let mut stdout = tokio::io::stdout();
+    stdout.write_all(&out).await?;
+    stdout.flush().await?;
+    Ok(())
+}

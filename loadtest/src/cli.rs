@@ -1,0 +1,210 @@
+//! Command line: one subcommand per scenario, the options they share, and the hidden
+//! `consumer` subcommand the harness runs in its child processes.
+
+use crate::downstream;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Load-test harness for weir: runs the real producer and consumer against a real Redis.
+#[derive(Parser, Debug)]
+#[command(name = "weir-loadtest", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub scenario: Scenario,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Scenario {
+    /// Enqueue N jobs in bulk, then drain them with no-op handlers.
+    Drain(DrainArgs),
+    /// Enqueue at a target rate while consumers process; end-to-end latency.
+    Steady(SteadyArgs),
+    /// Consumers call a simulated downstream whose capacity changes over time.
+    Downstream(DownstreamArgs),
+    /// Kill and restart consumer processes at random moments; every job must still run.
+    Chaos(ChaosArgs),
+    /// Serve the simulated downstream over local HTTP (for HTTP handlers).
+    ServeDownstream(crate::http::ServeArgs),
+    /// A consumer process of a fleet (started by the harness itself).
+    #[command(hide = true)]
+    Consumer(crate::child::ChildArgs),
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))
+}
+
+/// Options every scenario has.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Use this Redis (only fresh queues named lt-<scenario>-<random>); default: a private
+    /// redis-server from PATH on a free port, stopped at the end.
+    #[arg(long)]
+    pub redis_url: Option<String>,
+    /// Jobs to enqueue (the cap for time-based scenarios; default depends on the scenario).
+    #[arg(long)]
+    pub jobs: Option<u64>,
+    /// Payload size in bytes.
+    #[arg(long, default_value_t = 100)]
+    pub payload_bytes: usize,
+    /// Seed of payloads, kill moments and the downstream's draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Upper bound on the run (time-based scenarios: their length).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Consumer processes; 1 runs the consumer inside the harness [default: 1; chaos: 2].
+    #[arg(long)]
+    pub consumers: Option<usize>,
+    /// Concurrency limit of each consumer.
+    #[arg(long, default_value_t = 256)]
+    pub concurrency: usize,
+    /// Jobs per fetch call.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// Fetch calls in flight per consumer.
+    #[arg(long, default_value_t = 2)]
+    pub pipeline: usize,
+    /// Lease length [default: 30s; chaos: 2s, so killed consumers' jobs come back soon].
+    #[arg(long, value_parser = parse_duration)]
+    pub visibility_timeout: Option<Duration>,
+    /// Do not track job ids (no lost/duplicate figures): to measure the tracking's cost.
+    #[arg(long)]
+    pub no_track: bool,
+    /// Write result.json, timeseries.csv and PNG charts into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DrainArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Run untracked and tracked drains side by side (alternating order) and report the
+    /// tracking's cost.
+    #[arg(long)]
+    pub compare_tracking: bool,
+    /// Pairs of runs for --compare-tracking (rates reported: the medians).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SteadyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Jobs enqueued per second.
+    #[arg(long, default_value_t = 5000)]
+    pub rate: u64,
+}
+
+/// The simulated downstream, as options (shared with the consumer processes).
+#[derive(Args, Debug, Clone)]
+pub struct DownstreamOpts {
+    /// Capacity over time: CAPACITY@DURATION steps; the last step holds afterwards.
+    #[arg(long, default_value = "200@20s,80@20s,200@20s")]
+    pub capacity: String,
+    /// Latency of a call below the capacity knee.
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    pub base_latency: Duration,
+    /// Relative latency jitter (0.1: ±10%).
+    #[arg(long, default_value_t = 0.1)]
+    pub jitter: f64,
+    /// Probability that a call fails whatever the load.
+    #[arg(long, default_value_t = 0.0)]
+    pub error_rate: f64,
+    /// Calls beyond capacity × this fail fast (load shedding).
+    #[arg(long, default_value_t = 2.0)]
+    pub hard_factor: f64,
+}
+
+impl DownstreamOpts {
+    /// The same downstream with every capacity divided among `k` processes.
+    pub fn shared(&self, k: u64) -> DownstreamOpts {
+        let Ok(script) = downstream::parse_script(&self.capacity) else {
+            return self.clone(); // reported by `config` where it is used
+        };
+        let capacity = script
+            .iter()
+            .map(|p| format!("{}@{}ms", (p.capacity / k.max(1)).max(1), p.length.as_millis()))
+            .collect::<Vec<_>>()
+            .join(",");
+        DownstreamOpts {
+            capacity,
+            ..self.clone()
+        }
+    }
+
+    pub fn config(&self, seed: u64) -> Result<downstream::Config, String> {
+        if !(0.0..1.0).contains(&self.jitter) || !(0.0..=1.0).contains(&self.error_rate) {
+            return Err("--jitter must be in [0, 1) and --error-rate in [0, 1]".into());
+        }
+        if self.hard_factor < 1.0 || self.base_latency.is_zero() {
+            return Err("--hard-factor must be at least 1 and --base-latency above 0".into());
+        }
+        Ok(downstream::Config {
+            script: downstream::parse_script(&self.capacity)?,
+            base_latency: self.base_latency,
+            jitter: self.jitter,
+            error_rate: self.error_rate,
+            hard_factor: self.hard_factor,
+            seed,
+        })
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DownstreamArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub downstream: DownstreamOpts,
+    /// The p95 the limiter should hold the downstream's latency under.
+    #[arg(long, default_value = "50ms", value_parser = parse_duration)]
+    pub target_p95: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ChaosArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Consumer processes to kill (SIGKILL) and restart, at random moments.
+    #[arg(long, default_value_t = 5)]
+    pub kills: usize,
+}
+
+impl Common {
+    /// Consumer processes, 1 (in-process) unless told.
+    pub fn consumers(&self) -> usize {
+        self.consumers.unwrap_or(1)
+    }
+
+    /// Lease length, 30 s unless told.
+    pub fn visibility(&self) -> Duration {
+        self.visibility_timeout.unwrap_or(Duration::from_secs(30))
+    }
+
+    /// Checks ranges once, with messages that name them.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.consumers.is_some_and(|k| !(1..=64).contains(&k)) {
+            return Err("--consumers must be between 1 and 64".into());
+        }
+        if self.jobs == Some(0) || self.jobs.is_some_and(|j| j > 1_000_000_000) {
+            return Err("--jobs must be between 1 and 1000000000".into());
+        }
+        if self
+            .visibility_timeout
+            .is_some_and(|v| v < Duration::from_millis(100))
+        {
+            return Err("--visibility-timeout must be at least 100ms".into());
+        }
+        if self.payload_bytes > 1_000_000 {
+            return Err("--payload-bytes must be at most 1000000".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,92 @@
+//! The producer side: enqueues jobs `lt-0, lt-1, …` in bulk with the real weir producer,
+//! never past the accounting's capacity.
+
+use crate::accounting::job_id;
+use rand::{Rng, SeedableRng};
+use redis::aio::ConnectionManager;
+use serde_json::value::RawValue;
+use weir::{NewJob, Producer};
+
+/// Kind of every load-test job.
+pub const KIND: &str = "loadtest";
+
+pub struct Feed {
+    producer: Producer,
+    payload: Box<RawValue>,
+    next: u64,
+    cap: u64,
+    max_attempts: u32,
+}
+
+/// A JSON payload of about `bytes` bytes: `{"p":"<random letters>"}`.
+pub fn payload(bytes: usize, seed: u64) -> Box<RawValue> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let fill: String = (0..bytes.saturating_sub(8))
+        .map(|_| rng.sample(rand::distr::Alphanumeric) as char)
+        .collect();
+    RawValue::from_string(format!("{{\"p\":\"{fill}\"}}")).expect("letters make valid JSON")
+}
+
+impl Feed {
+    /// A feed of at most `cap` jobs. `max_attempts` is high where jobs may fail or be
+    /// reclaimed many times (downstream errors, kills) so none is dead-lettered.
+    pub fn new(
+        conn: ConnectionManager,
+        queue: &str,
+        payload: Box<RawValue>,
+        cap: u64,
+        max_attempts: u32,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            producer: Producer::new(conn, queue)?,
+            payload,
+            next: 0,
+            cap,
+            max_attempts,
+        })
+    }
+
+    /// Jobs enqueued so far (indexes `0..enqueued`).
+    pub fn enqueued(&self) -> u64 {
+        self.next
+    }
+
+    /// Jobs still allowed.
+    pub fn remaining(&self) -> u64 {
+        self.cap - self.next
+    }
+
+    /// Enqueues the next `n` jobs (fewer at the cap) in one bulk call; returns how many.
+    pub async fn push(&mut self, n: u64) -> anyhow::Result<u64> {
+        let n = n.min(self.remaining());
+        if n == 0 {
+            return Ok(0);
+        }
+        let jobs: Vec<NewJob> = (self.next..self.next + n)
+            .map(|i| {
+                NewJob::from_raw(KIND, self.payload.clone())
+                    .id(job_id(i))
+                    .max_attempts(self.max_attempts)
+            })
+            .collect();
+        let report = self.producer.enqueue_bulk(jobs).await?;
+        if !report.duplicates.is_empty() {
+            anyhow::bail!(
+                "queue {} already held job {}: use a fresh queue",
+                self.producer.queue(),
+                report.duplicates[0]
+            );
+        }
+        self.next += n;
+        Ok(n)
+    }
+
+    /// Enqueues everything up to the cap, in slices so the prepared envelopes never all
+    /// sit in memory at once.
+    pub async fn push_all(&mut self) -> anyhow::Result<()> {
+        while self.remaining() > 0 {
+            self.push(50_000).await?;
+        }
+        Ok(())
+    }
+}

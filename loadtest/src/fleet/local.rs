@@ -1,0 +1,74 @@
+//! One consumer inside the harness process: its handler writes straight into the
+//! parent's accounting.
+
+use super::{GaugeReader, Spec, Totals};
+use crate::handler::{self, LoadHandler, Sink, Work};
+use crate::observed::{Gauges, Observed};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, Redis, Registry, Report};
+
+pub struct Local {
+    handle: Handle,
+    shutdown: CancellationToken,
+    task: JoinHandle<weir::Result<Report>>,
+}
+
+impl Local {
+    pub fn start(spec: &Spec, observed: Arc<Observed>) -> anyhow::Result<Self> {
+        let work = match &spec.downstream {
+            Some((opts, seed, epoch)) => {
+                let config = opts.config(*seed).map_err(anyhow::Error::msg)?;
+                Work::Downstream(handler::downstream(config, *epoch))
+            }
+            None => Work::Noop,
+        };
+        let h = LoadHandler {
+            work,
+            sink: Sink::Local(observed),
+        };
+        let mut config = ConsumerConfig {
+            queue: spec.queue.clone(),
+            concurrency: spec.concurrency,
+            drain: spec.drain,
+            ..Default::default()
+        };
+        super::tune(&mut config, spec.batch, spec.pipeline, spec.visibility);
+        let consumer = Consumer::new(config, Redis::open(&spec.redis_url)?, Registry::new().fallback(h))?;
+        let handle = consumer.handle();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(consumer.run(shutdown.clone()));
+        Ok(Self {
+            handle,
+            shutdown,
+            task,
+        })
+    }
+
+    pub fn gauges(&self) -> GaugeReader {
+        let limit = self.handle.limit.clone();
+        Arc::new(move || Gauges {
+            limit: limit.get() as u64,
+            in_flight: limit.in_flight() as u64,
+        })
+    }
+
+    pub async fn wait(mut self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {
+        match tokio::time::timeout(timeout, &mut self.task).await {
+            Ok(joined) => Ok((totals(joined??), true)),
+            Err(_) => Ok((self.stop().await?, false)),
+        }
+    }
+
+    pub async fn stop(self) -> anyhow::Result<Totals> {
+        self.shutdown.cancel();
+        Ok(totals(self.task.await??))
+    }
+}
+
+fn totals(r: Report) -> Totals {
+    let mut t = Totals::default();
+    t.add([r.acked, r.retried, r.dead, r.lost_leases, r.released]);
+    t
+}

@@ -1,0 +1,107 @@
+//! The consumers of a run: one in-process consumer, or a fleet of consumer processes
+//! (the harness re-runs its own binary with the hidden `consumer` subcommand).
+
+mod local;
+mod procs;
+
+use crate::cli::DownstreamOpts;
+use crate::observed::{Gauges, Observed};
+pub use procs::Procs;
+use std::sync::Arc;
+use std::time::Duration;
+use weir::ConsumerConfig;
+
+/// What every consumer of a run is told.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub redis_url: String,
+    pub queue: String,
+    pub concurrency: usize,
+    pub batch: usize,
+    pub pipeline: usize,
+    pub visibility: Duration,
+    /// Stop once the queue is empty.
+    pub drain: bool,
+    /// Call the simulated downstream (its options, seed and script start, unix ms).
+    pub downstream: Option<(DownstreamOpts, u64, u64)>,
+}
+
+/// Applies the harness's fetch and lease settings to a consumer config.
+pub fn tune(c: &mut ConsumerConfig, batch: usize, pipeline: usize, visibility: Duration) {
+    c.fetcher.batch = batch;
+    c.fetcher.pipeline = pipeline;
+    c.fetcher.visibility = visibility;
+    c.acker.visibility = visibility;
+    // Reclaim soon after a short lease expires, so chaos runs do not wait long.
+    c.reclaimer.interval = (visibility / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+}
+
+/// What the consumers did, summed.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Totals {
+    pub acked: u64,
+    pub retried: u64,
+    pub dead: u64,
+    pub lost_leases: u64,
+    pub released: u64,
+}
+
+impl Totals {
+    fn add(&mut self, r: [u64; 5]) {
+        self.acked += r[0];
+        self.retried += r[1];
+        self.dead += r[2];
+        self.lost_leases += r[3];
+        self.released += r[4];
+    }
+}
+
+/// A running set of consumers.
+pub enum Fleet {
+    Local(local::Local),
+    Procs(Box<Procs>),
+}
+
+/// Reads the fleet's gauges (limit, in-flight) from any task.
+pub type GaugeReader = Arc<dyn Fn() -> Gauges + Send + Sync>;
+
+impl Fleet {
+    /// Starts `consumers` consumers: in this process if 1 (unless `processes`), else as
+    /// child processes.
+    pub fn start(
+        spec: Spec,
+        consumers: usize,
+        processes: bool,
+        observed: Arc<Observed>,
+    ) -> anyhow::Result<Fleet> {
+        if consumers == 1 && !processes {
+            Ok(Fleet::Local(local::Local::start(&spec, observed)?))
+        } else {
+            Ok(Fleet::Procs(Box::new(Procs::start(spec, consumers, observed)?)))
+        }
+    }
+
+    pub fn gauges(&self) -> GaugeReader {
+        match self {
+            Fleet::Local(l) => l.gauges(),
+            Fleet::Procs(p) => p.gauges(),
+        }
+    }
+
+    /// Waits until every consumer has stopped by itself (drain mode), up to `timeout`;
+    /// then asks the rest to stop. Returns the totals and whether all stopped in time.
+    pub async fn wait(self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {
+        match self {
+            Fleet::Local(l) => l.wait(timeout).await,
+            Fleet::Procs(p) => p.wait(timeout).await,
+        }
+    }
+
+    /// Asks every consumer to stop gracefully and waits for them.
+    pub async fn stop(self) -> anyhow::Result<Totals> {
+        match self {
+            Fleet::Local(l) => l.stop().await,
+            Fleet::Procs(p) => p.stop().await,
+        }
+    }
+}

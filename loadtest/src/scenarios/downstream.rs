@@ -1,0 +1,163 @@
+//! `downstream`: consumers call the simulated downstream while its capacity follows a
+//! script. The queue always has a backlog, so the consumers' limit alone decides the
+//! rate. Reports throughput against the ideal (capacity / base latency), the limit over
+//! time and p95 of the calls against a target.
+//!
+//! With `--consumers K` processes each one has its own downstream with 1/K of the
+//! capacity (a shared one needs the HTTP front, not built yet).
+
+use super::timed::{self, Pace, Timed};
+use super::{account, base_report};
+use crate::cli::DownstreamArgs;
+use crate::downstream::Config;
+use crate::report::{Report, round};
+use crate::sampler::Row;
+use crate::target::Target;
+use std::sync::Arc;
+
+/// Jobs one consumer can fail before it is dead-lettered: effectively never here, since a
+/// shed call is the downstream's fault, not the job's.
+const MAX_ATTEMPTS: u32 = 1000;
+
+pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+    let c = &a.common;
+    let config = a.downstream.config(c.seed).map_err(anyhow::Error::msg)?;
+    let length = c.duration.unwrap_or_else(|| config.script_length());
+    let step = std::time::Duration::from_millis(100);
+    let steps = (length.as_millis() / step.as_millis()).max(1) as u32;
+    // The mean of the ideal over the window, sampled like the time series.
+    let ideal_mean = (0..steps).map(|i| config.ideal_rate_at(step * i)).sum::<f64>() / steps as f64;
+    let ideal_max = config.script.iter().map(|p| p.capacity).max().unwrap_or(1) as f64
+        / config.base_latency.as_secs_f64();
+    // One second of the fastest phase keeps the consumers busy between top-ups.
+    let backlog = (ideal_max as u64).max(2000);
+    let jobs = c
+        .jobs
+        .unwrap_or_else(|| (ideal_mean * length.as_secs_f64() * 1.5) as u64 + 2 * backlog);
+    let target = Target::open(c.redis_url.as_deref()).await?;
+    let ideal_config = config.clone();
+    let o = timed::run(
+        &target,
+        c,
+        Timed {
+            scenario: "downstream",
+            length,
+            jobs_cap: jobs,
+            pace: Pace::Backlog(backlog),
+            downstream: Some((a.downstream.clone(), c.seed)),
+            ideal: Some(Arc::new(move |t| {
+                (ideal_config.ideal_rate_at(t), ideal_config.capacity_at(t))
+            })),
+            max_attempts: MAX_ATTEMPTS,
+        },
+    )
+    .await?;
+    let mut r = report(&a, &config, &o, ideal_mean);
+    r.put("redis", target.describe());
+    Ok((r, o.rows))
+}
+
+/// The downstream figures of a finished run.
+fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, ideal_mean: f64) -> Report {
+    let c = &a.common;
+    let mut r = base_report("downstream", c, o.enqueued);
+    r.achieved_jobs_per_s = Some(o.achieved_rate);
+    r.ideal_jobs_per_s = Some(round(ideal_mean, 1));
+    r.elapsed_s = round(o.elapsed.as_secs_f64(), 3);
+    r.set_latency("downstream_call", &o.observed.total.summary());
+    let rows = timed::window_rows(&o.rows, o.window);
+    r.set_limits(rows);
+    account(&mut r, o.tally, &o.totals);
+    let target_ms = a.target_p95.as_secs_f64() * 1000.0;
+    r.put("target_p95_ms", round(target_ms, 3));
+    r.put(
+        "throughput_vs_ideal_pct",
+        round(o.achieved_rate / ideal_mean.max(1e-9) * 100.0, 1),
+    );
+    let busy: Vec<&Row> = rows.iter().filter(|r| r.throughput > 0.0).collect();
+    let over = busy.iter().filter(|r| r.p95_ms > target_ms).count();
+    r.put(
+        "windows_over_target_pct",
+        round(over as f64 / busy.len().max(1) as f64 * 100.0, 1),
+    );
+    r.put(
+        "downstream_errors",
+        o.observed.errors.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    r.put("capacity_script", &a.downstream.capacity);
+    r.put("phases", phases(config, rows, target_ms));
+    r.put("window_s", round(o.window.as_secs_f64(), 3));
+    if !o.settled {
+        r.put(
+            "check_failed",
+            "the backlog was not worked off within 60s after the run",
+        );
+    }
+    r
+}
+
+/// How the consumers did in one step of the capacity script.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PhaseReport {
+    pub capacity: u64,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub ideal_jobs_per_s: f64,
+    pub achieved_jobs_per_s: f64,
+    /// Median of the 100 ms windows' p95 over the phase's second half (after settling).
+    pub p95_ms: f64,
+    pub p95_over_target: bool,
+    /// Limit over the phase's second half.
+    pub limit_mean: f64,
+    /// Seconds from the phase's start until the limit is within 20% of the capacity
+    /// (the knee) and stays there for the rest of the phase; `None`: never.
+    pub converge_s: Option<f64>,
+}
+
+/// One report per phase of the script, from the rows of the fed window.
+pub fn phases(config: &Config, rows: &[Row], target_ms: f64) -> Vec<PhaseReport> {
+    let mut start = 0.0;
+    let mut out = Vec::new();
+    for p in &config.script {
+        let end = start + p.length.as_secs_f64();
+        let in_phase: Vec<&Row> = rows.iter().filter(|r| r.t_s > start && r.t_s <= end).collect();
+        if in_phase.is_empty() {
+            break;
+        }
+        let settled: Vec<&Row> = in_phase
+            .iter()
+            .copied()
+            .filter(|r| r.t_s > (start + end) / 2.0)
+            .collect();
+        let mean = |f: &dyn Fn(&Row) -> f64, rs: &[&Row]| {
+            rs.iter().map(|r| f(r)).sum::<f64>() / rs.len().max(1) as f64
+        };
+        let mut p95s: Vec<f64> = settled
+            .iter()
+            .filter(|r| r.throughput > 0.0)
+            .map(|r| r.p95_ms)
+            .collect();
+        p95s.sort_by(f64::total_cmp);
+        let p95 = p95s.get(p95s.len() / 2).copied().unwrap_or(0.0);
+        let near = |r: &&Row| (r.limit as f64 - p.capacity as f64).abs() <= 0.2 * p.capacity as f64;
+        // The last window outside the band; convergence is the window after it.
+        let converge_s = match in_phase.iter().rposition(|r| !near(r)) {
+            None => Some(0.0),
+            Some(i) if i + 1 < in_phase.len() => Some(round(in_phase[i + 1].t_s - start, 1)),
+            Some(_) => None,
+        };
+        out.push(PhaseReport {
+            capacity: p.capacity,
+            start_s: round(start, 1),
+            end_s: round(end, 1),
+            ideal_jobs_per_s: round(config.ideal_rate_at(std::time::Duration::from_secs_f64(start)), 1),
+            achieved_jobs_per_s: round(mean(&|r| r.throughput, &in_phase), 1),
+            p95_ms: round(p95, 3),
+            p95_over_target: p95 > target_ms,
+            limit_mean: round(mean(&|r| r.limit as f64, &settled), 1),
+            converge_s,
+        });
+        start = end;
+    }
+    out
+}

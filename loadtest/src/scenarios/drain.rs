@@ -1,0 +1,242 @@
+//! `drain`: enqueue N jobs in bulk, then drain them with no-op handlers. Measures the
+//! queue itself: enqueue jobs/s and drain jobs/s. `--compare-tracking` runs untracked
+//! and tracked drains side by side (ABBA, to cancel drift) to price the accounting.
+
+use super::{account, base_report, chaos, rate, spec, watch_done};
+use crate::accounting::Tally;
+use crate::cli::{Common, DrainArgs};
+use crate::feed::{Feed, payload};
+use crate::fleet::{Fleet, Totals};
+use crate::observed::Observed;
+use crate::report::{Report, round};
+use crate::sampler::{Row, Sampler, SamplerConfig};
+use crate::target::Target;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weir::CancellationToken;
+
+const DEFAULT_JOBS: u64 = 200_000;
+const DEFAULT_CAP: Duration = Duration::from_secs(600);
+
+/// One drain run.
+pub struct Outcome {
+    pub enqueue_rate: f64,
+    pub drain_rate: f64,
+    /// CPU time of this process per drained job, µs (meaningful with the in-process
+    /// consumer only).
+    pub cpu_us_per_job: Option<f64>,
+    pub tally: Option<Tally>,
+    pub totals: Totals,
+    pub observed: Arc<Observed>,
+    pub rows: Vec<Row>,
+    pub elapsed: Duration,
+    pub finished: bool,
+    /// What the kills did (chaos only).
+    pub chaos: Option<chaos::Stats>,
+}
+
+pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+    let target = Target::open(a.common.redis_url.as_deref()).await?;
+    if a.compare_tracking {
+        return compare(&target, &a).await;
+    }
+    let o = once(&target, &a.common, !a.common.no_track, "drain", None).await?;
+    let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
+    let mut r = report(&a.common, jobs, &o);
+    r.put("redis", target.describe());
+    Ok((r, o.rows))
+}
+
+pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
+    let mut r = base_report("drain", c, jobs);
+    r.enqueue_jobs_per_s = Some(o.enqueue_rate);
+    r.drain_jobs_per_s = Some(o.drain_rate);
+    r.elapsed_s = round(o.elapsed.as_secs_f64(), 3);
+    r.set_latency("end_to_end", &o.observed.total.summary());
+    r.set_limits(&o.rows);
+    account(&mut r, o.tally, &o.totals);
+    if c.consumers() == 1
+        && let Some(cpu) = o.cpu_us_per_job
+    {
+        r.put("harness_cpu_us_per_job", cpu);
+    }
+    if !o.finished {
+        r.put("check_failed", "the drain did not finish within --duration");
+    }
+    r
+}
+
+/// Enqueues, then drains one fresh queue. `kills` (chaos) runs beside the drain with
+/// the process fleet.
+pub async fn once(
+    target: &Target,
+    c: &Common,
+    track: bool,
+    scenario: &str,
+    kills: Option<usize>,
+) -> anyhow::Result<Outcome> {
+    let jobs = c.jobs.unwrap_or(DEFAULT_JOBS);
+    let queue = Target::fresh_queue(scenario);
+    let observed = Arc::new(Observed::new(jobs, track));
+    // Killed consumers' jobs come back as failed attempts: never let them run out.
+    let attempts = if kills.is_some() { 1000 } else { 5 };
+    let (feed, enqueue_rate) = enqueue(target, c, &queue, jobs, attempts).await?;
+
+    let cap = c.duration.unwrap_or(DEFAULT_CAP);
+    let cpu_before = crate::cpu::process_cpu();
+    let started = Instant::now();
+    let fleet = Fleet::start(
+        spec(c, target, &queue, true),
+        c.consumers(),
+        kills.is_some(),
+        observed.clone(),
+    )?;
+    let sampler = Sampler::start(SamplerConfig {
+        observed: observed.clone(),
+        gauges: fleet.gauges(),
+        conn: target.conn.clone(),
+        queue: queue.clone(),
+        ideal: None,
+        total: Some(jobs),
+        quiet: c.quiet,
+    });
+    let stop_watch = CancellationToken::new();
+    let done = watch_done(observed.clone(), jobs, stop_watch.clone());
+    let plan = kills.map(|kills| chaos::Plan {
+        kills,
+        seed: c.seed,
+        jobs,
+        cap,
+    });
+    let (totals, finished, chaos) = wait(fleet, plan, &observed, target, &queue, cap).await?;
+    let ended = Instant::now();
+    stop_watch.cancel();
+    let done_at = done.await.ok().flatten().unwrap_or(ended);
+    let cpu_us_per_job = cpu_before
+        .zip(crate::cpu::process_cpu())
+        .map(|(a, b)| round((b - a).as_secs_f64() * 1e6 / jobs as f64, 3));
+    let rows = sampler.finish().await;
+    target.cleanup(&queue).await;
+    Ok(Outcome {
+        enqueue_rate,
+        drain_rate: rate(jobs, done_at - started),
+        cpu_us_per_job,
+        tally: observed.tracker.as_ref().map(|t| t.tally(feed.enqueued())),
+        totals,
+        observed,
+        rows,
+        elapsed: ended - started,
+        finished,
+        chaos,
+    })
+}
+
+/// Enqueues jobs `0..jobs` into `queue` in bulk; returns the feed and the enqueue rate.
+async fn enqueue(
+    target: &Target,
+    c: &Common,
+    queue: &str,
+    jobs: u64,
+    attempts: u32,
+) -> anyhow::Result<(Feed, f64)> {
+    let payload = payload(c.payload_bytes, c.seed);
+    let mut feed = Feed::new(target.conn.clone(), queue, payload, jobs, attempts)?;
+    let t = Instant::now();
+    feed.push_all().await?;
+    Ok((feed, rate(jobs, t.elapsed())))
+}
+
+/// Waits for the fleet to drain the queue, killing processes on the way if `plan` says.
+async fn wait(
+    fleet: Fleet,
+    plan: Option<chaos::Plan>,
+    observed: &Arc<Observed>,
+    target: &Target,
+    queue: &str,
+    cap: Duration,
+) -> anyhow::Result<(Totals, bool, Option<chaos::Stats>)> {
+    match (plan, fleet) {
+        (Some(plan), Fleet::Procs(p)) => {
+            chaos::kill_and_wait(*p, observed.clone(), target, queue, plan).await
+        }
+        (_, fleet) => {
+            let (t, f) = fleet.wait(cap).await?;
+            Ok((t, f, None))
+        }
+    }
+}
+
+/// Untracked and tracked drains, `rounds` pairs in ABBA order, on fresh queues.
+async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut cpu_with, mut cpu_without) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for round_no in 0..a.rounds.max(1) {
+        let order = if round_no % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for track in order {
+            let o = once(target, &a.common, track, "drain", None).await?;
+            eprintln!(
+                "  {} drain: {:.0} jobs/s, {:.2} µs CPU per job",
+                if track { "tracked  " } else { "untracked" },
+                o.drain_rate,
+                o.cpu_us_per_job.unwrap_or(0.0)
+            );
+            let cpu = o.cpu_us_per_job.unwrap_or(0.0);
+            if track {
+                cpu_with.push(cpu);
+                with.push(o.drain_rate);
+                last = Some(o);
+            } else {
+                cpu_without.push(cpu);
+                without.push(o.drain_rate);
+            }
+        }
+    }
+    let o = last.ok_or_else(|| anyhow::anyhow!("no tracked run"))?;
+    let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
+    let mut r = report(&a.common, jobs, &o);
+    put_comparison(&mut r, [&with, &without], [&cpu_with, &cpu_without], jobs);
+    r.put("redis", target.describe());
+    Ok((r, o.rows))
+}
+
+/// The comparison's figures: medians of the rates and of CPU per job, tracked first.
+fn put_comparison(r: &mut Report, rates: [&[f64]; 2], cpu: [&[f64]; 2], jobs: u64) {
+    // The median: on a shared machine one run in a few lands on a busy moment.
+    let (m_with, m_without) = (median(rates[0]), median(rates[1]));
+    r.drain_jobs_per_s = Some(round(m_with, 1));
+    r.put("untracked_drain_jobs_per_s", round(m_without, 1));
+    r.put("tracked_runs_jobs_per_s", rates[0]);
+    r.put("untracked_runs_jobs_per_s", rates[1]);
+    r.put(
+        "tracking_overhead_pct",
+        round((m_without - m_with) / m_without.max(1e-9) * 100.0, 2),
+    );
+    let (c_with, c_without) = (median(cpu[0]), median(cpu[1]));
+    r.put("tracked_cpu_us_per_job", round(c_with, 3));
+    r.put("untracked_cpu_us_per_job", round(c_without, 3));
+    r.put(
+        "tracking_cpu_overhead_pct",
+        round((c_with - c_without) / c_without.max(1e-9) * 100.0, 2),
+    );
+    let ns = crate::accounting::cost_ns_per_job(jobs);
+    r.put("tracking_ns_per_job", round(ns, 1));
+    r.put(
+        "tracking_ns_pct_of_cpu_per_job",
+        round(ns / (c_without * 1000.0).max(1e-9) * 100.0, 2),
+    );
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}

@@ -1,0 +1,104 @@
+//! The scenarios, and what they share: the consumer spec from the common options, the
+//! wait for a queue to settle, and the report's common figures.
+
+pub mod chaos;
+pub mod downstream;
+pub mod drain;
+pub mod steady;
+pub mod timed;
+
+use crate::accounting::Tally;
+use crate::cli::Common;
+use crate::fleet::{Spec, Totals};
+use crate::observed::Observed;
+use crate::report::{Report, round};
+use crate::target::Target;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+use weir::CancellationToken;
+
+/// Longest wait for the backlog to be worked off after a time-based scenario's producer
+/// stops.
+pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> Spec {
+    Spec {
+        redis_url: target.url.clone(),
+        queue: queue.to_owned(),
+        concurrency: c.concurrency,
+        batch: c.batch,
+        pipeline: c.pipeline,
+        visibility: c.visibility(),
+        drain,
+        downstream: None,
+    }
+}
+
+/// The report's fields every scenario fills the same way.
+pub fn base_report(scenario: &str, c: &Common, jobs: u64) -> Report {
+    Report {
+        scenario: scenario.into(),
+        jobs,
+        consumers: c.consumers(),
+        concurrency: c.concurrency,
+        ..Report::default()
+    }
+}
+
+/// Puts the accounting and the consumers' totals into the report.
+pub fn account(r: &mut Report, tally: Option<Tally>, totals: &Totals) {
+    if let Some(t) = tally {
+        r.lost = Some(t.lost);
+        r.duplicates = Some(t.duplicates);
+        r.extra_runs = Some(t.extra_runs);
+        if t.foreign > 0 {
+            r.put("foreign_jobs", t.foreign);
+            r.put("check_failed", "jobs the harness did not enqueue were processed");
+        }
+    }
+    r.put("consumer_totals", totals);
+}
+
+pub fn rate(n: u64, d: Duration) -> f64 {
+    round(n as f64 / d.as_secs_f64().max(1e-9), 1)
+}
+
+/// Resolves with the moment `observed` has counted `target` processed jobs (polled every
+/// millisecond, so the drain rate is not rounded up to a poll period), or `None` once
+/// cancelled.
+pub fn watch_done(
+    observed: Arc<Observed>,
+    target: u64,
+    stop: CancellationToken,
+) -> JoinHandle<Option<Instant>> {
+    tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            if observed.processed() >= target {
+                return Some(Instant::now());
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        None
+    })
+}
+
+/// Waits until the queue has nothing ready, delayed or leased (bounded by `timeout`);
+/// true if it settled.
+pub async fn settle(target: &Target, queue: &str, timeout: Duration) -> anyhow::Result<bool> {
+    let q = weir::Queue::new(target.conn.clone(), queue)?;
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if q.stats().await?.pending() == 0 {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(false)
+}
+
+/// Counter `name` of the queue's lifetime counters (0 if absent).
+pub async fn counter(target: &Target, queue: &str, name: &str) -> anyhow::Result<u64> {
+    let s = weir::Queue::new(target.conn.clone(), queue)?.stats().await?;
+    Ok(s.counters.get(name).copied().unwrap_or(0))
+}

@@ -1,0 +1,142 @@
+//! The shape `steady` and `downstream` share: consumers run while a producer feeds the
+//! queue for a fixed length (at a rate, or keeping a backlog), then the producer stops,
+//! the backlog is worked off (bounded), and the consumers are stopped.
+
+use super::{SETTLE_TIMEOUT, rate, settle, spec};
+use crate::accounting::Tally;
+use crate::cli::{Common, DownstreamOpts};
+use crate::feed::{Feed, payload};
+use crate::fleet::{Fleet, Totals};
+use crate::observed::Observed;
+use crate::sampler::{Ideal, Row, Sampler, SamplerConfig};
+use crate::target::Target;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the producer looks at the clock (rate) or the queue (backlog).
+const FEED_TICK: Duration = Duration::from_millis(10);
+
+/// How the producer feeds the queue.
+#[derive(Debug, Clone, Copy)]
+pub enum Pace {
+    /// This many jobs per second.
+    Rate(u64),
+    /// Keep about this many jobs ready, so the consumers never starve.
+    Backlog(u64),
+}
+
+pub struct Timed {
+    pub scenario: &'static str,
+    pub length: Duration,
+    pub jobs_cap: u64,
+    pub pace: Pace,
+    /// The simulated downstream's options and seed (the script starts with the run).
+    pub downstream: Option<(DownstreamOpts, u64)>,
+    pub ideal: Option<Ideal>,
+    /// Attempts per job: high where the downstream makes jobs fail.
+    pub max_attempts: u32,
+}
+
+pub struct Outcome {
+    pub observed: Arc<Observed>,
+    pub enqueued: u64,
+    pub enqueue_rate: f64,
+    /// Jobs processed during the fed window, per second.
+    pub achieved_rate: f64,
+    pub window: Duration,
+    pub rows: Vec<Row>,
+    pub totals: Totals,
+    pub tally: Option<Tally>,
+    pub settled: bool,
+    pub elapsed: Duration,
+}
+
+pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcome> {
+    let queue = Target::fresh_queue(t.scenario);
+    let observed = Arc::new(Observed::new(t.jobs_cap, !c.no_track));
+    let mut feed = Feed::new(
+        target.conn.clone(),
+        &queue,
+        payload(c.payload_bytes, c.seed),
+        t.jobs_cap,
+        t.max_attempts,
+    )?;
+    if let Pace::Backlog(n) = t.pace {
+        feed.push(n).await?; // start with work waiting, so the first second is not a ramp
+    }
+    let mut spec = spec(c, target, &queue, false);
+    // Each process simulates its own downstream: give each an equal share of capacity.
+    spec.downstream = t.downstream.map(|(opts, seed)| {
+        (
+            opts.shared(c.consumers() as u64),
+            seed,
+            crate::downstream::unix_ms(),
+        )
+    });
+    let started = Instant::now();
+    let fleet = Fleet::start(spec, c.consumers(), false, observed.clone())?;
+    let sampler = Sampler::start(SamplerConfig {
+        observed: observed.clone(),
+        gauges: fleet.gauges(),
+        conn: target.conn.clone(),
+        queue: queue.clone(),
+        ideal: t.ideal,
+        total: None,
+        quiet: c.quiet,
+    });
+    produce(&mut feed, target, &queue, t.pace, started + t.length).await?;
+    let window = started.elapsed();
+    let processed = observed.processed();
+    let settled = settle(target, &queue, SETTLE_TIMEOUT).await?;
+    let totals = fleet.stop().await?;
+    let elapsed = started.elapsed();
+    let rows = sampler.finish().await;
+    target.cleanup(&queue).await;
+    Ok(Outcome {
+        enqueued: feed.enqueued(),
+        enqueue_rate: rate(feed.enqueued(), window),
+        achieved_rate: rate(processed, window),
+        window,
+        rows,
+        totals,
+        tally: observed.tracker.as_ref().map(|tr| tr.tally(feed.enqueued())),
+        settled,
+        elapsed,
+        observed,
+    })
+}
+
+/// Feeds the queue until `until` (or the job cap).
+async fn produce(
+    feed: &mut Feed,
+    target: &Target,
+    queue: &str,
+    pace: Pace,
+    until: Instant,
+) -> anyhow::Result<()> {
+    let q = weir::Queue::new(target.conn.clone(), queue)?;
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(FEED_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while Instant::now() < until && feed.remaining() > 0 {
+        tick.tick().await;
+        let n = match pace {
+            Pace::Rate(r) => {
+                let due = (start.elapsed().as_secs_f64() * r as f64) as u64;
+                due.saturating_sub(feed.enqueued())
+            }
+            Pace::Backlog(target_depth) => {
+                let s = q.stats().await?;
+                target_depth.saturating_sub(s.ready_total() + s.delayed)
+            }
+        };
+        feed.push(n).await?;
+    }
+    Ok(())
+}
+
+/// Rows of the fed window only (the settle tail is left out of limit figures).
+pub fn window_rows(rows: &[Row], window: Duration) -> &[Row] {
+    let end = rows.partition_point(|r| r.t_s <= window.as_secs_f64() + 1e-6);
+    &rows[..end]
+}

@@ -1,0 +1,219 @@
+//! Smoke runs of every scenario: small and short (the whole file takes seconds in a
+//! debug build), each against its own private redis-server. They check what the harness
+//! promises: lost = 0, a last line `RESULT {json}`, and a report directory whose files
+//! exist and parse. Full runs are for people and benchmarks, not CI.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_weir-loadtest");
+
+/// Runs the harness with `args` and `--out` in a temp dir; returns the RESULT json and
+/// the directory.
+fn run(args: &[&str]) -> (Value, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--quiet", "--out"])
+        .arg(dir.path())
+        .output()
+        .expect("run weir-loadtest");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{args:?} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let json = last
+        .strip_prefix("RESULT ")
+        .unwrap_or_else(|| panic!("last line is not RESULT: {last:?}"));
+    let result: Value = serde_json::from_str(json).expect("RESULT is JSON");
+    check_files(dir.path(), &result);
+    (result, dir)
+}
+
+fn check_files(dir: &Path, result: &Value) {
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).expect("result.json"))
+            .expect("result.json parses");
+    assert_eq!(&saved, result, "result.json matches the RESULT line");
+    let csv = std::fs::read_to_string(dir.join("timeseries.csv")).expect("timeseries.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("csv header").split(',').collect();
+    for col in ["t_s", "throughput", "in_flight", "limit", "p95_ms", "queue_depth"] {
+        assert!(header.contains(&col), "column {col} in {header:?}");
+    }
+    let rows: Vec<&str> = lines.collect();
+    assert!(!rows.is_empty(), "time series has rows");
+    for row in rows {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells.len(), header.len(), "row {row:?}");
+        for c in cells {
+            c.parse::<f64>()
+                .unwrap_or_else(|_| panic!("cell {c:?} of {row:?} is a number"));
+        }
+    }
+    for png in ["throughput.png", "latency.png"] {
+        let bytes = std::fs::read(dir.join(png)).unwrap_or_else(|e| panic!("{png}: {e}"));
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{png} is a PNG");
+    }
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+#[test]
+fn drain_accounts_for_every_job() {
+    let (r, _dir) = run(&["drain", "--jobs", "3000"]);
+    assert_eq!(r["scenario"], "drain");
+    assert_eq!(num(&r, "lost"), 0.0);
+    assert_eq!(num(&r, "duplicates"), 0.0);
+    assert!(num(&r, "drain_jobs_per_s") > 0.0 && num(&r, "enqueue_jobs_per_s") > 0.0);
+    for key in [
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "max_ms",
+        "limit_min",
+        "limit_mean",
+        "limit_max",
+    ] {
+        assert!(r.get(key).is_some(), "{key} in {r}");
+    }
+}
+
+#[test]
+fn drain_compares_tracking_side_by_side() {
+    let (r, _dir) = run(&["drain", "--jobs", "2000", "--compare-tracking", "--rounds", "1"]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    assert!(num(&r, "untracked_drain_jobs_per_s") > 0.0);
+    assert!(r["tracking_overhead_pct"].is_number());
+}
+
+#[test]
+fn steady_reports_end_to_end_latency() {
+    let (r, _dir) = run(&["steady", "--rate", "500", "--duration", "2s"]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    assert_eq!(num(&r, "jobs"), 1000.0);
+    assert!(num(&r, "achieved_jobs_per_s") > 300.0, "{r}");
+    assert!(num(&r, "p95_ms") < 1000.0, "{r}");
+}
+
+#[test]
+fn downstream_reports_against_the_ideal() {
+    let (r, _dir) = run(&[
+        "downstream",
+        "--capacity",
+        "40@1s,10@1s",
+        "--base-latency",
+        "10ms",
+        "--concurrency",
+        "16",
+    ]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    assert_eq!(num(&r, "ideal_jobs_per_s"), 2500.0);
+    assert!(num(&r, "achieved_jobs_per_s") > 0.0);
+    assert_eq!(r["latency"], "downstream_call");
+    assert!(r["target_p95_ms"].is_number());
+}
+
+#[test]
+fn chaos_loses_nothing_when_consumers_are_killed() {
+    let (r, _dir) = run(&[
+        "chaos",
+        "--jobs",
+        "6000",
+        "--kills",
+        "2",
+        "--consumers",
+        "2",
+        "--concurrency",
+        "32",
+        "--batch",
+        "100",
+        "--visibility-timeout",
+        "1s",
+    ]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    let chaos = &r["chaos"];
+    assert_eq!(num(chaos, "kills"), 2.0, "{r}");
+    assert!(num(&r, "extra_runs") <= num(chaos, "reclaimed"), "{r}");
+}
+
+#[test]
+fn bad_options_give_one_line_and_exit_2() {
+    let out = Command::new(BIN)
+        .args(["drain", "--consumers", "0"])
+        .output()
+        .expect("run weir-loadtest");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--consumers"), "{err}");
+}
+
+#[test]
+fn downstream_serves_over_local_http() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut server = Server(
+        Command::new(BIN)
+            .args([
+                "serve-downstream",
+                "--capacity",
+                "1@1h",
+                "--hard-factor",
+                "1",
+                "--base-latency",
+                "50ms",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start serve-downstream"),
+    );
+    let mut first = String::new();
+    BufReader::new(server.0.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("address line");
+    let addr = first
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("listening on ADDR")
+        .to_owned();
+    let call = |body: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        let req = format!(
+            "POST /job HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).expect("send");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+        let mut buf = [0u8; 256];
+        let n = s.read(&mut buf).expect("answer");
+        (s, String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
+    let (_held, ok) = std::thread::scope(|sc| {
+        // Capacity 1, hard limit 1: while the first call runs, a second one is shed.
+        let a = sc.spawn(|| call("{}"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (_, shed) = call("{}");
+        assert!(shed.starts_with("HTTP/1.1 503"), "{shed}");
+        a.join().expect("first call")
+    });
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+}
+
+/// A server process this test started, killed (by its own handle, so its PID) when the
+/// test ends, passed or failed.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
