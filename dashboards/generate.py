@@ -73,7 +73,12 @@ LIMIT_PANELS = [
     panel("Concurrency limit vs in flight", [
         ("limit", f"sum(weir_concurrency_limit{Q})"),
         ("in flight", f"sum(weir_jobs_in_flight{Q})"),
+        ("floor", f"sum(weir_limiter_min_concurrency{Q})"),
     ], description="The limit the pool enforces, summed over consumers, against the jobs running."),
+    panel("Limiter: window p95 vs target", [
+        ("window p95", f"max(weir_limiter_window_p95_seconds{Q})"),
+        ("target", f"max(weir_limiter_target_p95_seconds{Q})"),
+    ], unit="s", description="The p95 each limiter window judged, against the target it judged it by."),
 ]
 
 OVERVIEW = dashboard("weir-overview", "weir / overview",
@@ -117,6 +122,12 @@ LIMITER = dashboard("weir-limiter", "weir / limiter tuning",
                     "What the concurrency limiter sees and decides, to tune min, max, target and rate.", [
     *LIMIT_PANELS,
     panel("Handler duration", quantiles("weir_job_duration_seconds"), unit="s"),
+    panel("Limiter decisions", [
+        ("{{decision}}", f"sum by (decision) (rate(weir_limiter_decisions_total{Q}[$__rate_interval]))"),
+    ], unit="ops", description="Per window: decrease on latency or errors, increase (probe), hold, baseline."),
+    panel("Limiter window error ratio", [
+        ("errors", f"max(weir_limiter_window_error_ratio{Q})"),
+    ], unit="percentunit"),
     panel("Batch sizes", [
         ("fetch", f"sum(rate(weir_fetch_batch_jobs_sum{Q}[$__rate_interval])) / "
                   f"sum(rate(weir_fetch_batch_jobs_count{Q}[$__rate_interval]))"),

@@ -228,6 +228,9 @@ impl Consumer {
         let finish_acks = CancellationToken::new();
         let stop_housekeeping = CancellationToken::new();
 
+        if let (Some(l), true) = (&self.limiter, c.metrics) {
+            l.attach_metrics(crate::metrics::LimiterMetrics::new(&c.queue));
+        }
         let metrics = if c.metrics {
             QueueMetrics::new(&c.queue)
         } else {

@@ -66,6 +66,19 @@ pub const LIMIT: &str = "weir_concurrency_limit";
 /// Jobs running in this consumer.
 pub const IN_FLIGHT: &str = "weir_jobs_in_flight";
 
+/// The window p95 the limiter last judged.
+pub const LIMITER_P95: &str = "weir_limiter_window_p95_seconds";
+/// The window error rate the limiter last judged.
+pub const LIMITER_ERRORS: &str = "weir_limiter_window_error_ratio";
+/// The p95 target in force.
+pub const LIMITER_TARGET: &str = "weir_limiter_target_p95_seconds";
+/// The limiter's floor.
+pub const LIMITER_MIN: &str = "weir_limiter_min_concurrency";
+/// The limiter's ceiling.
+pub const LIMITER_MAX: &str = "weir_limiter_max_concurrency";
+/// Limiter decisions, by kind.
+pub const LIMITER_DECISIONS: &str = "weir_limiter_decisions_total";
+
 /// Histogram buckets for durations: 0.5 ms to 20 min, so 1 ms jobs and 10-minute jobs
 /// both resolve.
 pub const DURATION_BUCKETS: &[f64] = &[
@@ -134,6 +147,10 @@ pub fn describe() {
             DEAD_TRIMMED,
             "Dead-letter entries trimmed by the cap (from Redis).",
         ),
+        (
+            LIMITER_DECISIONS,
+            "Limiter decisions per window: decrease_latency, decrease_errors, increase, hold, baseline.",
+        ),
     ] {
         describe_counter!(name, help);
     }
@@ -157,6 +174,23 @@ pub fn describe() {
         ),
         (LIMIT, Unit::Count, "The consumer's concurrency limit."),
         (IN_FLIGHT, Unit::Count, "Jobs running in this consumer."),
+        (
+            LIMITER_P95,
+            Unit::Seconds,
+            "Handler p95 of the limiter's last window.",
+        ),
+        (
+            LIMITER_ERRORS,
+            Unit::Count,
+            "Error ratio (0 to 1) of the limiter's last window.",
+        ),
+        (
+            LIMITER_TARGET,
+            Unit::Seconds,
+            "The limiter's p95 target in force.",
+        ),
+        (LIMITER_MIN, Unit::Count, "The limiter's lowest allowed limit."),
+        (LIMITER_MAX, Unit::Count, "The limiter's highest allowed limit."),
     ] {
         describe_gauge!(name, unit, help);
     }
@@ -244,6 +278,54 @@ impl QueueMetrics {
         metrics::gauge!(QUEUE_OLDEST, "queue" => q.clone()).set(s.oldest_ready_age_ms as f64 / 1000.0);
         let trimmed = s.counters.get("trimmed").copied().unwrap_or(0);
         counter!(DEAD_TRIMMED, "queue" => q).absolute(trimmed);
+    }
+}
+
+/// The limiter's metric handles for one queue, built once (per window recording).
+#[derive(Clone)]
+pub struct LimiterMetrics {
+    /// Last window's p95.
+    pub p95: Gauge,
+    /// Last window's error ratio.
+    pub error_ratio: Gauge,
+    /// Target in force.
+    pub target: Gauge,
+    /// Floor.
+    pub min: Gauge,
+    /// Ceiling.
+    pub max: Gauge,
+    /// Decisions, in [`DECISION_KINDS`] order.
+    pub decisions: [Counter; 5],
+}
+
+impl std::fmt::Debug for LimiterMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LimiterMetrics")
+    }
+}
+
+/// The decision kinds, in [`LimiterMetrics::decisions`] order.
+pub const DECISION_KINDS: [&str; 5] = [
+    "decrease_latency",
+    "decrease_errors",
+    "increase",
+    "hold",
+    "baseline",
+];
+
+impl LimiterMetrics {
+    /// Handles for `queue` (no-ops unless a recorder is installed when called).
+    pub fn new(queue: &str) -> Self {
+        let q = queue.to_owned();
+        Self {
+            p95: metrics::gauge!(LIMITER_P95, "queue" => q.clone()),
+            error_ratio: metrics::gauge!(LIMITER_ERRORS, "queue" => q.clone()),
+            target: metrics::gauge!(LIMITER_TARGET, "queue" => q.clone()),
+            min: metrics::gauge!(LIMITER_MIN, "queue" => q.clone()),
+            max: metrics::gauge!(LIMITER_MAX, "queue" => q.clone()),
+            decisions: DECISION_KINDS
+                .map(|kind| counter!(LIMITER_DECISIONS, "queue" => q.clone(), "decision" => kind)),
+        }
     }
 }
 

@@ -177,6 +177,7 @@ async fn load(url: String, stop: CancellationToken) {
         concurrency: 16,
         ..Default::default()
     };
+    config.limiter = Some(weir::limiter::LimiterConfig::default());
     config.pool.retry.base = Duration::from_millis(100);
     let consumer = Consumer::new(config, redis, registry).unwrap();
     let consumer = tokio::spawn(consumer.run(stop.clone()));

@@ -43,7 +43,8 @@ pub use rate::{Rate, RateGate, RateLimit};
 pub use window::{Signal, Window, WindowConfig};
 
 use crate::limit::Limit;
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::metrics::LimiterMetrics;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -84,6 +85,8 @@ impl LimiterConfig {
 #[derive(Debug)]
 pub struct Limiter {
     limit: Arc<Limit>,
+    /// Set once the consumer runs (after any metrics recorder is installed).
+    metrics: OnceLock<LimiterMetrics>,
     inner: Mutex<Inner>,
 }
 
@@ -110,7 +113,17 @@ impl Limiter {
                 rule,
             }),
             limit,
+            metrics: OnceLock::new(),
         })
+    }
+
+    /// Publishes this limiter's windows and decisions through `m` from now on.
+    pub fn attach_metrics(&self, m: LimiterMetrics) {
+        let inner = self.lock();
+        let c = inner.rule.config();
+        m.min.set(c.min as f64);
+        m.max.set(c.max as f64);
+        let _ = self.metrics.set(m);
     }
 
     /// The limit this limiter drives.
@@ -145,6 +158,9 @@ impl Limiter {
     fn close(&self, inner: &mut Inner, now: Instant) -> Decision {
         let summary = inner.window.close(now, self.limit.take_peak());
         let d = inner.rule.decide(&summary);
+        if let Some(m) = self.metrics.get() {
+            record(m, &summary, &d, inner.rule.target());
+        }
         if d.to != d.from {
             inner.window.discard_before(now);
             self.limit.set(d.to);
@@ -194,6 +210,10 @@ impl Limiter {
         inner.rule.reconfigure(config.aimd)?;
         inner.window.reconfigure(config.window)?;
         self.limit.set(inner.rule.limit());
+        if let Some(m) = self.metrics.get() {
+            m.min.set(inner.rule.config().min as f64);
+            m.max.set(inner.rule.config().max as f64);
+        }
         Ok(())
     }
 
@@ -201,6 +221,23 @@ impl Limiter {
         // A panic while holding the lock leaves plain numbers behind: keep going.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Publishes one window and its decision.
+fn record(m: &LimiterMetrics, s: &Summary, d: &Decision, target: Option<Duration>) {
+    m.p95.set(s.p95.as_secs_f64());
+    m.error_ratio.set(s.error_rate());
+    if let Some(t) = target {
+        m.target.set(t.as_secs_f64());
+    }
+    let kind = match d.reason {
+        Reason::Latency { .. } if d.to < d.from => 0,
+        Reason::Errors { .. } if d.to < d.from => 1,
+        Reason::Probe if d.to > d.from => 2,
+        Reason::Baseline => 4,
+        _ => 3,
+    };
+    m.decisions[kind].increment(1);
 }
 
 #[cfg(test)]
