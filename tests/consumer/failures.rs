@@ -180,14 +180,7 @@ async fn bad_envelopes_are_dead_lettered_and_good_jobs_around_them_run() {
     }
     p.enqueue_bulk(jobs("k", "after", 5)).await.unwrap();
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            s.record(&job);
-            async { Ok(()) }
-        }),
-    );
+    let registry = seen.acking("k");
     let mut cfg = config(&ctx);
     cfg.fetcher.max_envelope_bytes = 512;
     let c = start(&ctx, cfg, registry);
@@ -272,14 +265,7 @@ async fn non_utf8_id_does_not_poison_its_batch() {
         .unwrap();
     ctx.producer().enqueue_bulk(jobs("k", "after", 5)).await.unwrap();
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            s.record(&job);
-            async { Ok(()) }
-        }),
-    );
+    let registry = seen.acking("k");
     let mut cfg = config(&ctx);
     cfg.fetcher.visibility = std::time::Duration::from_millis(500);
     cfg.acker.visibility = std::time::Duration::from_millis(500);

@@ -4,7 +4,6 @@
 use crate::common::*;
 use crate::support::*;
 use std::time::Duration;
-use weir::{Registry, handler_fn};
 
 async fn kill_clients(ctx: &Ctx, kind: &str) -> u64 {
     // a fresh connection, so the kill also takes the test's own multiplexed one
@@ -25,14 +24,7 @@ async fn kill_clients(ctx: &Ctx, kind: &str) -> u64 {
 async fn consumer_survives_dropped_connections() {
     let ctx = Ctx::private("reconnect").await;
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            s.record(&job);
-            async { Ok(()) }
-        }),
-    );
+    let registry = seen.acking("k");
     let c = start(&ctx, config(&ctx), registry);
     ctx.producer().enqueue_bulk(jobs("k", "a", 50)).await.unwrap();
     wait_until("first jobs", SOON, || async { seen.ids() == 50 }).await;

@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, Job, NewJob, Registry, Report, RetryPolicy};
+use weir::{
+    CancellationToken, Consumer, ConsumerConfig, Handle, Job, NewJob, Registry, Report, RetryPolicy,
+    handler_fn,
+};
 
 /// Generous bound for anything a consumer should do "soon".
 pub const SOON: Duration = Duration::from_secs(15);
@@ -86,6 +89,17 @@ impl Seen {
     }
     pub fn calls(&self) -> usize {
         self.0.lock().unwrap().values().map(Vec::len).sum()
+    }
+    /// A registry whose handler for `kind` records each job here and acks it.
+    pub fn acking(&self, kind: &str) -> Registry {
+        let s = self.clone();
+        Registry::new().on(
+            kind,
+            handler_fn(move |job| {
+                s.record(&job);
+                async { Ok(()) }
+            }),
+        )
     }
 }
 
