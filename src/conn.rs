@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How long a script call may take before it fails (redis-rs defaults to 500 ms, too
@@ -16,6 +17,47 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Redis {
     client: redis::Client,
     url: String,
+    response_timeout: Duration,
+}
+
+/// TLS material for a `rediss://` URL, as PEM files: a CA to trust instead of the system
+/// roots, and a client certificate with its key for servers that require one
+/// (`tls-auth-clients yes`).
+#[derive(Debug, Clone, Default)]
+pub struct TlsFiles {
+    /// CA certificate(s) that signed the server's certificate.
+    pub ca: Option<PathBuf>,
+    /// Client certificate (needs `key`).
+    pub cert: Option<PathBuf>,
+    /// Client private key (needs `cert`).
+    pub key: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// True when no file is given.
+    pub fn is_empty(&self) -> bool {
+        self.ca.is_none() && self.cert.is_none() && self.key.is_none()
+    }
+
+    fn load(&self) -> Result<redis::TlsCertificates> {
+        let read = |what: &str, p: &PathBuf| {
+            std::fs::read(p).map_err(|e| Error::Config(format!("cannot read the TLS {what} {}: {e}", p.display())))
+        };
+        let client_tls = match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
+                client_cert: read("client certificate", c)?,
+                client_key: read("client key", k)?,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(Error::Config(
+                    "a TLS client certificate needs its key, and a key its certificate".into(),
+                ));
+            }
+        };
+        let root_cert = self.ca.as_ref().map(|p| read("CA file", p)).transpose()?;
+        Ok(redis::TlsCertificates { client_tls, root_cert })
+    }
 }
 
 impl std::fmt::Debug for Redis {
@@ -46,17 +88,40 @@ pub fn redact_url(url: &str) -> String {
 }
 
 impl Redis {
-    /// Parses a `redis://` or `rediss://` URL.
+    /// Parses a `redis://` or `rediss://` URL (TLS trusting the system's CA roots).
     pub fn open(url: &str) -> Result<Self> {
+        Self::open_tls(url, &TlsFiles::default())
+    }
+
+    /// Parses a URL and, for `rediss://`, uses the given CA and client certificate.
+    pub fn open_tls(url: &str, tls: &TlsFiles) -> Result<Self> {
         let redacted = redact_url(url);
-        let client = redis::Client::open(url).map_err(|e| Error::Connect {
+        let invalid = |e: redis::RedisError| Error::Connect {
             url: redacted.clone(),
             message: format!("invalid URL: {}", e.to_string().replace(url, &redacted)),
-        })?;
+        };
+        let client = if tls.is_empty() {
+            redis::Client::open(url).map_err(invalid)?
+        } else {
+            if !url.starts_with("rediss://") {
+                return Err(Error::Config(format!(
+                    "TLS files were given but {redacted} is not a rediss:// URL"
+                )));
+            }
+            redis::Client::build_with_tls(url, tls.load()?).map_err(invalid)?
+        };
         Ok(Self {
             client,
             url: redacted,
+            response_timeout: RESPONSE_TIMEOUT,
         })
+    }
+
+    /// Sets how long a call may wait for its reply before it fails and is retried
+    /// (default [`RESPONSE_TIMEOUT`]).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
     }
 
     /// The URL, password redacted.
@@ -68,7 +133,7 @@ impl Redis {
     /// link drops fails; callers retry).
     pub async fn connect(&self) -> Result<ConnectionManager> {
         let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_response_timeout(Some(self.response_timeout))
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_secs(2));

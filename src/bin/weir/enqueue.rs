@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use weir::producer::{BULK_CHUNK, BULK_PIPELINE};
 use weir::scripts::EnqueueArg;
-use weir::{NewJob, Priority, Producer, Redis};
+use weir::{NewJob, Priority, Producer};
 
 #[derive(Args, Debug)]
 pub struct EnqueueArgs {
@@ -61,7 +61,7 @@ struct Chunk {
 }
 
 pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
-    let conn = Redis::open(&a.common.redis_url)?.connect().await?;
+    let conn = a.common.redis()?.connect().await?;
     let producer = Producer::new(conn, &a.common.queue)?
         .max_envelope_bytes(a.max_envelope_bytes)
         .default_max_attempts(a.max_attempts);

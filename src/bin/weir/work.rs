@@ -4,13 +4,15 @@ use crate::{Common, parse_duration};
 use clap::Args;
 use futures_util::future::BoxFuture;
 use std::time::{Duration, Instant};
-use weir::{CancellationToken, Consumer, ConsumerConfig, Handler, Job, JobResult, Redis, Registry, Report};
+use weir::{CancellationToken, Consumer, ConsumerConfig, Handler, Job, JobResult, Registry, Report};
 
 #[derive(Args, Debug, Clone)]
 pub struct WorkArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Built-in handler for every job kind: `noop`, or `sleep:<duration>` (e.g. sleep:50ms).
+    /// Built-in handler for every job kind: `noop`; `sleep:<duration>` (e.g. sleep:50ms);
+    /// `print` or `print:<duration>` (sleep, then write the job as one JSON line
+    /// `{"id","kind","attempt","payload"}` to standard output before acking it).
     #[arg(long, default_value = "noop", value_parser = parse_handler)]
     pub handler: BuiltIn,
     /// Jobs running at once.
@@ -55,26 +57,52 @@ pub enum BuiltIn {
     Noop,
     /// Sleeps, then acks.
     Sleep(Duration),
+    /// Sleeps, prints the job as a JSON line on standard output, then acks: a trace of
+    /// every job run, for debugging a queue or piping jobs to another tool.
+    Print(Duration),
 }
 
 fn parse_handler(s: &str) -> Result<BuiltIn, String> {
     match s.split_once(':') {
         None if s == "noop" => Ok(BuiltIn::Noop),
+        None if s == "print" => Ok(BuiltIn::Print(Duration::ZERO)),
         Some(("sleep", d)) => Ok(BuiltIn::Sleep(parse_duration(d)?)),
-        _ => Err(format!("unknown handler {s:?}: use noop or sleep:<duration>")),
+        Some(("print", d)) => Ok(BuiltIn::Print(parse_duration(d)?)),
+        _ => Err(format!(
+            "unknown handler {s:?}: use noop, sleep:<duration>, print or print:<duration>"
+        )),
     }
 }
 
 impl Handler for BuiltIn {
-    fn call(&self, _job: Job) -> BoxFuture<'static, JobResult> {
+    fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {
         match *self {
             BuiltIn::Noop => Box::pin(std::future::ready(Ok(()))),
             BuiltIn::Sleep(d) => Box::pin(async move {
                 tokio::time::sleep(d).await;
                 Ok(())
             }),
+            BuiltIn::Print(d) => Box::pin(async move {
+                if !d.is_zero() {
+                    tokio::time::sleep(d).await;
+                }
+                print_job(&job)
+            }),
         }
     }
+}
+
+/// One line per job, written whole (stdout is locked for the line), before the ack.
+fn print_job(job: &Job) -> JobResult {
+    use std::io::Write;
+    let line = serde_json::json!({
+        "id": job.id,
+        "kind": job.kind,
+        "attempt": job.attempt,
+        "payload": &*job.payload,
+    });
+    writeln!(std::io::stdout().lock(), "{line}")
+        .map_err(|e| weir::JobError::retry(format!("cannot write to standard output: {e}")))
 }
 
 impl WorkArgs {
@@ -108,7 +136,7 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
             Err(e) => tracing::warn!("{e}; running without a metrics endpoint"),
         }
     }
-    let redis = Redis::open(&a.common.redis_url)?;
+    let redis = a.common.redis()?;
     let consumer = Consumer::new(a.config(), redis, Registry::new().fallback(a.handler))?;
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_signals(shutdown.clone()));
@@ -117,7 +145,7 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let report = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();
     let done = report.acked + report.retried + report.dead;
-    println!(
+    let summary = format!(
         "processed {done} jobs in {:.2}s ({:.0} jobs/s): {} acked, {} retried, {} dead-lettered, {} released",
         elapsed.as_secs_f64(),
         done as f64 / elapsed.as_secs_f64().max(1e-9),
@@ -126,6 +154,11 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
         report.dead,
         report.released
     );
+    // With `print`, standard output carries only job lines.
+    match a.handler {
+        BuiltIn::Print(_) => eprintln!("{summary}"),
+        _ => println!("{summary}"),
+    }
     Ok((report, elapsed))
 }
 
