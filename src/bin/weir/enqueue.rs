@@ -61,10 +61,6 @@ struct Chunk {
 }
 
 pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
-    let conn = a.common.redis()?.connect().await?;
-    let producer = Producer::new(conn, &a.common.queue)?
-        .max_envelope_bytes(a.max_envelope_bytes)
-        .default_max_attempts(a.max_attempts);
     let reader: Box<dyn BufRead + Send> = match &a.file {
         Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::with_capacity(
             1 << 20,
@@ -73,6 +69,11 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
         )),
         _ => Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin())),
     };
+    // After the file opened, so a wrong path is reported even when Redis is down.
+    let conn = a.common.redis()?.connect().await?;
+    let producer = Producer::new(conn, &a.common.queue)?
+        .max_envelope_bytes(a.max_envelope_bytes)
+        .default_max_attempts(a.max_attempts);
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} {human_pos} jobs enqueued ({per_sec}) {elapsed}").unwrap(),
