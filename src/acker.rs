@@ -245,7 +245,7 @@ impl Acker {
         if !missed.is_empty() {
             tracing::warn!(
                 count = missed.len(),
-                "outcomes arrived after their leases were lost; those jobs run again elsewhere"
+                "outcomes not recorded: their leases expired (the jobs run again) or an earlier, retried call recorded them"
             );
             for id in &missed {
                 if let Some(item) = items.iter().find(|i| i.id() == id) {
