@@ -175,7 +175,7 @@ async fn malformed_envelopes_are_dead_lettered_and_good_jobs_processed() {
         .collect();
     for (id, _, want) in &corpus {
         let reason = reasons
-            .get(id)
+            .get(id.as_str())
             .unwrap_or_else(|| panic!("{id} not dead-lettered: {reasons:?}"));
         assert!(reason.contains(want), "{id}: reason {reason:?} lacks {want:?}");
     }

@@ -1,0 +1,116 @@
+//! Network faults between weir and Redis, through the TCP fault proxy: every connection
+//! dropped, the link stalled past the response timeout, a reply cut in half. Under a
+//! stream of such faults a consumer keeps going, no job is lost, and nothing panics.
+
+mod faults;
+
+use faults::proxy::Proxy;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use weir::{CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Redis, Registry, handler_fn};
+
+const JOBS: usize = 6_000;
+const QUEUE: &str = "proxy-faults";
+
+static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_stalled_and_cut_connections_lose_no_job() {
+    // This file holds one test, so every panic counted here is weir's.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.fetch_add(1, Ordering::SeqCst);
+        default_hook(info);
+    }));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("weir=info")
+        .with_test_writer()
+        .try_init();
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    faults::enqueue_range(&redis.url(), QUEUE, "k", "job", 0, JOBS).await;
+
+    let runs: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let r = runs.clone();
+    let registry = Registry::new().fallback(handler_fn(move |job| {
+        let r = r.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            *r.lock().unwrap().entry(job.id).or_insert(0) += 1;
+            Ok(())
+        }
+    }));
+    let mut config = ConsumerConfig {
+        queue: QUEUE.into(),
+        concurrency: 8,
+        drain: true,
+        metrics: false,
+        ..Default::default()
+    };
+    config.fetcher.batch = 50;
+    config.fetcher.visibility = Duration::from_secs(1);
+    config.acker.visibility = Duration::from_secs(1);
+    config.reclaimer.interval = Duration::from_millis(200);
+    // Stalls of 700 ms outlast this, so calls time out and are retried.
+    let via_proxy = Redis::open(&proxy.url())
+        .unwrap()
+        .response_timeout(Duration::from_millis(300));
+    let consumer = Consumer::new(config, via_proxy, registry).unwrap();
+    let run = tokio::spawn(consumer.run(CancellationToken::new()));
+
+    let started = Instant::now();
+    let mut kinds = [0usize; 4];
+    let mut i = 0;
+    while !run.is_finished() && i < 60 && started.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(150 + (i as u64 * 37) % 200)).await;
+        match i % 4 {
+            0 => proxy.drop_all(),
+            1 => {
+                proxy.stall(true);
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                proxy.stall(false);
+            }
+            2 => {
+                proxy.cut_next_reply();
+                faults::wait_until(Duration::from_secs(3), || async { proxy.cut_done() }).await;
+            }
+            _ => {
+                proxy.stall(true);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                proxy.stall(false);
+            }
+        }
+        kinds[i % 4] += 1;
+        i += 1;
+    }
+    let report = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the consumer drains the queue after the faults")
+        .expect("the consumer task did not panic")
+        .expect("the consumer returned no error");
+
+    let runs = runs.lock().unwrap();
+    let missing = (0..JOBS)
+        .filter(|i| !runs.contains_key(&format!("job-{i}")))
+        .count();
+    let dups = runs.values().filter(|n| **n > 1).count();
+    let stats = faults::queue(&redis.url(), QUEUE).await.stats().await.unwrap();
+    assert_eq!(missing, 0, "jobs never ran");
+    assert_eq!((stats.pending(), stats.dead), (0, 0), "{stats:?}");
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a panic happened");
+    let c = proxy.counts();
+    println!(
+        "proxy faults survived: {i} ({} drop-all, {} long stalls past the 300ms response timeout, {} cut replies, {} short stalls); \
+         connections accepted {}, dropped {}, replies cut {}; jobs {JOBS}, lost {missing}, run twice {dups}; {report:?}",
+        kinds[0],
+        kinds[1],
+        kinds[2],
+        kinds[3],
+        c.accepted.load(Ordering::Relaxed),
+        c.dropped.load(Ordering::Relaxed),
+        c.cut.load(Ordering::Relaxed),
+    );
+    assert!(c.cut.load(Ordering::Relaxed) > 0 && c.dropped.load(Ordering::Relaxed) > 0);
+}
