@@ -52,6 +52,10 @@ impl EmbeddedRedis {
     /// exits), waiting up to 10 s, then kills it if it is still there. Clients see their
     /// connections close. The port and the directory stay reserved for [`Self::restart`].
     pub fn stop(&mut self) -> Result<()> {
+        // Already gone (and reaped): its PID may belong to someone else now.
+        if self.child.try_wait()?.is_some() {
+            return Ok(());
+        }
         // std::process has no SIGTERM; the `kill` utility sends it without unsafe code.
         let sent = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
