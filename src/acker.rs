@@ -45,8 +45,16 @@ pub(crate) struct Done {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
     Ack,
-    Retry { delay_ms: u64, error: String },
-    Dead { reason: String },
+    /// `spent`: this was the job's last attempt, so the settle script dead-letters it
+    /// (the same test the script makes); it is counted as dead, not retried.
+    Retry {
+        delay_ms: u64,
+        error: String,
+        spent: bool,
+    },
+    Dead {
+        reason: String,
+    },
 }
 
 /// Acker settings.
@@ -187,7 +195,10 @@ impl Acker {
     async fn flush(&mut self, deadline: Option<Instant>) {
         let pending = std::mem::take(&mut self.pending);
         for chunk in pending.chunks(self.config.flush_max.max(1)) {
-            let items: Vec<Settle> = chunk.iter().filter_map(|d| self.settle_item(d)).collect();
+            let (items, spent): (Vec<Settle>, Vec<bool>) = chunk
+                .iter()
+                .filter_map(|d| Some((self.settle_item(d)?, is_spent(d))))
+                .unzip();
             if items.is_empty() {
                 continue;
             }
@@ -200,7 +211,7 @@ impl Acker {
             })
             .await;
             match result {
-                Some(missed) => self.record(&items, missed),
+                Some(missed) => self.record(&items, &spent, missed),
                 None => tracing::error!(
                     outcomes = items.len(),
                     "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
@@ -217,7 +228,7 @@ impl Acker {
         let id = d.id.clone();
         Some(match &d.outcome {
             Outcome::Ack => Settle::Ack { id, token: h.token },
-            Outcome::Retry { delay_ms, error } => Settle::Retry {
+            Outcome::Retry { delay_ms, error, .. } => Settle::Retry {
                 id,
                 token: h.token,
                 priority: h.priority,
@@ -232,14 +243,14 @@ impl Acker {
         })
     }
 
-    fn record(&mut self, items: &[Settle], missed: Vec<String>) {
+    fn record(&mut self, items: &[Settle], spent: &[bool], missed: Vec<String>) {
         let (mut acked, mut retried, mut dead) = (0, 0, 0);
-        for item in items {
+        for (item, &spent) in items.iter().zip(spent) {
             self.held.remove(item.id());
             match item {
                 Settle::Ack { .. } => acked += 1,
-                Settle::Retry { .. } => retried += 1,
-                Settle::Dead { .. } => dead += 1,
+                Settle::Retry { .. } if !spent => retried += 1,
+                Settle::Retry { .. } | Settle::Dead { .. } => dead += 1,
             }
         }
         if !missed.is_empty() {
@@ -248,11 +259,11 @@ impl Acker {
                 "outcomes not recorded: their leases expired (the jobs run again) or an earlier, retried call recorded them"
             );
             for id in &missed {
-                if let Some(item) = items.iter().find(|i| i.id() == id) {
-                    match item {
+                if let Some(at) = items.iter().position(|i| i.id() == id) {
+                    match &items[at] {
                         Settle::Ack { .. } => acked -= 1,
-                        Settle::Retry { .. } => retried -= 1,
-                        Settle::Dead { .. } => dead -= 1,
+                        Settle::Retry { .. } if !spent[at] => retried -= 1,
+                        Settle::Retry { .. } | Settle::Dead { .. } => dead -= 1,
                     }
                 }
             }
@@ -320,6 +331,10 @@ impl Acker {
             }
         }
     }
+}
+
+fn is_spent(d: &Done) -> bool {
+    matches!(d.outcome, Outcome::Retry { spent: true, .. })
 }
 
 /// Runs `call` until it succeeds, backing off from 10 ms to 2 s; gives up at `deadline`.

@@ -157,17 +157,21 @@ impl Pool {
     }
 
     async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) {
-        let (id, attempt, enqueued_at) = (job.id.clone(), job.attempt, job.enqueued_at_ms);
+        let (id, enqueued_at) = (job.id.clone(), job.enqueued_at_ms);
+        let attempts = (job.attempt, job.max_attempts);
         let started = tokio::time::Instant::now();
         let result = self.guarded(h.call(job)).await.and_then(|r| r);
         drop(permit);
         self.metrics.job_duration.record(started.elapsed().as_secs_f64());
         self.record_latency(enqueued_at, 1);
-        self.finish(id, attempt, result);
+        self.finish(id, attempts, result);
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
-        let heads: Vec<(String, u32)> = jobs.iter().map(|j| (j.id.clone(), j.attempt)).collect();
+        let heads: Vec<(String, (u32, u32))> = jobs
+            .iter()
+            .map(|j| (j.id.clone(), (j.attempt, j.max_attempts)))
+            .collect();
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let n = heads.len();
         let started = tokio::time::Instant::now();
@@ -186,8 +190,8 @@ impl Pool {
             .job_duration
             .record_many(started.elapsed().as_secs_f64(), n);
         self.record_latency(oldest, n);
-        for ((id, attempt), result) in heads.into_iter().zip(results) {
-            self.finish(id, attempt, result);
+        for ((id, attempts), result) in heads.into_iter().zip(results) {
+            self.finish(id, attempts, result);
         }
     }
 
@@ -224,7 +228,8 @@ impl Pool {
         self.metrics.job_latency.record_many(secs, n);
     }
 
-    fn finish(&self, id: String, attempt: u32, result: JobResult) {
+    /// `attempts`: the job's (attempt, max_attempts), which say whether a retry is its last.
+    fn finish(&self, id: String, (attempt, max_attempts): (u32, u32), result: JobResult) {
         let outcome = match result {
             Ok(()) => Outcome::Ack,
             Err(e) if e.retryable => {
@@ -232,6 +237,7 @@ impl Pool {
                 Outcome::Retry {
                     delay_ms: delay.as_millis() as u64,
                     error: e.message,
+                    spent: attempt.saturating_add(1) >= max_attempts,
                 }
             }
             Err(e) => Outcome::Dead { reason: e.message },
