@@ -161,10 +161,13 @@ impl Pool {
         let attempts = (job.attempt, job.max_attempts);
         let started = tokio::time::Instant::now();
         let result = self.guarded(h.call(job)).await.and_then(|r| r);
-        drop(permit);
         self.metrics.job_duration.record(started.elapsed().as_secs_f64());
         self.record_latency(enqueued_at, 1);
         self.finish(id, attempts, result);
+        // Only now: shutdown waits for every permit, then stops the acker; an outcome sent
+        // after its permit was gone could miss the final flush (job done, lease released,
+        // job run again).
+        drop(permit);
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
@@ -185,7 +188,6 @@ impl Pool {
             }
             Err(e) => vec![Err(e); n],
         };
-        drop(permit);
         self.metrics
             .job_duration
             .record_many(started.elapsed().as_secs_f64(), n);
@@ -193,6 +195,7 @@ impl Pool {
         for ((id, attempts), result) in heads.into_iter().zip(results) {
             self.finish(id, attempts, result);
         }
+        drop(permit); // after the outcomes: see run_one
     }
 
     /// Runs a handler future, turning a panic or a timeout into a retryable error.
