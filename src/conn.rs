@@ -41,7 +41,8 @@ impl TlsFiles {
 
     fn load(&self) -> Result<redis::TlsCertificates> {
         let read = |what: &str, p: &PathBuf| {
-            std::fs::read(p).map_err(|e| Error::Config(format!("cannot read the TLS {what} {}: {e}", p.display())))
+            std::fs::read(p)
+                .map_err(|e| Error::Config(format!("cannot read the TLS {what} {}: {e}", p.display())))
         };
         let client_tls = match (&self.cert, &self.key) {
             (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
@@ -56,7 +57,10 @@ impl TlsFiles {
             }
         };
         let root_cert = self.ca.as_ref().map(|p| read("CA file", p)).transpose()?;
-        Ok(redis::TlsCertificates { client_tls, root_cert })
+        Ok(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        })
     }
 }
 
@@ -137,9 +141,16 @@ impl Redis {
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_secs(2));
-        ConnectionManager::new_with_config(self.client.clone(), config)
+        let mut conn = ConnectionManager::new_with_config(self.client.clone(), config)
             .await
-            .map_err(|e| self.connect_error(e))
+            .map_err(|e| self.connect_error(e))?;
+        // One PING, so a missing password or a refused user fails here with a clear
+        // message instead of at the first script call.
+        redis::cmd("PING")
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| self.connect_error(e))?;
+        Ok(conn)
     }
 
     /// A pub/sub connection subscribed to `channel`.
@@ -158,6 +169,10 @@ impl Redis {
     fn connect_error(&self, e: redis::RedisError) -> Error {
         let message = if e.is_connection_refusal() {
             "connection refused".to_owned()
+        } else if e.code() == Some("NOAUTH") {
+            "the server requires a password: give it in the URL (redis://:PASSWORD@host or redis://USER:PASSWORD@host)".to_owned()
+        } else if e.code() == Some("NOPERM") {
+            format!("the Redis user lacks a permission weir needs (see docs/security.md): {e}")
         } else {
             e.to_string()
         };
