@@ -196,8 +196,14 @@ async fn weir_works_with_exactly_the_documented_acl() {
     let mut user = faults::raw(&url).await;
     let other: redis::RedisResult<()> = user.set("other:key", 1).await;
     let other = other.unwrap_err();
-    assert!(other.code() == Some("NOPERM") || other.to_string().contains("NOPERM"), "{other:?}");
+    assert!(
+        other.code() == Some("NOPERM") || other.to_string().contains("NOPERM"),
+        "{other:?}"
+    );
     let flush: redis::RedisResult<()> = redis::cmd("FLUSHALL").query_async(&mut user).await;
     let flush = flush.unwrap_err();
-    assert!(flush.code() == Some("NOPERM") || flush.to_string().contains("NOPERM"), "{flush:?}");
+    assert!(
+        flush.code() == Some("NOPERM") || flush.to_string().contains("NOPERM"),
+        "{flush:?}"
+    );
 }
