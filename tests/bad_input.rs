@@ -160,7 +160,7 @@ async fn malformed_envelopes_are_dead_lettered_and_good_jobs_processed() {
         .expect("consumer drained in time")
         .unwrap();
 
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock().unwrap().clone();
     let odd: Vec<_> = seen.keys().filter(|k| !k.starts_with("good-")).collect();
     assert!(odd.is_empty(), "bad envelopes ran: {odd:?}");
     assert_eq!(seen.len(), good, "every good job ran");

@@ -80,7 +80,7 @@ async fn panics_are_retried_and_spent_attempts_dead_lettered() {
         }
     })
     .await;
-    let runs = runs.lock().unwrap();
+    let runs = runs.lock().unwrap().clone();
     assert_eq!(runs.len(), 200);
     for (id, attempts) in runs.iter() {
         let n: usize = id.rsplit('-').next().unwrap().parse().unwrap();
@@ -113,13 +113,13 @@ async fn hung_handlers_are_abandoned_at_the_job_timeout_and_retried() {
     let runs: Runs = Arc::default();
     let report = drain(&url, c, runs.clone(), |job: Job| async move {
         let n: u64 = job.payload().unwrap();
-        if n % 2 == 0 || job.attempt == 0 {
+        if n.is_multiple_of(2) || job.attempt == 0 {
             std::future::pending::<()>().await; // hangs for ever
         }
         Ok(())
     })
     .await;
-    let runs = runs.lock().unwrap();
+    let runs = runs.lock().unwrap().clone();
     assert!(runs.values().all(|a| a == &[0, 1]), "{runs:?}");
     assert_eq!((report.acked, report.dead), (20, 20), "{report:?}");
     let dead = faults::queue(&url, "hangs")
@@ -153,7 +153,7 @@ async fn slow_handlers_keep_their_lease_and_run_once() {
         drain(&url, c.clone(), runs.clone(), slow),
         drain(&url, c, runs.clone(), slow)
     );
-    let runs = runs.lock().unwrap();
+    let runs = runs.lock().unwrap().clone();
     assert_eq!(runs.len(), 24);
     assert!(runs.values().all(|a| a == &[0]), "a job ran twice: {runs:?}");
     assert_eq!(

@@ -91,7 +91,7 @@ async fn dropped_stalled_and_cut_connections_lose_no_job() {
         .expect("the consumer task did not panic")
         .expect("the consumer returned no error");
 
-    let runs = runs.lock().unwrap();
+    let runs = runs.lock().unwrap().clone();
     let missing = (0..JOBS)
         .filter(|i| !runs.contains_key(&format!("job-{i}")))
         .count();
