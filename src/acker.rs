@@ -6,11 +6,11 @@
 //! Invariant: a lease reaches the table before any outcome of its job, because the fetcher
 //! sends `Leased` on this channel before it hands the jobs to the pool.
 
+use crate::conn::HealingConnection;
 use crate::envelope::Priority;
 use crate::keys::QueueKeys;
 use crate::metrics::QueueMetrics;
 use crate::scripts::{self, Settle};
-use redis::aio::ConnectionManager;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,7 +108,7 @@ struct Held {
 /// The acker task.
 pub(crate) struct Acker {
     pub config: AckerConfig,
-    pub conn: ConnectionManager,
+    pub conn: HealingConnection,
     pub keys: QueueKeys,
     pub tally: Arc<Tally>,
     held: HashMap<String, Held>,
@@ -119,7 +119,7 @@ pub(crate) struct Acker {
 impl Acker {
     pub fn new(
         config: AckerConfig,
-        conn: ConnectionManager,
+        conn: HealingConnection,
         keys: QueueKeys,
         tally: Arc<Tally>,
         metrics: QueueMetrics,

@@ -2,8 +2,11 @@
 //! and the pub/sub subscription that wakes idle consumers.
 
 use crate::error::{Error, Result};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::RedisFuture;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// How long a script call may take before it fails (redis-rs defaults to 500 ms, too
@@ -136,20 +139,33 @@ impl Redis {
     /// A multiplexed connection that reconnects by itself (the call in flight when the
     /// link drops fails; callers retry).
     pub async fn connect(&self) -> Result<ConnectionManager> {
+        self.manager().await.map_err(|e| self.connect_error(e))
+    }
+
+    /// Like [`Self::connect`], but the connection is replaced when calls keep timing out
+    /// (see [`HealingConnection`]). The consumer runs on one.
+    pub async fn connect_healing(&self) -> Result<HealingConnection> {
+        let conn = self.connect().await?;
+        Ok(HealingConnection {
+            shared: Arc::new(Shared {
+                redis: self.clone(),
+                current: RwLock::new(conn),
+                timeouts: AtomicU32::new(0),
+                replacing: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    async fn manager(&self) -> redis::RedisResult<ConnectionManager> {
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(self.response_timeout))
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_secs(2));
-        let mut conn = ConnectionManager::new_with_config(self.client.clone(), config)
-            .await
-            .map_err(|e| self.connect_error(e))?;
+        let mut conn = ConnectionManager::new_with_config(self.client.clone(), config).await?;
         // One PING, so a missing password or a refused user fails here with a clear
         // message instead of at the first script call.
-        redis::cmd("PING")
-            .query_async::<()>(&mut conn)
-            .await
-            .map_err(|e| self.connect_error(e))?;
+        redis::cmd("PING").query_async::<()>(&mut conn).await?;
         Ok(conn)
     }
 
@@ -180,6 +196,95 @@ impl Redis {
             url: self.url.clone(),
             message,
         }
+    }
+}
+
+/// Timeouts in a row after which a [`HealingConnection`] is replaced.
+const REPLACE_AFTER_TIMEOUTS: u32 = 3;
+
+/// A [`ConnectionManager`] that is replaced when its calls keep timing out.
+///
+/// `ConnectionManager` reconnects when its connection breaks (reset, end of stream), but a
+/// connection that goes silent, such as a network path that died without a reset or a hung
+/// proxy in front of Redis, only makes every call time out, for as long as TCP keeps it
+/// open: hours. After [`REPLACE_AFTER_TIMEOUTS`] timeouts in a row, one background task
+/// opens a new connection and every clone moves onto it; until then calls fail and their
+/// callers retry, as for any Redis error.
+#[derive(Clone)]
+pub struct HealingConnection {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    redis: Redis,
+    current: RwLock<ConnectionManager>,
+    timeouts: AtomicU32,
+    replacing: AtomicBool,
+}
+
+impl HealingConnection {
+    fn current(&self) -> ConnectionManager {
+        self.shared
+            .current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn observe<T>(&self, result: &redis::RedisResult<T>) {
+        let shared = &self.shared;
+        match result {
+            Ok(_) => shared.timeouts.store(0, Ordering::Relaxed),
+            Err(e) if e.is_timeout() => {
+                let n = shared.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+                if n >= REPLACE_AFTER_TIMEOUTS && !shared.replacing.swap(true, Ordering::AcqRel) {
+                    tokio::spawn(replace(shared.clone()));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+async fn replace(shared: Arc<Shared>) {
+    match shared.redis.manager().await {
+        Ok(conn) => {
+            *shared.current.write().unwrap_or_else(|p| p.into_inner()) = conn;
+            shared.timeouts.store(0, Ordering::Relaxed);
+            tracing::warn!("calls to Redis kept timing out: replaced the connection");
+        }
+        // Still unreachable: the next timeouts try again.
+        Err(e) => tracing::debug!(error = %e, "replacing a timed-out connection failed"),
+    }
+    shared.replacing.store(false, Ordering::Release);
+}
+
+impl ConnectionLike for HealingConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
+        let mut conn = self.current();
+        Box::pin(async move {
+            let r = conn.req_packed_command(cmd).await;
+            self.observe(&r);
+            r
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        let mut conn = self.current();
+        Box::pin(async move {
+            let r = conn.req_packed_commands(pipeline, offset, count).await;
+            self.observe(&r);
+            r
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.current().get_db()
     }
 }
 

@@ -170,7 +170,7 @@ impl Consumer {
     pub async fn run(self, shutdown: CancellationToken) -> Result<Report> {
         let c = &self.config;
         let keys = QueueKeys::new(&c.queue)?;
-        let conn = self.redis.connect().await?;
+        let conn = self.redis.connect_healing().await?;
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();
         let (acker_tx, acker_rx) = mpsc::unbounded_channel();
         let buffer = Arc::new(Buffer::default());
@@ -271,7 +271,7 @@ impl Consumer {
 /// Publishes queue depths (one stats call) and the local limit and in-flight count once a
 /// second, while a metrics recorder is installed.
 async fn sample(
-    mut conn: redis::aio::ConnectionManager,
+    mut conn: crate::conn::HealingConnection,
     keys: QueueKeys,
     limit: Arc<Limit>,
     metrics: QueueMetrics,
@@ -296,7 +296,7 @@ async fn sample(
 /// In drain mode: stops the consumer once the queue has nothing ready, delayed or leased.
 /// One cheap stats call every 50 ms, only while this process runs nothing.
 async fn drain_watch(
-    mut conn: redis::aio::ConnectionManager,
+    mut conn: crate::conn::HealingConnection,
     keys: QueueKeys,
     limit: Arc<Limit>,
     stop: CancellationToken,

@@ -7,6 +7,7 @@
 //! timeout passes.
 
 use crate::acker::{AckerMsg, Done, Outcome};
+use crate::conn::HealingConnection;
 use crate::conn::Redis;
 use crate::envelope::{self, Job, Priority};
 use crate::keys::QueueKeys;
@@ -16,7 +17,6 @@ use crate::pool::Buffer;
 use crate::scripts::{self, Fetched};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::{FutureExt, Stream};
-use redis::aio::ConnectionManager;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +56,7 @@ impl Default for FetcherConfig {
 pub(crate) struct Fetcher {
     pub config: FetcherConfig,
     pub redis: Redis,
-    pub conn: ConnectionManager,
+    pub conn: HealingConnection,
     pub keys: QueueKeys,
     pub limit: Arc<Limit>,
     pub buffer: Arc<Buffer>,

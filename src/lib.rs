@@ -37,7 +37,7 @@ pub mod retry;
 pub mod scripts;
 
 pub use admin::Queue;
-pub use conn::{Redis, TlsFiles};
+pub use conn::{HealingConnection, Redis, TlsFiles};
 pub use consumer::{Consumer, ConsumerConfig, Handle, Report};
 pub use embedded::EmbeddedRedis;
 pub use envelope::{Job, Priority};
