@@ -28,8 +28,9 @@ struct State {
     upstream: SocketAddr,
     stalled: AtomicBool,
     cut_next: AtomicBool,
-    /// Cancelled (and replaced) to drop every open connection.
-    generation: Mutex<CancellationToken>,
+    /// Cancelled (and replaced) to drop every open connection; the flag, set (and
+    /// replaced) to black-hole them.
+    generation: Mutex<(CancellationToken, Arc<AtomicBool>)>,
     open: AtomicU64,
     counts: Counts,
 }
@@ -52,7 +53,7 @@ impl Proxy {
             upstream: SocketAddr::from(([127, 0, 0, 1], upstream_port)),
             stalled: AtomicBool::new(false),
             cut_next: AtomicBool::new(false),
-            generation: Mutex::new(CancellationToken::new()),
+            generation: Mutex::new((CancellationToken::new(), Arc::default())),
             open: AtomicU64::new(0),
             counts: Counts::default(),
         });
@@ -81,12 +82,20 @@ impl Proxy {
     /// Closes every open connection at once.
     pub fn drop_all(&self) {
         let mut g = self.state.generation.lock().unwrap();
-        g.cancel();
-        *g = CancellationToken::new();
+        g.0.cancel();
+        g.0 = CancellationToken::new();
         self.state
             .counts
             .dropped
             .fetch_add(self.state.open.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// Every open connection goes silent for good (bytes are swallowed, nothing is closed),
+    /// as when a network path dies without a reset; new connections work.
+    pub fn blackhole_open_connections(&self) {
+        let mut g = self.state.generation.lock().unwrap();
+        g.1.store(true, Ordering::SeqCst);
+        g.1 = Arc::default();
     }
 
     /// Holds every byte (both ways) while `on`; released bytes flow on in order.
@@ -126,7 +135,10 @@ async fn accept_loop(listener: std::net::TcpListener, state: Arc<State>, stop: C
             _ = stop.cancelled() => return,
             r = listener.accept() => match r { Ok(c) => c, Err(_) => continue },
         };
-        let conn_token = state.generation.lock().unwrap().child_token();
+        let (conn_token, holed) = {
+            let g = state.generation.lock().unwrap();
+            (g.0.child_token(), g.1.clone())
+        };
         let stop = stop.clone();
         let state = state.clone();
         state.counts.accepted.fetch_add(1, Ordering::Relaxed);
@@ -138,8 +150,8 @@ async fn accept_loop(listener: std::net::TcpListener, state: Arc<State>, stop: C
             let done = conn_token.child_token();
             let (cr, cw) = client.into_split();
             let (sr, sw) = server.into_split();
-            let up = pump(cr, sw, false, state.clone(), done.clone());
-            let down = pump(sr, cw, true, state.clone(), done.clone());
+            let up = pump(cr, sw, false, state.clone(), holed.clone(), done.clone());
+            let down = pump(sr, cw, true, state.clone(), holed, done.clone());
             tokio::select! {
                 _ = stop.cancelled() => {}
                 _ = async { tokio::join!(up, down) } => {}
@@ -151,8 +163,14 @@ async fn accept_loop(listener: std::net::TcpListener, state: Arc<State>, stop: C
 
 /// Copies `from` to `to` until either side closes or `done` fires; ends the connection
 /// (cancels `done`) when it stops, so both halves close together.
-async fn pump<R, W>(mut from: R, mut to: W, from_server: bool, state: Arc<State>, done: CancellationToken)
-where
+async fn pump<R, W>(
+    mut from: R,
+    mut to: W,
+    from_server: bool,
+    state: Arc<State>,
+    holed: Arc<AtomicBool>,
+    done: CancellationToken,
+) where
     R: AsyncReadExt + Unpin,
     W: AsyncWriteExt + Unpin,
 {
@@ -162,6 +180,9 @@ where
             _ = done.cancelled() => break,
             r = from.read(&mut buf) => match r { Ok(0) | Err(_) => break, Ok(n) => n },
         };
+        if holed.load(Ordering::SeqCst) {
+            continue; // swallowed
+        }
         while state.stalled.load(Ordering::SeqCst) && !done.is_cancelled() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
