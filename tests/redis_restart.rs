@@ -177,3 +177,51 @@ fn strip_ansi(s: &str) -> String {
     }
     out
 }
+
+/// A restarted (or `SCRIPT FLUSH`ed) Redis has forgotten weir's scripts: every call gets
+/// NOSCRIPT once, loads its script again and goes on. Flushed three times mid-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_loaded_again_after_the_cache_is_flushed() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use weir::{CancellationToken, Consumer, ConsumerConfig, Registry, handler_fn};
+    let redis = EmbeddedRedis::start().unwrap();
+    let url = redis.url();
+    let mut admin = faults::raw(&url).await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let registry = Registry::new().fallback(handler_fn(move |_| {
+        let d = d.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            d.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }));
+    let config = ConsumerConfig {
+        queue: "noscript".into(),
+        concurrency: 4,
+        metrics: false,
+        ..Default::default()
+    };
+    let stop = CancellationToken::new();
+    let consumer = Consumer::new(config, Redis::open(&url).unwrap(), registry).unwrap();
+    let run = tokio::spawn(consumer.run(stop.clone()));
+    for round in 0..3 {
+        faults::enqueue_range(&url, "noscript", "k", &format!("r{round}"), 0, 500).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    let all = faults::wait_until(Duration::from_secs(30), || async {
+        done.load(Ordering::Relaxed) >= 1500
+    })
+    .await;
+    stop.cancel();
+    let report = run.await.unwrap().unwrap();
+    assert!(all, "{} of 1500 ran; {report:?}", done.load(Ordering::Relaxed));
+    assert_eq!(report.acked, 1500, "{report:?}");
+}
