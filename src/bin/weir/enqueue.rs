@@ -119,7 +119,7 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
         if !chunk.args.is_empty() {
             let p = producer.clone();
             inflight.push_back(async move {
-                let r = p.enqueue_args(&chunk.args).await;
+                let r = enqueue_retrying(&p, &chunk.args).await;
                 (chunk.lines, r)
             });
         }
@@ -149,6 +149,31 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
     );
     report_problems(&dups, &bad, &failed)
 }
+
+/// Tries a chunk up to [`CHUNK_TRIES`] times, backing off from 100 ms to 2 s: a dropped
+/// connection or a restarting Redis costs a retry, not the chunk. A retry of a chunk whose
+/// first call landed but whose reply was lost stores the same ids again (duplicates are
+/// reported for ids given in the input; generated ids may be queued twice).
+async fn enqueue_retrying(p: &Producer, args: &[EnqueueArg]) -> weir::Result<(u64, Vec<String>)> {
+    let mut backoff = Duration::from_millis(100);
+    let mut tries = 1;
+    loop {
+        match p.enqueue_args(args).await {
+            Err(e) if tries < CHUNK_TRIES => {
+                if tries == 1 {
+                    tracing::warn!(error = %e, "enqueue call failed; retrying");
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Calls per chunk before its lines are reported as not loaded (about 15 s of retries).
+const CHUNK_TRIES: u32 = 10;
 
 fn to_job(a: &EnqueueArgs, line: &str) -> Result<NewJob, String> {
     if let Some(kind) = &a.kind {
