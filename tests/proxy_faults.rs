@@ -161,3 +161,74 @@ async fn a_silently_dead_connection_is_replaced() {
     let stats = faults::queue(&redis.url(), queue).await.stats().await.unwrap();
     assert_eq!(stats.pending(), 0, "{stats:?}");
 }
+
+/// `weir enqueue` through the proxy, fed in steps: a reply cut in half and every
+/// connection dropped while it loads. Failed chunks are retried, so every line is loaded
+/// and the exit code is 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_rides_out_dropped_connections_and_cut_replies() {
+    use std::io::Write;
+    const LINES: usize = 14_000;
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    let queue = faults::queue(&redis.url(), "enqueue-faults").await;
+    let mut child = std::process::Command::new(faults::WEIR)
+        .args(["enqueue", "--redis-url", &proxy.url(), "-q", "enqueue-faults"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A writer thread feeds standard input, so the test never blocks on a full pipe while
+    // the proxy stalls the consumer of that pipe.
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, usize)>();
+    let writer = std::thread::spawn(move || {
+        for (from, to) in rx {
+            let lines: String = (from..to)
+                .map(|i| format!("{{\"kind\":\"a\",\"payload\":{i},\"id\":\"line-{i}\"}}\n"))
+                .collect();
+            stdin.write_all(lines.as_bytes()).unwrap();
+            stdin.flush().unwrap();
+        }
+    });
+    let feed = |from: usize, to: usize| tx.send((from, to)).unwrap();
+    let stored = |n: u64| {
+        let queue = queue.clone();
+        move || {
+            let queue = queue.clone();
+            async move { queue.stats().await.unwrap().ready_total() >= n }
+        }
+    };
+    // Chunks of 1,000 lines, four in flight: what is sent depends on what was fed.
+    feed(0, 4000);
+    assert!(faults::wait_until(Duration::from_secs(30), stored(1000)).await);
+    proxy.cut_next_reply();
+    feed(4000, 8000);
+    assert!(faults::wait_until(Duration::from_secs(30), || async { proxy.cut_done() }).await);
+    proxy.stall(true);
+    feed(8000, 10_000);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.drop_all();
+    proxy.stall(false);
+    feed(10_000, LINES);
+    drop(tx);
+    writer.join().unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let stats = queue.stats().await.unwrap();
+    assert_eq!(
+        stats.ready_total(),
+        LINES as u64,
+        "every line loaded once\n{stdout}\n{stderr}"
+    );
+    let c = proxy.counts();
+    assert!(c.cut.load(Ordering::Relaxed) == 1 && c.dropped.load(Ordering::Relaxed) >= 1);
+    println!("enqueue under faults: {LINES} lines loaded; {stdout}{stderr}");
+}
