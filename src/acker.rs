@@ -6,11 +6,11 @@
 //! Invariant: a lease reaches the table before any outcome of its job, because the fetcher
 //! sends `Leased` on this channel before it hands the jobs to the pool.
 
+use crate::conn::HealingConnection;
 use crate::envelope::Priority;
 use crate::keys::QueueKeys;
 use crate::metrics::QueueMetrics;
 use crate::scripts::{self, Settle};
-use redis::aio::ConnectionManager;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,12 +45,12 @@ pub(crate) struct Done {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
     Ack,
-    /// `last`: the job has no attempt left, so settle.lua dead-letters it instead; it
-    /// is tallied as dead.
+    /// `spent`: this was the job's last attempt, so the settle script dead-letters it
+    /// (the same test the script makes); it is counted as dead, not retried.
     Retry {
         delay_ms: u64,
         error: String,
-        last: bool,
+        spent: bool,
     },
     Dead {
         reason: String,
@@ -110,7 +110,7 @@ struct Held {
 /// The acker task.
 pub(crate) struct Acker {
     pub config: AckerConfig,
-    pub conn: ConnectionManager,
+    pub conn: HealingConnection,
     pub keys: QueueKeys,
     pub tally: Arc<Tally>,
     held: HashMap<String, Held>,
@@ -122,7 +122,7 @@ pub(crate) struct Acker {
 impl Acker {
     pub fn new(
         config: AckerConfig,
-        conn: ConnectionManager,
+        conn: HealingConnection,
         keys: QueueKeys,
         tally: Arc<Tally>,
         metrics: QueueMetrics,
@@ -201,12 +201,9 @@ impl Acker {
     async fn flush(&mut self, deadline: Option<Instant>) {
         let pending = std::mem::take(&mut self.pending);
         for chunk in pending.chunks(self.config.flush_max.max(1)) {
-            let (items, last): (Vec<Settle>, Vec<bool>) = chunk
+            let (items, spent): (Vec<Settle>, Vec<bool>) = chunk
                 .iter()
-                .filter_map(|d| {
-                    let last = matches!(d.outcome, Outcome::Retry { last: true, .. });
-                    self.settle_item(d).map(|s| (s, last))
-                })
+                .filter_map(|d| Some((self.settle_item(d)?, is_spent(d))))
                 .unzip();
             if items.is_empty() {
                 continue;
@@ -220,7 +217,7 @@ impl Acker {
             })
             .await;
             match result {
-                Some(missed) => self.record(&items, &last, missed),
+                Some(missed) => self.record(&items, &spent, missed),
                 None => tracing::error!(
                     outcomes = items.len(),
                     "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
@@ -252,28 +249,26 @@ impl Acker {
         })
     }
 
-    /// Updates the tally; `last[i]` says item `i` is a retry that settle.lua turns into a
-    /// dead-letter (attempts spent).
-    fn record(&mut self, items: &[Settle], last: &[bool], missed: Vec<String>) {
+    fn record(&mut self, items: &[Settle], spent: &[bool], missed: Vec<String>) {
         let (mut acked, mut retried, mut dead) = (0, 0, 0);
-        for (item, &last) in items.iter().zip(last) {
+        for (item, &spent) in items.iter().zip(spent) {
             self.held.remove(item.id());
             match item {
                 Settle::Ack { .. } => acked += 1,
-                Settle::Retry { .. } if !last => retried += 1,
+                Settle::Retry { .. } if !spent => retried += 1,
                 Settle::Retry { .. } | Settle::Dead { .. } => dead += 1,
             }
         }
         if !missed.is_empty() {
             tracing::warn!(
                 count = missed.len(),
-                "outcomes arrived after their leases were lost; those jobs run again elsewhere"
+                "outcomes not recorded: their leases expired (the jobs run again) or an earlier, retried call recorded them"
             );
             for id in &missed {
-                if let Some(i) = items.iter().position(|i| i.id() == id) {
-                    match &items[i] {
+                if let Some(at) = items.iter().position(|i| i.id() == id) {
+                    match &items[at] {
                         Settle::Ack { .. } => acked -= 1,
-                        Settle::Retry { .. } if !last[i] => retried -= 1,
+                        Settle::Retry { .. } if !spent[at] => retried -= 1,
                         Settle::Retry { .. } | Settle::Dead { .. } => dead -= 1,
                     }
                 }
@@ -346,6 +341,10 @@ impl Acker {
             }
         }
     }
+}
+
+fn is_spent(d: &Done) -> bool {
+    matches!(d.outcome, Outcome::Retry { spent: true, .. })
 }
 
 /// Runs `call` until it succeeds, backing off from 10 ms to 2 s; gives up at `deadline`.

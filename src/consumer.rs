@@ -218,7 +218,7 @@ impl Consumer {
     pub async fn run(self, shutdown: CancellationToken) -> Result<Report> {
         let c = &self.config;
         let keys = QueueKeys::new(&c.queue)?;
-        let conn = self.redis.connect().await?;
+        let conn = self.redis.connect_healing().await?;
         // Logged once connected, so an unreachable Redis gives only the one error line.
         tracing::info!(queue = %c.queue, concurrency = c.concurrency, "working");
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();
@@ -343,7 +343,7 @@ impl Consumer {
 /// Publishes queue depths (one stats call) and the local limit and in-flight count once a
 /// second, while a metrics recorder is installed.
 async fn sample(
-    mut conn: redis::aio::ConnectionManager,
+    mut conn: crate::conn::HealingConnection,
     keys: QueueKeys,
     limit: Arc<Limit>,
     metrics: QueueMetrics,
@@ -383,7 +383,7 @@ impl Consumer {
     /// Starts polling the queue's runtime settings (`weir limits set`), if configured.
     fn watch_settings(
         &self,
-        conn: &redis::aio::ConnectionManager,
+        conn: &crate::conn::HealingConnection,
         stop: &CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         let c = &self.config;
@@ -404,7 +404,7 @@ impl Consumer {
 /// In drain mode: stops the consumer once the queue has nothing ready, delayed or leased.
 /// One cheap stats call every 50 ms, only while this process runs nothing.
 async fn drain_watch(
-    mut conn: redis::aio::ConnectionManager,
+    mut conn: crate::conn::HealingConnection,
     keys: QueueKeys,
     limit: Arc<Limit>,
     stop: CancellationToken,

@@ -16,6 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1 << 20;
 /// Longest job id or kind.
 pub const MAX_ID_LEN: usize = 128;
+/// Deepest nesting of arrays and objects accepted in a payload: serde_json's own recursion
+/// limit, so every payload weir hands to a handler can be parsed with [`Job::payload`].
+pub const MAX_PAYLOAD_DEPTH: usize = 128;
 
 /// Job priority: high jobs are fetched before normal, normal before low.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
@@ -152,7 +155,40 @@ pub fn decode(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeError> 
     check_id(id, job)
 }
 
+/// The raw payload skips serde's recursion limit; a payload nested deeper than
+/// [`MAX_PAYLOAD_DEPTH`] would fail in the handler's own parse, or overflow the stack of a
+/// parser without a limit, which aborts the whole process. One pass over the bytes.
+fn check_depth(payload: &str) -> Result<(), DecodeError> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in payload.as_bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_PAYLOAD_DEPTH {
+                    return Err(DecodeError::Invalid(format!(
+                        "payload nests deeper than {MAX_PAYLOAD_DEPTH} levels"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn check_id(id: &str, job: Job) -> Result<Job, DecodeError> {
+    check_depth(job.payload.get())?;
     if job.id != id {
         return Err(DecodeError::IdMismatch {
             expected: id.to_owned(),
@@ -281,6 +317,18 @@ mod tests {
             decode("other", &sample(), 1 << 20),
             Err(DecodeError::IdMismatch { .. })
         ));
+        let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+        let env = format!(
+            r#"{{"attempt":0,"max_attempts":1,"priority":1,"enqueued_at":0,"id":"x","kind":"k","payload":{deep}}}"#
+        );
+        assert!(
+            matches!(decode("x", env.as_bytes(), 1 << 20), Err(DecodeError::Invalid(m)) if m.contains("deeper"))
+        );
+        let ok = env.replace(&deep, &format!(r#"{{"s":"\\\"{}"}}"#, "[{".repeat(200)));
+        assert!(
+            decode("x", ok.as_bytes(), 1 << 20).is_ok(),
+            "brackets in strings do not count"
+        );
         assert!(matches!(
             decode_simd("x", b"{\"attempt\":", 100),
             Err(DecodeError::Invalid(_))

@@ -7,6 +7,7 @@
 //! timeout passes.
 
 use crate::acker::{AckerMsg, Done, Outcome};
+use crate::conn::HealingConnection;
 use crate::conn::Redis;
 use crate::envelope::{self, Job, Priority};
 use crate::keys::QueueKeys;
@@ -17,7 +18,6 @@ use crate::pool::Buffer;
 use crate::scripts::{self, Fetched};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::{FutureExt, Stream};
-use redis::aio::ConnectionManager;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +57,7 @@ impl Default for FetcherConfig {
 pub(crate) struct Fetcher {
     pub config: FetcherConfig,
     pub redis: Redis,
-    pub conn: ConnectionManager,
+    pub conn: HealingConnection,
     pub keys: QueueKeys,
     pub limit: Arc<Limit>,
     /// Under a rate cap, prefetch no more than about a second's worth.
@@ -81,6 +81,7 @@ impl Fetcher {
         // Some(t): idle (or backing off after an error) until t or a wake message.
         let mut idle_until: Option<Instant> = None;
         let mut error_backoff = Duration::from_millis(50);
+        let mut failures = 0u32;
         loop {
             if idle_until.is_none() {
                 while inflight.len() < self.config.pipeline.max(1) {
@@ -105,6 +106,10 @@ impl Fetcher {
                     reserved -= want;
                     match result {
                         Ok(fetched) => {
+                            if failures > 0 {
+                                tracing::info!(failures, "fetch succeeded again");
+                                failures = 0;
+                            }
                             error_backoff = Duration::from_millis(50);
                             if fetched.jobs.is_empty() {
                                 // Go idle now, even with calls still in flight: refilling the
@@ -119,7 +124,14 @@ impl Fetcher {
                             }
                         }
                         Err(e) => {
-                            tracing::warn!(error = %e, backoff = ?error_backoff, "fetch failed");
+                            // Once per streak, not once per try: an outage of minutes
+                            // logs two lines (this and the recovery).
+                            if failures == 0 {
+                                tracing::warn!(error = %e, "fetch failed; retrying with backoff up to 5s");
+                            } else {
+                                tracing::debug!(error = %e, backoff = ?error_backoff, "fetch failed again");
+                            }
+                            failures += 1;
                             idle_until = Some(Instant::now() + error_backoff);
                             error_backoff = (error_backoff * 2).min(Duration::from_secs(5));
                         }
@@ -243,6 +255,8 @@ struct Wake {
     channel: String,
     stream: Option<Pin<Box<dyn Stream<Item = redis::Msg> + Send>>>,
     retry_at: Instant,
+    /// The last connect failed (its warning is logged; the next ones are not).
+    failing: bool,
 }
 
 impl Wake {
@@ -252,14 +266,23 @@ impl Wake {
             channel,
             stream: None,
             retry_at: Instant::now(),
+            failing: false,
         }
     }
 
     async fn connect(&mut self) {
         match self.redis.subscribe(&self.channel).await {
-            Ok(ps) => self.stream = Some(Box::pin(ps.into_on_message())),
+            Ok(ps) => {
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!("wake subscription is back");
+                }
+                self.stream = Some(Box::pin(ps.into_on_message()));
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "wake subscription failed; polling every second until it is back");
+                if !self.failing {
+                    tracing::warn!(error = %e, "wake subscription failed; polling every second until it is back");
+                }
+                self.failing = true;
                 self.retry_at = Instant::now() + Duration::from_secs(1);
             }
         }

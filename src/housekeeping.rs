@@ -2,10 +2,10 @@
 //! once their leases expire. Every consumer runs one; the script is atomic, so several
 //! reclaimers on one queue never reclaim a job twice.
 
+use crate::conn::HealingConnection;
 use crate::keys::QueueKeys;
 use crate::metrics::QueueMetrics;
 use crate::scripts;
-use redis::aio::ConnectionManager;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -33,7 +33,7 @@ impl Default for ReclaimerConfig {
 /// The reclaimer task.
 pub(crate) struct Reclaimer {
     pub config: ReclaimerConfig,
-    pub conn: ConnectionManager,
+    pub conn: HealingConnection,
     pub keys: QueueKeys,
     pub metrics: QueueMetrics,
 }

@@ -41,7 +41,7 @@ pub mod scripts;
 pub mod settings;
 
 pub use admin::Queue;
-pub use conn::Redis;
+pub use conn::{HealingConnection, Redis, TlsFiles};
 pub use consumer::{Consumer, ConsumerConfig, Handle, Report};
 pub use embedded::EmbeddedRedis;
 pub use envelope::{Job, Priority};

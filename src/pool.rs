@@ -278,8 +278,7 @@ impl Pool {
                 Outcome::Retry {
                     delay_ms: delay.as_millis() as u64,
                     error: e.message,
-                    // settle.lua's rule: no retry once attempt + 1 reaches max_attempts
-                    last: attempt.saturating_add(1) >= max_attempts,
+                    spent: attempt.saturating_add(1) >= max_attempts,
                 }
             }
             Err(e) => Outcome::Dead { reason: e.message },

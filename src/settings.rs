@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::keys::QueueKeys;
 use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate, Target};
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +49,7 @@ pub struct Settings {
 
 impl Settings {
     /// Reads the settings of `queue`.
-    pub async fn load(conn: &mut ConnectionManager, queue: &str) -> Result<Self> {
+    pub async fn load<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str) -> Result<Self> {
         let key = QueueKeys::new(queue)?.settings();
         let h: HashMap<String, String> = conn.hgetall(&key).await?;
         Self::from_hash(&h)
@@ -114,7 +114,7 @@ impl Settings {
     }
 
     /// Writes the settings that are set, leaving the others as they are.
-    pub async fn store(&self, conn: &mut ConnectionManager, queue: &str) -> Result<()> {
+    pub async fn store<C: ConnectionLike + Send + Sync>(&self, conn: &mut C, queue: &str) -> Result<()> {
         let key = QueueKeys::new(queue)?.settings();
         let fields = self.to_fields();
         if !fields.is_empty() {
@@ -124,7 +124,7 @@ impl Settings {
     }
 
     /// Removes every setting of `queue`.
-    pub async fn clear(conn: &mut ConnectionManager, queue: &str) -> Result<()> {
+    pub async fn clear<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str) -> Result<()> {
         let _: () = conn.del(QueueKeys::new(queue)?.settings()).await?;
         Ok(())
     }
@@ -187,7 +187,7 @@ impl Settings {
 /// gate, on top of the configuration the consumer was started with.
 pub(crate) struct SettingsWatch {
     pub every: Duration,
-    pub conn: ConnectionManager,
+    pub conn: crate::conn::HealingConnection,
     pub queue: String,
     pub limiter: Option<(Arc<Limiter>, LimiterConfig)>,
     pub rate: (Arc<RateGate>, Option<Rate>),

@@ -103,6 +103,9 @@ async fn round(a: &DemoArgs, producer: &Producer, url: &str, metrics: bool) -> w
         common: Common {
             queue: QUEUE.into(),
             redis_url: url.to_owned(),
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
         },
         handler: BuiltIn::Noop,
         http_timeout: Duration::from_secs(30),

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use weir::producer::{BULK_CHUNK, BULK_PIPELINE};
 use weir::scripts::EnqueueArg;
-use weir::{NewJob, Priority, Producer, Redis};
+use weir::{NewJob, Priority, Producer};
 
 #[derive(Args, Debug)]
 pub struct EnqueueArgs {
@@ -61,10 +61,6 @@ struct Chunk {
 }
 
 pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
-    let conn = Redis::open(&a.common.redis_url)?.connect().await?;
-    let producer = Producer::new(conn, &a.common.queue)?
-        .max_envelope_bytes(a.max_envelope_bytes)
-        .default_max_attempts(a.max_attempts);
     let reader: Box<dyn BufRead + Send> = match &a.file {
         Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::with_capacity(
             1 << 20,
@@ -73,6 +69,11 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
         )),
         _ => Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin())),
     };
+    // After the file opened, so a wrong path is reported even when Redis is down.
+    let conn = a.common.redis()?.connect().await?;
+    let producer = Producer::new(conn, &a.common.queue)?
+        .max_envelope_bytes(a.max_envelope_bytes)
+        .default_max_attempts(a.max_attempts);
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} {human_pos} jobs enqueued ({per_sec}) {elapsed}").unwrap(),
@@ -118,7 +119,7 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
         if !chunk.args.is_empty() {
             let p = producer.clone();
             inflight.push_back(async move {
-                let r = p.enqueue_args(&chunk.args).await;
+                let r = enqueue_retrying(&p, &chunk.args).await;
                 (chunk.lines, r)
             });
         }
@@ -148,6 +149,31 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
     );
     report_problems(&dups, &bad, &failed)
 }
+
+/// Tries a chunk up to [`CHUNK_TRIES`] times, backing off from 100 ms to 2 s: a dropped
+/// connection or a restarting Redis costs a retry, not the chunk. A retry of a chunk whose
+/// first call landed but whose reply was lost stores the same ids again (duplicates are
+/// reported for ids given in the input; generated ids may be queued twice).
+async fn enqueue_retrying(p: &Producer, args: &[EnqueueArg]) -> weir::Result<(u64, Vec<String>)> {
+    let mut backoff = Duration::from_millis(100);
+    let mut tries = 1;
+    loop {
+        match p.enqueue_args(args).await {
+            Err(e) if tries < CHUNK_TRIES => {
+                if tries == 1 {
+                    tracing::warn!(error = %e, "enqueue call failed; retrying");
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Calls per chunk before its lines are reported as not loaded (about 15 s of retries).
+const CHUNK_TRIES: u32 = 10;
 
 fn to_job(a: &EnqueueArgs, line: &str) -> Result<NewJob, String> {
     if let Some(kind) = &a.kind {

@@ -1,5 +1,5 @@
-//! The handlers `weir work` has built in: `noop`, `sleep:<duration>`, and an HTTP URL
-//! (each job POSTed there; see `weir::http`).
+//! The handlers `weir work` has built in: `noop`, `sleep:<duration>`, `print[:<duration>]`
+//! and an HTTP URL (each job POSTed there; see `weir::http`).
 
 use crate::parse_duration;
 use futures_util::future::BoxFuture;
@@ -14,6 +14,9 @@ pub enum BuiltIn {
     Noop,
     /// Sleeps, then acks.
     Sleep(Duration),
+    /// Sleeps, prints the job as a JSON line on standard output, then acks: a trace of
+    /// every job run, for debugging a queue or piping jobs to another tool.
+    Print(Duration),
     /// POSTs each job to this URL.
     Http(String),
 }
@@ -24,9 +27,11 @@ pub fn parse_handler(s: &str) -> Result<BuiltIn, String> {
     }
     match s.split_once(':') {
         None if s == "noop" => Ok(BuiltIn::Noop),
+        None if s == "print" => Ok(BuiltIn::Print(Duration::ZERO)),
         Some(("sleep", d)) => Ok(BuiltIn::Sleep(parse_duration(d)?)),
+        Some(("print", d)) => Ok(BuiltIn::Print(parse_duration(d)?)),
         _ => Err(format!(
-            "unknown handler {s:?}: use noop, sleep:<duration> or an http:// URL"
+            "unknown handler {s:?}: use noop, sleep:<duration>, print[:<duration>] or an http:// URL"
         )),
     }
 }
@@ -51,6 +56,7 @@ impl BuiltIn {
         Ok(match self {
             BuiltIn::Noop => Registry::new().fallback(Local(None)),
             BuiltIn::Sleep(d) => Registry::new().fallback(Local(Some(*d))),
+            BuiltIn::Print(d) => Registry::new().fallback(Print(*d)),
             BuiltIn::Http(url) => {
                 let config = HttpConfig {
                     timeout: http.timeout,
@@ -65,6 +71,33 @@ impl BuiltIn {
             }
         })
     }
+}
+
+/// `print` or `print:<duration>`.
+struct Print(Duration);
+
+impl Handler for Print {
+    fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {
+        let d = self.0;
+        Box::pin(async move {
+            if !d.is_zero() {
+                tokio::time::sleep(d).await;
+            }
+            print_job(&job)
+        })
+    }
+}
+
+fn print_job(job: &Job) -> JobResult {
+    use std::io::Write;
+    let line = serde_json::json!({
+        "id": job.id,
+        "kind": job.kind,
+        "attempt": job.attempt,
+        "payload": &*job.payload,
+    });
+    writeln!(std::io::stdout().lock(), "{line}")
+        .map_err(|e| weir::JobError::retry(format!("cannot write to standard output: {e}")))
 }
 
 /// `noop` (no sleep) or `sleep:<duration>`.

@@ -9,9 +9,10 @@ mod stats;
 mod work;
 
 use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use weir::{Priority, Queue, Redis};
+use weir::{Priority, Queue, Redis, TlsFiles};
 
 #[derive(Parser)]
 #[command(
@@ -59,11 +60,31 @@ pub struct Common {
         hide_env_values = true
     )]
     pub redis_url: String,
+    /// With rediss://: PEM file of the CA that signed the server's certificate (instead of
+    /// the system roots).
+    #[arg(long, env = "WEIR_TLS_CA", global = true)]
+    pub tls_ca: Option<PathBuf>,
+    /// With rediss://: PEM client certificate, for servers with `tls-auth-clients yes`.
+    #[arg(long, env = "WEIR_TLS_CERT", global = true, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// With rediss://: PEM private key of the client certificate.
+    #[arg(long, env = "WEIR_TLS_KEY", global = true, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Common {
+    /// The Redis endpoint these options name.
+    pub fn redis(&self) -> weir::Result<Redis> {
+        let tls = TlsFiles {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+        };
+        Redis::open_tls(&self.redis_url, &tls)
+    }
+
     pub async fn queue_handle(&self) -> weir::Result<Queue> {
-        let conn = Redis::open(&self.redis_url)?.connect().await?;
+        let conn = self.redis()?.connect().await?;
         Queue::new(conn, &self.queue)
     }
 }

@@ -5,15 +5,17 @@ use crate::limits::LimiterArgs;
 use crate::{Common, parse_duration};
 use clap::Args;
 use std::time::{Duration, Instant};
-use weir::{CancellationToken, Consumer, ConsumerConfig, Redis, Report};
+use weir::{CancellationToken, Consumer, ConsumerConfig, Report};
 
 #[derive(Args, Debug, Clone)]
 pub struct WorkArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Handler for every job kind: `noop`, `sleep:<duration>` (e.g. sleep:50ms), or a URL
-    /// to POST each job to (http://host/path): 2xx acks, 429/503 back off, other 5xx
-    /// and timeouts retry, other 4xx dead-letter.
+    /// Handler for every job kind: `noop`; `sleep:<duration>` (e.g. sleep:50ms); `print` or
+    /// `print:<duration>` (sleep, then write the job as one JSON line
+    /// `{"id","kind","attempt","payload"}` to standard output before acking it); or a URL
+    /// to POST each job to (http://host/path): 2xx acks, 429/503 back off, other 5xx and
+    /// timeouts retry, other 4xx dead-letter.
     #[arg(long, default_value = "noop", value_parser = parse_handler)]
     pub handler: BuiltIn,
     /// HTTP handler: per-request timeout.
@@ -85,7 +87,7 @@ impl WorkArgs {
 
 /// Runs the consumer; prints what it did. Returns the report and the elapsed time.
 pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
-    let redis = Redis::open(&a.common.redis_url)?;
+    let redis = a.common.redis()?;
     let http = HttpOptions {
         timeout: a.http_timeout,
         batch: a.batch_http,
@@ -109,7 +111,7 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let report = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();
     let done = report.acked + report.retried + report.dead;
-    println!(
+    let summary = format!(
         "processed {done} jobs in {:.2}s ({:.0} jobs/s): {} acked, {} retried, {} dead-lettered, {} released",
         elapsed.as_secs_f64(),
         done as f64 / elapsed.as_secs_f64().max(1e-9),
@@ -118,6 +120,11 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
         report.dead,
         report.released
     );
+    // With `print`, standard output carries only job lines.
+    match a.handler {
+        BuiltIn::Print(_) => eprintln!("{summary}"),
+        _ => println!("{summary}"),
+    }
     Ok((report, elapsed))
 }
 

@@ -1,0 +1,182 @@
+//! Support for the reliability tests (crashes, Redis faults, bad input, handler faults,
+//! shutdown, security): child `weir` processes, job traces, polling, and the TCP fault
+//! proxy. Named apart from `tests/common` so the suites never collide.
+#![allow(dead_code)]
+
+pub mod proxy;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use weir::{NewJob, Producer, Queue, Redis};
+
+/// The `weir` binary under test.
+pub const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+/// Polls `check` every 20 ms until it is true or `timeout` passes; returns the last value.
+pub async fn wait_until<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    loop {
+        if check().await {
+            return true;
+        }
+        if started.elapsed() > timeout {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An admin handle on `queue`.
+pub async fn queue(url: &str, name: &str) -> Queue {
+    Queue::new(Redis::open(url).unwrap().connect().await.unwrap(), name).unwrap()
+}
+
+/// A plain multiplexed connection, for seeding and inspecting keys.
+pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Enqueues jobs `{prefix}-{from}` .. `{prefix}-{to - 1}` of kind `kind`, in bulk.
+pub async fn enqueue_range(url: &str, queue: &str, kind: &str, prefix: &str, from: usize, to: usize) {
+    let p = Producer::new(Redis::open(url).unwrap().connect().await.unwrap(), queue).unwrap();
+    let jobs = (from..to).map(|i| {
+        NewJob::new(kind, &serde_json::json!({ "n": i }))
+            .unwrap()
+            .id(format!("{prefix}-{i}"))
+    });
+    let r = p.enqueue_bulk(jobs).await.unwrap();
+    assert_eq!(r.enqueued as usize, to - from, "{r:?}");
+}
+
+/// A child process we started, killed (by its PID) if still running when dropped.
+pub struct Proc {
+    pub child: Child,
+}
+
+impl Proc {
+    /// `weir` with `args`, standard output appended to `stdout`, standard error to `stderr`.
+    pub fn weir(args: &[&str], stdout: &Path, stderr: &Path) -> Self {
+        let open = |p: &Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .unwrap()
+        };
+        let child = Command::new(WEIR)
+            .args(args)
+            .env("WEIR_LOG", "weir=info,warn")
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(open(stdout))
+            .stderr(open(stderr))
+            .spawn()
+            .unwrap();
+        Self { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM (through the `kill` utility: std has no other signal and the tests use no
+    /// unsafe code).
+    pub fn sigterm(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -TERM failed");
+    }
+
+    /// Waits up to `timeout` for the exit; None if it is still running.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let started = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return Some(s);
+            }
+            if started.elapsed() > timeout {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill9();
+        }
+    }
+}
+
+/// Runs `weir` to the end (bounded by `timeout`); returns (exit code, stdout, stderr).
+pub fn run_weir(args: &[&str], stdin: Option<&[u8]>, timeout: Duration) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(WEIR)
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env("WEIR_LOG", "weir=info,warn")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input).unwrap();
+    }
+    let pid = child.id();
+    let out = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let started = Instant::now();
+    while !out.is_finished() {
+        if started.elapsed() > timeout {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            panic!("weir {args:?} did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let o = out.join().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Job ids in the lines a `--handler print` consumer wrote to `path`, with run counts.
+pub fn printed_ids(path: &Path) -> HashMap<String, usize> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut seen = HashMap::new();
+    for line in text.lines().filter(|l| l.starts_with('{')) {
+        // A line cut by SIGKILL mid-write would not parse; it is not counted.
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+            && let Some(id) = v["id"].as_str()
+        {
+            *seen.entry(id.to_owned()).or_insert(0) += 1;
+        }
+    }
+    seen
+}

@@ -1,0 +1,234 @@
+//! Network faults between weir and Redis, through the TCP fault proxy: every connection
+//! dropped, the link stalled past the response timeout, a reply cut in half. Under a
+//! stream of such faults a consumer keeps going, no job is lost, and nothing panics.
+
+mod faults;
+
+use faults::proxy::Proxy;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use weir::{CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Redis, Registry, handler_fn};
+
+const JOBS: usize = 6_000;
+const QUEUE: &str = "proxy-faults";
+
+static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_stalled_and_cut_connections_lose_no_job() {
+    // Panics anywhere in this test binary count: the other test panics only when it fails.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.fetch_add(1, Ordering::SeqCst);
+        default_hook(info);
+    }));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("weir=info")
+        .with_test_writer()
+        .try_init();
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    faults::enqueue_range(&redis.url(), QUEUE, "k", "job", 0, JOBS).await;
+
+    let runs: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let r = runs.clone();
+    let registry = Registry::new().fallback(handler_fn(move |job| {
+        let r = r.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            *r.lock().unwrap().entry(job.id).or_insert(0) += 1;
+            Ok(())
+        }
+    }));
+    let mut config = ConsumerConfig {
+        queue: QUEUE.into(),
+        concurrency: 8,
+        drain: true,
+        metrics: false,
+        ..Default::default()
+    };
+    config.fetcher.batch = 50;
+    config.fetcher.visibility = Duration::from_secs(1);
+    config.acker.visibility = Duration::from_secs(1);
+    config.reclaimer.interval = Duration::from_millis(200);
+    // Stalls of 700 ms outlast this, so calls time out and are retried.
+    let via_proxy = Redis::open(&proxy.url())
+        .unwrap()
+        .response_timeout(Duration::from_millis(300));
+    let consumer = Consumer::new(config, via_proxy, registry).unwrap();
+    let run = tokio::spawn(consumer.run(CancellationToken::new()));
+
+    let started = Instant::now();
+    let mut kinds = [0usize; 4];
+    let mut i = 0;
+    while !run.is_finished() && i < 60 && started.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(150 + (i as u64 * 37) % 200)).await;
+        match i % 4 {
+            0 => proxy.drop_all(),
+            1 => {
+                proxy.stall(true);
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                proxy.stall(false);
+            }
+            2 => {
+                proxy.cut_next_reply();
+                faults::wait_until(Duration::from_secs(3), || async { proxy.cut_done() }).await;
+            }
+            _ => {
+                proxy.stall(true);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                proxy.stall(false);
+            }
+        }
+        kinds[i % 4] += 1;
+        i += 1;
+    }
+    let report = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the consumer drains the queue after the faults")
+        .expect("the consumer task did not panic")
+        .expect("the consumer returned no error");
+
+    let runs = runs.lock().unwrap().clone();
+    let missing = (0..JOBS)
+        .filter(|i| !runs.contains_key(&format!("job-{i}")))
+        .count();
+    let dups = runs.values().filter(|n| **n > 1).count();
+    let stats = faults::queue(&redis.url(), QUEUE).await.stats().await.unwrap();
+    assert_eq!(missing, 0, "jobs never ran");
+    assert_eq!((stats.pending(), stats.dead), (0, 0), "{stats:?}");
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a panic happened");
+    let c = proxy.counts();
+    println!(
+        "proxy faults survived: {i} ({} drop-all, {} long stalls past the 300ms response timeout, {} cut replies, {} short stalls); \
+         connections accepted {}, dropped {}, replies cut {}; jobs {JOBS}, lost {missing}, run twice {dups}; {report:?}",
+        kinds[0],
+        kinds[1],
+        kinds[2],
+        kinds[3],
+        c.accepted.load(Ordering::Relaxed),
+        c.dropped.load(Ordering::Relaxed),
+        c.cut.load(Ordering::Relaxed),
+    );
+    assert!(c.cut.load(Ordering::Relaxed) > 0 && c.dropped.load(Ordering::Relaxed) > 0);
+}
+
+/// A network path that dies silently (no reset, no close): every call on the old
+/// connections times out. The consumer must get off them and finish on new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silently_dead_connection_is_replaced() {
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    let queue = "blackhole";
+    faults::enqueue_range(&redis.url(), queue, "k", "job", 0, 2_000).await;
+    let runs: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let r = runs.clone();
+    let registry = Registry::new().fallback(handler_fn(move |job| {
+        let r = r.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            *r.lock().unwrap().entry(job.id).or_insert(0) += 1;
+            Ok(())
+        }
+    }));
+    let mut config = ConsumerConfig {
+        queue: queue.into(),
+        concurrency: 8,
+        drain: true,
+        metrics: false,
+        ..Default::default()
+    };
+    config.fetcher.batch = 50;
+    config.fetcher.visibility = Duration::from_secs(1);
+    config.acker.visibility = Duration::from_secs(1);
+    config.reclaimer.interval = Duration::from_millis(200);
+    let via_proxy = Redis::open(&proxy.url())
+        .unwrap()
+        .response_timeout(Duration::from_millis(300));
+    let consumer = Consumer::new(config, via_proxy, registry).unwrap();
+    let run = tokio::spawn(consumer.run(CancellationToken::new()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.blackhole_open_connections();
+    let report = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the consumer gets off the dead connection and drains the queue")
+        .unwrap()
+        .unwrap();
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), 2_000, "{report:?}");
+    let stats = faults::queue(&redis.url(), queue).await.stats().await.unwrap();
+    assert_eq!(stats.pending(), 0, "{stats:?}");
+}
+
+/// `weir enqueue` through the proxy, fed in steps: a reply cut in half and every
+/// connection dropped while it loads. Failed chunks are retried, so every line is loaded
+/// and the exit code is 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_rides_out_dropped_connections_and_cut_replies() {
+    use std::io::Write;
+    const LINES: usize = 14_000;
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    let queue = faults::queue(&redis.url(), "enqueue-faults").await;
+    let mut child = std::process::Command::new(faults::WEIR)
+        .args(["enqueue", "--redis-url", &proxy.url(), "-q", "enqueue-faults"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A writer thread feeds standard input, so the test never blocks on a full pipe while
+    // the proxy stalls the consumer of that pipe.
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, usize)>();
+    let writer = std::thread::spawn(move || {
+        for (from, to) in rx {
+            let lines: String = (from..to)
+                .map(|i| format!("{{\"kind\":\"a\",\"payload\":{i},\"id\":\"line-{i}\"}}\n"))
+                .collect();
+            stdin.write_all(lines.as_bytes()).unwrap();
+            stdin.flush().unwrap();
+        }
+    });
+    let feed = |from: usize, to: usize| tx.send((from, to)).unwrap();
+    let stored = |n: u64| {
+        let queue = queue.clone();
+        move || {
+            let queue = queue.clone();
+            async move { queue.stats().await.unwrap().ready_total() >= n }
+        }
+    };
+    // Chunks of 1,000 lines, four in flight: what is sent depends on what was fed.
+    feed(0, 4000);
+    assert!(faults::wait_until(Duration::from_secs(30), stored(1000)).await);
+    proxy.cut_next_reply();
+    feed(4000, 8000);
+    assert!(faults::wait_until(Duration::from_secs(30), || async { proxy.cut_done() }).await);
+    proxy.stall(true);
+    feed(8000, 10_000);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.drop_all();
+    proxy.stall(false);
+    feed(10_000, LINES);
+    drop(tx);
+    writer.join().unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let stats = queue.stats().await.unwrap();
+    assert_eq!(
+        stats.ready_total(),
+        LINES as u64,
+        "every line loaded once\n{stdout}\n{stderr}"
+    );
+    let c = proxy.counts();
+    assert!(c.cut.load(Ordering::Relaxed) == 1 && c.dropped.load(Ordering::Relaxed) >= 1);
+    println!("enqueue under faults: {LINES} lines loaded; {stdout}{stderr}");
+}
