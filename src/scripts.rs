@@ -70,6 +70,13 @@ async fn call<T: redis::FromRedisValue, C: ConnectionLike>(
     r
 }
 
+fn opt_string(v: Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        _ => None,
+    }
+}
+
 fn reply_err(script: &'static str, detail: impl Into<String>) -> Error {
     Error::Reply {
         script,
@@ -378,147 +385,5 @@ pub async fn release<C: ConnectionLike>(
     into_strings("release", missed)
 }
 
-/// One dead-letter queue entry.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct DeadJob {
-    /// Job id.
-    pub id: String,
-    /// When it was dead-lettered, epoch ms (Redis clock).
-    pub dead_at_ms: u64,
-    /// The envelope as stored (may be invalid JSON: that can be why it is here).
-    pub envelope: Option<String>,
-    /// The reason or last error.
-    pub reason: Option<String>,
-}
-
-fn opt_string(v: Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
-        _ => None,
-    }
-}
-
-/// Lists dead-lettered jobs, newest first.
-pub async fn dlq_list<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    offset: usize,
-    count: usize,
-) -> Result<Vec<DeadJob>> {
-    let reply: Vec<Value> = call(
-        "dlq_list",
-        keys,
-        invocation(&DLQ_LIST, keys).arg(offset).arg(count),
-        conn,
-    )
-    .await?;
-    let mut out = Vec::with_capacity(reply.len() / 4);
-    let mut it = reply.into_iter();
-    while let (Some(id), Some(at), Some(env), Some(reason)) = (it.next(), it.next(), it.next(), it.next()) {
-        out.push(DeadJob {
-            // Lossy: a hand-pushed id that is not UTF-8 ends up here, and must still list.
-            id: opt_string(id).unwrap_or_default(),
-            dead_at_ms: as_u64("dlq_list", &at)?,
-            envelope: opt_string(env),
-            reason: opt_string(reason),
-        });
-    }
-    Ok(out)
-}
-
-/// Requeues dead-lettered jobs (the given ids, or up to `limit` oldest); returns how many
-/// were requeued and the ids that were not in the dead-letter queue.
-pub async fn dlq_requeue<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    limit: usize,
-    ids: &[String],
-) -> Result<(u64, Vec<String>)> {
-    let mut inv = invocation(&DLQ_REQUEUE, keys);
-    inv.arg(limit);
-    for id in ids {
-        inv.arg(id);
-    }
-    let reply: Vec<Value> = call("dlq_requeue", keys, &mut inv, conn).await?;
-    let mut it = reply.into_iter();
-    let n = as_u64("dlq_requeue", &it.next().unwrap_or(Value::Nil))?;
-    Ok((n, into_strings("dlq_requeue", it.collect())?))
-}
-
-/// Deletes up to `limit` dead-lettered jobs, oldest first; returns how many.
-pub async fn dlq_purge<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, limit: usize) -> Result<u64> {
-    call("dlq_purge", keys, invocation(&DLQ_PURGE, keys).arg(limit), conn).await
-}
-
-/// Pauses (`true`) or resumes a queue; returns whether the state changed.
-pub async fn pause<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, paused: bool) -> Result<bool> {
-    let changed: u64 = call(
-        "pause",
-        keys,
-        invocation(&PAUSE, keys).arg(if paused { "1" } else { "0" }),
-        conn,
-    )
-    .await?;
-    Ok(changed == 1)
-}
-
-/// A snapshot of a queue.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Stats {
-    /// Ready jobs per priority: high, normal, low.
-    pub ready: [u64; 3],
-    /// Delayed jobs (retries and scheduled jobs).
-    pub delayed: u64,
-    /// Leased jobs.
-    pub in_flight: u64,
-    /// Dead-lettered jobs.
-    pub dead: u64,
-    /// Whether the queue is paused.
-    pub paused: bool,
-    /// Age of the oldest ready job, ms (0 when none is ready).
-    pub oldest_ready_age_ms: u64,
-    /// Lifetime counters: enqueued, fetched, acked, retried, dead, reclaimed, trimmed.
-    pub counters: std::collections::BTreeMap<String, u64>,
-}
-
-impl Stats {
-    /// Ready jobs of all priorities.
-    pub fn ready_total(&self) -> u64 {
-        self.ready.iter().sum()
-    }
-
-    /// Jobs still to be done: ready, delayed or leased.
-    pub fn pending(&self) -> u64 {
-        self.ready_total() + self.delayed + self.in_flight
-    }
-}
-
-/// Reads a [`Stats`] snapshot.
-pub async fn stats<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<Stats> {
-    let reply: Vec<Value> = call("stats", keys, &mut invocation(&STATS, keys), conn).await?;
-    if reply.len() != 9 {
-        return Err(reply_err("stats", format!("{} values", reply.len())));
-    }
-    let n = |i: usize| as_u64("stats", &reply[i]);
-    let mut s = Stats {
-        ready: [n(0)?, n(1)?, n(2)?],
-        delayed: n(3)?,
-        in_flight: n(4)?,
-        dead: n(5)?,
-        paused: n(6)? == 1,
-        oldest_ready_age_ms: n(7)?,
-        counters: Default::default(),
-    };
-    if let Value::Array(pairs) = &reply[8] {
-        for pair in pairs.chunks(2) {
-            if let [k, v] = pair {
-                let name = match k {
-                    Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                    _ => continue,
-                };
-                s.counters.insert(name, as_u64("stats", v)?);
-            }
-        }
-    }
-    Ok(s)
-}
+mod admin;
+pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
