@@ -83,7 +83,7 @@ async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, Ve
 fn target_ms(a: &DownstreamArgs, config: &Config, o: &timed::Outcome) -> (f64, &'static str) {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     match (a.target(), o.target_p95) {
-        (weir::limiter::Target::Absolute(d), _) => (ms(d), "given"),
+        (weir::limiter::Target::Absolute(d), _) => (ms(d), "absolute"),
         (_, Some(live)) => (ms(live), "limiter"),
         (weir::limiter::Target::Relative(x), None) => (ms(config.no_load_p95()) * x, "model"),
     }
