@@ -57,7 +57,9 @@ impl LimitOpts {
                 (self.error_threshold.is_some(), "--error-threshold"),
             ];
             return match given.iter().find(|g| g.0) {
-                Some((_, flag)) => Err(format!("{flag} applies to the adaptive limiter: add --adaptive")),
+                Some((_, flag)) => Err(format!(
+                    "{flag} applies to the adaptive limiter: add --adaptive (downstream: drop --fixed)"
+                )),
                 None => Ok(None),
             };
         }
