@@ -28,6 +28,8 @@ pub struct ChildArgs {
     pub queue: String,
     #[arg(long)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub limits: crate::limits::LimitOpts,
     #[arg(long)]
     pub batch: usize,
     #[arg(long)]
@@ -167,6 +169,8 @@ pub async fn run(a: ChildArgs) -> anyhow::Result<()> {
     let mut config = ConsumerConfig {
         queue: a.queue.clone(),
         concurrency: a.concurrency,
+        limiter: a.limits.limiter().map_err(anyhow::Error::msg)?,
+        rate: a.limits.rate(),
         drain: a.drain,
         ..Default::default()
     };

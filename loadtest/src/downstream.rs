@@ -89,6 +89,12 @@ impl Config {
         self.capacity_at(elapsed) as f64 / self.base_latency.as_secs_f64().max(1e-6)
     }
 
+    /// p95 latency of a call below the knee: the jitter is uniform, so its 95th
+    /// percentile is 0.9 of its range.
+    pub fn no_load_p95(&self) -> Duration {
+        self.base_latency.mul_f64(1.0 + 0.9 * self.jitter)
+    }
+
     /// How long a call takes with `n` in flight against capacity `cap`; `None`: shed.
     /// `u` in [-1, 1] scales the jitter.
     pub fn latency(&self, n: u64, cap: u64, u: f64) -> Option<Duration> {

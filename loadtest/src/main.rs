@@ -17,6 +17,7 @@ mod fleet;
 mod handler;
 mod histogram;
 mod http;
+mod limits;
 mod observed;
 mod plot;
 mod report;
@@ -72,7 +73,10 @@ async fn interrupted() {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Scenario::Downstream(a) = &mut cli.scenario {
+        a.resolve();
+    }
     let common = match &cli.scenario {
         Scenario::Drain(a) => &a.common,
         Scenario::Steady(a) => &a.common,

@@ -96,8 +96,20 @@ fn drain_compares_tracking_side_by_side() {
 
 #[test]
 fn steady_reports_end_to_end_latency() {
-    let (r, _dir) = run(&["steady", "--rate", "500", "--duration", "2s"]);
+    // In-process consumer with the adaptive limiter and a jobs/s cap above the rate.
+    let (r, _dir) = run(&[
+        "steady",
+        "--rate",
+        "500",
+        "--duration",
+        "2s",
+        "--adaptive",
+        "--rate-limit",
+        "5000/s",
+    ]);
     assert_eq!(num(&r, "lost"), 0.0);
+    assert_eq!(r["limits"]["adaptive"], true, "{r}");
+    assert!(r["limits"]["rate_limit"].is_string(), "{r}");
     // The pacer may end a tick short of the last job on a busy machine: count, not time.
     let jobs = num(&r, "jobs");
     assert!((900.0..=1000.0).contains(&jobs), "{r}");
@@ -109,6 +121,9 @@ fn steady_reports_end_to_end_latency() {
 fn downstream_reports_against_the_ideal() {
     let (r, _dir) = run(&[
         "downstream",
+        "--fixed",
+        "--target-p95",
+        "15ms",
         "--capacity",
         "40@1s,10@1s",
         "--base-latency",
@@ -120,7 +135,54 @@ fn downstream_reports_against_the_ideal() {
     assert_eq!(num(&r, "ideal_jobs_per_s"), 2500.0);
     assert!(num(&r, "achieved_jobs_per_s") > 0.0);
     assert_eq!(r["latency"], "downstream_call");
-    assert!(r["target_p95_ms"].is_number());
+    assert_eq!(num(&r, "target_p95_ms"), 15.0);
+    assert_eq!(r["limits"]["adaptive"], false);
+    assert_eq!((num(&r, "limit_min"), num(&r, "limit_max")), (16.0, 16.0));
+}
+
+/// The adaptive limiter (the downstream default) in two consumer processes: the
+/// options reach the processes and the summed limit moves. 16 per process against a
+/// knee of 20 each: the first windows are binding and healthy, so the limit grows;
+/// then capacity drops to 5 each and it falls.
+#[test]
+fn downstream_adapts_the_limit_in_consumer_processes() {
+    let (r, _dir) = run(&[
+        "downstream",
+        "--consumers",
+        "2",
+        "--capacity",
+        "40@2s,10@2s",
+        "--base-latency",
+        "10ms",
+        "--concurrency",
+        "16",
+        "--max-concurrency",
+        "200",
+        "--target-p95",
+        "20ms",
+    ]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    let limits = &r["limits"];
+    assert_eq!(limits["adaptive"], true, "{r}");
+    assert_eq!(
+        (num(limits, "max"), limits["target_p95"].as_str()),
+        (200.0, Some("20ms"))
+    );
+    assert!(
+        num(&r, "limit_min") < num(&r, "limit_max"),
+        "the limit moved: {r}"
+    );
+}
+
+#[test]
+fn adaptive_options_without_adaptive_are_refused() {
+    let out = Command::new(BIN)
+        .args(["drain", "--max-concurrency", "10"])
+        .output()
+        .expect("run weir-loadtest");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--adaptive"), "{err}");
 }
 
 #[test]

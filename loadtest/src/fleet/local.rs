@@ -31,6 +31,8 @@ impl Local {
         let mut config = ConsumerConfig {
             queue: spec.queue.clone(),
             concurrency: spec.concurrency,
+            limiter: spec.limiter.clone(),
+            rate: spec.rate,
             drain: spec.drain,
             ..Default::default()
         };
@@ -52,6 +54,10 @@ impl Local {
             limit: limit.get() as u64,
             in_flight: limit.in_flight() as u64,
         })
+    }
+
+    pub fn target_p95(&self) -> Option<Duration> {
+        self.handle.limiter.as_ref().and_then(|l| l.target())
     }
 
     pub async fn wait(mut self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {

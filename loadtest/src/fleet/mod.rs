@@ -10,13 +10,19 @@ pub use procs::Procs;
 use std::sync::Arc;
 use std::time::Duration;
 use weir::ConsumerConfig;
+use weir::limiter::{LimiterConfig, Rate};
 
 /// What every consumer of a run is told.
 #[derive(Debug, Clone)]
 pub struct Spec {
     pub redis_url: String,
     pub queue: String,
+    /// The fixed limit, or the adaptive limiter's starting limit.
     pub concurrency: usize,
+    /// The adaptive limiter (`None`: the limit stays at `concurrency`).
+    pub limiter: Option<LimiterConfig>,
+    /// Jobs/s cap of each consumer.
+    pub rate: Option<Rate>,
     pub batch: usize,
     pub pipeline: usize,
     pub visibility: Duration,
@@ -24,6 +30,16 @@ pub struct Spec {
     pub drain: bool,
     /// Call the simulated downstream (its options, seed and script start, unix ms).
     pub downstream: Option<(DownstreamOpts, u64, u64)>,
+}
+
+impl Spec {
+    /// The limit a consumer starts with (the adaptive limiter clamps it into its bounds).
+    pub fn initial_limit(&self) -> usize {
+        match &self.limiter {
+            Some(l) => self.concurrency.clamp(l.aimd.min, l.aimd.max),
+            None => self.concurrency,
+        }
+    }
 }
 
 /// Applies the harness's fetch and lease settings to a consumer config.
@@ -94,6 +110,15 @@ impl Fleet {
         match self {
             Fleet::Local(l) => l.wait(timeout).await,
             Fleet::Procs(p) => p.wait(timeout).await,
+        }
+    }
+
+    /// The p95 target the adaptive limiter holds now (in-process consumer only: a
+    /// relative target resolves at run time; `None` for processes or a fixed limit).
+    pub fn target_p95(&self) -> Option<Duration> {
+        match self {
+            Fleet::Local(l) => l.target_p95(),
+            Fleet::Procs(_) => None,
         }
     }
 

@@ -63,7 +63,8 @@ impl Procs {
                 "--pipeline",
                 &s.pipeline.to_string(),
             ])
-            .args(["--visibility-timeout", &format!("{}ms", s.visibility.as_millis())]);
+            .args(["--visibility-timeout", &format!("{}ms", s.visibility.as_millis())])
+            .args(crate::limits::args(s.limiter.as_ref(), s.rate));
         if s.drain {
             cmd.arg("--drain");
         }
@@ -96,7 +97,7 @@ impl Procs {
         // Until its first status frame, a process counts with its configured limit, so the
         // fleet's sum does not dip while processes start.
         let shared = Arc::new(Shared {
-            limit: AtomicU64::new(self.spec.concurrency as u64),
+            limit: AtomicU64::new(self.spec.initial_limit() as u64),
             ..Shared::default()
         });
         let (obs, sh) = (self.observed.clone(), shared.clone());

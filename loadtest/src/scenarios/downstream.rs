@@ -20,6 +20,28 @@ use std::sync::Arc;
 const MAX_ATTEMPTS: u32 = 1000;
 
 pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+    let target = Target::open(a.common.redis_url.as_deref()).await?;
+    let (mut r, rows) = once(&a, &target).await?;
+    if a.compare_fixed {
+        let mut fixed = a.clone();
+        fixed.common.limits.adaptive = false;
+        fixed.common.limits.target_p95 = None;
+        eprintln!(
+            "adaptive run done; now the same script with a fixed limit of {}",
+            a.common.concurrency
+        );
+        let (f, fixed_rows) = once(&fixed, &target).await?;
+        if let Some(dir) = &a.common.out {
+            f.write(&dir.join("fixed"), &fixed_rows)?;
+        }
+        compare(&mut r, &f);
+    }
+    r.put("redis", target.describe());
+    Ok((r, rows))
+}
+
+/// One run of the script on a fresh queue.
+async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, Vec<Row>)> {
     let c = &a.common;
     let config = a.downstream.config(c.seed).map_err(anyhow::Error::msg)?;
     let length = c.duration.unwrap_or_else(|| config.script_length());
@@ -34,10 +56,9 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let jobs = c
         .jobs
         .unwrap_or_else(|| (ideal_mean * length.as_secs_f64() * 1.5) as u64 + 2 * backlog);
-    let target = Target::open(c.redis_url.as_deref()).await?;
     let ideal_config = config.clone();
     let o = timed::run(
-        &target,
+        target,
         c,
         Timed {
             scenario: "downstream",
@@ -52,9 +73,20 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         },
     )
     .await?;
-    let mut r = report(&a, &config, &o, ideal_mean);
-    r.put("redis", target.describe());
+    let r = report(a, &config, &o, ideal_mean);
     Ok((r, o.rows))
+}
+
+/// The p95 target in milliseconds, and where the figure comes from: as given, the
+/// limiter's own (a relative target, in-process), or the model's no-load p95 times the
+/// factor (a relative target in consumer processes, or a fixed run).
+fn target_ms(a: &DownstreamArgs, config: &Config, o: &timed::Outcome) -> (f64, &'static str) {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    match (a.target(), o.target_p95) {
+        (weir::limiter::Target::Absolute(d), _) => (ms(d), "absolute"),
+        (_, Some(live)) => (ms(live), "limiter"),
+        (weir::limiter::Target::Relative(x), None) => (ms(config.no_load_p95()) * x, "model"),
+    }
 }
 
 /// The downstream figures of a finished run.
@@ -68,8 +100,10 @@ fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, ideal_mean: f
     let rows = timed::window_rows(&o.rows, o.window);
     r.set_limits(rows);
     account(&mut r, o.tally, &o.totals);
-    let target_ms = a.target_p95.as_secs_f64() * 1000.0;
+    let (target_ms, source) = target_ms(a, config, o);
+    r.put("target_p95", a.target().to_string());
     r.put("target_p95_ms", round(target_ms, 3));
+    r.put("target_p95_from", source);
     r.put(
         "throughput_vs_ideal_pct",
         round(o.achieved_rate / ideal_mean.max(1e-9) * 100.0, 1),
@@ -85,7 +119,7 @@ fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, ideal_mean: f
         o.observed.errors.load(std::sync::atomic::Ordering::Relaxed),
     );
     r.put("capacity_script", &a.downstream.capacity);
-    r.put("phases", phases(config, rows, target_ms));
+    r.put("phases", phases(config, rows, target_ms, c.consumers()));
     r.put("window_s", round(o.window.as_secs_f64(), 3));
     if !o.settled {
         r.put(
@@ -96,6 +130,66 @@ fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, ideal_mean: f
     r
 }
 
+/// Puts the fixed run's figures beside the adaptive run's: `fixed` (its main figures
+/// and phases) and `compare_fixed` (per phase: achieved jobs/s and p95, adaptive vs fixed).
+fn compare(r: &mut Report, f: &Report) {
+    let keys = [
+        "throughput_vs_ideal_pct",
+        "windows_over_target_pct",
+        "downstream_errors",
+        "phases",
+        "limits",
+    ];
+    let mut m = serde_json::Map::new();
+    m.insert("achieved_jobs_per_s".into(), f.achieved_jobs_per_s.into());
+    m.insert("p95_ms".into(), f.p95_ms.into());
+    m.insert("lost".into(), f.lost.into());
+    for k in keys {
+        if let Some(v) = f.extra.get(k) {
+            m.insert(k.into(), v.clone());
+        }
+    }
+    if let Some(check) = f.extra.get("check_failed") {
+        r.put("check_failed", format!("fixed run: {check}"));
+    }
+    if f.lost.is_some_and(|l| l > 0) {
+        r.put("check_failed", "fixed run: jobs lost");
+    }
+    let side = |rep: &Report| -> Vec<(f64, f64)> {
+        rep.extra
+            .get("phases")
+            .and_then(|p| p.as_array())
+            .map(|ps| {
+                ps.iter()
+                    .map(|p| {
+                        (
+                            p["achieved_jobs_per_s"].as_f64().unwrap_or(0.0),
+                            p["p95_ms"].as_f64().unwrap_or(0.0),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let table: Vec<String> = side(r)
+        .iter()
+        .zip(side(f))
+        .enumerate()
+        .map(|(i, (a, x))| {
+            format!(
+                "phase {}: adaptive {:.0} jobs/s p95 {:.1} ms | fixed {:.0} jobs/s p95 {:.1} ms",
+                i + 1,
+                a.0,
+                a.1,
+                x.0,
+                x.1
+            )
+        })
+        .collect();
+    r.put("fixed", serde_json::Value::Object(m));
+    r.put("compare_fixed", table);
+}
+
 /// How the consumers did in one step of the capacity script.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PhaseReport {
@@ -104,21 +198,30 @@ pub struct PhaseReport {
     pub end_s: f64,
     pub ideal_jobs_per_s: f64,
     pub achieved_jobs_per_s: f64,
+    /// Achieved over the phase's second half (after settling), as a share of the ideal.
+    pub settled_vs_ideal_pct: f64,
     /// Median of the 100 ms windows' p95 over the phase's second half (after settling).
     pub p95_ms: f64,
     pub p95_over_target: bool,
     /// Limit over the phase's second half.
     pub limit_mean: f64,
+    /// Seconds from the phase's start until the limit is first within 20% of the
+    /// capacity (the limiter simulations' measure, `tests/limiter_sim.rs`); `None`: never.
+    pub reach_s: Option<f64>,
     /// Seconds from the phase's start until the limit is within 20% of the capacity
     /// (the knee) and stays there for the rest of the phase; `None`: never.
     pub converge_s: Option<f64>,
 }
 
-/// One report per phase of the script, from the rows of the fed window.
-pub fn phases(config: &Config, rows: &[Row], target_ms: f64) -> Vec<PhaseReport> {
+/// One report per phase of the script, from the rows of the fed window. With `k`
+/// consumer processes each has 1/k of the capacity (rounded down), so the knee the
+/// summed limit is compared with is that share times k.
+pub fn phases(config: &Config, rows: &[Row], target_ms: f64, k: usize) -> Vec<PhaseReport> {
     let mut start = 0.0;
     let mut out = Vec::new();
+    let k = k.max(1) as u64;
     for p in &config.script {
+        let knee = ((p.capacity / k).max(1) * k) as f64;
         let end = start + p.length.as_secs_f64();
         let in_phase: Vec<&Row> = rows.iter().filter(|r| r.t_s > start && r.t_s <= end).collect();
         if in_phase.is_empty() {
@@ -139,7 +242,8 @@ pub fn phases(config: &Config, rows: &[Row], target_ms: f64) -> Vec<PhaseReport>
             .collect();
         p95s.sort_by(f64::total_cmp);
         let p95 = p95s.get(p95s.len() / 2).copied().unwrap_or(0.0);
-        let near = |r: &&Row| (r.limit as f64 - p.capacity as f64).abs() <= 0.2 * p.capacity as f64;
+        let near = |r: &&Row| (r.limit as f64 - knee).abs() <= 0.2 * knee;
+        let reach_s = in_phase.iter().find(|r| near(r)).map(|r| round(r.t_s - start, 1));
         // The last window outside the band; convergence is the window after it.
         let converge_s = match in_phase.iter().rposition(|r| !near(r)) {
             None => Some(0.0),
@@ -152,9 +256,14 @@ pub fn phases(config: &Config, rows: &[Row], target_ms: f64) -> Vec<PhaseReport>
             end_s: round(end, 1),
             ideal_jobs_per_s: round(config.ideal_rate_at(std::time::Duration::from_secs_f64(start)), 1),
             achieved_jobs_per_s: round(mean(&|r| r.throughput, &in_phase), 1),
+            settled_vs_ideal_pct: round(
+                mean(&|r| r.throughput, &settled) / (knee / config.base_latency.as_secs_f64()) * 100.0,
+                1,
+            ),
             p95_ms: round(p95, 3),
             p95_over_target: p95 > target_ms,
             limit_mean: round(mean(&|r| r.limit as f64, &settled), 1),
+            reach_s,
             converge_s,
         });
         start = end;

@@ -86,7 +86,7 @@ pub async fn once(
     let cpu_before = crate::cpu::process_cpu();
     let started = Instant::now();
     let fleet = Fleet::start(
-        spec(c, target, &queue, true),
+        spec(c, target, &queue, true)?,
         c.consumers(),
         kills.is_some(),
         observed.clone(),

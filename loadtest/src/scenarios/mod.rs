@@ -22,28 +22,37 @@ use weir::CancellationToken;
 /// stops.
 pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> Spec {
-    Spec {
+pub fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> anyhow::Result<Spec> {
+    Ok(Spec {
         redis_url: target.url.clone(),
         queue: queue.to_owned(),
         concurrency: c.concurrency,
+        limiter: c.limits.limiter().map_err(anyhow::Error::msg)?,
+        rate: c.limits.rate(),
         batch: c.batch,
         pipeline: c.pipeline,
         visibility: c.visibility(),
         drain,
         downstream: None,
-    }
+    })
 }
 
 /// The report's fields every scenario fills the same way.
 pub fn base_report(scenario: &str, c: &Common, jobs: u64) -> Report {
-    Report {
+    let mut r = Report {
         scenario: scenario.into(),
         jobs,
         consumers: c.consumers(),
         concurrency: c.concurrency,
         ..Report::default()
-    }
+    };
+    // Checked by `Common::validate` before the run.
+    let limiter = c.limits.limiter().ok().flatten();
+    r.put(
+        "limits",
+        crate::limits::describe(limiter.as_ref(), c.limits.rate()),
+    );
+    r
 }
 
 /// Puts the accounting and the consumers' totals into the report.

@@ -49,6 +49,8 @@ pub struct Outcome {
     pub tally: Option<Tally>,
     pub settled: bool,
     pub elapsed: Duration,
+    /// The adaptive limiter's p95 target at the end of the fed window, if known.
+    pub target_p95: Option<Duration>,
 }
 
 pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcome> {
@@ -64,7 +66,7 @@ pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcom
     if let Pace::Backlog(n) = t.pace {
         feed.push(n).await?; // start with work waiting, so the first second is not a ramp
     }
-    let mut spec = spec(c, target, &queue, false);
+    let mut spec = spec(c, target, &queue, false)?;
     // Each process simulates its own downstream: give each an equal share of capacity.
     spec.downstream = t.downstream.map(|(opts, seed)| {
         (
@@ -87,6 +89,7 @@ pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcom
     produce(&mut feed, target, &queue, t.pace, started + t.length).await?;
     let window = started.elapsed();
     let processed = observed.processed();
+    let target_p95 = fleet.target_p95();
     let settled = settle(target, &queue, SETTLE_TIMEOUT).await?;
     let totals = fleet.stop().await?;
     let elapsed = started.elapsed();
@@ -102,6 +105,7 @@ pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcom
         tally: observed.tracker.as_ref().map(|tr| tr.tally(feed.enqueued())),
         settled,
         elapsed,
+        target_p95,
         observed,
     })
 }
