@@ -94,6 +94,11 @@ impl QueueKeys {
         &self.all[8]
     }
 
+    /// HASH counter name -> count.
+    pub fn counters(&self) -> &str {
+        &self.all[11]
+    }
+
     /// Pub/sub channel that wakes idle consumers.
     pub fn wake_channel(&self) -> &str {
         &self.all[12]

@@ -56,6 +56,28 @@ async fn enqueue_table() {
                 .counter("enqueued", 4),
         },
         Case {
+            name: "generated ids ready now take the bulk path: the same state",
+            before: State::default(),
+            jobs: ["a", "b", "c", "d"]
+                .iter()
+                .zip([Priority::Normal, Priority::High, Priority::Low, Priority::Normal])
+                .map(|(id, p)| EnqueueArg {
+                    unique: false,
+                    ..arg(id, p, 0, 0)
+                })
+                .collect(),
+            dups: &[],
+            after: State::default()
+                .ready(H, &["b"])
+                .ready(N, &["a", "d"])
+                .ready(L, &["c"])
+                .job("a", 0, 3, 1)
+                .job("b", 0, 3, 0)
+                .job("c", 0, 3, 2)
+                .job("d", 0, 3, 1)
+                .counter("enqueued", 4),
+        },
+        Case {
             name: "delay and run_at go to delayed; run_at wins over delay",
             before: State::default(),
             jobs: vec![
