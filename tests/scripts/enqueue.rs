@@ -16,6 +16,19 @@ fn arg(id: &str, p: Priority, delay_ms: u64, run_at_ms: u64) -> EnqueueArg {
     }
 }
 
+/// Jobs a (normal), b (high), c (low), d (normal) routed to their lists, in order.
+fn routed() -> State {
+    State::default()
+        .ready(H, &["b"])
+        .ready(N, &["a", "d"])
+        .ready(L, &["c"])
+        .job("a", 0, 3, 1)
+        .job("b", 0, 3, 0)
+        .job("c", 0, 3, 2)
+        .job("d", 0, 3, 1)
+        .counter("enqueued", 4)
+}
+
 struct Case {
     name: &'static str,
     before: State,
@@ -45,15 +58,7 @@ async fn enqueue_table() {
                 arg("d", Priority::Normal, 0, 0),
             ],
             dups: &[],
-            after: State::default()
-                .ready(H, &["b"])
-                .ready(N, &["a", "d"])
-                .ready(L, &["c"])
-                .job("a", 0, 3, 1)
-                .job("b", 0, 3, 0)
-                .job("c", 0, 3, 2)
-                .job("d", 0, 3, 1)
-                .counter("enqueued", 4),
+            after: routed(),
         },
         Case {
             name: "generated ids ready now take the bulk path: the same state",
@@ -67,15 +72,7 @@ async fn enqueue_table() {
                 })
                 .collect(),
             dups: &[],
-            after: State::default()
-                .ready(H, &["b"])
-                .ready(N, &["a", "d"])
-                .ready(L, &["c"])
-                .job("a", 0, 3, 1)
-                .job("b", 0, 3, 0)
-                .job("c", 0, 3, 2)
-                .job("d", 0, 3, 1)
-                .counter("enqueued", 4),
+            after: routed(),
         },
         Case {
             name: "delay and run_at go to delayed; run_at wins over delay",
