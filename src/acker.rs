@@ -250,28 +250,29 @@ impl Acker {
     }
 
     fn record(&mut self, items: &[Settle], spent: &[bool], missed: Vec<String>) {
-        let (mut acked, mut retried, mut dead) = (0, 0, 0);
-        for (item, &spent) in items.iter().zip(spent) {
-            self.held.remove(item.id());
-            match item {
-                Settle::Ack { .. } => acked += 1,
-                Settle::Retry { .. } if !spent => retried += 1,
-                Settle::Retry { .. } | Settle::Dead { .. } => dead += 1,
-            }
-        }
         if !missed.is_empty() {
             tracing::warn!(
                 count = missed.len(),
                 "outcomes not recorded: their leases expired (the jobs run again) or an earlier, retried call recorded them"
             );
-            for id in &missed {
-                if let Some(at) = items.iter().position(|i| i.id() == id) {
-                    match &items[at] {
-                        Settle::Ack { .. } => acked -= 1,
-                        Settle::Retry { .. } if !spent[at] => retried -= 1,
-                        Settle::Retry { .. } | Settle::Dead { .. } => dead -= 1,
-                    }
-                }
+        }
+        // Each missed id uncounts the first outcome that named it (settle.lua acts on the
+        // first and reports a repeat as missed).
+        let mut missed_left: HashMap<&str, usize> = HashMap::new();
+        for id in &missed {
+            *missed_left.entry(id.as_str()).or_default() += 1;
+        }
+        let (mut acked, mut retried, mut dead) = (0, 0, 0);
+        for (item, &spent) in items.iter().zip(spent) {
+            self.held.remove(item.id());
+            if let Some(left) = missed_left.get_mut(item.id()).filter(|n| **n > 0) {
+                *left -= 1;
+                continue;
+            }
+            match item {
+                Settle::Ack { .. } => acked += 1,
+                Settle::Retry { .. } if !spent => retried += 1,
+                Settle::Retry { .. } | Settle::Dead { .. } => dead += 1,
             }
         }
         let m = &self.metrics;

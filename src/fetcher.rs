@@ -160,9 +160,9 @@ impl Fetcher {
     }
 
     /// Tells the acker of the leases, dead-letters bad envelopes, hands the rest to the pool.
-    fn deliver(&self, fetched: Fetched) {
+    fn deliver(&self, mut fetched: Fetched) {
         if !fetched.bad_ids.is_empty() {
-            self.bury_bad_ids(fetched.deadline_ms, fetched.bad_ids.clone());
+            self.bury_bad_ids(fetched.deadline_ms, std::mem::take(&mut fetched.bad_ids));
         }
         let limit = self.config.max_envelope_bytes;
         self.metrics.fetched.increment(fetched.jobs.len() as u64);

@@ -132,21 +132,27 @@ async fn round(a: &DemoArgs, producer: &Producer, url: &str, metrics: bool) -> w
 }
 
 async fn enqueue(a: &DemoArgs, producer: &Producer) -> weir::Result<u64> {
-    let payload = serde_json::json!({ "data": "x".repeat(a.payload_bytes.saturating_sub(11)) });
     let started = Instant::now();
-    let mut loaded = 0;
-    // In slices, so the prepared envelopes never all sit in memory at once.
-    while loaded < a.jobs {
-        let n = (a.jobs - loaded).min(100_000);
-        let jobs = (0..n)
-            .map(|_| NewJob::new("noop", &payload))
-            .collect::<weir::Result<Vec<_>>>()?;
-        loaded += producer.enqueue_bulk(jobs).await?.enqueued;
-    }
+    let loaded = fill(producer, a.jobs, a.payload_bytes).await?;
     let secs = started.elapsed().as_secs_f64();
     println!(
         "enqueued {loaded} jobs in {secs:.2}s ({:.0} jobs/s)",
         loaded as f64 / secs
     );
+    Ok(loaded)
+}
+
+/// Enqueues `n` no-op jobs of about `payload_bytes`, in slices so the prepared envelopes
+/// never all sit in memory at once; returns how many were stored.
+async fn fill(producer: &Producer, n: u64, payload_bytes: usize) -> weir::Result<u64> {
+    let payload = serde_json::json!({ "data": "x".repeat(payload_bytes.saturating_sub(11)) });
+    let mut loaded = 0;
+    while loaded < n {
+        let k = (n - loaded).min(100_000);
+        let jobs = (0..k)
+            .map(|_| NewJob::new("noop", &payload))
+            .collect::<weir::Result<Vec<_>>>()?;
+        loaded += producer.enqueue_bulk(jobs).await?.enqueued;
+    }
     Ok(loaded)
 }

@@ -2,11 +2,11 @@
 //! Measures, in one run, 100,000 jobs drained as ten rounds of 10,000 waiting, then
 //! 100,000 drained off the top of 1,000,000 waiting.
 
-use super::{DemoArgs, QUEUE};
+use super::{DemoArgs, QUEUE, fill};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use weir::{CancellationToken, Consumer, ConsumerConfig, NewJob, Producer, Redis, Registry, handler_fn};
+use weir::{CancellationToken, Consumer, ConsumerConfig, Producer, Redis, Registry, handler_fn};
 
 const MEASURED: u64 = 100_000;
 
@@ -26,19 +26,6 @@ pub async fn compare(a: &DemoArgs, producer: &Producer, url: &str) -> weir::Resu
         (big / small - 1.0) * 100.0
     );
     Ok(ExitCode::SUCCESS)
-}
-
-async fn fill(producer: &Producer, n: u64, payload_bytes: usize) -> weir::Result<()> {
-    let payload = serde_json::json!({ "data": "x".repeat(payload_bytes.saturating_sub(11)) });
-    let mut loaded = 0;
-    while loaded < n {
-        let k = (n - loaded).min(100_000);
-        let jobs = (0..k)
-            .map(|_| NewJob::new("noop", &payload))
-            .collect::<weir::Result<Vec<_>>>()?;
-        loaded += producer.enqueue_bulk(jobs).await?.enqueued;
-    }
-    Ok(())
 }
 
 /// Runs a consumer until `n` jobs are acked; returns the time taken.
