@@ -22,7 +22,7 @@ pub struct LimitOpts {
     pub max_concurrency: Option<usize>,
     /// Adaptive: p95 handler latency to hold, a duration (30ms) or a multiple of the
     /// no-load p95 (1.5x) [default: 1.5x; downstream: 1.5 × --base-latency].
-    #[arg(long, value_name = "DURATION|FACTORx", value_parser = parse_target)]
+    #[arg(long, value_name = "DURATION|FACTORx")]
     pub target_p95: Option<Target>,
     /// Adaptive: error rate (failed calls, 503s) above which the limit backs off, 0 to 1
     /// [default: 0.05].
@@ -30,19 +30,11 @@ pub struct LimitOpts {
     pub error_threshold: Option<f64>,
     /// Cap on jobs started per second by each consumer: 500/s, 30/m (weir work's --rate;
     /// `--rate` is steady's enqueue rate).
-    #[arg(long, value_name = "N/s", value_parser = parse_rate)]
+    #[arg(long, value_name = "N/s")]
     pub rate_limit: Option<Rate>,
     /// Jobs that may start back to back under --rate-limit [default: the rate's count].
     #[arg(long, requires = "rate_limit")]
     pub burst: Option<u32>,
-}
-
-pub fn parse_target(s: &str) -> Result<Target, String> {
-    s.parse().map_err(|e: weir::limiter::LimiterError| e.to_string())
-}
-
-pub fn parse_rate(s: &str) -> Result<Rate, String> {
-    s.parse().map_err(|e: weir::limiter::LimiterError| e.to_string())
 }
 
 impl LimitOpts {

@@ -20,13 +20,13 @@ pub struct LimiterArgs {
     #[arg(long, default_value_t = 1000, requires = "adaptive")]
     pub max_concurrency: usize,
     /// p95 latency to hold: a duration (200ms) or a multiple of the no-load p95 (1.5x).
-    #[arg(long, default_value = "1.5x", value_parser = parse_target, requires = "adaptive")]
+    #[arg(long, default_value = "1.5x", requires = "adaptive")]
     pub target_p95: Target,
     /// Error rate (retryable errors, timeouts, 429/503) above which the limit backs off.
     #[arg(long, default_value_t = 0.05, requires = "adaptive")]
     pub error_threshold: f64,
     /// Cap on jobs started per second by this consumer: 500/s, 30/m, 10/h.
-    #[arg(long, value_parser = parse_rate)]
+    #[arg(long)]
     pub rate: Option<Rate>,
     /// Jobs that may start back to back under --rate (default: the rate's count).
     #[arg(long, requires = "rate")]
@@ -69,19 +69,11 @@ impl LimiterArgs {
     }
 }
 
-pub fn parse_target(s: &str) -> Result<Target, String> {
-    s.parse().map_err(|e: weir::limiter::LimiterError| e.to_string())
-}
-
-pub fn parse_rate(s: &str) -> Result<Rate, String> {
-    s.parse().map_err(|e: weir::limiter::LimiterError| e.to_string())
-}
-
-fn parse_rate_setting(s: &str) -> Result<RateSetting, String> {
+fn parse_rate_setting(s: &str) -> Result<RateSetting, weir::limiter::LimiterError> {
     if s.trim() == "off" {
         Ok(RateSetting::Off)
     } else {
-        parse_rate(s).map(RateSetting::Limit)
+        s.parse().map(RateSetting::Limit)
     }
 }
 
@@ -113,7 +105,7 @@ pub struct SetArgs {
     #[arg(long)]
     pub max_concurrency: Option<usize>,
     /// p95 target: 200ms, or 1.5x the no-load p95 (adaptive consumers).
-    #[arg(long, value_parser = parse_target)]
+    #[arg(long)]
     pub target_p95: Option<Target>,
     /// Error-rate threshold, 0 to 1 (adaptive consumers).
     #[arg(long)]
