@@ -56,7 +56,7 @@ pub enum Error {
     Limiter(#[from] crate::limiter::LimiterError),
     /// The HTTP handler could not be set up.
     #[error("{0}")]
-    Http(#[from] crate::http::HttpError),
+    Http(#[from] crate::handler::http::HttpError),
     /// An I/O error (embedded server, files).
     #[error("{0}")]
     Io(#[from] std::io::Error),

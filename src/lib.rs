@@ -9,47 +9,49 @@
 //!            reclaim.lua ── housekeeping      extend.lua / release.lua ── acker
 //! ```
 //!
-//! The modules follow the data: [`keys`] → [`scripts`] → [`envelope`] → [`producer`] →
-//! fetcher → [`pool`] / [`limit`] / [`limiter`] → [`acker`] → [`housekeeping`] →
-//! [`consumer`] (wiring) → [`admin`] / [`settings`]. Every batch costs one round trip;
-//! every step is O(1) or O(log n) per job.
+//! The tree follows the data:
+//! - [`queue`]: the Redis side (keys, envelope, scripts, producer, operator actions, retry
+//!   policy);
+//! - [`consumer`]: the wiring and shutdown order, with the fetcher, the buffer, the pool,
+//!   the acker and housekeeping beneath it;
+//! - [`limiter`]: how many jobs may run (the resizable semaphore, AIMD, the rate gate);
+//! - [`handler`]: what users write, and the HTTP handler;
+//! - [`redis`]: connections and the embedded redis-server;
+//! - [`metrics`] and [`error`] serve them all.
+//!
+//! Every batch costs one round trip; every step is O(1) or O(log n) per job.
 //!
 //! Delivery is at-least-once: a job leaves Redis only when acked, dead-lettered or purged;
 //! a crash loses nothing and may run a job twice (after its lease expires).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod acker;
-pub mod admin;
-pub mod conn;
 pub mod consumer;
-pub mod embedded;
-pub mod envelope;
 pub mod error;
-mod fetcher;
 pub mod handler;
-pub mod housekeeping;
-pub mod http;
-pub mod keys;
-pub mod limit;
 pub mod limiter;
 pub mod metrics;
-pub mod pool;
-pub mod producer;
-pub mod retry;
-pub mod scripts;
-pub mod settings;
+pub mod queue;
+pub mod redis;
 
-pub use admin::Queue;
-pub use conn::{HealingConnection, Redis, TlsFiles};
+// Module paths of the flat layout this crate had before the tree above, kept so that
+// code written against them still compiles.
+pub use consumer::{acker, housekeeping, pool, settings};
+pub use handler::http;
+pub use limiter::limit;
+pub use queue::{admin, envelope, keys, producer, retry, scripts};
+pub use redis::{conn, embedded};
+
+pub use consumer::fetcher::FetcherConfig;
 pub use consumer::{Consumer, ConsumerConfig, Handle, Report};
-pub use embedded::EmbeddedRedis;
-pub use envelope::{Job, Priority};
 pub use error::{Error, Result};
-pub use fetcher::FetcherConfig;
 pub use handler::{BatchHandler, Handler, JobError, JobResult, Registry, handler_fn};
 pub use limiter::{LimiterConfig, Rate, Target};
-pub use producer::{BulkReport, NewJob, Producer};
-pub use retry::RetryPolicy;
-pub use scripts::{DeadJob, Stats};
+pub use queue::admin::Queue;
+pub use queue::envelope::{Job, Priority};
+pub use queue::producer::{BulkReport, NewJob, Producer};
+pub use queue::retry::RetryPolicy;
+pub use queue::scripts::{DeadJob, Stats};
+pub use redis::conn::{HealingConnection, Redis, TlsFiles};
+pub use redis::embedded::EmbeddedRedis;
 pub use tokio_util::sync::CancellationToken;

@@ -238,7 +238,7 @@ impl QueueMetrics {
         let q = queue.to_owned();
         // Error counters exist from the start (at zero), so dashboards and alerts see a
         // series before the first error.
-        for script in crate::scripts::SCRIPT_NAMES {
+        for script in crate::queue::scripts::SCRIPT_NAMES {
             counter!(REDIS_ERRORS, "queue" => q.clone(), "script" => *script).absolute(0);
         }
         counter!(REDIS_RECONNECTS, "queue" => q.clone()).absolute(0);
@@ -267,7 +267,7 @@ impl QueueMetrics {
     }
 
     /// Publishes a stats snapshot as gauges.
-    pub fn record_stats(&self, s: &crate::scripts::Stats) {
+    pub fn record_stats(&self, s: &crate::queue::scripts::Stats) {
         let q = self.queue.to_string();
         for (i, p) in ["high", "normal", "low"].into_iter().enumerate() {
             metrics::gauge!(QUEUE_READY, "queue" => q.clone(), "priority" => p).set(s.ready[i] as f64);

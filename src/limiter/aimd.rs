@@ -1,6 +1,6 @@
 //! The AIMD rule: pure arithmetic from one window's [`Summary`] to the next limit. No
 //! tokio, no locks, no clock: the [`super::Window`] measures, this decides, and
-//! [`crate::limit::Limit`] enforces.
+//! [`crate::limiter::limit::Limit`] enforces.
 //!
 //! Per closed window:
 //! - p95 over the target, or error rate over the threshold: multiplicative decrease,

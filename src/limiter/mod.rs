@@ -33,6 +33,7 @@
 
 pub mod aimd;
 mod error;
+pub mod limit;
 pub mod rate;
 mod target;
 pub mod window;
@@ -42,7 +43,7 @@ pub use error::LimiterError;
 pub use rate::{Rate, RateGate, RateLimit};
 pub use window::{Signal, Window, WindowConfig};
 
-use crate::limit::Limit;
+use crate::limiter::limit::Limit;
 use crate::metrics::LimiterMetrics;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;

@@ -177,7 +177,7 @@ impl Window {
     }
 
     /// Summarises the window and opens the next one at `now`. `peak_in_flight` comes from
-    /// the enforcing side ([`crate::limit::Limit::take_peak`]).
+    /// the enforcing side ([`crate::limiter::limit::Limit::take_peak`]).
     pub fn close(&mut self, now: Instant, peak_in_flight: usize) -> Summary {
         let (p50, p95) = percentiles(&mut self.latencies);
         let summary = Summary {

@@ -9,19 +9,25 @@
 //!    or abandoned jobs) back to the front of ready;
 //! 5. housekeeping (the reclaimer, the runtime settings watch) stops.
 
-use crate::acker::{Acker, AckerConfig, Tally};
-use crate::conn::Redis;
+pub mod acker;
+pub(crate) mod fetcher;
+pub mod housekeeping;
+pub mod pool;
+pub mod settings;
+
+use crate::consumer::acker::{Acker, AckerConfig, Tally};
+use crate::consumer::fetcher::{Fetcher, FetcherConfig};
+use crate::consumer::housekeeping::{Reclaimer, ReclaimerConfig};
+use crate::consumer::pool::{Buffer, Pool, PoolConfig};
+use crate::consumer::settings::SettingsWatch;
 use crate::error::{Error, Result};
-use crate::fetcher::{Fetcher, FetcherConfig};
 use crate::handler::Registry;
-use crate::housekeeping::{Reclaimer, ReclaimerConfig};
-use crate::keys::QueueKeys;
-use crate::limit::Limit;
+use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
 use crate::metrics::QueueMetrics;
-use crate::pool::{Buffer, Pool, PoolConfig};
-use crate::scripts;
-use crate::settings::SettingsWatch;
+use crate::queue::keys::QueueKeys;
+use crate::queue::scripts;
+use crate::redis::conn::Redis;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -343,7 +349,7 @@ impl Consumer {
 /// Publishes queue depths (one stats call) and the local limit and in-flight count once a
 /// second, while a metrics recorder is installed.
 async fn sample(
-    mut conn: crate::conn::HealingConnection,
+    mut conn: crate::redis::conn::HealingConnection,
     keys: QueueKeys,
     limit: Arc<Limit>,
     metrics: QueueMetrics,
@@ -383,7 +389,7 @@ impl Consumer {
     /// Starts polling the queue's runtime settings (`weir limits set`), if configured.
     fn watch_settings(
         &self,
-        conn: &crate::conn::HealingConnection,
+        conn: &crate::redis::conn::HealingConnection,
         stop: &CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         let c = &self.config;
@@ -404,7 +410,7 @@ impl Consumer {
 /// In drain mode: stops the consumer once the queue has nothing ready, delayed or leased.
 /// One cheap stats call every 50 ms, only while this process runs nothing.
 async fn drain_watch(
-    mut conn: crate::conn::HealingConnection,
+    mut conn: crate::redis::conn::HealingConnection,
     keys: QueueKeys,
     limit: Arc<Limit>,
     stop: CancellationToken,

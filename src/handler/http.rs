@@ -15,8 +15,8 @@
 //! kept alive; bodies are read (up to 64 KiB) so a connection goes back to the pool.
 //! Plain `http://` only: the build leaves TLS out to keep C crypto off the build.
 
-use crate::envelope::Job;
 use crate::handler::{BatchHandler, Handler, JobError, JobResult};
+use crate::queue::envelope::Job;
 use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{Response, StatusCode};

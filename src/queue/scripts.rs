@@ -4,9 +4,9 @@
 //! script's own file. Scripts run through `redis::Script` (EVALSHA, reloaded on NOSCRIPT)
 //! and are built once per process. Nothing else runs Redis commands on the hot path.
 
-use crate::envelope::Priority;
 use crate::error::{Error, Result};
-use crate::keys::QueueKeys;
+use crate::queue::envelope::Priority;
+use crate::queue::keys::QueueKeys;
 use redis::Value;
 use redis::aio::ConnectionLike;
 use std::sync::LazyLock;

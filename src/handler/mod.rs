@@ -1,7 +1,9 @@
 //! What users write: per-job and batch handlers, their errors, and the registry that picks
 //! a handler by job kind.
 
-use crate::envelope::Job;
+pub mod http;
+
+use crate::queue::envelope::Job;
 use futures_util::future::BoxFuture;
 use std::collections::HashMap;
 use std::future::Future;

@@ -14,8 +14,8 @@
 //! hot path: plain HGETALL/HSET, once a second per consumer.
 
 use crate::error::{Error, Result};
-use crate::keys::QueueKeys;
 use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate, Target};
+use crate::queue::keys::QueueKeys;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use std::collections::HashMap;
@@ -187,7 +187,7 @@ impl Settings {
 /// gate, on top of the configuration the consumer was started with.
 pub(crate) struct SettingsWatch {
     pub every: Duration,
-    pub conn: crate::conn::HealingConnection,
+    pub conn: crate::redis::conn::HealingConnection,
     pub queue: String,
     pub limiter: Option<(Arc<Limiter>, LimiterConfig)>,
     pub rate: (Arc<RateGate>, Option<Rate>),

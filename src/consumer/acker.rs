@@ -6,17 +6,18 @@
 //! Invariant: a lease reaches the table before any outcome of its job, because the fetcher
 //! sends `Leased` on this channel before it hands the jobs to the pool.
 
-use crate::conn::HealingConnection;
-use crate::envelope::Priority;
-use crate::keys::QueueKeys;
 use crate::metrics::QueueMetrics;
-use crate::scripts::{self, Settle};
+use crate::queue::envelope::Priority;
+use crate::queue::keys::QueueKeys;
+use crate::queue::scripts::{self, Settle};
+use crate::redis::conn::HealingConnection;
+use crate::redis::retry::{Backoff, GiveUp, retrying};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 /// Most ids per `extend` or `release` call.
@@ -208,14 +209,16 @@ impl Acker {
             if items.is_empty() {
                 continue;
             }
-            let result = retrying("settle", deadline, || {
+            let give_up = deadline.map_or(GiveUp::NEVER, GiveUp::at);
+            let result = retrying("settle", Backoff::CALL, give_up, || {
                 let mut conn = self.conn.clone();
                 let keys = &self.keys;
                 let items = &items;
                 let cap = self.config.dead_cap;
                 async move { scripts::settle(&mut conn, keys, cap, items).await }
             })
-            .await;
+            .await
+            .ok();
             match result {
                 Some(missed) => self.record(&items, &spent, missed),
                 None => tracing::error!(
@@ -328,13 +331,14 @@ impl Acker {
                 .iter()
                 .map(|(id, h)| (id.as_str(), h.token, h.priority))
                 .collect();
-            let released = retrying("release", Some(deadline), || {
+            let released = retrying("release", Backoff::CALL, GiveUp::at(deadline), || {
                 let mut conn = self.conn.clone();
                 let keys = &self.keys;
                 let triples = &triples;
                 async move { scripts::release(&mut conn, keys, triples).await }
             })
-            .await;
+            .await
+            .ok();
             if let Some(missed) = released {
                 self.tally
                     .released
@@ -346,37 +350,4 @@ impl Acker {
 
 fn is_spent(d: &Done) -> bool {
     matches!(d.outcome, Outcome::Retry { spent: true, .. })
-}
-
-/// Runs `call` until it succeeds, backing off from 10 ms to 2 s; gives up at `deadline`.
-/// Logs the first failure of a streak and the recovery, not every try.
-pub(crate) async fn retrying<T, F, Fut>(what: &str, deadline: Option<Instant>, mut call: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = crate::Result<T>>,
-{
-    let mut backoff = Duration::from_millis(10);
-    let mut failures = 0u32;
-    loop {
-        match call().await {
-            Ok(v) => {
-                if failures > 0 {
-                    tracing::info!(what, failures, "redis call succeeded again");
-                }
-                return Some(v);
-            }
-            Err(e) => {
-                if failures == 0 {
-                    tracing::warn!(what, error = %e, "redis call failed; retrying with backoff");
-                }
-                failures += 1;
-                if deadline.is_some_and(|d| Instant::now() + backoff > d) {
-                    tracing::error!(what, error = %e, failures, "redis call still failing; giving up");
-                    return None;
-                }
-                sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-            }
-        }
-    }
 }

@@ -6,16 +6,17 @@
 //! publishes on the queue's wake channel, the next delayed job falls due, or a safety
 //! timeout passes.
 
-use crate::acker::{AckerMsg, Done, Outcome};
-use crate::conn::HealingConnection;
-use crate::conn::Redis;
-use crate::envelope::{self, Job, Priority};
-use crate::keys::QueueKeys;
-use crate::limit::Limit;
+use crate::consumer::acker::{AckerMsg, Done, Outcome};
+use crate::consumer::pool::Buffer;
 use crate::limiter::RateGate;
+use crate::limiter::limit::Limit;
 use crate::metrics::QueueMetrics;
-use crate::pool::Buffer;
-use crate::scripts::{self, Fetched};
+use crate::queue::envelope::{self, Job, Priority};
+use crate::queue::keys::QueueKeys;
+use crate::queue::scripts::{self, Fetched};
+use crate::redis::conn::HealingConnection;
+use crate::redis::conn::Redis;
+use crate::redis::retry::{Backoff, GiveUp, Streak};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::{FutureExt, Stream};
 use std::pin::Pin;
@@ -80,8 +81,7 @@ impl Fetcher {
         let mut reserved = 0usize;
         // Some(t): idle (or backing off after an error) until t or a wake message.
         let mut idle_until: Option<Instant> = None;
-        let mut error_backoff = Duration::from_millis(50);
-        let mut failures = 0u32;
+        let mut errors = Streak::new("fetch", Backoff::FETCH);
         loop {
             if idle_until.is_none() {
                 while inflight.len() < self.config.pipeline.max(1) {
@@ -106,11 +106,7 @@ impl Fetcher {
                     reserved -= want;
                     match result {
                         Ok(fetched) => {
-                            if failures > 0 {
-                                tracing::info!(failures, "fetch succeeded again");
-                                failures = 0;
-                            }
-                            error_backoff = Duration::from_millis(50);
+                            errors.succeeded();
                             if fetched.jobs.is_empty() {
                                 // Go idle now, even with calls still in flight: refilling the
                                 // pipeline here would keep one call always in flight, so an
@@ -124,16 +120,7 @@ impl Fetcher {
                             }
                         }
                         Err(e) => {
-                            // Once per streak, not once per try: an outage of minutes
-                            // logs two lines (this and the recovery).
-                            if failures == 0 {
-                                tracing::warn!(error = %e, "fetch failed; retrying with backoff up to 5s");
-                            } else {
-                                tracing::debug!(error = %e, backoff = ?error_backoff, "fetch failed again");
-                            }
-                            failures += 1;
-                            idle_until = Some(Instant::now() + error_backoff);
-                            error_backoff = (error_backoff * 2).min(Duration::from_secs(5));
+                            idle_until = Some(Instant::now() + errors.failed(&e));
                         }
                     }
                 }
@@ -211,7 +198,7 @@ impl Fetcher {
         let (conn, keys, cap) = (self.conn.clone(), self.keys.clone(), self.dead_cap);
         tokio::spawn(async move {
             let reason = "job id is not UTF-8: ids use A-Z a-z 0-9 _ . : -";
-            crate::acker::retrying("settle", None, || {
+            let _ = crate::redis::retry::retrying("settle", Backoff::CALL, GiveUp::NEVER, || {
                 let (mut conn, keys, ids) = (conn.clone(), &keys, &ids);
                 async move { scripts::dead_letter_raw(&mut conn, keys, cap, token, ids, reason).await }
             })

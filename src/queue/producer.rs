@@ -1,10 +1,10 @@
 //! The producer: puts jobs into a queue, one at a time or in bulk (one round trip per
 //! chunk of up to [`BULK_CHUNK`] jobs, several chunks in flight).
 
-use crate::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
 use crate::error::{Error, Result};
-use crate::keys::{QueueKeys, validate_token};
-use crate::scripts::{self, EnqueueArg};
+use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
+use crate::queue::keys::{QueueKeys, validate_token};
+use crate::queue::scripts::{self, EnqueueArg};
 use futures_util::{StreamExt, stream};
 use redis::aio::ConnectionManager;
 use serde_json::value::RawValue;

@@ -2,10 +2,10 @@
 //! once their leases expire. Every consumer runs one; the script is atomic, so several
 //! reclaimers on one queue never reclaim a job twice.
 
-use crate::conn::HealingConnection;
-use crate::keys::QueueKeys;
 use crate::metrics::QueueMetrics;
-use crate::scripts;
+use crate::queue::keys::QueueKeys;
+use crate::queue::scripts;
+use crate::redis::conn::HealingConnection;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 

@@ -3,13 +3,13 @@
 //! limit), catching panics and timeouts. Outcomes go to the acker; with an adaptive
 //! limiter, each job's latency and outcome class also go to the [`Limiter`].
 
-use crate::acker::{AckerMsg, Done, Outcome};
-use crate::envelope::Job;
+use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::handler::{BatchHandler, Handler, JobError, JobResult, Registry, Route};
-use crate::limit::{Limit, Permit};
+use crate::limiter::limit::{Limit, Permit};
 use crate::limiter::{Limiter, RateGate, Signal};
 use crate::metrics::QueueMetrics;
-use crate::retry::RetryPolicy;
+use crate::queue::envelope::Job;
+use crate::queue::retry::RetryPolicy;
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -264,7 +264,7 @@ impl Pool {
     /// End-to-end latency, enqueue (producer's clock) to outcome; a clock behind the
     /// producer's reads as zero.
     fn record_latency(&self, enqueued_at_ms: u64, n: usize) {
-        let now = crate::envelope::unix_ms();
+        let now = crate::queue::envelope::unix_ms();
         let secs = now.saturating_sub(enqueued_at_ms) as f64 / 1000.0;
         self.metrics.job_latency.record_many(secs, n);
     }

@@ -6,7 +6,7 @@ use super::{
     reply_err,
 };
 use crate::error::Result;
-use crate::keys::QueueKeys;
+use crate::queue::keys::QueueKeys;
 use redis::Value;
 use redis::aio::ConnectionLike;
 

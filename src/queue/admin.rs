@@ -1,8 +1,8 @@
 //! Operator calls on one queue: stats, the dead-letter queue, pause and resume.
 
 use crate::error::Result;
-use crate::keys::QueueKeys;
-use crate::scripts::{self, DeadJob, Stats};
+use crate::queue::keys::QueueKeys;
+use crate::queue::scripts::{self, DeadJob, Stats};
 use redis::aio::ConnectionManager;
 
 /// Dead-lettered jobs deleted per purge call.

@@ -340,6 +340,6 @@ mod tests {
         let a = new_id();
         let b = new_id();
         assert_ne!(a, b);
-        crate::keys::validate_token("job id", &a, MAX_ID_LEN).unwrap();
+        crate::queue::keys::validate_token("job id", &a, MAX_ID_LEN).unwrap();
     }
 }

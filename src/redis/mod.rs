@@ -1,0 +1,6 @@
+//! Connections to Redis: healing multiplexed connections (with TLS), and the private
+//! redis-server the demo and the tests start.
+
+pub mod conn;
+pub mod embedded;
+pub mod retry;
