@@ -55,10 +55,9 @@ struct Case {
     after: State,
 }
 
-#[tokio::test]
-async fn enqueue_table() {
-    let ctx = Ctx::new("enqueue").await;
-    let cases = vec![
+/// The table: state before, the batch, the ids refused, state after.
+fn cases() -> Vec<Case> {
+    vec![
         Case {
             name: "empty batch changes nothing",
             before: State::default(),
@@ -128,8 +127,13 @@ async fn enqueue_table() {
                 .job("b", 0, 3, 1)
                 .counter("enqueued", 3),
         },
-    ];
-    for c in cases {
+    ]
+}
+
+#[tokio::test]
+async fn enqueue_table() {
+    let ctx = Ctx::new("enqueue").await;
+    for c in cases() {
         let jobs = c.jobs.clone();
         let dups = run_case(
             &ctx,
