@@ -206,8 +206,8 @@ impl Producer {
     /// chunk whose first call landed but whose reply was lost stores the same ids again:
     /// ids the caller chose come back as duplicates, generated ids may be queued twice.
     ///
-    /// The stream owns its chunks and a clone of the producer, so it can be driven inside
-    /// `tokio::spawn`.
+    /// The stream owns its chunks and a clone of the producer, so given `Send + 'static`
+    /// jobs it can be driven inside `tokio::spawn`.
     pub fn enqueue_tagged<T, I>(&self, jobs: I) -> impl Stream<Item = ChunkOutcome<T>> + use<T, I>
     where
         I: IntoIterator<Item = (T, EnqueueArg)>,
