@@ -234,11 +234,14 @@ pub(crate) struct QueueMetrics {
 }
 
 impl QueueMetrics {
-    pub fn new(queue: &str) -> Self {
+    /// Handles for `queue`; `scripts` are the script labels whose error counters start at
+    /// zero (the queue's `SCRIPT_NAMES`: passed in, so this module needs nothing from the
+    /// stages it serves).
+    pub fn new(queue: &str, scripts: &[&'static str]) -> Self {
         let q = queue.to_owned();
         // Error counters exist from the start (at zero), so dashboards and alerts see a
         // series before the first error.
-        for script in crate::queue::scripts::SCRIPT_NAMES {
+        for script in scripts {
             counter!(REDIS_ERRORS, "queue" => q.clone(), "script" => *script).absolute(0);
         }
         counter!(REDIS_RECONNECTS, "queue" => q.clone()).absolute(0);
@@ -263,21 +266,7 @@ impl QueueMetrics {
 
     /// Handles that record nothing, for a consumer run with metrics off.
     pub fn disabled(queue: &str) -> Self {
-        metrics::with_local_recorder(&metrics::NoopRecorder, || Self::new(queue))
-    }
-
-    /// Publishes a stats snapshot as gauges.
-    pub fn record_stats(&self, s: &crate::queue::scripts::Stats) {
-        let q = self.queue.to_string();
-        for (i, p) in ["high", "normal", "low"].into_iter().enumerate() {
-            metrics::gauge!(QUEUE_READY, "queue" => q.clone(), "priority" => p).set(s.ready[i] as f64);
-        }
-        metrics::gauge!(QUEUE_DELAYED, "queue" => q.clone()).set(s.delayed as f64);
-        metrics::gauge!(QUEUE_IN_FLIGHT, "queue" => q.clone()).set(s.in_flight as f64);
-        metrics::gauge!(QUEUE_DEAD, "queue" => q.clone()).set(s.dead as f64);
-        metrics::gauge!(QUEUE_OLDEST, "queue" => q.clone()).set(s.oldest_ready_age_ms as f64 / 1000.0);
-        let trimmed = s.counters.get("trimmed").copied().unwrap_or(0);
-        counter!(DEAD_TRIMMED, "queue" => q).absolute(trimmed);
+        metrics::with_local_recorder(&metrics::NoopRecorder, || Self::new(queue, &[]))
     }
 }
 

@@ -238,7 +238,7 @@ impl Consumer {
             l.attach_metrics(crate::metrics::LimiterMetrics::new(&c.queue));
         }
         let metrics = if c.metrics {
-            QueueMetrics::new(&c.queue)
+            QueueMetrics::new(&c.queue, scripts::SCRIPT_NAMES)
         } else {
             QueueMetrics::disabled(&c.queue)
         };
@@ -362,7 +362,7 @@ async fn sample(
         metrics.limit.set(limit.get() as f64);
         metrics.in_flight.set(limit.in_flight() as f64);
         if let Ok(s) = scripts::stats(&mut conn, &keys).await {
-            metrics.record_stats(&s);
+            s.record(&metrics);
         }
         tokio::select! {
             _ = stop.cancelled() => return,

@@ -1,19 +1,23 @@
 //! The producer: puts jobs into a queue, one at a time or in bulk (one round trip per
-//! chunk of up to [`BULK_CHUNK`] jobs, several chunks in flight).
+//! chunk of up to [`BULK_CHUNK`] jobs, several chunks in flight, each chunk retried).
 
 use crate::error::{Error, Result};
 use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
 use crate::queue::keys::{QueueKeys, validate_token};
 use crate::queue::scripts::{self, EnqueueArg};
-use futures_util::{StreamExt, stream};
+use crate::redis::retry::{Backoff, GiveUp, retrying};
+use futures_util::{Stream, StreamExt, stream};
 use redis::aio::ConnectionManager;
 use serde_json::value::RawValue;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Jobs per enqueue script call in [`Producer::enqueue_bulk`].
+/// Jobs per enqueue script call in the bulk paths.
 pub const BULK_CHUNK: usize = 1000;
-/// Enqueue calls kept in flight by [`Producer::enqueue_bulk`].
+/// Enqueue calls kept in flight by the bulk paths.
 pub const BULK_PIPELINE: usize = 4;
+/// Calls per chunk in the bulk paths before the chunk fails (backing off as
+/// [`Backoff::ENQUEUE`] says: about 15 s of retries).
+pub const CHUNK_TRIES: u32 = 10;
 /// Attempts a job gets unless told otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 
@@ -101,6 +105,15 @@ pub struct BulkReport {
     pub duplicates: Vec<String>,
 }
 
+/// One chunk's outcome in [`Producer::enqueue_tagged`].
+#[derive(Debug)]
+pub struct ChunkOutcome<T> {
+    /// The tags of the chunk's jobs, in the order given.
+    pub tags: Vec<T>,
+    /// What the chunk's call did, or the error of its last try.
+    pub result: Result<BulkReport>,
+}
+
 /// Enqueues jobs into one queue. Cheap to clone.
 #[derive(Clone)]
 pub struct Producer {
@@ -160,37 +173,63 @@ impl Producer {
         self.enqueue(job.run_at(at)).await
     }
 
-    /// Enqueues many jobs: chunks of [`BULK_CHUNK`], [`BULK_PIPELINE`] calls in flight.
+    /// Enqueues many jobs: chunks of [`BULK_CHUNK`], [`BULK_PIPELINE`] calls in flight,
+    /// each chunk retried as [`Producer::enqueue_tagged`] says.
     ///
     /// Every job is checked before anything is sent, so a bad job fails the call with
-    /// nothing enqueued. A Redis error mid-way leaves the chunks sent before it enqueued.
+    /// nothing enqueued. A chunk that still fails after its retries fails the call and
+    /// leaves the chunks sent before it enqueued.
     pub async fn enqueue_bulk(&self, jobs: impl IntoIterator<Item = NewJob>) -> Result<BulkReport> {
         let now = envelope::unix_ms();
         let mut buf = Vec::new();
         let args = jobs
             .into_iter()
-            .map(|j| self.prepare(j, now, &mut buf))
+            .map(|j| self.prepare(j, now, &mut buf).map(|arg| ((), arg)))
             .collect::<Result<Vec<_>>>()?;
-        // Owned chunks and a cloned producer per call keep the future Send + 'static
-        // friendly (it can run inside tokio::spawn).
-        let mut chunks = Vec::with_capacity(args.len().div_ceil(BULK_CHUNK));
-        let mut args = args.into_iter().peekable();
-        while args.peek().is_some() {
-            chunks.push(args.by_ref().take(BULK_CHUNK).collect::<Vec<_>>());
-        }
-        let mut results = stream::iter(chunks)
-            .map(|chunk| {
-                let p = self.clone();
-                async move { p.enqueue_args(&chunk).await }
-            })
-            .buffered(BULK_PIPELINE);
+        let mut chunks = std::pin::pin!(self.enqueue_tagged(args));
         let mut report = BulkReport::default();
-        while let Some(r) = results.next().await {
-            let (n, dups) = r?;
-            report.enqueued += n;
-            report.duplicates.extend(dups);
+        while let Some(chunk) = chunks.next().await {
+            let r = chunk.result?;
+            report.enqueued += r.enqueued;
+            report.duplicates.extend(r.duplicates);
         }
         Ok(report)
+    }
+
+    /// Enqueues prepared jobs, each with a tag of the caller's (an input line number, say),
+    /// in chunks of [`BULK_CHUNK`] with [`BULK_PIPELINE`] calls in flight; yields one
+    /// outcome per chunk, in order. Jobs are taken from `jobs` only as calls free up, so
+    /// input of any size streams through.
+    ///
+    /// A chunk whose call fails is tried again, up to [`CHUNK_TRIES`] calls in all: a
+    /// dropped connection or a restarting Redis costs a retry, not the chunk. A retry of a
+    /// chunk whose first call landed but whose reply was lost stores the same ids again:
+    /// ids the caller chose come back as duplicates, generated ids may be queued twice.
+    ///
+    /// The stream owns its chunks and a clone of the producer, so given `Send + 'static`
+    /// jobs it can be driven inside `tokio::spawn`.
+    pub fn enqueue_tagged<T, I>(&self, jobs: I) -> impl Stream<Item = ChunkOutcome<T>> + use<T, I>
+    where
+        I: IntoIterator<Item = (T, EnqueueArg)>,
+    {
+        let mut jobs = jobs.into_iter().fuse();
+        let chunks = std::iter::from_fn(move || {
+            let (tags, args): (Vec<T>, Vec<EnqueueArg>) = jobs.by_ref().take(BULK_CHUNK).unzip();
+            (!args.is_empty()).then_some((tags, args))
+        });
+        let producer = self.clone();
+        stream::iter(chunks)
+            .map(move |(tags, args)| {
+                let p = producer.clone();
+                async move {
+                    let give_up = GiveUp::after(CHUNK_TRIES);
+                    let result = retrying("enqueue", Backoff::ENQUEUE, give_up, || p.enqueue_args(&args))
+                        .await
+                        .map(|(enqueued, duplicates)| BulkReport { enqueued, duplicates });
+                    ChunkOutcome { tags, result }
+                }
+            })
+            .buffered(BULK_PIPELINE)
     }
 
     /// Enqueues prepared jobs in one call; returns (stored, duplicate ids).

@@ -16,6 +16,16 @@ fn ids() -> Vec<String> {
 #[tokio::test]
 async fn ten_thousand_jobs_in_one_call_each() {
     let ctx = Ctx::new("big").await;
+    let args = enqueue_all(&ctx).await;
+    expire_and_reclaim(&ctx).await;
+    extend_and_dead_letter_past_the_cap(&ctx).await;
+    requeue_the_dead(&ctx).await;
+    release_and_ack(&ctx, &args).await;
+    dead_letter_and_purge(&ctx, &args).await;
+}
+
+/// Enqueues [`BIG`] jobs with chosen ids in one call; returns them for later rounds.
+async fn enqueue_all(ctx: &Ctx) -> Vec<EnqueueArg> {
     let (mut c, k) = (ctx.c(), &ctx.keys);
     let ids = ids();
     let args: Vec<EnqueueArg> = ids
@@ -31,8 +41,12 @@ async fn ten_thousand_jobs_in_one_call_each() {
         .collect();
     assert!(scripts::enqueue(&mut c, k, &args).await.unwrap().is_empty());
     assert_eq!(ctx.snapshot().await.ready[N], ids, "one RPUSH order, all 10,000");
+    args
+}
 
-    // fetch all with a short lease, let it expire, reclaim all in one call
+/// Fetches all with a short lease, lets it expire, reclaims all in one call.
+async fn expire_and_reclaim(ctx: &Ctx) {
+    let (mut c, k) = (ctx.c(), &ctx.keys);
     let f = scripts::fetch(&mut c, k, BIG, 100).await.unwrap();
     assert_eq!(f.jobs.len(), BIG);
     let t = f.deadline_ms;
@@ -45,8 +59,12 @@ async fn ten_thousand_jobs_in_one_call_each() {
         scripts::reclaim(&mut c, k, BIG, 100_000).await.unwrap(),
         (BIG as u64, 0)
     );
+}
 
-    // fetch again, extend all, dead-letter all with a cap that trims most
+/// Fetches all again, extends all, and sends all to the dead letters through a last retry,
+/// with a cap that trims most.
+async fn extend_and_dead_letter_past_the_cap(ctx: &Ctx) {
+    let (mut c, k) = (ctx.c(), &ctx.keys);
     let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
     assert_eq!(f.jobs.len(), BIG);
     assert!(f.jobs.iter().all(|(_, e)| e.starts_with(br#"{"attempt":1,"#)));
@@ -82,17 +100,23 @@ async fn ten_thousand_jobs_in_one_call_each() {
         1_000,
         "trimmed envelopes are deleted"
     );
+}
 
-    // requeue and purge
+/// Requeues the 1,000 dead jobs left by the cap, by id.
+async fn requeue_the_dead(ctx: &Ctx) {
+    let (mut c, k) = (ctx.c(), &ctx.keys);
     let dead_ids: Vec<String> = ctx.snapshot().await.dead.into_iter().map(|(id, _)| id).collect();
     assert_eq!(
         scripts::dlq_requeue(&mut c, k, 1, &dead_ids).await.unwrap(),
         (1_000, vec![])
     );
     assert_eq!(ctx.stats().await.ready_total(), 1_000);
+}
 
-    // a second round at full size: enqueue the trimmed 9,000 again, fetch, release, ack
-    assert!(scripts::enqueue(&mut c, k, &args).await.unwrap().len() == 1_000);
+/// A second round at full size: enqueues the trimmed 9,000 again, fetches, releases, acks.
+async fn release_and_ack(ctx: &Ctx, args: &[EnqueueArg]) {
+    let (mut c, k) = (ctx.c(), &ctx.keys);
+    assert!(scripts::enqueue(&mut c, k, args).await.unwrap().len() == 1_000);
     let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
     assert_eq!(f.jobs.len(), BIG);
     let held: Vec<(&str, u64, Priority)> = f
@@ -115,10 +139,13 @@ async fn ten_thousand_jobs_in_one_call_each() {
     let after = ctx.snapshot().await;
     assert!(after.jobs.is_empty() && after.lease.is_empty() && after.ready.iter().all(Vec::is_empty));
     assert_eq!(after.counters.get("acked"), Some(&(BIG as u64)));
+}
 
-    // purge 10,000 dead in one call
+/// Dead-letters [`BIG`] jobs and purges them in one call.
+async fn dead_letter_and_purge(ctx: &Ctx, args: &[EnqueueArg]) {
+    let (mut c, k) = (ctx.c(), &ctx.keys);
     let buried: Vec<Settle> = {
-        assert!(scripts::enqueue(&mut c, k, &args).await.unwrap().is_empty());
+        assert!(scripts::enqueue(&mut c, k, args).await.unwrap().is_empty());
         let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
         f.jobs
             .iter()

@@ -17,6 +17,10 @@ fn arg(id: &str, p: Priority, delay_ms: u64, run_at_ms: u64) -> EnqueueArg {
 }
 
 /// Jobs a (normal), b (high), c (low), d (normal) routed to their lists, in order.
+///
+/// The one expected state for both ways of storing ready jobs: `enqueue.lua` (ids chosen
+/// or generated) and `enqueue_plain`, its MULTI/EXEC twin for a batch of generated ids that
+/// are all ready now. Their cases in `enqueue_table` must stay in step.
 fn routed() -> State {
     State::default()
         .ready(H, &["b"])
@@ -29,6 +33,20 @@ fn routed() -> State {
         .counter("enqueued", 4)
 }
 
+/// Jobs a, b, c, d with `routed()`'s priorities, ready now; `generated[i]` marks an id as
+/// weir's own (`unique: false`).
+fn generated(generated: &[bool; 4]) -> Vec<EnqueueArg> {
+    ["a", "b", "c", "d"]
+        .iter()
+        .zip([Priority::Normal, Priority::High, Priority::Low, Priority::Normal])
+        .zip(generated)
+        .map(|((id, p), g)| EnqueueArg {
+            unique: !g,
+            ..arg(id, p, 0, 0)
+        })
+        .collect()
+}
+
 struct Case {
     name: &'static str,
     before: State,
@@ -37,10 +55,9 @@ struct Case {
     after: State,
 }
 
-#[tokio::test]
-async fn enqueue_table() {
-    let ctx = Ctx::new("enqueue").await;
-    let cases = vec![
+/// The table: state before, the batch, the ids refused, state after.
+fn cases() -> Vec<Case> {
+    vec![
         Case {
             name: "empty batch changes nothing",
             before: State::default(),
@@ -49,28 +66,23 @@ async fn enqueue_table() {
             after: State::default(),
         },
         Case {
-            name: "ready jobs go to their priority's list, in order",
+            name: "ready jobs go to their priority's list, in order (the script, ids chosen)",
             before: State::default(),
-            jobs: vec![
-                arg("a", Priority::Normal, 0, 0),
-                arg("b", Priority::High, 0, 0),
-                arg("c", Priority::Low, 0, 0),
-                arg("d", Priority::Normal, 0, 0),
-            ],
+            jobs: generated(&[false; 4]),
             dups: &[],
             after: routed(),
         },
         Case {
-            name: "generated ids ready now take the bulk path: the same state",
+            name: "generated ids ready now take the plain bulk path: the same state",
             before: State::default(),
-            jobs: ["a", "b", "c", "d"]
-                .iter()
-                .zip([Priority::Normal, Priority::High, Priority::Low, Priority::Normal])
-                .map(|(id, p)| EnqueueArg {
-                    unique: false,
-                    ..arg(id, p, 0, 0)
-                })
-                .collect(),
+            jobs: generated(&[true; 4]),
+            dups: &[],
+            after: routed(),
+        },
+        Case {
+            name: "generated ids beside a chosen one take the script's bulk section: the same state",
+            before: State::default(),
+            jobs: generated(&[true, true, true, false]),
             dups: &[],
             after: routed(),
         },
@@ -115,8 +127,13 @@ async fn enqueue_table() {
                 .job("b", 0, 3, 1)
                 .counter("enqueued", 3),
         },
-    ];
-    for c in cases {
+    ]
+}
+
+#[tokio::test]
+async fn enqueue_table() {
+    let ctx = Ctx::new("enqueue").await;
+    for c in cases() {
         let jobs = c.jobs.clone();
         let dups = run_case(
             &ctx,

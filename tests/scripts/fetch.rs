@@ -20,9 +20,8 @@ fn leased(ids: &[&'static str]) -> Vec<(&'static str, u64)> {
     ids.iter().map(|id| (*id, NOW + VT)).collect()
 }
 
-#[tokio::test]
-async fn fetch_table() {
-    let ctx = Ctx::new("fetch").await;
+/// The table: state before, the batch size, the ids leased, state after.
+fn cases() -> Vec<Case> {
     let three = State::default()
         .ready(N, &["a", "b", "c"])
         .job("a", 0, 3, 1)
@@ -36,7 +35,7 @@ async fn fetch_table() {
         .job("n1", 0, 3, 1)
         .job("n2", 0, 3, 1)
         .job("l1", 0, 3, 2);
-    let cases = vec![
+    vec![
         Case {
             name: "empty queue",
             before: State::default(),
@@ -137,8 +136,13 @@ async fn fetch_table() {
                 .lease(&leased(&["a"]))
                 .counter("fetched", 1),
         },
-    ];
-    for c in cases {
+    ]
+}
+
+#[tokio::test]
+async fn fetch_table() {
+    let ctx = Ctx::new("fetch").await;
+    for c in cases() {
         let (n, before) = (c.n, c.before.clone());
         let t0 = ctx.now_ms().await;
         let f = run_case(

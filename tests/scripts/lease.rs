@@ -16,10 +16,9 @@ struct Reclaim {
     after: State,
 }
 
-#[tokio::test]
-async fn reclaim_table() {
-    let ctx = Ctx::new("reclaim").await;
-    let cases = vec![
+/// The table: state before, the batch size and cap, the reply, state after.
+fn reclaim_cases() -> Vec<Reclaim> {
+    vec![
         Reclaim {
             name: "no lease expired",
             before: State::default().job("a", 0, 3, 1).lease(&[("a", FUTURE)]),
@@ -116,8 +115,13 @@ async fn reclaim_table() {
                 .counter("dead", 1)
                 .counter("trimmed", 1),
         },
-    ];
-    for c in cases {
+    ]
+}
+
+#[tokio::test]
+async fn reclaim_table() {
+    let ctx = Ctx::new("reclaim").await;
+    for c in reclaim_cases() {
         let (n, cap) = (c.n, c.cap);
         let reply = run_case(
             &ctx,

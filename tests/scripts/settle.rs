@@ -40,16 +40,15 @@ fn held(id: &str, attempt: u32, max: u32) -> State {
     State::default().job(id, attempt, max, 1).lease(&[(id, FUTURE)])
 }
 
-#[tokio::test]
-async fn settle_table() {
-    let ctx = Ctx::new("settle").await;
+/// The table: state before, the cap and outcomes, the ids missed, state after.
+fn cases() -> Vec<Case> {
     let abc = State::default()
         .job("a", 0, 3, 1)
         .job("b", 0, 3, 1)
         .job("c", 0, 3, 1)
         .job("d", 0, 3, 1)
         .lease(&[("a", FUTURE), ("b", FUTURE), ("c", FUTURE), ("d", FUTURE + 7)]);
-    let cases = vec![
+    vec![
         Case {
             name: "ack deletes the job, its lease and its last error",
             before: held("a", 1, 3).error("a", "earlier failure").counter("acked", 4),
@@ -190,8 +189,13 @@ async fn settle_table() {
                 .counter("retried", 1)
                 .counter("dead", 1),
         },
-    ];
-    for c in cases {
+    ]
+}
+
+#[tokio::test]
+async fn settle_table() {
+    let ctx = Ctx::new("settle").await;
+    for c in cases() {
         let (cap, items) = (c.cap, c.items.clone());
         let missed = run_case(
             &ctx,

@@ -3,15 +3,12 @@
 use crate::{Common, parse_duration, parse_priority};
 use clap::Args;
 use futures_util::StreamExt;
-use futures_util::stream::FuturesOrdered;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::io::BufRead;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use weir::producer::{BULK_CHUNK, BULK_PIPELINE};
-use weir::scripts::EnqueueArg;
 use weir::{NewJob, Priority, Producer};
 
 #[derive(Args, Debug)]
@@ -54,12 +51,6 @@ struct Line {
     max_attempts: Option<u32>,
 }
 
-/// A chunk of prepared jobs and the line numbers they came from.
-struct Chunk {
-    args: Vec<EnqueueArg>,
-    lines: Vec<usize>,
-}
-
 pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
     let reader: Box<dyn BufRead + Send> = match &a.file {
         Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::with_capacity(
@@ -81,99 +72,74 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
     bar.enable_steady_tick(Duration::from_millis(200));
 
     let started = Instant::now();
-    let (mut loaded, mut dups, mut bad, mut failed) = (0u64, Vec::new(), Vec::new(), Vec::new());
-    let mut inflight = FuturesOrdered::new();
-    let mut lines = reader.lines();
-    let mut line_no = 0usize;
-    let now = weir::envelope::unix_ms();
-    let mut buf = Vec::new();
-    loop {
-        let mut chunk = Chunk {
-            args: Vec::with_capacity(BULK_CHUNK),
-            lines: Vec::with_capacity(BULK_CHUNK),
-        };
-        while chunk.args.len() < BULK_CHUNK {
-            let Some(line) = lines.next() else { break };
-            line_no += 1;
-            let line = match line {
-                Ok(l) => l,
-                Err(e) => {
-                    bad.push((line_no, format!("unreadable: {e}")));
-                    continue;
-                }
-            };
-            if line.trim().is_empty() {
-                continue;
-            }
-            match to_job(&a, &line)
-                .and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string()))
-            {
-                Ok(arg) => {
-                    chunk.args.push(arg);
-                    chunk.lines.push(line_no);
-                }
-                Err(e) => bad.push((line_no, e)),
-            }
-        }
-        let done = chunk.args.len() < BULK_CHUNK;
-        if !chunk.args.is_empty() {
-            let p = producer.clone();
-            inflight.push_back(async move {
-                let r = enqueue_retrying(&p, &chunk.args).await;
-                (chunk.lines, r)
-            });
-        }
-        while inflight.len() >= BULK_PIPELINE || (done && !inflight.is_empty()) {
-            let Some((lines, r)) = inflight.next().await else {
-                break;
-            };
-            match r {
-                Ok((n, d)) => {
-                    loaded += n;
-                    bar.inc(n);
-                    dups.extend(d);
-                }
-                Err(e) => failed.push((lines, e)),
-            }
-        }
-        if done {
-            break;
-        }
-    }
+    let loaded = load(&a, reader, &producer, &bar).await;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "enqueued {loaded} jobs into {} in {secs:.2}s ({:.0} jobs/s)",
+        "enqueued {} jobs into {} in {secs:.2}s ({:.0} jobs/s)",
+        loaded.stored,
         a.common.queue,
-        loaded as f64 / secs.max(1e-9)
+        loaded.stored as f64 / secs.max(1e-9)
     );
-    report_problems(&dups, &bad, &failed)
+    report_problems(&loaded)
 }
 
-/// Tries a chunk up to [`CHUNK_TRIES`] times, backing off from 100 ms to 2 s: a dropped
-/// connection or a restarting Redis costs a retry, not the chunk. A retry of a chunk whose
-/// first call landed but whose reply was lost stores the same ids again (duplicates are
-/// reported for ids given in the input; generated ids may be queued twice).
-async fn enqueue_retrying(p: &Producer, args: &[EnqueueArg]) -> weir::Result<(u64, Vec<String>)> {
-    let mut backoff = Duration::from_millis(100);
-    let mut tries = 1;
-    loop {
-        match p.enqueue_args(args).await {
-            Err(e) if tries < CHUNK_TRIES => {
-                if tries == 1 {
-                    tracing::warn!(error = %e, "enqueue call failed; retrying");
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-                tries += 1;
+/// What [`load`] did with the input.
+#[derive(Default)]
+struct Loaded {
+    /// Jobs stored.
+    stored: u64,
+    /// Ids refused because a job with that id exists.
+    dups: Vec<String>,
+    /// Lines that are not jobs: (line number, why).
+    bad: Vec<(usize, String)>,
+    /// Chunks that failed after their retries: (their line numbers, the last error).
+    failed: Vec<(Vec<usize>, weir::Error)>,
+}
+
+/// Reads the input line by line into the producer's bulk path (which chunks, keeps calls
+/// in flight and retries each chunk), keeping each job's line number for the report.
+async fn load(
+    a: &EnqueueArgs,
+    reader: Box<dyn BufRead + Send>,
+    producer: &Producer,
+    bar: &ProgressBar,
+) -> Loaded {
+    let mut out = Loaded::default();
+    let now = weir::envelope::unix_ms();
+    let mut buf = Vec::new();
+    let bad = &mut out.bad;
+    let jobs = reader.lines().enumerate().filter_map(|(i, line)| {
+        let line_no = i + 1;
+        let job = match line {
+            Err(e) => Err(format!("unreadable: {e}")),
+            Ok(l) if l.trim().is_empty() => return None,
+            Ok(l) => {
+                to_job(a, &l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string()))
             }
-            r => return r,
+        };
+        match job {
+            Ok(arg) => Some((line_no, arg)),
+            Err(e) => {
+                bad.push((line_no, e));
+                None
+            }
+        }
+    });
+    let mut chunks = Box::pin(producer.enqueue_tagged(jobs));
+    while let Some(chunk) = chunks.next().await {
+        match chunk.result {
+            Ok(r) => {
+                out.stored += r.enqueued;
+                bar.inc(r.enqueued);
+                out.dups.extend(r.duplicates);
+            }
+            Err(e) => out.failed.push((chunk.tags, e)),
         }
     }
+    drop(chunks); // it reads the input, and so holds `out.bad`
+    out
 }
-
-/// Calls per chunk before its lines are reported as not loaded (about 15 s of retries).
-const CHUNK_TRIES: u32 = 10;
 
 fn to_job(a: &EnqueueArgs, line: &str) -> Result<NewJob, String> {
     if let Some(kind) = &a.kind {
@@ -214,9 +180,10 @@ fn to_job(a: &EnqueueArgs, line: &str) -> Result<NewJob, String> {
     Ok(job)
 }
 
-type Failed = Vec<(Vec<usize>, weir::Error)>;
-
-fn report_problems(dups: &[String], bad: &[(usize, String)], failed: &Failed) -> weir::Result<ExitCode> {
+fn report_problems(loaded: &Loaded) -> weir::Result<ExitCode> {
+    let Loaded {
+        dups, bad, failed, ..
+    } = loaded;
     if !dups.is_empty() {
         let shown: Vec<_> = dups.iter().take(10).map(String::as_str).collect();
         eprintln!(

@@ -6,6 +6,7 @@ use super::{
     reply_err,
 };
 use crate::error::Result;
+use crate::metrics::QueueMetrics;
 use crate::queue::keys::QueueKeys;
 use redis::Value;
 use redis::aio::ConnectionLike;
@@ -115,6 +116,24 @@ impl Stats {
     /// Jobs still to be done: ready, delayed or leased.
     pub fn pending(&self) -> u64 {
         self.ready_total() + self.delayed + self.in_flight
+    }
+
+    /// Publishes this snapshot as the queue's gauges (and the trimmed counter). It lives
+    /// here rather than in `metrics` so that module depends on nothing of the queue.
+    pub(crate) fn record(&self, m: &QueueMetrics) {
+        use crate::metrics::{
+            DEAD_TRIMMED, QUEUE_DEAD, QUEUE_DELAYED, QUEUE_IN_FLIGHT, QUEUE_OLDEST, QUEUE_READY,
+        };
+        let q = m.queue.to_string();
+        for (i, p) in ["high", "normal", "low"].into_iter().enumerate() {
+            metrics::gauge!(QUEUE_READY, "queue" => q.clone(), "priority" => p).set(self.ready[i] as f64);
+        }
+        metrics::gauge!(QUEUE_DELAYED, "queue" => q.clone()).set(self.delayed as f64);
+        metrics::gauge!(QUEUE_IN_FLIGHT, "queue" => q.clone()).set(self.in_flight as f64);
+        metrics::gauge!(QUEUE_DEAD, "queue" => q.clone()).set(self.dead as f64);
+        metrics::gauge!(QUEUE_OLDEST, "queue" => q.clone()).set(self.oldest_ready_age_ms as f64 / 1000.0);
+        let trimmed = self.counters.get("trimmed").copied().unwrap_or(0);
+        metrics::counter!(DEAD_TRIMMED, "queue" => q).absolute(trimmed);
     }
 }
 

@@ -7,6 +7,11 @@
 --   construction: stored in bulk), n (jobs in the section), then n pairs of
 --   id, envelope (JSON, header as envelope.rs writes it).
 -- Returns: the ids not enqueued because a job with that id exists (array).
+--
+-- A batch of generated ids that are all ready now does not come here: `enqueue_plain`
+-- (scripts/enqueue.rs) stores it with plain commands in MULTI/EXEC. This file is the
+-- source of truth; tests/scripts/enqueue.rs checks both paths against one expected state
+-- (`routed()`), so a change here is a change there.
 
 local dups, nd = {}, 0
 local added = 0

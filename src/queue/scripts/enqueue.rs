@@ -1,0 +1,95 @@
+//! The producer's script: [`enqueue`], and its plain-command twin for the common bulk load.
+
+use super::{ENQUEUE, call, into_strings, invocation};
+use crate::error::{Error, Result};
+use crate::queue::envelope::Priority;
+use crate::queue::keys::QueueKeys;
+use redis::Value;
+use redis::aio::ConnectionLike;
+
+/// One job for [`enqueue`]: an encoded envelope and where it goes.
+#[derive(Debug, Clone)]
+pub struct EnqueueArg {
+    /// The job id.
+    pub id: String,
+    /// Its priority.
+    pub priority: Priority,
+    /// Delay before it is ready, ms (0 = ready now).
+    pub delay_ms: u64,
+    /// Absolute due time, epoch ms (0 = none; wins over `delay_ms`).
+    pub run_at_ms: u64,
+    /// The encoded envelope.
+    pub envelope: Vec<u8>,
+    /// The caller chose the id: refuse it if a job with that id exists. Ids weir
+    /// generates are unique by construction and skip the check (stored in bulk).
+    pub unique: bool,
+}
+
+/// Enqueues a batch in one call; returns the ids refused as duplicates.
+///
+/// Consecutive jobs that share their options travel as one section (see `enqueue.lua`),
+/// so a bulk load sends two values per job.
+pub async fn enqueue<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    jobs: &[EnqueueArg],
+) -> Result<Vec<String>> {
+    if !jobs.is_empty()
+        && jobs
+            .iter()
+            .all(|j| !j.unique && j.delay_ms == 0 && j.run_at_ms == 0)
+    {
+        enqueue_plain(conn, keys, jobs).await?;
+        return Ok(Vec::new());
+    }
+    let mut inv = invocation(&ENQUEUE, keys);
+    let same = |a: &EnqueueArg, b: &EnqueueArg| {
+        (a.priority, a.delay_ms, a.run_at_ms, a.unique) == (b.priority, b.delay_ms, b.run_at_ms, b.unique)
+    };
+    for section in jobs.chunk_by(same) {
+        let j = &section[0];
+        inv.arg(j.priority as u8)
+            .arg(j.delay_ms)
+            .arg(j.run_at_ms)
+            .arg(u8::from(j.unique))
+            .arg(section.len());
+        for j in section {
+            inv.arg(&j.id).arg(&j.envelope);
+        }
+    }
+    let dups: Vec<Value> = call("enqueue", keys, &mut inv, conn).await?;
+    into_strings("enqueue", dups)
+}
+
+/// The bulk path of [`enqueue`] for jobs with generated ids that are ready now (the
+/// common bulk load): what `enqueue.lua` would do, as one MULTI/EXEC of plain commands.
+/// Nothing needs checking or Redis's clock, and plain commands skip the Lua argument
+/// conversion: about 45% less Redis CPU per job than the script (measured with
+/// `perf stat -e task-clock` on redis-server, 200,000 jobs of ~150 bytes).
+///
+/// `enqueue.lua` is the source of truth: this must leave the state its bulk section
+/// (`unique` 0, no delay) would. tests/scripts/enqueue.rs runs both against one expected
+/// state (`routed()`); change them together.
+async fn enqueue_plain<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, jobs: &[EnqueueArg]) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut p = redis::pipe();
+    p.atomic();
+    let hset = p.cmd("HSET").arg(keys.jobs());
+    for j in jobs {
+        hset.arg(&j.id).arg(&j.envelope);
+    }
+    for section in jobs.chunk_by(|a, b| a.priority == b.priority) {
+        let push = p.cmd("RPUSH").arg(keys.ready(section[0].priority));
+        for j in section {
+            push.arg(&j.id);
+        }
+    }
+    p.cmd("HINCRBY")
+        .arg(keys.counters())
+        .arg("enqueued")
+        .arg(jobs.len());
+    p.cmd("PUBLISH").arg(keys.wake_channel()).arg("enqueue");
+    let r = p.query_async::<()>(conn).await.map_err(Error::from);
+    crate::metrics::record_script(keys.name(), "enqueue", started, &r);
+    r
+}

@@ -1,0 +1,110 @@
+//! Typed wrappers around the Lua scripts in this folder, one per script.
+//!
+//! Each script is `lib.lua` (the shared prelude naming the queue's keys) followed by the
+//! script's own file. Scripts run through `redis::Script` (EVALSHA, reloaded on NOSCRIPT)
+//! and are built once per process. Nothing else runs Redis commands on the hot path.
+//!
+//! The wrappers are grouped by who calls them: [`enqueue`](enqueue()) (the producer), the
+//! lease calls a consumer makes (`lease.rs`: fetch, settle, reclaim, extend, release) and
+//! the operator calls (`admin.rs`). This file holds what they share: the script list, the
+//! call that records each round trip, and reply decoding.
+
+use crate::error::{Error, Result};
+use crate::queue::keys::QueueKeys;
+use redis::Value;
+use redis::aio::ConnectionLike;
+use std::sync::LazyLock;
+
+mod admin;
+mod enqueue;
+mod lease;
+pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
+pub use enqueue::{EnqueueArg, enqueue};
+pub use lease::{Fetched, Settle, dead_letter_raw, extend, fetch, reclaim, release, settle};
+
+/// Declares every script once: a `static` per script (`lib.lua` + `<file>.lua`, built on
+/// first use) and [`SCRIPT_NAMES`], the file names in the same order.
+macro_rules! scripts {
+    ($($name:ident = $file:literal,)+) => {
+        $(
+            static $name: LazyLock<redis::Script> = LazyLock::new(|| {
+                redis::Script::new(concat!(include_str!("lib.lua"), include_str!(concat!($file, ".lua"))))
+            });
+        )+
+
+        /// Every script's name, as used in metric labels.
+        pub const SCRIPT_NAMES: &[&str] = &[$($file),+];
+    };
+}
+
+scripts! {
+    ENQUEUE = "enqueue",
+    FETCH = "fetch",
+    SETTLE = "settle",
+    RECLAIM = "reclaim",
+    EXTEND = "extend",
+    RELEASE = "release",
+    DLQ_LIST = "dlq_list",
+    DLQ_REQUEUE = "dlq_requeue",
+    DLQ_PURGE = "dlq_purge",
+    PAUSE = "pause",
+    STATS = "stats",
+}
+
+fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {
+    let mut inv = script.prepare_invoke();
+    for k in keys.all() {
+        inv.key(k);
+    }
+    inv
+}
+
+/// Runs one script call, recording its round trip and any error.
+async fn call<T: redis::FromRedisValue, C: ConnectionLike>(
+    name: &'static str,
+    keys: &QueueKeys,
+    inv: &mut redis::ScriptInvocation<'_>,
+    conn: &mut C,
+) -> Result<T> {
+    let started = std::time::Instant::now();
+    let r = inv.invoke_async(conn).await.map_err(Error::from);
+    crate::metrics::record_script(keys.name(), name, started, &r);
+    r
+}
+
+fn opt_string(v: Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        _ => None,
+    }
+}
+
+fn reply_err(script: &'static str, detail: impl Into<String>) -> Error {
+    Error::Reply {
+        script,
+        detail: detail.into(),
+    }
+}
+
+fn as_u64(script: &'static str, v: &Value) -> Result<u64> {
+    match v {
+        Value::Int(i) => Ok((*i).max(0) as u64),
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| reply_err(script, "expected an integer")),
+        other => Err(reply_err(script, format!("expected an integer, got {other:?}"))),
+    }
+}
+
+fn into_string(script: &'static str, v: Value) -> Result<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b).map_err(|_| reply_err(script, "non-UTF-8 id")),
+        Value::SimpleString(s) => Ok(s),
+        other => Err(reply_err(script, format!("expected a string, got {other:?}"))),
+    }
+}
+
+fn into_strings(script: &'static str, v: Vec<Value>) -> Result<Vec<String>> {
+    v.into_iter().map(|x| into_string(script, x)).collect()
+}
