@@ -1,10 +1,13 @@
 //! Every metric weir emits, named in this one place, with HELP text, and the Prometheus
-//! exporter. Names follow Prometheus conventions: `weir_` prefix, base units, `_total`
-//! counters, a `queue` label; never a job id.
+//! exporter ([`install`]). Names follow Prometheus conventions: `weir_` prefix, base units,
+//! `_total` counters, a `queue` label; never a job id.
 //!
 //! Recording is per batch or per window wherever a batch figure will do; the two per-job
 //! histograms (handler duration, end-to-end latency) record through handles built once,
 //! so a record is a lock-free push.
+//!
+//! Everything is recorded through the `metrics` facade, so an application that installs a
+//! recorder of its own (instead of [`install`]) gets the same series.
 
 use crate::error::{Error, Result};
 use metrics::{
@@ -105,7 +108,10 @@ pub fn install(addr: SocketAddr) -> Result<()> {
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
         .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_jobs".into()), BATCH_BUCKETS))
         .and_then(|b| b.install())
-        .map_err(|e| Error::Config(format!("cannot serve metrics on {addr}: {e}")))?;
+        .map_err(|e| Error::Metrics {
+            addr,
+            message: e.to_string(),
+        })?;
     describe();
     INSTALLED.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(())

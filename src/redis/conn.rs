@@ -43,9 +43,12 @@ impl TlsFiles {
     }
 
     fn load(&self) -> Result<redis::TlsCertificates> {
-        let read = |what: &str, p: &PathBuf| {
-            std::fs::read(p)
-                .map_err(|e| Error::Config(format!("cannot read the TLS {what} {}: {e}", p.display())))
+        let read = |what: &'static str, p: &PathBuf| {
+            std::fs::read(p).map_err(|source| Error::TlsFile {
+                what,
+                path: p.clone(),
+                source,
+            })
         };
         let client_tls = match (&self.cert, &self.key) {
             (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
