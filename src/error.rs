@@ -86,6 +86,7 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Limiter(#[from] LimiterError),
     /// The HTTP handler could not be set up.
+    #[cfg(feature = "http")]
     #[error("{0}")]
     Http(#[from] HttpError),
     /// An I/O error (embedded server, files).
@@ -145,6 +146,7 @@ pub enum LimiterError {
 }
 
 /// Errors building the HTTP handler.
+#[cfg(feature = "http")]
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpError {

@@ -37,10 +37,13 @@ pub mod redis;
 // Module paths of the flat layout this crate had before the tree above, kept so that
 // code written against them still compiles.
 pub use consumer::{acker, housekeeping, pool, settings};
+#[cfg(feature = "http")]
 pub use handler::http;
 pub use limiter::limit;
 pub use queue::{admin, envelope, keys, producer, retry, scripts};
-pub use redis::{conn, embedded};
+pub use redis::conn;
+#[cfg(feature = "embedded")]
+pub use redis::embedded;
 
 pub use consumer::fetcher::FetcherConfig;
 pub use consumer::{Consumer, ConsumerConfig, Handle, Report};
@@ -53,5 +56,6 @@ pub use queue::producer::{BulkReport, NewJob, Producer};
 pub use queue::retry::RetryPolicy;
 pub use queue::scripts::{DeadJob, Stats};
 pub use redis::conn::{HealingConnection, Redis, TlsFiles};
+#[cfg(feature = "embedded")]
 pub use redis::embedded::EmbeddedRedis;
 pub use tokio_util::sync::CancellationToken;

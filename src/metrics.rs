@@ -1,6 +1,7 @@
 //! Every metric weir emits, named in this one place, with HELP text, and the Prometheus
-//! exporter ([`install`]). Names follow Prometheus conventions: `weir_` prefix, base units,
-//! `_total` counters, a `queue` label; never a job id.
+//! exporter ([`install`], with the `prometheus` feature). Names follow Prometheus
+//! conventions: `weir_` prefix, base units, `_total` counters, a `queue` label; never a
+//! job id.
 //!
 //! Recording is per batch or per window wherever a batch figure will do; the two per-job
 //! histograms (handler duration, end-to-end latency) record through handles built once,
@@ -13,7 +14,9 @@ use crate::error::{Error, Result};
 use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
 };
+#[cfg(feature = "prometheus")]
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+#[cfg(feature = "prometheus")]
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -95,13 +98,14 @@ pub const BATCH_BUCKETS: &[f64] = &[
 
 static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// True once [`install`] has succeeded in this process.
+/// True once `install` (the Prometheus exporter) has succeeded in this process.
 pub fn is_installed() -> bool {
     INSTALLED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Installs the Prometheus exporter on `addr` as the global recorder and describes every
 /// metric. Call before building producers and consumers: handles built earlier stay no-ops.
+#[cfg(feature = "prometheus")]
 pub fn install(addr: SocketAddr) -> Result<()> {
     PrometheusBuilder::new()
         .with_http_listener(addr)

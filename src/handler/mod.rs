@@ -1,6 +1,7 @@
 //! What users write: per-job and batch handlers, their errors, and the registry that picks
 //! a handler by job kind.
 
+#[cfg(feature = "http")]
 pub mod http;
 
 use crate::queue::envelope::Job;

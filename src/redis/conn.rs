@@ -25,7 +25,7 @@ pub struct Redis {
 
 /// TLS material for a `rediss://` URL, as PEM files: a CA to trust instead of the system
 /// roots, and a client certificate with its key for servers that require one
-/// (`tls-auth-clients yes`).
+/// (`tls-auth-clients yes`). Reading them needs the `tls` feature (on by default).
 #[derive(Debug, Clone, Default)]
 pub struct TlsFiles {
     /// CA certificate(s) that signed the server's certificate.
@@ -42,6 +42,7 @@ impl TlsFiles {
         self.ca.is_none() && self.cert.is_none() && self.key.is_none()
     }
 
+    #[cfg(feature = "tls")]
     fn load(&self) -> Result<redis::TlsCertificates> {
         let read = |what: &'static str, p: &PathBuf| {
             std::fs::read(p).map_err(|source| Error::TlsFile {
@@ -98,7 +99,8 @@ pub fn redact_url(url: &str) -> String {
 }
 
 impl Redis {
-    /// Parses a `redis://` or `rediss://` URL (TLS trusting the system's CA roots).
+    /// Parses a `redis://` or `rediss://` URL (TLS trusting the system's CA roots; TLS
+    /// needs the `tls` feature).
     pub fn open(url: &str) -> Result<Self> {
         Self::open_tls(url, &TlsFiles::default())
     }
@@ -118,13 +120,27 @@ impl Redis {
                     "TLS files were given but {redacted} is not a rediss:// URL"
                 )));
             }
-            redis::Client::build_with_tls(url, tls.load()?).map_err(invalid)?
+            Self::client_with_tls(url, tls)?.map_err(invalid)?
         };
         Ok(Self {
             client,
             url: redacted,
             response_timeout: RESPONSE_TIMEOUT,
         })
+    }
+
+    /// A client for `url` with the given files: the outer error is about the files, the
+    /// inner one about the URL.
+    #[cfg(feature = "tls")]
+    fn client_with_tls(url: &str, tls: &TlsFiles) -> Result<redis::RedisResult<redis::Client>> {
+        Ok(redis::Client::build_with_tls(url, tls.load()?))
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn client_with_tls(_url: &str, _tls: &TlsFiles) -> Result<redis::RedisResult<redis::Client>> {
+        Err(Error::Config(
+            "TLS files were given but weir was built without its `tls` feature".into(),
+        ))
     }
 
     /// Sets how long a call may wait for its reply before it fails and is retried
