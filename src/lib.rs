@@ -24,7 +24,6 @@
 //! Delivery is at-least-once: a job leaves Redis only when acked, dead-lettered or purged;
 //! a crash loses nothing and may run a job twice (after its lease expires).
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod consumer;
 pub mod error;

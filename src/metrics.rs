@@ -1,5 +1,5 @@
 //! Every metric weir emits, named in this one place, with HELP text, and the Prometheus
-//! exporter ([`install`], with the `prometheus` feature). Names follow Prometheus
+//! exporter (`install`, with the `prometheus` feature). Names follow Prometheus
 //! conventions: `weir_` prefix, base units, `_total` counters, a `queue` label; never a
 //! job id.
 //!
@@ -8,7 +8,7 @@
 //! so a record is a lock-free push.
 //!
 //! Everything is recorded through the `metrics` facade, so an application that installs a
-//! recorder of its own (instead of [`install`]) gets the same series.
+//! recorder of its own (instead of `install`) gets the same series.
 
 use crate::error::{Error, Result};
 use metrics::{

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running private redis-server.
+#[derive(Debug)]
 pub struct EmbeddedRedis {
     child: Child,
     port: u16,
