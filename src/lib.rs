@@ -23,6 +23,23 @@
 //!
 //! Delivery is at-least-once: a job leaves Redis only when acked, dead-lettered or purged;
 //! a crash loses nothing and may run a job twice (after its lease expires).
+//!
+//! # Features
+//!
+//! All on by default; a service that embeds weir can turn them off
+//! (`default-features = false`) and take only what it uses.
+//!
+//! | feature      | adds                                                      | pulls in |
+//! |--------------|-----------------------------------------------------------|----------|
+//! | `cli`        | the crates of the `weir` binary                           | clap, indicatif, tracing-subscriber |
+//! | `http`       | `handler::http`: the HTTP handler                         | reqwest, httpdate |
+//! | `prometheus` | `metrics::install`: the Prometheus exporter               | metrics-exporter-prometheus |
+//! | `embedded`   | `EmbeddedRedis`: a private redis-server                   | tempfile |
+//! | `simd`       | `envelope::decode_simd`, for the `envelope` benchmark     | simd-json |
+//! | `tls`        | `rediss://` URLs and [`TlsFiles`]                         | rustls |
+//!
+//! Without `prometheus`, every metric is still recorded through the `metrics` facade, for
+//! whatever recorder the application installs.
 #![forbid(unsafe_code)]
 
 pub mod consumer;
