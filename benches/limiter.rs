@@ -1,6 +1,8 @@
 //! Cost of the limiter on the job path: `Limiter::record` per finished job (the lock, a
 //! counter, a push), the same from two threads at once, and closing a full window (the
 //! O(n) percentile selection, once per window).
+// `criterion_main!` defines an undocumented `pub fn main`.
+#![allow(missing_docs)]
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::sync::Arc;

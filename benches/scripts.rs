@@ -2,6 +2,8 @@
 //! at batch sizes 1, 10, 100 and 1000, and a fetch+ack cycle with 10,000 against
 //! 1,000,000 jobs waiting (the cost per job must not grow with the backlog).
 //! Reported as jobs per second.
+// `criterion_main!` defines an undocumented `pub fn main`.
+#![allow(missing_docs)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use redis::aio::ConnectionManager;

@@ -14,6 +14,18 @@ python3 dashboards/generate.py >/dev/null
 git diff --exit-code -- dashboards/*.json || { echo "dashboards/*.json differ from generate.py's output" >&2; exit 1; }
 (cd dashboards/schema-check && npm ci --silent --no-audit --no-fund && npm run --silent check)
 cargo clippy --workspace --all-targets -- -D warnings
+# The library without its default features: it builds, it and every target that needs no
+# feature (unit tests, the limiter simulation, the examples) lint clean, and it pulls none
+# of the crates of the CLI, the HTTP handler, the exporter, the embedded server or simd-json.
+cargo build --no-default-features --lib
+cargo clippy --no-default-features --all-targets -- -D warnings
+lib_deps=$(cargo tree -p weir --no-default-features -e normal --prefix none)
+for crate in clap indicatif tracing-subscriber reqwest metrics-exporter-prometheus tempfile simd-json; do
+  if grep -q "^$crate v" <<<"$lib_deps"; then
+    echo "weir without default features depends on $crate" >&2
+    exit 1
+  fi
+done
 cargo test --workspace
 
 # Smoke runs of what people run for figures: the benchmarks (each once, --test mode) and

@@ -1,7 +1,17 @@
-//! Errors of the queue layer: what a producer, an admin call or the runtime can hit.
+//! The crate's error types: [`Error`], what a producer, an admin call or the runtime can
+//! hit, and the errors of the layers it wraps ([`LimiterError`], `HttpError`).
+//!
+//! This module sits at the bottom of the module graph: it names no other module of the
+//! crate, so every layer can return these types and none of them loops back. The layer
+//! errors are defined here for that reason and re-exported where they belong
+//! (`weir::limiter::LimiterError`, `weir::http::HttpError`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// An error from weir's queue operations.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A queue name, job id or job kind outside the accepted alphabet or length.
     #[error("invalid {what} {value:?}: use 1 to {max} characters from A-Z a-z 0-9 _ . : -")]
@@ -32,6 +42,27 @@ pub enum Error {
     /// A configuration value out of its range.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A TLS file given for a `rediss://` URL could not be read.
+    #[error("cannot read the TLS {what} {}: {source}", path.display())]
+    TlsFile {
+        /// Which file: "CA file", "client certificate" or "client key".
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
+    /// The Prometheus exporter could not serve on its address (taken, not allowed).
+    #[error("cannot serve metrics on {addr}: {message}")]
+    Metrics {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What went wrong.
+        message: String,
+    },
+    /// The private redis-server (`EmbeddedRedis`) did not start or did not answer.
+    #[error("{0}")]
+    RedisServer(String),
     /// Redis could not be reached.
     #[error("cannot reach Redis at {url}: {message}")]
     Connect {
@@ -53,10 +84,11 @@ pub enum Error {
     },
     /// A limiter setting out of its range.
     #[error("invalid configuration: {0}")]
-    Limiter(#[from] crate::limiter::LimiterError),
+    Limiter(#[from] LimiterError),
     /// The HTTP handler could not be set up.
+    #[cfg(feature = "http")]
     #[error("{0}")]
-    Http(#[from] crate::handler::http::HttpError),
+    Http(#[from] HttpError),
     /// An I/O error (embedded server, files).
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -83,3 +115,50 @@ impl Error {
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error from the limiter's configuration or its parsers.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimiterError {
+    /// A setting outside its documented range.
+    #[error("{name} must be {range} (got {value})")]
+    OutOfRange {
+        /// The setting's name, as the CLI and the settings hash spell it.
+        name: &'static str,
+        /// The accepted range, in words.
+        range: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// Two settings that contradict each other.
+    #[error("{0}")]
+    Conflict(String),
+    /// A value that does not parse.
+    #[error("invalid {what} {value:?}: {hint}")]
+    Parse {
+        /// What was being parsed.
+        what: &'static str,
+        /// The text given.
+        value: String,
+        /// How to write it.
+        hint: &'static str,
+    },
+}
+
+/// Errors building the HTTP handler.
+#[cfg(feature = "http")]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpError {
+    /// The URL does not parse, or is not `http://`.
+    #[error("invalid handler URL {url:?}: {reason}")]
+    Url {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}

@@ -23,8 +23,24 @@
 //!
 //! Delivery is at-least-once: a job leaves Redis only when acked, dead-lettered or purged;
 //! a crash loses nothing and may run a job twice (after its lease expires).
+//!
+//! # Features
+//!
+//! All on by default; a service that embeds weir can turn them off
+//! (`default-features = false`) and take only what it uses.
+//!
+//! | feature      | adds                                                      | pulls in |
+//! |--------------|-----------------------------------------------------------|----------|
+//! | `cli`        | the crates of the `weir` binary                           | clap, indicatif, tracing-subscriber |
+//! | `http`       | `handler::http`: the HTTP handler                         | reqwest, httpdate |
+//! | `prometheus` | `metrics::install`: the Prometheus exporter               | metrics-exporter-prometheus |
+//! | `embedded`   | `EmbeddedRedis`: a private redis-server                   | tempfile |
+//! | `simd`       | `envelope::decode_simd`, for the `envelope` benchmark     | simd-json |
+//! | `tls`        | `rediss://` URLs and [`TlsFiles`]                         | rustls |
+//!
+//! Without `prometheus`, every metric is still recorded through the `metrics` facade, for
+//! whatever recorder the application installs.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod consumer;
 pub mod error;
@@ -37,10 +53,13 @@ pub mod redis;
 // Module paths of the flat layout this crate had before the tree above, kept so that
 // code written against them still compiles.
 pub use consumer::{acker, housekeeping, pool, settings};
+#[cfg(feature = "http")]
 pub use handler::http;
 pub use limiter::limit;
 pub use queue::{admin, envelope, keys, producer, retry, scripts};
-pub use redis::{conn, embedded};
+pub use redis::conn;
+#[cfg(feature = "embedded")]
+pub use redis::embedded;
 
 pub use consumer::fetcher::FetcherConfig;
 pub use consumer::{Consumer, ConsumerConfig, Handle, Report};
@@ -53,5 +72,6 @@ pub use queue::producer::{BulkReport, NewJob, Producer};
 pub use queue::retry::RetryPolicy;
 pub use queue::scripts::{DeadJob, Stats};
 pub use redis::conn::{HealingConnection, Redis, TlsFiles};
+#[cfg(feature = "embedded")]
 pub use redis::embedded::EmbeddedRedis;
 pub use tokio_util::sync::CancellationToken;

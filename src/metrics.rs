@@ -1,16 +1,22 @@
 //! Every metric weir emits, named in this one place, with HELP text, and the Prometheus
-//! exporter. Names follow Prometheus conventions: `weir_` prefix, base units, `_total`
-//! counters, a `queue` label; never a job id.
+//! exporter (`install`, with the `prometheus` feature). Names follow Prometheus
+//! conventions: `weir_` prefix, base units, `_total` counters, a `queue` label; never a
+//! job id.
 //!
 //! Recording is per batch or per window wherever a batch figure will do; the two per-job
 //! histograms (handler duration, end-to-end latency) record through handles built once,
 //! so a record is a lock-free push.
+//!
+//! Everything is recorded through the `metrics` facade, so an application that installs a
+//! recorder of its own (instead of `install`) gets the same series.
 
 use crate::error::{Error, Result};
 use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
 };
+#[cfg(feature = "prometheus")]
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+#[cfg(feature = "prometheus")]
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -92,20 +98,24 @@ pub const BATCH_BUCKETS: &[f64] = &[
 
 static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// True once [`install`] has succeeded in this process.
+/// True once `install` (the Prometheus exporter) has succeeded in this process.
 pub fn is_installed() -> bool {
     INSTALLED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Installs the Prometheus exporter on `addr` as the global recorder and describes every
 /// metric. Call before building producers and consumers: handles built earlier stay no-ops.
+#[cfg(feature = "prometheus")]
 pub fn install(addr: SocketAddr) -> Result<()> {
     PrometheusBuilder::new()
         .with_http_listener(addr)
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
         .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_jobs".into()), BATCH_BUCKETS))
         .and_then(|b| b.install())
-        .map_err(|e| Error::Config(format!("cannot serve metrics on {addr}: {e}")))?;
+        .map_err(|e| Error::Metrics {
+            addr,
+            message: e.to_string(),
+        })?;
     describe();
     INSTALLED.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(())

@@ -162,7 +162,7 @@ pub struct Report {
 }
 
 /// A running consumer's handles, for code that embeds weir.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Handle {
     /// The concurrency limit; [`Limit::set`] changes it live (with an adaptive limiter,
     /// change its bounds through [`Limiter::reconfigure`] instead).
@@ -176,6 +176,7 @@ pub struct Handle {
 }
 
 /// A consumer of one queue.
+#[derive(Debug)]
 pub struct Consumer {
     config: ConsumerConfig,
     redis: Redis,

@@ -32,21 +32,7 @@ const SNIPPET: usize = 512;
 /// Most bytes of a success body read to free the connection (past it, it is closed).
 const DRAIN: usize = 64 * 1024;
 
-/// Errors building the HTTP handler.
-#[derive(Debug, thiserror::Error)]
-pub enum HttpError {
-    /// The URL does not parse, or is not `http://`.
-    #[error("invalid handler URL {url:?}: {reason}")]
-    Url {
-        /// The URL given.
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The client could not be built.
-    #[error("cannot build the HTTP client: {0}")]
-    Client(#[from] reqwest::Error),
-}
+pub use crate::error::HttpError;
 
 /// Settings of the HTTP handler.
 #[derive(Debug, Clone)]

@@ -1,6 +1,7 @@
 //! What users write: per-job and batch handlers, their errors, and the registry that picks
 //! a handler by job kind.
 
+#[cfg(feature = "http")]
 pub mod http;
 
 use crate::queue::envelope::Job;
@@ -97,6 +98,12 @@ where
 /// See [`handler_fn`].
 pub struct HandlerFn<F>(F);
 
+impl<F> std::fmt::Debug for HandlerFn<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HandlerFn")
+    }
+}
+
 impl<F, Fut> Handler for HandlerFn<F>
 where
     F: Fn(Job) -> Fut + Send + Sync + 'static,
@@ -116,9 +123,19 @@ pub enum Route {
     Batch(Arc<dyn BatchHandler>),
 }
 
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Handlers are user types with no Debug bound: show the shape only.
+        f.write_str(match self {
+            Route::One(_) => "One",
+            Route::Batch(_) => "Batch",
+        })
+    }
+}
+
 /// Dispatches jobs to handlers by kind; a kind with no handler (and no fallback) is
 /// dead-lettered with the reason.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, Debug)]
 pub struct Registry {
     routes: HashMap<String, Route>,
     fallback: Option<Route>,

@@ -15,6 +15,14 @@ pub struct Queue {
     keys: QueueKeys,
 }
 
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("queue", &self.keys.name())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Queue {
     /// A handle on `queue` over `conn`.
     pub fn new(conn: ConnectionManager, queue: &str) -> Result<Self> {

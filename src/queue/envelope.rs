@@ -6,7 +6,8 @@
 //!
 //! Decoding: serde_json with the payload kept as raw JSON won the `envelope` benchmark
 //! against simd-json (which has to build and re-serialize the payload value to give the
-//! same [`Job`]), so [`decode`] uses serde_json; [`decode_simd`] stays for the benchmark.
+//! same [`Job`]), so [`decode`] uses serde_json; `decode_simd` stays for the benchmark
+//! (with the `simd` feature).
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -121,6 +122,7 @@ impl Job {
 
 /// Why an envelope was refused by the consumer (the reason stored in the dead-letter queue).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// Over the size limit.
     #[error("envelope of {size} bytes exceeds the limit of {limit} bytes")]
@@ -198,6 +200,7 @@ fn check_id(id: &str, job: Job) -> Result<Job, DecodeError> {
     Ok(job)
 }
 
+#[cfg(feature = "simd")]
 #[derive(Deserialize)]
 struct SimdEnvelope {
     attempt: u32,
@@ -212,6 +215,7 @@ struct SimdEnvelope {
 }
 
 /// The simd-json decoder, kept for the `envelope` benchmark (see the module docs).
+#[cfg(feature = "simd")]
 #[doc(hidden)]
 pub fn decode_simd(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeError> {
     if bytes.len() > limit {
@@ -286,6 +290,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "simd")]
     #[test]
     fn both_decoders_agree_and_keep_the_payload_exact() {
         let buf = sample();
@@ -329,6 +334,7 @@ mod tests {
             decode("x", ok.as_bytes(), 1 << 20).is_ok(),
             "brackets in strings do not count"
         );
+        #[cfg(feature = "simd")]
         assert!(matches!(
             decode_simd("x", b"{\"attempt\":", 100),
             Err(DecodeError::Invalid(_))

@@ -123,6 +123,16 @@ pub struct Producer {
     default_max_attempts: u32,
 }
 
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("queue", &self.keys.name())
+            .field("max_envelope_bytes", &self.max_envelope_bytes)
+            .field("default_max_attempts", &self.default_max_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Producer {
     /// A producer for `queue` over `conn`.
     pub fn new(conn: ConnectionManager, queue: &str) -> Result<Self> {

@@ -25,7 +25,7 @@ pub struct Redis {
 
 /// TLS material for a `rediss://` URL, as PEM files: a CA to trust instead of the system
 /// roots, and a client certificate with its key for servers that require one
-/// (`tls-auth-clients yes`).
+/// (`tls-auth-clients yes`). Reading them needs the `tls` feature (on by default).
 #[derive(Debug, Clone, Default)]
 pub struct TlsFiles {
     /// CA certificate(s) that signed the server's certificate.
@@ -42,10 +42,14 @@ impl TlsFiles {
         self.ca.is_none() && self.cert.is_none() && self.key.is_none()
     }
 
+    #[cfg(feature = "tls")]
     fn load(&self) -> Result<redis::TlsCertificates> {
-        let read = |what: &str, p: &PathBuf| {
-            std::fs::read(p)
-                .map_err(|e| Error::Config(format!("cannot read the TLS {what} {}: {e}", p.display())))
+        let read = |what: &'static str, p: &PathBuf| {
+            std::fs::read(p).map_err(|source| Error::TlsFile {
+                what,
+                path: p.clone(),
+                source,
+            })
         };
         let client_tls = match (&self.cert, &self.key) {
             (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
@@ -95,7 +99,8 @@ pub fn redact_url(url: &str) -> String {
 }
 
 impl Redis {
-    /// Parses a `redis://` or `rediss://` URL (TLS trusting the system's CA roots).
+    /// Parses a `redis://` or `rediss://` URL (TLS trusting the system's CA roots; TLS
+    /// needs the `tls` feature).
     pub fn open(url: &str) -> Result<Self> {
         Self::open_tls(url, &TlsFiles::default())
     }
@@ -115,13 +120,27 @@ impl Redis {
                     "TLS files were given but {redacted} is not a rediss:// URL"
                 )));
             }
-            redis::Client::build_with_tls(url, tls.load()?).map_err(invalid)?
+            Self::client_with_tls(url, tls)?.map_err(invalid)?
         };
         Ok(Self {
             client,
             url: redacted,
             response_timeout: RESPONSE_TIMEOUT,
         })
+    }
+
+    /// A client for `url` with the given files: the outer error is about the files, the
+    /// inner one about the URL.
+    #[cfg(feature = "tls")]
+    fn client_with_tls(url: &str, tls: &TlsFiles) -> Result<redis::RedisResult<redis::Client>> {
+        Ok(redis::Client::build_with_tls(url, tls.load()?))
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn client_with_tls(_url: &str, _tls: &TlsFiles) -> Result<redis::RedisResult<redis::Client>> {
+        Err(Error::Config(
+            "TLS files were given but weir was built without its `tls` feature".into(),
+        ))
     }
 
     /// Sets how long a call may wait for its reply before it fails and is retried
@@ -207,7 +226,7 @@ const REPLACE_AFTER_TIMEOUTS: u32 = 3;
 /// `ConnectionManager` reconnects when its connection breaks (reset, end of stream), but a
 /// connection that goes silent, such as a network path that died without a reset or a hung
 /// proxy in front of Redis, only makes every call time out, for as long as TCP keeps it
-/// open: hours. After [`REPLACE_AFTER_TIMEOUTS`] timeouts in a row, one background task
+/// open: hours. After `REPLACE_AFTER_TIMEOUTS` (3) timeouts in a row, one background task
 /// opens a new connection and every clone moves onto it; until then calls fail and their
 /// callers retry, as for any Redis error.
 #[derive(Clone)]
@@ -243,6 +262,15 @@ impl HealingConnection {
             }
             Err(_) => {}
         }
+    }
+}
+
+impl std::fmt::Debug for HealingConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HealingConnection")
+            .field("url", &self.shared.redis.url)
+            .field("timeouts", &self.shared.timeouts.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
     }
 }
 

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running private redis-server.
+#[derive(Debug)]
 pub struct EmbeddedRedis {
     child: Child,
     port: u16,
@@ -30,7 +31,7 @@ impl EmbeddedRedis {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| Error::Config("redis-server did not start".into())))
+        Err(last.unwrap_or_else(|| Error::RedisServer("redis-server did not start".into())))
     }
 
     fn try_start(extra: &[&str]) -> Result<Self> {
@@ -105,7 +106,9 @@ impl EmbeddedRedis {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait()? {
-                return Err(Error::Config(format!("redis-server exited at start ({status})")));
+                return Err(Error::RedisServer(format!(
+                    "redis-server exited at start ({status})"
+                )));
             }
             // Any reply counts, even NOAUTH from a server started with a password.
             if let Ok(client) = redis::Client::open(self.url())
@@ -115,7 +118,9 @@ impl EmbeddedRedis {
                 return Ok(());
             }
             if started.elapsed() > Duration::from_secs(10) {
-                return Err(Error::Config("redis-server did not answer within 10s".into()));
+                return Err(Error::RedisServer(
+                    "redis-server did not answer within 10s".into(),
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -154,7 +159,7 @@ fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Result<Child> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| {
-            Error::Config(format!(
+            Error::RedisServer(format!(
                 "cannot start redis-server ({e}); install it (Debian: apt-get install redis-server) or pass --redis-url"
             ))
         })

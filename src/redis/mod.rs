@@ -2,5 +2,6 @@
 //! redis-server the demo and the tests start.
 
 pub mod conn;
+#[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod retry;

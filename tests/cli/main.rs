@@ -14,7 +14,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 /// Runs `weir args...` with `stdin`, Redis from `REDIS_URL` (or `--redis-url` in `args`).
-pub fn cli(ctx: &Ctx, args: &[&str], stdin: &str) -> Output {
+pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(args)
         .env("REDIS_URL", &ctx.url)
@@ -29,11 +29,11 @@ pub fn cli(ctx: &Ctx, args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
-pub fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-pub fn no_panic(o: &Output) {
+pub(crate) fn no_panic(o: &Output) {
     let err = text(&o.stderr);
     assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
 }

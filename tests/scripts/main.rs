@@ -13,7 +13,9 @@ mod lease;
 mod settle;
 mod wake;
 
-/// Indexes of the per-priority keys.
+/// Index of the high-priority key among the per-priority keys.
 pub const H: usize = 0;
+/// Index of the normal-priority key.
 pub const N: usize = 1;
+/// Index of the low-priority key.
 pub const L: usize = 2;

@@ -83,6 +83,7 @@ impl Common {
         Redis::open_tls(&self.redis_url, &tls)
     }
 
+    /// An admin handle on the queue these options name.
     pub async fn queue_handle(&self) -> weir::Result<Queue> {
         let conn = self.redis()?.connect().await?;
         Queue::new(conn, &self.queue)
