@@ -32,11 +32,14 @@ pub(crate) fn validate_token(what: &'static str, value: &str, max: usize) -> Res
     Ok(())
 }
 
+/// How many keys a queue has (the length of [`QueueKeys::all`]).
+pub const KEY_COUNT: usize = 18;
+
 /// The keys of one queue, in the order scripts expect them.
 #[derive(Debug, Clone)]
 pub struct QueueKeys {
     name: String,
-    all: [String; 13],
+    all: [String; KEY_COUNT],
 }
 
 impl QueueKeys {
@@ -60,6 +63,11 @@ impl QueueKeys {
                 k("paused"),         // STRING: present while paused
                 k("counters"),       // HASH: counter name -> count
                 k("wake"),           // pub/sub channel (not a key)
+                k("started"),        // HASH: id -> consumer tag ('tag:s' for a suspect)
+                k("suspects"),       // LIST: ids reclaimed after their run had started
+                k("deferrals"),      // HASH: id -> 'count first_ms' (deferral record)
+                k("lease_tokens"),   // HASH: id -> fetch token, for extended leases only
+                k("settings"),       // HASH: queue settings (dead_cap, runtime limits)
             ],
         })
     }
@@ -70,7 +78,7 @@ impl QueueKeys {
     }
 
     /// Every key, in script order (see `scripts/lib.lua`).
-    pub fn all(&self) -> &[String; 13] {
+    pub fn all(&self) -> &[String; KEY_COUNT] {
         &self.all
     }
 
@@ -104,9 +112,30 @@ impl QueueKeys {
         &self.all[12]
     }
 
-    /// The key holding runtime settings of this queue (HASH), for tools built on weir.
+    /// HASH id -> consumer tag: jobs whose run started while leased.
+    pub fn started(&self) -> &str {
+        &self.all[13]
+    }
+
+    /// LIST of suspects: ids reclaimed after their run had started.
+    pub fn suspects(&self) -> &str {
+        &self.all[14]
+    }
+
+    /// HASH id -> `count first_ms`: deferral records.
+    pub fn deferrals(&self) -> &str {
+        &self.all[15]
+    }
+
+    /// HASH id -> fetch token, for leases that were extended.
+    pub fn lease_tokens(&self) -> &str {
+        &self.all[16]
+    }
+
+    /// The key holding the queue's settings (HASH): the dead-letter cap and the runtime
+    /// limits running consumers apply.
     pub fn settings(&self) -> String {
-        format!("weir:{{{}}}:settings", self.name)
+        self.all[17].clone()
     }
 }
 

@@ -11,6 +11,12 @@
 --   KEYS[11]    STRING  present while the queue is paused
 --   KEYS[12]    HASH  counters (enqueued, fetched, acked, retried, dead, reclaimed, trimmed)
 --   KEYS[13]    pub/sub channel that wakes idle consumers (not a key; same hash tag)
+--   KEYS[14]    HASH  id -> consumer tag, or tag .. ':s' for a suspect: runs that started
+--                     while leased (marked by the consumer in its batched settle calls)
+--   KEYS[15]    LIST  suspects: ids reclaimed after their run had started
+--   KEYS[16]    HASH  id -> 'count first_ms': deferrals (not-charged returns) of a job
+--   KEYS[17]    HASH  id -> fetch token, only for leases that were extended
+--   KEYS[18]    HASH  queue settings (dead_cap, and the runtime limits consumers poll)
 local K = {
   ready = { KEYS[1], KEYS[2], KEYS[3] },
   delayed = { KEYS[4], KEYS[5], KEYS[6] },
@@ -21,6 +27,11 @@ local K = {
   paused = KEYS[11],
   counters = KEYS[12],
   wake = KEYS[13],
+  started = KEYS[14],
+  suspects = KEYS[15],
+  deferrals = KEYS[16],
+  lease_tokens = KEYS[17],
+  settings = KEYS[18],
 }
 
 -- Redis server time in ms: workers' clocks never matter.
@@ -80,21 +91,87 @@ local function bury(id, reason, now)
   redis.call('HSET', K.errors, id, reason)
 end
 
--- Keeps the dead-letter queue at `cap` entries, oldest out first; counts what it trims.
+-- The queue's dead-letter cap: a queue setting (`weir limits set --dead-cap`), the same
+-- for every consumer of the queue.
+local DEFAULT_DEAD_CAP = 10000
+local function dead_cap()
+  return tonumber(redis.call('HGET', K.settings, 'dead_cap')) or DEFAULT_DEAD_CAP
+end
+
+-- Keeps the dead-letter queue at `cap` (default: the queue's cap), oldest out first;
+-- counts what it trims. Returns the number trimmed.
 local function trim_dead(cap)
-  local excess = redis.call('ZCARD', K.dead) - cap
+  local excess = redis.call('ZCARD', K.dead) - (cap or dead_cap())
   if excess <= 0 then return 0 end
   local gone = redis.call('ZPOPMIN', K.dead, excess)
   local ids = {}
   for i = 1, #gone, 2 do ids[#ids + 1] = gone[i] end
   call_chunked('HDEL', K.jobs, ids)
   call_chunked('HDEL', K.errors, ids)
+  if redis.call('EXISTS', K.deferrals) == 1 then call_chunked('HDEL', K.deferrals, ids) end
   redis.call('HINCRBY', K.counters, 'trimmed', #ids)
   return #ids
 end
 
 local function count(field, n)
   if n > 0 then redis.call('HINCRBY', K.counters, field, n) end
+end
+
+-- Whether the caller's lease `token` (the deadline its fetch returned; a string, as sent)
+-- still holds `id`, given the lease's current `score` (false when none). A lease that was
+-- extended keeps its fetch token in K.lease_tokens, so a token never changes during a
+-- lease and a lost extend reply cannot strand the holder. Scores are integral ms, so
+-- Redis formats them as plain digits: the string compare avoids a number parse per job.
+local function lease_held(id, score, token)
+  if not score then return false end
+  if score == token or tonumber(score) == tonumber(token) then return true end
+  return redis.call('HGET', K.lease_tokens, id) == token
+end
+
+-- Ends the leases of `ids` (they are settled, reclaimed or released): the lease entries
+-- and whatever marks the lease carried. The marks are rare, so each hash is touched only
+-- when it exists.
+local function end_leases(ids)
+  if #ids == 0 then return end
+  call_chunked('ZREM', K.lease, ids)
+  if redis.call('EXISTS', K.lease_tokens) == 1 then call_chunked('HDEL', K.lease_tokens, ids) end
+  if redis.call('EXISTS', K.started) == 1 then call_chunked('HDEL', K.started, ids) end
+end
+
+-- Forgets the per-job records a finished job leaves (last error, deferrals).
+local function forget(ids)
+  if #ids == 0 then return end
+  if redis.call('EXISTS', K.errors) == 1 then call_chunked('HDEL', K.errors, ids) end
+  if redis.call('EXISTS', K.deferrals) == 1 then call_chunked('HDEL', K.deferrals, ids) end
+end
+
+-- Puts job `id` (out of its lease already) back without charging an attempt: to
+-- delayed[p] due in `delay` ms, or to the front of ready[p] when `delay` is negative.
+-- The deferral record counts it; past the budget (`max_n` deferrals, or `max_ms` since
+-- the first; 0 = no limit) the job is dead-lettered instead. Returns true if deferred,
+-- false if buried.
+local function defer(id, p, delay, max_n, max_ms, reason, now)
+  local rec = redis.call('HGET', K.deferrals, id)
+  local n, first = 0, now
+  if rec then
+    local a, b = string.match(rec, '^(%d+) (%d+)$')
+    if a then n, first = tonumber(a), tonumber(b) end
+  end
+  n = n + 1
+  if (max_n > 0 and n > max_n) or (max_ms > 0 and now - first > max_ms) then
+    redis.call('HDEL', K.deferrals, id)
+    bury(id, 'deferral budget spent (' .. (n - 1) .. ' deferrals over ' ..
+      math.floor((now - first) / 1000) .. ' s): ' .. reason, now)
+    return false
+  end
+  redis.call('HSET', K.deferrals, id, n .. ' ' .. first)
+  redis.call('HSET', K.errors, id, reason)
+  if delay < 0 then
+    redis.call('LPUSH', K.ready[p], id)
+  else
+    redis.call('ZADD', K.delayed[p], now + delay, id)
+  end
+  return true
 end
 
 -- The script proper follows.
