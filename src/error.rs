@@ -92,6 +92,15 @@ pub enum Error {
     /// An I/O error (embedded server, files).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A background task of a consumer panicked; the consumer stopped, after flushing the
+    /// outcomes and releasing the leases its other tasks held.
+    #[error("consumer task {task} failed: {detail}")]
+    TaskFailed {
+        /// The task: fetcher, pool, acker, reclaimer, ...
+        task: &'static str,
+        /// The panic's message.
+        detail: String,
+    },
 }
 
 impl Error {

@@ -143,8 +143,7 @@ async fn slow_handlers_keep_their_lease_and_run_once() {
     // Two consumers: a lease that lapsed would be reclaimed and run by the other.
     let mut c = config("slow");
     c.concurrency = 12;
-    c.fetcher.visibility = Duration::from_millis(500);
-    c.acker.visibility = Duration::from_millis(500);
+    c.lease = Duration::from_millis(500);
     let slow = |_job: Job| async {
         tokio::time::sleep(Duration::from_millis(1500)).await; // 3x the lease
         Ok(())

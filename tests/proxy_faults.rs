@@ -50,8 +50,7 @@ async fn dropped_stalled_and_cut_connections_lose_no_job() {
         ..Default::default()
     };
     config.fetcher.batch = 50;
-    config.fetcher.visibility = Duration::from_secs(1);
-    config.acker.visibility = Duration::from_secs(1);
+    config.lease = Duration::from_secs(1);
     config.reclaimer.interval = Duration::from_millis(200);
     // Stalls of 700 ms outlast this, so calls time out and are retried.
     let via_proxy = Redis::open(&proxy.url())
@@ -141,8 +140,7 @@ async fn a_silently_dead_connection_is_replaced() {
         ..Default::default()
     };
     config.fetcher.batch = 50;
-    config.fetcher.visibility = Duration::from_secs(1);
-    config.acker.visibility = Duration::from_secs(1);
+    config.lease = Duration::from_secs(1);
     config.reclaimer.interval = Duration::from_millis(200);
     let via_proxy = Redis::open(&proxy.url())
         .unwrap()

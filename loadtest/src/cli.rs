@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 use weir::limiter::Target;
+use weir::{ConsumerConfig, FetcherConfig};
 
 /// Load-test harness for weir: runs the real producer and consumer against a real Redis.
 #[derive(Parser, Debug)]
@@ -65,10 +66,10 @@ pub struct Common {
     #[command(flatten)]
     pub limits: LimitOpts,
     /// Jobs per fetch call.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = FetcherConfig::DEFAULT_BATCH)]
     pub batch: usize,
     /// Fetch calls in flight per consumer.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = FetcherConfig::DEFAULT_PIPELINE)]
     pub pipeline: usize,
     /// Lease length [default: 30s; chaos: 2s, so killed consumers' jobs come back soon].
     #[arg(long, value_parser = parse_duration)]
@@ -218,9 +219,9 @@ impl Common {
         self.consumers.unwrap_or(1)
     }
 
-    /// Lease length, 30 s unless told.
+    /// Lease length, the library's default unless told.
     pub fn visibility(&self) -> Duration {
-        self.visibility_timeout.unwrap_or(Duration::from_secs(30))
+        self.visibility_timeout.unwrap_or(ConsumerConfig::DEFAULT_LEASE)
     }
 
     /// Checks ranges once, with messages that name them.

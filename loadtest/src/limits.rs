@@ -1,10 +1,13 @@
 //! The consumers' limits as options: a fixed concurrency, or weir's adaptive (AIMD)
-//! limiter, and an optional jobs/s cap. The types, parsers, defaults and range checks
-//! are the library's (`weir::limiter`), so every value means what it means for
-//! `weir work --adaptive`.
+//! limiter, and an optional jobs/s cap. The types, parsers, defaults, range checks and
+//! the building of the limiter are the library's (`weir::limiter::LimiterOptions`, which
+//! `weir work` flattens), so every value means what it means for `weir work --adaptive`.
+//! The harness keeps its own flags around them: `--rate-limit` (its `--rate` is steady's
+//! enqueue rate), and no clap `requires = "adaptive"`, as `downstream` turns the adaptive
+//! limiter on by itself.
 
 use clap::Args;
-use weir::limiter::{AimdConfig, LimiterConfig, Rate, Target};
+use weir::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
 
 /// Limit options of every scenario (and of the consumer processes, which get them from
 /// [`args`]).
@@ -38,6 +41,19 @@ pub struct LimitOpts {
 }
 
 impl LimitOpts {
+    /// The same options as the library takes them (it builds and checks the limiter).
+    pub fn options(&self) -> LimiterOptions {
+        LimiterOptions {
+            adaptive: self.adaptive,
+            min_concurrency: self.min_concurrency,
+            max_concurrency: self.max_concurrency,
+            target_p95: self.target_p95,
+            error_threshold: self.error_threshold,
+            rate: self.rate_limit,
+            burst: self.burst,
+        }
+    }
+
     /// The adaptive limiter's settings (`None`: a fixed limit), checked by the library.
     /// Adaptive-only options without `--adaptive` are an error, not silently ignored.
     pub fn limiter(&self) -> Result<Option<LimiterConfig>, String> {
@@ -48,31 +64,18 @@ impl LimitOpts {
                 (self.target_p95.is_some(), "--target-p95"),
                 (self.error_threshold.is_some(), "--error-threshold"),
             ];
-            return match given.iter().find(|g| g.0) {
-                Some((_, flag)) => Err(format!(
+            if let Some((_, flag)) = given.iter().find(|g| g.0) {
+                return Err(format!(
                     "{flag} applies to the adaptive limiter: add --adaptive (downstream: drop --fixed)"
-                )),
-                None => Ok(None),
-            };
+                ));
+            }
         }
-        let d = AimdConfig::default();
-        let config = LimiterConfig {
-            aimd: AimdConfig {
-                min: self.min_concurrency.unwrap_or(d.min),
-                max: self.max_concurrency.unwrap_or(d.max),
-                target: self.target_p95.unwrap_or(d.target),
-                error_threshold: self.error_threshold.unwrap_or(d.error_threshold),
-                ..d
-            },
-            ..LimiterConfig::default()
-        };
-        config.validate().map_err(|e| e.to_string())?;
-        Ok(Some(config))
+        self.options().limiter().map_err(|e| e.to_string())
     }
 
     /// The jobs/s cap, if any, with its burst.
     pub fn rate(&self) -> Option<Rate> {
-        self.rate_limit.map(|r| self.burst.map_or(r, |b| r.with_burst(b)))
+        self.options().rate()
     }
 }
 

@@ -6,12 +6,14 @@
 //! Invariant: a lease reaches the table before any outcome of its job, because the fetcher
 //! sends `Leased` on this channel before it hands the jobs to the pool.
 
+use crate::consumer::config::check;
+use crate::error::Result;
 use crate::metrics::QueueMetrics;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
 use crate::queue::scripts::{self, Settle};
 use crate::redis::conn::HealingConnection;
-use crate::redis::retry::{Backoff, GiveUp, retrying};
+use crate::redis::retry::{Backoff, GiveUp, Streak, retrying};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,29 +60,43 @@ pub(crate) enum Outcome {
     },
 }
 
-/// Acker settings.
+/// Acker settings. (The lease length the heartbeat extends by, and the dead-letter cap,
+/// are the consumer's: [`crate::ConsumerConfig::lease`],
+/// [`crate::ConsumerConfig::dead_letter_cap`].)
 #[derive(Debug, Clone)]
 pub struct AckerConfig {
-    /// Flush once this many outcomes wait (default 1000).
+    /// Flush once this many outcomes wait, 1..=10000 (default 1000).
     pub flush_max: usize,
-    /// Flush at the latest this long after the first outcome waits (default 2 ms).
+    /// Flush at the latest this long after the first outcome waits, any duration
+    /// (default 2 ms).
     pub linger: Duration,
-    /// Lease length; the heartbeat extends held leases every third of it (default 30 s).
-    pub visibility: Duration,
-    /// Dead-letter queue cap (default 10,000).
-    pub dead_cap: u64,
-    /// How long the final flush may keep retrying at shutdown (default 10 s).
+    /// How long the final flush may keep retrying at shutdown, any duration (default 10 s).
     pub final_flush_timeout: Duration,
+}
+
+impl AckerConfig {
+    /// Default of [`AckerConfig::flush_max`].
+    pub const DEFAULT_FLUSH_MAX: usize = 1000;
+    /// Default of [`AckerConfig::linger`].
+    pub const DEFAULT_LINGER: Duration = Duration::from_millis(2);
+    /// Default of [`AckerConfig::final_flush_timeout`].
+    pub const DEFAULT_FINAL_FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// Checks every value against its range, with a message that names it.
+    pub fn validate(&self) -> Result<()> {
+        check(
+            (1..=10_000).contains(&self.flush_max),
+            "ack flush size must be between 1 and 10000",
+        )
+    }
 }
 
 impl Default for AckerConfig {
     fn default() -> Self {
         Self {
-            flush_max: 1000,
-            linger: Duration::from_millis(2),
-            visibility: Duration::from_secs(30),
-            dead_cap: 10_000,
-            final_flush_timeout: Duration::from_secs(10),
+            flush_max: Self::DEFAULT_FLUSH_MAX,
+            linger: Self::DEFAULT_LINGER,
+            final_flush_timeout: Self::DEFAULT_FINAL_FLUSH_TIMEOUT,
         }
     }
 }
@@ -108,12 +124,27 @@ struct Held {
     seq: u64,
 }
 
-/// The acker task.
-pub(crate) struct Acker {
-    pub config: AckerConfig,
+/// What the acker writes to: the queue, and the consumer's settings it applies.
+pub(crate) struct AckerDeps {
     pub conn: HealingConnection,
     pub keys: QueueKeys,
+    /// Lease length: held leases are extended by it, every third of it.
+    pub lease: Duration,
+    pub dead_letter_cap: u64,
     pub tally: Arc<Tally>,
+    pub metrics: QueueMetrics,
+}
+
+/// The acker task.
+pub(crate) struct Acker {
+    config: AckerConfig,
+    conn: HealingConnection,
+    keys: QueueKeys,
+    lease: Duration,
+    dead_letter_cap: u64,
+    tally: Arc<Tally>,
+    /// Failed heartbeats: the first of a run is logged, and the recovery.
+    beat_errors: Streak,
     held: HashMap<String, Held>,
     next_seq: u64,
     pending: Vec<Done>,
@@ -121,18 +152,24 @@ pub(crate) struct Acker {
 }
 
 impl Acker {
-    pub fn new(
-        config: AckerConfig,
-        conn: HealingConnection,
-        keys: QueueKeys,
-        tally: Arc<Tally>,
-        metrics: QueueMetrics,
-    ) -> Self {
+    pub fn new(config: AckerConfig, deps: AckerDeps) -> Self {
+        let AckerDeps {
+            conn,
+            keys,
+            lease,
+            dead_letter_cap,
+            tally,
+            metrics,
+        } = deps;
         Self {
             config,
             conn,
             keys,
+            lease,
+            dead_letter_cap,
             tally,
+            // The wait it computes is not used: the next try is the next beat.
+            beat_errors: Streak::new("heartbeat", Backoff::CALL),
             held: HashMap::new(),
             next_seq: 0,
             pending: Vec::new(),
@@ -143,7 +180,7 @@ impl Acker {
     /// Runs until `finish` is cancelled (after the pool stopped), then drains the channel,
     /// flushes, and releases every lease still held.
     pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<AckerMsg>, finish: CancellationToken) {
-        let beat_every = (self.config.visibility / 3).max(Duration::from_millis(10));
+        let beat_every = (self.lease / 3).max(Duration::from_millis(10));
         let mut next_beat = Instant::now() + beat_every;
         let mut flush_at: Option<Instant> = None;
         loop {
@@ -214,7 +251,7 @@ impl Acker {
                 let mut conn = self.conn.clone();
                 let keys = &self.keys;
                 let items = &items;
-                let cap = self.config.dead_cap;
+                let cap = self.dead_letter_cap;
                 async move { scripts::settle(&mut conn, keys, cap, items).await }
             })
             .await
@@ -297,12 +334,13 @@ impl Acker {
             return;
         }
         let all: Vec<(String, u64)> = self.held.iter().map(|(id, h)| (id.clone(), h.token)).collect();
-        let vt = self.config.visibility.as_millis() as u64;
+        let vt = self.lease.as_millis() as u64;
         for chunk in all.chunks(LEASE_CHUNK) {
             let pairs: Vec<(&str, u64)> = chunk.iter().map(|(id, t)| (id.as_str(), *t)).collect();
             let mut conn = self.conn.clone();
             match scripts::extend(&mut conn, &self.keys, vt, &pairs).await {
                 Ok((deadline, lost)) => {
+                    self.beat_errors.succeeded();
                     for (id, _) in chunk {
                         if let Some(h) = self.held.get_mut(id) {
                             h.token = deadline;
@@ -314,7 +352,9 @@ impl Acker {
                 }
                 // A failed heartbeat is retried at the next beat; the lease has two more
                 // beats of slack before it expires.
-                Err(e) => tracing::warn!(error = %e, "lease heartbeat failed"),
+                Err(e) => {
+                    self.beat_errors.failed(&e);
+                }
             }
         }
     }

@@ -7,7 +7,9 @@
 //! timeout passes.
 
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
-use crate::consumer::pool::Buffer;
+use crate::consumer::buffer::Buffer;
+use crate::consumer::config::check;
+use crate::error::Result;
 use crate::limiter::RateGate;
 use crate::limiter::limit::Limit;
 use crate::metrics::QueueMetrics;
@@ -30,26 +32,49 @@ use tokio_util::sync::CancellationToken;
 /// wake lost while the subscription reconnected).
 const IDLE_RECHECK: Duration = Duration::from_secs(5);
 
-/// Fetcher settings.
+/// Fetcher settings. (The lease length and the dead-letter cap are the consumer's:
+/// [`crate::ConsumerConfig::lease`], [`crate::ConsumerConfig::dead_letter_cap`].)
 #[derive(Debug, Clone)]
 pub struct FetcherConfig {
-    /// Most jobs per fetch call (default 500).
+    /// Most jobs per fetch call, 1..=10000 (default 500).
     pub batch: usize,
-    /// Fetch calls in flight at once (default 2).
+    /// Fetch calls in flight at once, 1..=16 (default 2).
     pub pipeline: usize,
-    /// Lease length (default 30 s).
-    pub visibility: Duration,
-    /// Envelopes over this size are dead-lettered (default 1 MiB).
+    /// Envelopes over this size are dead-lettered, at least 64 bytes (default 1 MiB).
     pub max_envelope_bytes: usize,
+}
+
+impl FetcherConfig {
+    /// Default of [`FetcherConfig::batch`].
+    pub const DEFAULT_BATCH: usize = 500;
+    /// Default of [`FetcherConfig::pipeline`].
+    pub const DEFAULT_PIPELINE: usize = 2;
+    /// Default of [`FetcherConfig::max_envelope_bytes`].
+    pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = envelope::DEFAULT_MAX_ENVELOPE_BYTES;
+
+    /// Checks every value against its range, with a message that names it.
+    pub fn validate(&self) -> Result<()> {
+        check(
+            (1..=10_000).contains(&self.batch),
+            "batch must be between 1 and 10000",
+        )?;
+        check(
+            (1..=16).contains(&self.pipeline),
+            "fetch pipeline must be between 1 and 16",
+        )?;
+        check(
+            self.max_envelope_bytes >= 64,
+            "envelope size limit must be at least 64 bytes",
+        )
+    }
 }
 
 impl Default for FetcherConfig {
     fn default() -> Self {
         Self {
-            batch: 500,
-            pipeline: 2,
-            visibility: Duration::from_secs(30),
-            max_envelope_bytes: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
+            batch: Self::DEFAULT_BATCH,
+            pipeline: Self::DEFAULT_PIPELINE,
+            max_envelope_bytes: Self::DEFAULT_MAX_ENVELOPE_BYTES,
         }
     }
 }
@@ -67,8 +92,10 @@ pub(crate) struct Fetcher {
     pub pool: mpsc::UnboundedSender<Vec<Job>>,
     pub acker: mpsc::UnboundedSender<AckerMsg>,
     pub metrics: QueueMetrics,
-    /// Dead-letter cap for ids the fetch script refuses.
-    pub dead_cap: u64,
+    /// Lease length of each fetched job.
+    pub lease: Duration,
+    /// Dead-letter cap, for ids the fetch script refuses.
+    pub dead_letter_cap: u64,
 }
 
 type FetchFuture = Pin<Box<dyn std::future::Future<Output = (usize, crate::Result<Fetched>)> + Send>>;
@@ -142,7 +169,7 @@ impl Fetcher {
     fn fetch(&self, want: usize) -> FetchFuture {
         let mut conn = self.conn.clone();
         let keys = self.keys.clone();
-        let vt = self.config.visibility.as_millis() as u64;
+        let vt = self.lease.as_millis() as u64;
         async move { (want, scripts::fetch(&mut conn, &keys, want, vt).await) }.boxed()
     }
 
@@ -195,7 +222,7 @@ impl Fetcher {
     /// background, retrying until Redis takes it.
     fn bury_bad_ids(&self, token: u64, ids: Vec<Vec<u8>>) {
         tracing::warn!(count = ids.len(), "dead-lettering job ids that are not UTF-8");
-        let (conn, keys, cap) = (self.conn.clone(), self.keys.clone(), self.dead_cap);
+        let (conn, keys, cap) = (self.conn.clone(), self.keys.clone(), self.dead_letter_cap);
         tokio::spawn(async move {
             let reason = "job id is not UTF-8: ids use A-Z a-z 0-9 _ . : -";
             let _ = crate::redis::retry::retrying("settle", Backoff::CALL, GiveUp::NEVER, || {
@@ -242,9 +269,13 @@ struct Wake {
     channel: String,
     stream: Option<Pin<Box<dyn Stream<Item = redis::Msg> + Send>>>,
     retry_at: Instant,
-    /// The last connect failed (its warning is logged; the next ones are not).
-    failing: bool,
+    /// Failed connects: the first is logged, and the recovery.
+    errors: Streak,
 }
+
+/// How often a wake subscription that is down is tried again (the idle fetcher polls at
+/// the same pace meanwhile).
+const WAKE_RETRY: Duration = Duration::from_secs(1);
 
 impl Wake {
     fn new(redis: Redis, channel: String) -> Self {
@@ -253,25 +284,23 @@ impl Wake {
             channel,
             stream: None,
             retry_at: Instant::now(),
-            failing: false,
+            errors: Streak::new(
+                "wake subscription",
+                Backoff {
+                    first: WAKE_RETRY,
+                    max: WAKE_RETRY,
+                },
+            ),
         }
     }
 
     async fn connect(&mut self) {
         match self.redis.subscribe(&self.channel).await {
             Ok(ps) => {
-                if std::mem::take(&mut self.failing) {
-                    tracing::info!("wake subscription is back");
-                }
+                self.errors.succeeded();
                 self.stream = Some(Box::pin(ps.into_on_message()));
             }
-            Err(e) => {
-                if !self.failing {
-                    tracing::warn!(error = %e, "wake subscription failed; polling every second until it is back");
-                }
-                self.failing = true;
-                self.retry_at = Instant::now() + Duration::from_secs(1);
-            }
+            Err(e) => self.retry_at = Instant::now() + self.errors.failed(&e),
         }
     }
 
@@ -298,7 +327,7 @@ impl Wake {
                     self.stream = None;
                 }
             }
-            None => sleep_until(self.retry_at.max(Instant::now() + Duration::from_secs(1))).await,
+            None => sleep_until(self.retry_at.max(Instant::now() + WAKE_RETRY)).await,
         }
     }
 }

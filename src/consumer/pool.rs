@@ -4,6 +4,9 @@
 //! limiter, each job's latency and outcome class also go to the [`Limiter`].
 
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
+use crate::consumer::buffer::Buffer;
+use crate::consumer::tasks::panic_message;
+use crate::error::Result;
 use crate::handler::{BatchHandler, Handler, JobError, JobResult, Registry, Route};
 use crate::limiter::limit::{Limit, Permit};
 use crate::limiter::{Limiter, RateGate, Signal};
@@ -13,54 +16,28 @@ use crate::queue::retry::RetryPolicy;
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// Jobs fetched but not yet started. The fetcher fetches only while this stays under
-/// [`Buffer::capacity`], which follows the limit: that is the backpressure.
-#[derive(Debug, Default)]
-pub(crate) struct Buffer {
-    len: AtomicUsize,
-    room: Notify,
-}
-
-impl Buffer {
-    /// Jobs held un-started.
-    pub fn len(&self) -> usize {
-        self.len.load(Ordering::Acquire)
-    }
-
-    /// Prefetch allowed for a concurrency `limit`: two jobs per slot, so a slot that frees
-    /// up finds its next job waiting while the next fetch is in flight.
-    pub fn capacity(limit: usize) -> usize {
-        (limit * 2).max(2)
-    }
-
-    pub fn add(&self, n: usize) {
-        self.len.fetch_add(n, Ordering::AcqRel);
-    }
-
-    fn take(&self, n: usize) {
-        self.len.fetch_sub(n, Ordering::AcqRel);
-        self.room.notify_one();
-    }
-
-    /// Resolves after jobs leave the buffer.
-    pub async fn room(&self) {
-        self.room.notified().await
-    }
-}
-
-/// Pool settings.
+/// Pool settings. (How many jobs run at once is the consumer's `concurrency` and
+/// `limiter`: the limit is shared with the fetcher's prefetch.)
 #[derive(Debug, Clone, Default)]
 pub struct PoolConfig {
-    /// A job running longer is abandoned and retried (default none).
+    /// A job running longer is abandoned and retried, any duration (default none).
     pub job_timeout: Option<Duration>,
-    /// Backoff of retryable failures.
+    /// Backoff of retryable failures, any values (the jitter is clamped into 0..=1 where
+    /// it is used; default [`RetryPolicy::default`]).
     pub retry: RetryPolicy,
+}
+
+impl PoolConfig {
+    /// Checks every value against its range. Every value is in range today; the check is
+    /// here so the consumer's validation reads the same for every component.
+    pub fn validate(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The worker pool task.
@@ -249,11 +226,7 @@ impl Pool {
             None => fut.await,
         };
         caught.map_err(|panic| {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic".into());
+            let msg = panic_message(&*panic);
             (
                 JobError::retry(format!("handler panicked: {msg}")),
                 Signal::Ignored,

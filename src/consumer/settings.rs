@@ -14,14 +14,11 @@
 //! hot path: plain HGETALL/HSET, once a second per consumer.
 
 use crate::error::{Error, Result};
-use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate, Target};
+use crate::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
 use crate::queue::keys::QueueKeys;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// A stored rate: a cap, or `off` to lift the consumers' own cap.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -142,13 +139,16 @@ impl Settings {
 
     /// `base` with these settings applied.
     pub fn limiter(&self, base: &LimiterConfig) -> LimiterConfig {
-        let mut c = base.clone();
-        let a = &mut c.aimd;
-        a.min = self.min.unwrap_or(a.min);
-        a.max = self.max.unwrap_or(a.max);
-        a.target = self.target_p95.unwrap_or(a.target);
-        a.error_threshold = self.error_threshold.unwrap_or(a.error_threshold);
-        c
+        LimiterOptions {
+            adaptive: true,
+            min_concurrency: self.min,
+            max_concurrency: self.max,
+            target_p95: self.target_p95,
+            error_threshold: self.error_threshold,
+            rate: None,
+            burst: None,
+        }
+        .apply(base)
     }
 
     /// The rate in force given the consumer's own `base`.
@@ -180,71 +180,6 @@ impl Settings {
             r.validate()?;
         }
         Ok(())
-    }
-}
-
-/// Polls the settings hash and applies changes to a running consumer's limiter and rate
-/// gate, on top of the configuration the consumer was started with.
-pub(crate) struct SettingsWatch {
-    pub every: Duration,
-    pub conn: crate::redis::conn::HealingConnection,
-    pub queue: String,
-    pub limiter: Option<(Arc<Limiter>, LimiterConfig)>,
-    pub rate: (Arc<RateGate>, Option<Rate>),
-}
-
-impl SettingsWatch {
-    pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut seen = Settings::default();
-        let mut failing = false;
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(self.every) => {}
-            }
-            match Settings::load(&mut self.conn, &self.queue).await {
-                Ok(s) if s != seen => {
-                    failing = false;
-                    self.apply(&s, &seen);
-                    seen = s;
-                }
-                Ok(_) => failing = false,
-                Err(e) if !failing => {
-                    failing = true;
-                    tracing::warn!(error = %e, "cannot read runtime settings; keeping the current ones");
-                }
-                Err(_) => {}
-            }
-        }
-    }
-
-    fn apply(&self, s: &Settings, before: &Settings) {
-        if let Some((limiter, base)) = &self.limiter {
-            let mut next = s.limiter(base);
-            next.window = limiter.config().window;
-            match limiter.reconfigure(next.clone()) {
-                Ok(()) => tracing::info!(
-                    min = next.aimd.min,
-                    max = next.aimd.max,
-                    target_p95 = %next.aimd.target,
-                    error_threshold = next.aimd.error_threshold,
-                    "runtime limiter settings applied"
-                ),
-                Err(e) => {
-                    tracing::warn!(error = %e, "runtime limiter settings refused; keeping the current ones")
-                }
-            }
-        } else if s.min.is_some() || s.max.is_some() || s.target_p95.is_some() {
-            tracing::warn!("runtime concurrency settings ignored: this consumer has a fixed limit");
-        }
-        if s.rate != before.rate {
-            let (gate, base) = &self.rate;
-            let rate = s.rate(*base);
-            match gate.set(rate) {
-                Ok(()) => tracing::info!(rate = ?rate.map(|r| r.to_string()), "runtime rate applied"),
-                Err(e) => tracing::warn!(error = %e, "runtime rate refused; keeping the current one"),
-            }
-        }
     }
 }
 

@@ -34,12 +34,14 @@
 pub mod aimd;
 mod error;
 pub mod limit;
+mod options;
 pub mod rate;
 mod target;
 pub mod window;
 
 pub use aimd::{Aimd, AimdConfig, Decision, Reason, Summary, Target};
 pub use error::LimiterError;
+pub use options::LimiterOptions;
 pub use rate::{Rate, RateGate, RateLimit};
 pub use window::{Signal, Window, WindowConfig};
 

@@ -87,3 +87,49 @@ async fn missing_batch_results_are_retried() {
     assert!(report.retried > 0, "{report:?}");
     assert_empty(&ctx, 0).await;
 }
+
+/// A batch handler whose `max_batch` panics: user code the pool calls outside the guard
+/// that catches handler panics, so it takes down the pool task itself.
+struct PanicsOnSize;
+
+impl BatchHandler for PanicsOnSize {
+    fn call(&self, _jobs: Vec<Job>) -> BoxFuture<'static, Vec<JobResult>> {
+        unreachable!("the pool fails before it calls the handler")
+    }
+    fn max_batch(&self) -> usize {
+        panic!("max_batch exploded")
+    }
+}
+
+/// A background task that panics stops the consumer with an error naming it, and the
+/// shutdown order still runs for the other tasks: every fetched job is handed back,
+/// uncharged, and a healthy consumer then runs each once.
+#[tokio::test]
+async fn a_panicking_task_stops_the_consumer_with_an_error_and_loses_no_job() {
+    let ctx = Ctx::new("taskpanic").await;
+    ctx.producer().enqueue_bulk(jobs("k", "p", 10)).await.unwrap();
+    let c = start(&ctx, config(&ctx), Registry::new().on_batch("k", PanicsOnSize));
+    let result = tokio::time::timeout(SOON, c.task)
+        .await
+        .expect("the consumer stops by itself")
+        .expect("run itself does not panic");
+    match result {
+        Err(weir::Error::TaskFailed { task, detail }) => {
+            assert_eq!(task, "pool");
+            assert!(detail.contains("max_batch exploded"), "{detail}");
+        }
+        other => panic!("expected a failed task, got {other:?}"),
+    }
+    let s = ctx.snapshot().await;
+    assert!(s.lease.is_empty(), "nothing stays leased: {:?}", s.lease);
+    assert_eq!(s.ready.iter().map(Vec::len).sum::<usize>(), 10, "{:?}", s.ready);
+
+    let seen = Seen::default();
+    let c = start(&ctx, config(&ctx), seen.acking("k"));
+    wait_stats(&ctx, "all acked", |s| s.counters.get("acked") == Some(&10)).await;
+    assert_eq!(c.stop().await.acked, 10);
+    for i in 0..10 {
+        assert_eq!(seen.attempts(&format!("p{i}")), [0], "p{i} ran once, uncharged");
+    }
+    assert_empty(&ctx, 0).await;
+}

@@ -62,8 +62,7 @@ async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     );
     let mut cfg = config(&ctx);
     cfg.concurrency = 4;
-    cfg.fetcher.visibility = Duration::from_millis(500);
-    cfg.acker.visibility = Duration::from_millis(500);
+    cfg.lease = Duration::from_millis(500);
     let doomed = Consumer::new(cfg, ctx.redis.clone(), stuck).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -170,8 +169,7 @@ async fn an_aborted_consumer_stops_and_its_jobs_come_back() {
     );
     let mut cfg = config(&ctx);
     cfg.concurrency = 2;
-    cfg.fetcher.visibility = Duration::from_millis(500);
-    cfg.acker.visibility = Duration::from_millis(500);
+    cfg.lease = Duration::from_millis(500);
     let doomed = start(&ctx, cfg, stuck);
     wait_until("the doomed consumer to start jobs", SOON, || async {
         started.load(Ordering::SeqCst) == 2

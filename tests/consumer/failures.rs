@@ -267,8 +267,7 @@ async fn non_utf8_id_does_not_poison_its_batch() {
     let seen = Seen::default();
     let registry = seen.acking("k");
     let mut cfg = config(&ctx);
-    cfg.fetcher.visibility = std::time::Duration::from_millis(500);
-    cfg.acker.visibility = std::time::Duration::from_millis(500);
+    cfg.lease = std::time::Duration::from_millis(500);
     let c = start(&ctx, cfg, registry);
     wait_until("the good jobs", SOON, || async { seen.ids() == 10 }).await;
     wait_stats(&ctx, "the bad one dead", |s| s.dead == 1 && s.pending() == 0).await;

@@ -176,8 +176,7 @@ async fn heartbeat_keeps_long_jobs_leased() {
         }),
     );
     let mut cfg = config(&ctx);
-    cfg.fetcher.visibility = Duration::from_millis(600);
-    cfg.acker.visibility = Duration::from_millis(600);
+    cfg.lease = Duration::from_millis(600);
     let c = start(&ctx, cfg, registry);
     wait_stats(&ctx, "the slow job acked", |s| {
         s.counters.get("acked") == Some(&1)
@@ -187,40 +186,4 @@ async fn heartbeat_keeps_long_jobs_leased() {
     assert_eq!(seen.attempts("slow"), [0], "ran once, never reclaimed");
     assert_eq!((report.acked, report.lost_leases), (1, 0));
     assert_eq!(ctx.stats().await.counters.get("reclaimed"), None);
-}
-
-/// Setting only the fetcher's visibility timeout (the lease length) must still keep long
-/// jobs leased: the heartbeat has to beat within the lease, whatever the acker's default.
-#[tokio::test]
-async fn short_fetch_visibility_alone_still_keeps_long_jobs_leased() {
-    let ctx = Ctx::new("vtonly").await;
-    ctx.producer()
-        .enqueue(NewJob::new("k", &1).unwrap().id("slow"))
-        .await
-        .unwrap();
-    let seen = Seen::default();
-    let s2 = seen.clone();
-    let registry = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            let seen = s2.clone();
-            async move {
-                seen.record(&job);
-                tokio::time::sleep(Duration::from_millis(2_000)).await;
-                Ok(())
-            }
-        }),
-    );
-    let mut cfg = config(&ctx);
-    cfg.fetcher.visibility = Duration::from_millis(600);
-    let c = start(&ctx, cfg, registry);
-    wait_stats(&ctx, "the slow job acked", |s| {
-        s.counters.get("acked") == Some(&1)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let report = c.stop().await;
-    assert_eq!(seen.attempts("slow"), [0], "ran once, never reclaimed");
-    assert_eq!(ctx.stats().await.counters.get("reclaimed"), None);
-    assert_eq!(report.lost_leases, 0);
 }

@@ -34,8 +34,7 @@ async fn heartbeat_keeps_a_slow_job_leased_while_fast_jobs_stream_through() {
     let mut cfg = config(&ctx);
     cfg.concurrency = 64;
     cfg.fetcher.batch = 200;
-    cfg.fetcher.visibility = Duration::from_millis(600);
-    cfg.acker.visibility = Duration::from_millis(600);
+    cfg.lease = Duration::from_millis(600);
     let c = start(&ctx, cfg, registry);
     let jobs = ctx.keys.jobs().to_owned();
     wait_until("the slow job done", Duration::from_secs(60), || async {

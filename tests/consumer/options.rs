@@ -150,8 +150,7 @@ async fn consumer_applies_its_dead_letter_cap() {
     ctx.producer().enqueue_bulk(jobs("k", "d", 10)).await.unwrap();
     let registry = Registry::new().on("k", handler_fn(|_| async { Err(JobError::fatal("no")) }));
     let mut cfg = config(&ctx);
-    cfg.acker.dead_cap = 4;
-    cfg.reclaimer.dead_cap = 4;
+    cfg.dead_letter_cap = 4;
     let c = start(&ctx, cfg, registry);
     wait_stats(&ctx, "all settled", |s| {
         s.pending() == 0 && s.counters.get("dead") == Some(&10)
@@ -215,16 +214,13 @@ async fn config_values_out_of_range_are_refused() {
     let cases: Vec<(&str, Change)> = vec![
         ("concurrency", Box::new(|c| c.concurrency = 0)),
         ("batch", Box::new(|c| c.fetcher.batch = 0)),
-        (
-            "visibility",
-            Box::new(|c| c.fetcher.visibility = Duration::from_millis(5)),
-        ),
-        ("visibility", Box::new(|c| c.acker.visibility = Duration::ZERO)),
+        ("visibility", Box::new(|c| c.lease = Duration::from_millis(5))),
+        ("visibility", Box::new(|c| c.lease = Duration::ZERO)),
         (
             "reclaim interval",
             Box::new(|c| c.reclaimer.interval = Duration::ZERO),
         ),
-        ("dead-letter cap", Box::new(|c| c.reclaimer.dead_cap = 0)),
+        ("dead-letter cap", Box::new(|c| c.dead_letter_cap = 0)),
     ];
     for (want, change) in cases {
         let mut cfg = config(&ctx);

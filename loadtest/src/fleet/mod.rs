@@ -46,8 +46,7 @@ impl Spec {
 pub fn tune(c: &mut ConsumerConfig, batch: usize, pipeline: usize, visibility: Duration) {
     c.fetcher.batch = batch;
     c.fetcher.pipeline = pipeline;
-    c.fetcher.visibility = visibility;
-    c.acker.visibility = visibility;
+    c.lease = visibility;
     // Reclaim soon after a short lease expires, so chaos runs do not wait long.
     c.reclaimer.interval = (visibility / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
 }

@@ -3,13 +3,12 @@
 //! `weir work` consumer, and prints both rates. `--compare-metrics` repeats the round with
 //! metrics off and on, alternating, and prints the cost of recording them.
 
-use crate::handlers::BuiltIn;
 use crate::work::WorkArgs;
 use crate::{Common, work};
 use clap::Args;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
-use weir::{EmbeddedRedis, NewJob, Producer, Redis};
+use std::time::Instant;
+use weir::{EmbeddedRedis, FetcherConfig, NewJob, Producer, Redis};
 
 const QUEUE: &str = "demo";
 
@@ -27,7 +26,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 256)]
     pub concurrency: usize,
     /// Jobs per fetch call.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = FetcherConfig::DEFAULT_BATCH)]
     pub batch: usize,
     /// Use this Redis instead of a private one (only its queue `demo` is used, and it must
     /// have no jobs pending).
@@ -99,30 +98,18 @@ pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
 /// missing.
 async fn round(a: &DemoArgs, producer: &Producer, url: &str, metrics: bool) -> weir::Result<Option<f64>> {
     let loaded = enqueue(a, producer).await?;
-    let work_args = WorkArgs {
-        common: Common {
-            queue: QUEUE.into(),
-            redis_url: url.to_owned(),
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
-        },
-        handler: BuiltIn::Noop,
-        http_timeout: Duration::from_secs(30),
-        batch_http: None,
-        concurrency: a.concurrency,
-        limits: Default::default(),
-        batch: a.batch,
-        pipeline: 2,
-        visibility_timeout: Duration::from_secs(30),
-        job_timeout: None,
-        shutdown_timeout: Duration::from_secs(30),
-        drain: true,
-        max_envelope_bytes: weir::envelope::DEFAULT_MAX_ENVELOPE_BYTES,
-        dead_cap: 10_000,
-        metrics_addr: "127.0.0.1:0".parse().expect("valid address"),
-        no_metrics: !metrics,
-    };
+    let mut work_args = WorkArgs::defaults(Common {
+        queue: QUEUE.into(),
+        redis_url: url.to_owned(),
+        tls_ca: None,
+        tls_cert: None,
+        tls_key: None,
+    });
+    work_args.concurrency = a.concurrency;
+    work_args.batch = a.batch;
+    work_args.drain = true;
+    work_args.metrics_addr = "127.0.0.1:0".parse().expect("valid address");
+    work_args.no_metrics = !metrics;
     let (report, elapsed) = work::run(work_args).await?;
     if report.acked != loaded {
         eprintln!("expected {loaded} acked jobs, got {}", report.acked);

@@ -58,11 +58,9 @@ impl BuiltIn {
             BuiltIn::Sleep(d) => Registry::new().fallback(Local(Some(*d))),
             BuiltIn::Print(d) => Registry::new().fallback(Print(*d)),
             BuiltIn::Http(url) => {
-                let config = HttpConfig {
-                    timeout: http.timeout,
-                    max_batch: http.batch.unwrap_or(100),
-                    ..HttpConfig::new(url)
-                };
+                let mut config = HttpConfig::new(url);
+                config.timeout = http.timeout;
+                config.max_batch = http.batch.unwrap_or(config.max_batch);
                 let h = HttpHandler::new(config)?;
                 match http.batch {
                     Some(_) => Registry::new().fallback_batch(h.batched()),

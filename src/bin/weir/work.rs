@@ -1,11 +1,12 @@
 //! `weir work`: runs a consumer with a built-in handler.
 
 use crate::handlers::{BuiltIn, HttpOptions, parse_handler};
-use crate::limits::LimiterArgs;
 use crate::{Common, parse_duration};
 use clap::Args;
 use std::time::{Duration, Instant};
-use weir::{CancellationToken, Consumer, ConsumerConfig, Report};
+use weir::http::HttpConfig;
+use weir::limiter::LimiterOptions;
+use weir::{CancellationToken, Consumer, ConsumerConfig, FetcherConfig, Report};
 
 #[derive(Args, Debug, Clone)]
 pub struct WorkArgs {
@@ -19,39 +20,48 @@ pub struct WorkArgs {
     #[arg(long, default_value = "noop", value_parser = parse_handler)]
     pub handler: BuiltIn,
     /// HTTP handler: per-request timeout.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = shown(http_defaults().timeout), value_parser = parse_duration)]
     pub http_timeout: Duration,
     /// HTTP handler: POST JSON arrays of up to N jobs (default 100) instead of one per request.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100")]
+    #[arg(
+        long,
+        value_name = "N",
+        num_args = 0..=1,
+        default_missing_value = http_defaults().max_batch.to_string()
+    )]
     pub batch_http: Option<usize>,
     /// Jobs running at once (with --adaptive, the starting limit).
-    #[arg(long, short, default_value_t = 64)]
+    #[arg(long, short, default_value_t = ConsumerConfig::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
     #[command(flatten)]
-    pub limits: LimiterArgs,
+    pub limits: LimiterOptions,
     /// Most jobs per fetch call.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = FetcherConfig::DEFAULT_BATCH)]
     pub batch: usize,
     /// Fetch calls in flight at once.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = FetcherConfig::DEFAULT_PIPELINE)]
     pub pipeline: usize,
     /// Lease length: a job not settled by then is handed to another consumer.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = shown(ConsumerConfig::DEFAULT_LEASE), value_parser = parse_duration)]
     pub visibility_timeout: Duration,
     /// Abandon and retry a job that runs longer than this.
     #[arg(long, value_parser = parse_duration)]
     pub job_timeout: Option<Duration>,
     /// How long running jobs may take to finish after SIGINT/SIGTERM.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(
+        long,
+        default_value = shown(ConsumerConfig::DEFAULT_SHUTDOWN_TIMEOUT),
+        value_parser = parse_duration
+    )]
     pub shutdown_timeout: Duration,
     /// Exit once nothing is ready, delayed or in flight.
     #[arg(long)]
     pub drain: bool,
     /// Envelope size limit in bytes; bigger envelopes are dead-lettered.
-    #[arg(long, default_value_t = weir::envelope::DEFAULT_MAX_ENVELOPE_BYTES)]
+    #[arg(long, default_value_t = FetcherConfig::DEFAULT_MAX_ENVELOPE_BYTES)]
     pub max_envelope_bytes: usize,
     /// Dead-letter queue cap (oldest entries beyond it are trimmed and counted).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = ConsumerConfig::DEFAULT_DEAD_LETTER_CAP)]
     pub dead_cap: u64,
     /// Serve Prometheus metrics on this address (loopback unless told otherwise).
     #[arg(long, default_value = weir::metrics::DEFAULT_ADDR)]
@@ -61,12 +71,49 @@ pub struct WorkArgs {
     pub no_metrics: bool,
 }
 
+/// A default duration as `--help` shows it (and `parse_duration` reads it back).
+fn shown(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// The HTTP handler's defaults.
+fn http_defaults() -> HttpConfig {
+    HttpConfig::new(String::new())
+}
+
 impl WorkArgs {
-    pub fn config(&self) -> ConsumerConfig {
+    /// What `weir work` runs with when given no flags but `common` (the library's
+    /// defaults, as the flags above read them).
+    pub fn defaults(common: Common) -> Self {
+        let c = ConsumerConfig::default();
+        Self {
+            common,
+            handler: BuiltIn::Noop,
+            http_timeout: http_defaults().timeout,
+            batch_http: None,
+            concurrency: c.concurrency,
+            limits: LimiterOptions::default(),
+            batch: c.fetcher.batch,
+            pipeline: c.fetcher.pipeline,
+            visibility_timeout: c.lease,
+            job_timeout: c.pool.job_timeout,
+            shutdown_timeout: c.shutdown_timeout,
+            drain: c.drain,
+            max_envelope_bytes: c.fetcher.max_envelope_bytes,
+            dead_cap: c.dead_letter_cap,
+            metrics_addr: weir::metrics::DEFAULT_ADDR.parse().expect("a valid address"),
+            no_metrics: !c.metrics,
+        }
+    }
+
+    /// The consumer's configuration (the limiter's settings checked on the way).
+    pub fn config(&self) -> weir::Result<ConsumerConfig> {
         let mut c = ConsumerConfig {
             queue: self.common.queue.clone(),
             concurrency: self.concurrency,
-            limiter: self.limits.limiter(),
+            lease: self.visibility_timeout,
+            dead_letter_cap: self.dead_cap,
+            limiter: self.limits.limiter()?,
             rate: self.limits.rate(),
             shutdown_timeout: self.shutdown_timeout,
             drain: self.drain,
@@ -74,14 +121,10 @@ impl WorkArgs {
         };
         c.fetcher.batch = self.batch;
         c.fetcher.pipeline = self.pipeline;
-        c.fetcher.visibility = self.visibility_timeout;
         c.fetcher.max_envelope_bytes = self.max_envelope_bytes;
-        c.acker.visibility = self.visibility_timeout;
-        c.acker.dead_cap = self.dead_cap;
-        c.reclaimer.dead_cap = self.dead_cap;
         c.pool.job_timeout = self.job_timeout;
         c.metrics = !self.no_metrics;
-        c
+        Ok(c)
     }
 }
 
@@ -92,7 +135,7 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
         timeout: a.http_timeout,
         batch: a.batch_http,
     };
-    let consumer = Consumer::new(a.config(), redis.clone(), a.handler.registry(http)?)?;
+    let consumer = Consumer::new(a.config()?, redis.clone(), a.handler.registry(http)?)?;
     // Reach Redis before anything else, so a wrong URL is one line of error and nothing more.
     drop(redis.connect().await?);
     if !a.no_metrics && !weir::metrics::is_installed() {
@@ -151,4 +194,35 @@ async fn watch_signals(shutdown: CancellationToken) {
     }
     eprintln!("second signal: exiting now; leased jobs come back when their leases expire");
     std::process::exit(130);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        work: WorkArgs,
+    }
+
+    /// Without flags `weir work` runs the library's defaults, and so does
+    /// [`WorkArgs::defaults`] (which `weir demo` starts from).
+    #[test]
+    fn the_flags_default_to_the_library_defaults() {
+        let parsed = Cli::try_parse_from(["weir", "--redis-url", "redis://x"])
+            .unwrap()
+            .work;
+        let library = format!("{:?}", ConsumerConfig::default());
+        assert_eq!(format!("{:?}", parsed.config().unwrap()), library);
+        let built = WorkArgs::defaults(parsed.common.clone());
+        assert_eq!(format!("{:?}", built.config().unwrap()), library);
+        assert_eq!(
+            (parsed.http_timeout, parsed.metrics_addr),
+            (built.http_timeout, built.metrics_addr)
+        );
+        let batched = Cli::try_parse_from(["weir", "--batch-http"]).unwrap().work;
+        assert_eq!(batched.batch_http, Some(http_defaults().max_batch));
+    }
 }

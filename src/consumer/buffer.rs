@@ -1,0 +1,43 @@
+//! The bounded hand-off between the fetcher and the pool: a count of jobs fetched but not
+//! yet started. The fetcher fetches only while it stays under [`Buffer::capacity`], which
+//! follows the concurrency limit: that is the backpressure. The jobs themselves travel on
+//! an unbounded channel; this count is what bounds it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Notify;
+
+/// Jobs fetched but not yet started.
+#[derive(Debug, Default)]
+pub(crate) struct Buffer {
+    len: AtomicUsize,
+    room: Notify,
+}
+
+impl Buffer {
+    /// Jobs held un-started.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Prefetch allowed for a concurrency `limit`: two jobs per slot, so a slot that frees
+    /// up finds its next job waiting while the next fetch is in flight.
+    pub fn capacity(limit: usize) -> usize {
+        (limit * 2).max(2)
+    }
+
+    /// The fetcher handed `n` jobs to the pool.
+    pub fn add(&self, n: usize) {
+        self.len.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// The pool started (or dropped) `n` jobs.
+    pub fn take(&self, n: usize) {
+        self.len.fetch_sub(n, Ordering::AcqRel);
+        self.room.notify_one();
+    }
+
+    /// Resolves after jobs leave the buffer.
+    pub async fn room(&self) {
+        self.room.notified().await
+    }
+}

@@ -1,0 +1,132 @@
+//! The consumer's configuration: one struct per component, each setting in one place.
+//! A value two components need (the lease length: the fetcher takes leases, the acker
+//! extends them; the dead-letter cap: the fetcher, the acker and the reclaimer bury jobs)
+//! lives here, at the top, and is passed down to them.
+//!
+//! Every default is written once, as a constant next to its field; the CLI shows and uses
+//! the same constants.
+
+use crate::consumer::acker::AckerConfig;
+use crate::consumer::fetcher::FetcherConfig;
+use crate::consumer::housekeeping::ReclaimerConfig;
+use crate::consumer::pool::PoolConfig;
+use crate::error::{Error, Result};
+use crate::limiter::{LimiterConfig, Rate};
+use crate::queue::keys::QueueKeys;
+use std::time::Duration;
+
+/// Everything a consumer needs to know; each part has documented ranges and defaults,
+/// checked by [`ConsumerConfig::validate`].
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// Queue name (default `default`).
+    pub queue: String,
+    /// Concurrency limit: jobs (or batch-handler calls) running at once, 1..=100000
+    /// (default 64). With an adaptive limiter, the starting limit (clamped into its
+    /// min..=max).
+    pub concurrency: usize,
+    /// Lease length (the visibility timeout): a job not settled by then is handed to
+    /// another consumer. The acker's heartbeat extends the leases this consumer holds
+    /// every third of it. At least 100 ms (default 30 s).
+    pub lease: Duration,
+    /// Dead-letter queue cap: the oldest entries beyond it are trimmed and counted. At
+    /// least 1 (default 10,000).
+    pub dead_letter_cap: u64,
+    /// Adaptive concurrency (AIMD); none keeps the limit fixed at `concurrency` (default none).
+    /// Pair it with `pool.job_timeout` (or a handler with its own timeout, as the HTTP
+    /// handler has): a job that never finishes gives the limiter no signal at all.
+    pub limiter: Option<LimiterConfig>,
+    /// Jobs/s cap with burst (GCRA), composed with the concurrency limit (default none).
+    pub rate: Option<Rate>,
+    /// How often to look for runtime settings (`weir limits set`); none: never
+    /// (default 1 s).
+    pub settings_poll: Option<Duration>,
+    /// Fetching.
+    pub fetcher: FetcherConfig,
+    /// Running jobs.
+    pub pool: PoolConfig,
+    /// Recording outcomes.
+    pub acker: AckerConfig,
+    /// Reclaiming expired leases.
+    pub reclaimer: ReclaimerConfig,
+    /// How long running jobs may take to finish at shutdown, any duration (default 30 s).
+    pub shutdown_timeout: Duration,
+    /// Stop by itself once nothing is ready, delayed or in flight (default false).
+    pub drain: bool,
+    /// Record metrics (default true; they reach Prometheus once `metrics::install` ran).
+    pub metrics: bool,
+}
+
+impl ConsumerConfig {
+    /// Default of [`ConsumerConfig::queue`].
+    pub const DEFAULT_QUEUE: &'static str = "default";
+    /// Default of [`ConsumerConfig::concurrency`].
+    pub const DEFAULT_CONCURRENCY: usize = 64;
+    /// Default of [`ConsumerConfig::lease`].
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+    /// Default of [`ConsumerConfig::dead_letter_cap`].
+    pub const DEFAULT_DEAD_LETTER_CAP: u64 = 10_000;
+    /// Default of [`ConsumerConfig::settings_poll`].
+    pub const DEFAULT_SETTINGS_POLL: Duration = Duration::from_secs(1);
+    /// Default of [`ConsumerConfig::shutdown_timeout`].
+    pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        Self {
+            queue: Self::DEFAULT_QUEUE.into(),
+            concurrency: Self::DEFAULT_CONCURRENCY,
+            lease: Self::DEFAULT_LEASE,
+            dead_letter_cap: Self::DEFAULT_DEAD_LETTER_CAP,
+            limiter: None,
+            rate: None,
+            settings_poll: Some(Self::DEFAULT_SETTINGS_POLL),
+            fetcher: FetcherConfig::default(),
+            pool: PoolConfig::default(),
+            acker: AckerConfig::default(),
+            reclaimer: ReclaimerConfig::default(),
+            shutdown_timeout: Self::DEFAULT_SHUTDOWN_TIMEOUT,
+            drain: false,
+            metrics: true,
+        }
+    }
+}
+
+impl ConsumerConfig {
+    /// Checks every value against its range, with a message that names it; each
+    /// component's settings are checked by their own `validate`.
+    pub fn validate(&self) -> Result<()> {
+        QueueKeys::new(&self.queue)?;
+        check(
+            (1..=100_000).contains(&self.concurrency),
+            "concurrency must be between 1 and 100000",
+        )?;
+        check(
+            self.lease >= Duration::from_millis(100),
+            "visibility timeout must be at least 100ms",
+        )?;
+        check(self.dead_letter_cap >= 1, "dead-letter cap must be at least 1")?;
+        self.fetcher.validate()?;
+        self.pool.validate()?;
+        self.acker.validate()?;
+        self.reclaimer.validate()?;
+        if let Some(l) = &self.limiter {
+            l.validate()?;
+        }
+        if let Some(r) = &self.rate {
+            r.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// `Ok` if `ok`, else a configuration error with `msg` (which names the setting and its
+/// range).
+pub(crate) fn check(ok: bool, msg: &str) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config(msg.to_owned()))
+    }
+}

@@ -1,0 +1,50 @@
+//! What code that embeds weir gets from a consumer: a [`Handle`] to watch and steer it
+//! while it runs, and a [`Report`] when it stops.
+
+use crate::consumer::acker::Tally;
+use crate::limiter::limit::Limit;
+use crate::limiter::{Limiter, RateGate};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// What a consumer did, returned when it stops.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Report {
+    /// Jobs acked.
+    pub acked: u64,
+    /// Jobs sent back for retry.
+    pub retried: u64,
+    /// Jobs dead-lettered.
+    pub dead: u64,
+    /// Outcomes refused because the lease had been lost.
+    pub lost_leases: u64,
+    /// Un-started jobs handed back at shutdown.
+    pub released: u64,
+}
+
+/// A running consumer's handles, for code that embeds weir.
+#[derive(Clone, Debug)]
+pub struct Handle {
+    /// The concurrency limit; [`Limit::set`] changes it live (with an adaptive limiter,
+    /// change its bounds through [`Limiter::reconfigure`] instead).
+    pub limit: Arc<Limit>,
+    /// The adaptive limiter, if configured.
+    pub limiter: Option<Arc<Limiter>>,
+    /// The jobs/s cap; [`RateGate::set`] changes it live.
+    pub rate: Arc<RateGate>,
+    /// Live totals.
+    pub tally: Arc<Tally>,
+}
+
+impl Report {
+    /// The totals `tally` holds now.
+    pub(crate) fn of(tally: &Tally) -> Self {
+        Report {
+            acked: tally.acked.load(Ordering::Relaxed),
+            retried: tally.retried.load(Ordering::Relaxed),
+            dead: tally.dead.load(Ordering::Relaxed),
+            lost_leases: tally.lost_leases.load(Ordering::Relaxed),
+            released: tally.released.load(Ordering::Relaxed),
+        }
+    }
+}

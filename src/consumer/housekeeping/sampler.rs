@@ -1,0 +1,52 @@
+//! The stats sampler: publishes queue depths (one stats call) and the local limit and
+//! in-flight count once a second, while a metrics recorder is installed.
+
+use crate::limiter::limit::Limit;
+use crate::metrics::QueueMetrics;
+use crate::queue::keys::QueueKeys;
+use crate::queue::scripts;
+use crate::redis::conn::HealingConnection;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often queue depths are sampled.
+const STATS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The sampler task.
+pub(crate) struct Sampler {
+    conn: HealingConnection,
+    keys: QueueKeys,
+    limit: Arc<Limit>,
+    metrics: QueueMetrics,
+}
+
+impl Sampler {
+    pub fn new(conn: HealingConnection, keys: QueueKeys, limit: Arc<Limit>, metrics: QueueMetrics) -> Self {
+        Self {
+            conn,
+            keys,
+            limit,
+            metrics,
+        }
+    }
+
+    /// Samples until `shutdown`; returns at once if no recorder is installed. A failed
+    /// stats call skips one sample (the next one comes a second later anyway).
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        if !crate::metrics::is_installed() {
+            return;
+        }
+        loop {
+            self.metrics.limit.set(self.limit.get() as f64);
+            self.metrics.in_flight.set(self.limit.in_flight() as f64);
+            if let Ok(s) = scripts::stats(&mut self.conn, &self.keys).await {
+                s.record(&self.metrics);
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(STATS_INTERVAL) => {}
+            }
+        }
+    }
+}

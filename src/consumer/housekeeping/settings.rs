@@ -1,0 +1,122 @@
+//! The settings watch: polls the queue's runtime settings ([`Settings`], stored by
+//! `weir limits set`) and applies changes to a running consumer's limiter and rate gate,
+//! on top of the configuration the consumer was started with.
+
+use crate::consumer::settings::Settings;
+use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
+use crate::queue::keys::QueueKeys;
+use crate::redis::conn::HealingConnection;
+use crate::redis::retry::{Backoff, Streak};
+use redis::AsyncCommands;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The settings watch task.
+pub(crate) struct SettingsWatch {
+    every: Duration,
+    conn: HealingConnection,
+    /// The settings hash.
+    key: String,
+    /// The adaptive limiter and the configuration it started with.
+    limiter: Option<(Arc<Limiter>, LimiterConfig)>,
+    /// The rate gate and the rate it started with.
+    rate: (Arc<RateGate>, Option<Rate>),
+}
+
+impl SettingsWatch {
+    /// Watches the settings of the queue `keys` every `every`.
+    pub fn new(
+        every: Duration,
+        conn: HealingConnection,
+        keys: &QueueKeys,
+        limiter: Option<(Arc<Limiter>, LimiterConfig)>,
+        rate: (Arc<RateGate>, Option<Rate>),
+    ) -> Self {
+        Self {
+            every,
+            conn,
+            key: keys.settings(),
+            limiter,
+            rate,
+        }
+    }
+
+    /// Polls until `shutdown`. A failed read is tried again at the next poll, and a
+    /// setting that does not parse is reported once; either way the settings in force
+    /// stay.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let every = self.every;
+        let mut errors = Streak::new(
+            "runtime settings",
+            Backoff {
+                first: every,
+                max: every,
+            },
+        );
+        let mut seen = Settings::default();
+        let mut unparsed = false;
+        let mut wait = every;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            let hash: HashMap<String, String> = match self.conn.hgetall(&self.key).await {
+                Ok(h) => {
+                    errors.succeeded();
+                    wait = every;
+                    h
+                }
+                Err(e) => {
+                    wait = errors.failed(&e);
+                    continue;
+                }
+            };
+            match Settings::from_hash(&hash) {
+                Ok(s) => {
+                    unparsed = false;
+                    if s != seen {
+                        self.apply(&s, &seen);
+                        seen = s;
+                    }
+                }
+                Err(e) if !unparsed => {
+                    unparsed = true;
+                    tracing::warn!(error = %e, "cannot read runtime settings; keeping the current ones");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn apply(&self, s: &Settings, before: &Settings) {
+        if let Some((limiter, base)) = &self.limiter {
+            let mut next = s.limiter(base);
+            next.window = limiter.config().window;
+            match limiter.reconfigure(next.clone()) {
+                Ok(()) => tracing::info!(
+                    min = next.aimd.min,
+                    max = next.aimd.max,
+                    target_p95 = %next.aimd.target,
+                    error_threshold = next.aimd.error_threshold,
+                    "runtime limiter settings applied"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "runtime limiter settings refused; keeping the current ones")
+                }
+            }
+        } else if s.min.is_some() || s.max.is_some() || s.target_p95.is_some() {
+            tracing::warn!("runtime concurrency settings ignored: this consumer has a fixed limit");
+        }
+        if s.rate != before.rate {
+            let (gate, base) = &self.rate;
+            let rate = s.rate(*base);
+            match gate.set(rate) {
+                Ok(()) => tracing::info!(rate = ?rate.map(|r| r.to_string()), "runtime rate applied"),
+                Err(e) => tracing::warn!(error = %e, "runtime rate refused; keeping the current one"),
+            }
+        }
+    }
+}
