@@ -207,7 +207,7 @@ const REPLACE_AFTER_TIMEOUTS: u32 = 3;
 /// `ConnectionManager` reconnects when its connection breaks (reset, end of stream), but a
 /// connection that goes silent, such as a network path that died without a reset or a hung
 /// proxy in front of Redis, only makes every call time out, for as long as TCP keeps it
-/// open: hours. After [`REPLACE_AFTER_TIMEOUTS`] timeouts in a row, one background task
+/// open: hours. After `REPLACE_AFTER_TIMEOUTS` timeouts in a row, one background task
 /// opens a new connection and every clone moves onto it; until then calls fail and their
 /// callers retry, as for any Redis error.
 #[derive(Clone)]
