@@ -7,6 +7,7 @@ fmt:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 
 test:
 	bash scripts/test.sh
@@ -14,6 +15,7 @@ test:
 bench:
 	cargo bench --bench envelope
 	cargo bench --bench scripts
+	cargo bench --bench limiter
 
 demo:
 	bash scripts/quickstart.sh

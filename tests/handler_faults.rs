@@ -3,17 +3,15 @@
 //! attempts are spent); a slow handler that outlives its lease keeps it through the
 //! heartbeat, so it runs once, not twice, even with another consumer reclaiming.
 
+mod common;
 mod faults;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use common::Seen;
 use std::time::Duration;
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Job, NewJob, Producer, Redis, Registry,
-    Report, RetryPolicy, handler_fn,
+    Report, RetryPolicy,
 };
-
-type Runs = Arc<Mutex<HashMap<String, Vec<u32>>>>;
 
 fn config(queue: &str) -> ConsumerConfig {
     let mut c = ConsumerConfig {
@@ -43,20 +41,8 @@ async fn enqueue(url: &str, queue: &str, n: usize, max_attempts: u32) {
     p.enqueue_bulk(jobs).await.unwrap();
 }
 
-/// Runs a draining consumer whose handler records (id, attempt) and then does `behave`.
-async fn drain<F, Fut>(url: &str, config: ConsumerConfig, runs: Runs, behave: F) -> Report
-where
-    F: Fn(Job) -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = weir::JobResult> + Send + 'static,
-{
-    let registry = Registry::new().fallback(handler_fn(move |job: Job| {
-        runs.lock()
-            .unwrap()
-            .entry(job.id.clone())
-            .or_default()
-            .push(job.attempt);
-        behave(job)
-    }));
+/// Runs a draining consumer with `registry` until the queue is empty.
+async fn drain(url: &str, config: ConsumerConfig, registry: Registry) -> Report {
     let consumer = Consumer::new(config, Redis::open(url).unwrap(), registry).unwrap();
     tokio::time::timeout(Duration::from_secs(60), consumer.run(CancellationToken::new()))
         .await
@@ -69,18 +55,22 @@ async fn panics_are_retried_and_spent_attempts_dead_lettered() {
     let redis = EmbeddedRedis::start().unwrap();
     let url = redis.url();
     enqueue(&url, "panics", 200, 3).await;
-    let runs: Runs = Arc::default();
-    let report = drain(&url, config("panics"), runs.clone(), |job: Job| async move {
-        let n: u64 = job.payload().unwrap();
-        match (n % 4, job.attempt) {
-            (0, _) => panic!("always panics"),            // dead after 3 attempts
-            (1, 0) => std::panic::panic_any(42u8),        // non-string panic, then fine
-            (2, 0) => panic!("first attempt panics {n}"), // then fine
-            _ => Ok(()),
-        }
-    })
+    let seen = Seen::default();
+    let report = drain(
+        &url,
+        config("panics"),
+        seen.recording("k", |job: Job| async move {
+            let n: u64 = job.payload().unwrap();
+            match (n % 4, job.attempt) {
+                (0, _) => panic!("always panics"),            // dead after 3 attempts
+                (1, 0) => std::panic::panic_any(42u8),        // non-string panic, then fine
+                (2, 0) => panic!("first attempt panics {n}"), // then fine
+                _ => Ok(()),
+            }
+        }),
+    )
     .await;
-    let runs = runs.lock().unwrap().clone();
+    let runs = seen.all();
     assert_eq!(runs.len(), 200);
     for (id, attempts) in runs.iter() {
         let n: usize = id.rsplit('-').next().unwrap().parse().unwrap();
@@ -110,16 +100,20 @@ async fn hung_handlers_are_abandoned_at_the_job_timeout_and_retried() {
     enqueue(&url, "hangs", 40, 2).await;
     let mut c = config("hangs");
     c.pool.job_timeout = Some(Duration::from_millis(200));
-    let runs: Runs = Arc::default();
-    let report = drain(&url, c, runs.clone(), |job: Job| async move {
-        let n: u64 = job.payload().unwrap();
-        if n.is_multiple_of(2) || job.attempt == 0 {
-            std::future::pending::<()>().await; // hangs for ever
-        }
-        Ok(())
-    })
+    let seen = Seen::default();
+    let report = drain(
+        &url,
+        c,
+        seen.recording("k", |job: Job| async move {
+            let n: u64 = job.payload().unwrap();
+            if n.is_multiple_of(2) || job.attempt == 0 {
+                std::future::pending::<()>().await; // hangs for ever
+            }
+            Ok(())
+        }),
+    )
     .await;
-    let runs = runs.lock().unwrap().clone();
+    let runs = seen.all();
     assert!(runs.values().all(|a| a == &[0, 1]), "{runs:?}");
     assert_eq!((report.acked, report.dead), (20, 20), "{report:?}");
     let dead = faults::queue(&url, "hangs")
@@ -139,7 +133,7 @@ async fn slow_handlers_keep_their_lease_and_run_once() {
     let redis = EmbeddedRedis::start().unwrap();
     let url = redis.url();
     enqueue(&url, "slow", 24, 5).await;
-    let runs: Runs = Arc::default();
+    let seen = Seen::default();
     // Two consumers: a lease that lapsed would be reclaimed and run by the other.
     let mut c = config("slow");
     c.concurrency = 12;
@@ -149,10 +143,10 @@ async fn slow_handlers_keep_their_lease_and_run_once() {
         Ok(())
     };
     let (a, b) = tokio::join!(
-        drain(&url, c.clone(), runs.clone(), slow),
-        drain(&url, c, runs.clone(), slow)
+        drain(&url, c.clone(), seen.recording("k", slow)),
+        drain(&url, c, seen.recording("k", slow))
     );
-    let runs = runs.lock().unwrap().clone();
+    let runs = seen.all();
     assert_eq!(runs.len(), 24);
     assert!(runs.values().all(|a| a == &[0]), "a job ran twice: {runs:?}");
     assert_eq!(

@@ -2,6 +2,7 @@
 //! told to answer 2xx, slow down, 429 with Retry-After, 503, 500, 400 or hang: what each
 //! answer does to the job, keep-alive, batches, and a consumer draining a real queue.
 
+mod common;
 #[path = "http/server.rs"]
 mod server;
 
@@ -87,11 +88,7 @@ async fn each_answer_maps_to_an_outcome() {
 
 #[tokio::test]
 async fn connection_refused_is_retryable() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let h = HttpHandler::new(HttpConfig::new(format!("http://127.0.0.1:{port}/"))).unwrap();
     let e = Handler::call(&h, job("a", "ok", 0)).await.unwrap_err();
     assert!(

@@ -2,6 +2,9 @@
 //! backs off from a handler that pushes back, runtime settings reach a running consumer,
 //! the rate cap holds, and `weir limits` reads and writes the settings.
 
+mod common;
+
+use common::wait_until;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -35,14 +38,8 @@ fn adaptive(max: usize) -> LimiterConfig {
     }
 }
 
-/// Polls `f` every 20 ms for up to 10 s (a liveness bound, not a speed figure).
-async fn eventually(what: &str, f: impl Fn() -> bool) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < until, "never happened: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+/// A liveness bound for settings to reach a running consumer, not a speed figure.
+const APPLIED: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adaptive_limit_backs_off_from_a_handler_that_pushes_back() {
@@ -107,14 +104,17 @@ async fn runtime_settings_reach_a_running_consumer() {
         ..Settings::default()
     };
     set.store(&mut conn, "tuned").await.unwrap();
-    eventually("max 5 applied", || h.limit.get() == 5).await;
-    eventually("rate applied", || h.rate.rate().is_some()).await;
+    wait_until("max 5 applied", APPLIED, || async { h.limit.get() == 5 }).await;
+    wait_until("rate applied", APPLIED, || async { h.rate.rate().is_some() }).await;
     let limiter = h.limiter.clone().unwrap();
     assert_eq!(limiter.config().aimd.target, Target::Relative(3.0));
 
     Settings::clear(&mut conn, "tuned").await.unwrap();
-    eventually("rate lifted", || h.rate.rate().is_none()).await;
-    eventually("max back to 100", || limiter.config().aimd.max == 100).await;
+    wait_until("rate lifted", APPLIED, || async { h.rate.rate().is_none() }).await;
+    wait_until("max back to 100", APPLIED, || async {
+        limiter.config().aimd.max == 100
+    })
+    .await;
 
     // A contradictory setting is refused and the current ones stay.
     Settings {

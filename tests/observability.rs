@@ -8,24 +8,18 @@
 //! installs it). Everything listens on loopback and stops by itself.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, JobError, NewJob, Producer, Redis, Registry,
     handler_fn,
 };
 
-const QUEUE: &str = "observability";
+mod common;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+const QUEUE: &str = "observability";
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -96,7 +90,7 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let port = free_port();
+        let port = common::free_port();
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
@@ -227,25 +221,20 @@ fn alert_rules_check_and_pass_their_unit_tests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_metrics_pass_promtool_and_every_dashboard_query_returns_data() {
     let redis = EmbeddedRedis::start().unwrap();
-    let metrics_port = free_port();
+    let metrics_port = common::free_port();
     weir::metrics::install(([127, 0, 0, 1], metrics_port).into()).unwrap();
     let stop = CancellationToken::new();
     let load = tokio::spawn(load(redis.url(), stop.clone()));
     let prometheus = Prometheus::start(metrics_port);
 
     // Wait until Prometheus has several scrapes of a consumer under load.
-    let started = Instant::now();
-    while prometheus
-        .series(&format!("weir_jobs_acked_total{{queue=\"{QUEUE}\"}} > 0"))
-        .unwrap_or(0)
-        == 0
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "Prometheus never saw weir_jobs_acked_total"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let acked = format!("weir_jobs_acked_total{{queue=\"{QUEUE}\"}} > 0");
+    common::wait_until(
+        "Prometheus to see weir_jobs_acked_total",
+        Duration::from_secs(60),
+        || async { prometheus.series(&acked).unwrap_or(0) > 0 },
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(6)).await;
 
     let (status, body) = http_get(metrics_port, "/metrics").unwrap();

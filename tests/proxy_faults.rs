@@ -2,6 +2,7 @@
 //! dropped, the link stalled past the response timeout, a reply cut in half. Under a
 //! stream of such faults a consumer keeps going, no job is lost, and nothing panics.
 
+mod common;
 mod faults;
 
 use faults::proxy::Proxy;
@@ -73,7 +74,7 @@ async fn dropped_stalled_and_cut_connections_lose_no_job() {
             }
             2 => {
                 proxy.cut_next_reply();
-                faults::wait_until(Duration::from_secs(3), || async { proxy.cut_done() }).await;
+                common::try_wait_until(Duration::from_secs(3), || async { proxy.cut_done() }).await;
             }
             _ => {
                 proxy.stall(true);
@@ -200,10 +201,13 @@ async fn enqueue_rides_out_dropped_connections_and_cut_replies() {
     };
     // Chunks of 1,000 lines, four in flight: what is sent depends on what was fed.
     feed(0, 4000);
-    assert!(faults::wait_until(Duration::from_secs(30), stored(1000)).await);
+    common::wait_until("the first chunk stored", Duration::from_secs(30), stored(1000)).await;
     proxy.cut_next_reply();
     feed(4000, 8000);
-    assert!(faults::wait_until(Duration::from_secs(30), || async { proxy.cut_done() }).await);
+    common::wait_until("a reply cut", Duration::from_secs(30), || async {
+        proxy.cut_done()
+    })
+    .await;
     proxy.stall(true);
     feed(8000, 10_000);
     tokio::time::sleep(Duration::from_millis(300)).await;

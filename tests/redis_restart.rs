@@ -4,6 +4,7 @@
 //! themselves, acks are retried, the scripts are loaded again (NOSCRIPT), no job the
 //! server persisted is lost, and each outage is logged a few times, not in a loop.
 
+mod common;
 mod faults;
 
 use faults::{Proc, printed_ids};
@@ -98,7 +99,7 @@ async fn consumers_and_producers_ride_out_redis_restarts() {
     outages += 1;
 
     let queue = faults::queue(&url, QUEUE).await;
-    let done = faults::wait_until(Duration::from_secs(60), || async {
+    let done = common::try_wait_until(Duration::from_secs(60), || async {
         let s = queue.stats().await.unwrap();
         s.pending() == 0 && ran(dir.path()).len() >= ids.len()
     })
@@ -216,7 +217,7 @@ async fn scripts_are_loaded_again_after_the_cache_is_flushed() {
             .await
             .unwrap();
     }
-    let all = faults::wait_until(Duration::from_secs(30), || async {
+    let all = common::try_wait_until(Duration::from_secs(30), || async {
         done.load(Ordering::Relaxed) >= 1500
     })
     .await;

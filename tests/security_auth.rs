@@ -2,11 +2,12 @@
 //! of docs/security.md, on `weir:*` keys and channels only), and secrets kept out of
 //! errors, logs and metrics. The metrics endpoint listens on loopback by default.
 
+mod common;
 mod faults;
 
 use faults::run_weir;
 use redis::AsyncCommands;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::Duration;
 use weir::{EmbeddedRedis, Redis};
 
@@ -19,14 +20,6 @@ pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +evalsha +script|load
     +exists +set +del +llen +lindex +lpop +rpush +lpush +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +zadd +zrem +zcard +zscore +zmscore +zrange +zrangebyscore +zrevrange +zpopmin \
     +publish";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn http_get(port: u16) -> String {
     use std::io::{Read, Write};
@@ -56,7 +49,7 @@ async fn password_auth_works_and_the_password_never_shows() {
     assert_eq!(code, 0, "{err}");
 
     // A consumer with metrics on: its logs (at debug) and its /metrics hold no password.
-    let port = free_port();
+    let port = common::free_port();
     let addr = format!("127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
     let mut work = faults::Proc::weir(
@@ -75,7 +68,10 @@ async fn password_auth_works_and_the_password_never_shows() {
         &dir.path().join("err"),
     );
     let q = weir::Queue::new(Redis::open(&good).unwrap().connect().await.unwrap(), "auth").unwrap();
-    assert!(faults::wait_until(T, || async { q.stats().await.unwrap().pending() == 0 }).await);
+    common::wait_until("the queue drained", T, || async {
+        q.stats().await.unwrap().pending() == 0
+    })
+    .await;
     let metrics = http_get(port);
     assert!(metrics.contains("weir_"), "{metrics}");
     work.sigterm();

@@ -3,6 +3,7 @@
 //! certificate). `rediss://` with `--tls-ca` works; without the CA the server is not
 //! trusted; with `tls-auth-clients yes` a client certificate is required and accepted.
 
+mod common;
 mod faults;
 
 use faults::run_weir;
@@ -10,7 +11,6 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
     KeyPair,
 };
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -74,11 +74,7 @@ struct TlsRedis {
 
 impl TlsRedis {
     fn start(pki: &Pki, auth_clients: &str) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = common::free_port();
         let p = |n: &str| pki.path(n).to_string_lossy().into_owned();
         let child = Command::new("redis-server")
             .args([

@@ -1,5 +1,5 @@
 //! The `weir` binary against the test redis-server: enqueue, work, stats, dlq, pause and
-//! resume, and the one-line errors.
+//! resume, and the one-line errors (bad arguments, bad input lines, unreachable Redis).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -14,7 +14,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 /// Runs `weir args...` with `stdin`, Redis from `REDIS_URL` (or `--redis-url` in `args`).
-pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: &str) -> Output {
+pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(args)
         .env("REDIS_URL", &ctx.url)
@@ -25,7 +25,7 @@ pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("weir runs");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_ref()).unwrap();
     child.wait_with_output().unwrap()
 }
 

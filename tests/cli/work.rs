@@ -1,4 +1,5 @@
-//! `weir work`: drain mode and signals.
+//! `weir work`: drain mode and a second signal. (SIGTERM under load, with every slot
+//! busy and the buffer full: tests/consumer/shutdown.rs.)
 
 use crate::common::*;
 use crate::{cli, no_panic, text};
@@ -35,53 +36,6 @@ async fn work_drain_processes_everything_and_exits() {
         "",
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-}
-
-/// SIGTERM: running jobs finish and are acked, buffered ones go back to ready, exit 0.
-#[tokio::test]
-async fn work_shuts_down_gracefully_on_sigterm() {
-    let ctx = Ctx::new("cli-term").await;
-    ctx.producer()
-        .enqueue_bulk((0..40).map(|i| weir::NewJob::new("k", &i).unwrap()))
-        .await
-        .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args([
-            "work",
-            "-q",
-            &ctx.queue,
-            "--handler",
-            "sleep:300ms",
-            "--concurrency",
-            "2",
-        ])
-        .env("REDIS_URL", &ctx.url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("jobs leased", std::time::Duration::from_secs(15), || async {
-        ctx.stats().await.in_flight > 2
-    })
-    .await;
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let o = child.wait_with_output().unwrap();
-    no_panic(&o);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
-    let s = ctx.stats().await;
-    assert_eq!(s.in_flight, 0, "nothing left leased");
-    let acked = s.counters.get("acked").copied().unwrap_or(0);
-    assert_eq!(acked + s.ready_total(), 40, "none lost");
-    assert!(out.contains(&format!("{acked} acked")), "{out}");
-    assert!(
-        !out.contains(" 0 released"),
-        "buffered jobs were handed back: {out}"
-    );
 }
 
 /// A second signal exits at once (130); the leases come back by expiry, nothing is lost.

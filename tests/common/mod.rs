@@ -1,13 +1,20 @@
 //! Shared test support: a private redis-server per test binary, a queue name per test,
-//! and a snapshot of every key of a queue for "state before → call → state after" checks.
+//! a snapshot of every key of a queue for "state before → call → state after" checks,
+//! handlers that record what they saw ([`Seen`]), and the one way to wait for something
+//! ([`wait_until`]) or pick a port ([`free_port`]).
 //!
 //! The server lives while any test holds a [`Ctx`]; when the last one drops it, the server
 //! is killed (a later test starts a new one). Nothing here ever runs FLUSHALL: tests share
 //! a server and keep apart by queue name.
 #![allow(dead_code)]
 
+mod seen;
+#[allow(unused_imports)] // not every test binary runs a consumer
+pub use seen::Seen;
+
 use redis::aio::ConnectionManager;
 use std::collections::BTreeMap;
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -120,7 +127,18 @@ pub async fn redis_now_ms(conn: &mut ConnectionManager) -> u64 {
 }
 
 /// Polls `check` every 20 ms until it holds, up to `limit`; panics with `what` otherwise.
-pub async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F)
+pub async fn wait_until<F, Fut>(what: &str, limit: Duration, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let held = try_wait_until(limit, check).await;
+    assert!(held, "timed out after {limit:?} waiting for: {what}");
+}
+
+/// [`wait_until`] for callers that report a timeout themselves (with what they found) or
+/// can go on without: true if `check` held within `limit`.
+pub async fn try_wait_until<F, Fut>(limit: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -128,14 +146,20 @@ where
     let start = Instant::now();
     loop {
         if check().await {
-            return;
+            return true;
         }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for: {what}"
-        );
+        if start.elapsed() >= limit {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A loopback port the OS just handed out and that nothing listens on now. Another
+/// process could take it before the caller does; tests accept that small chance.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("binds a loopback port");
+    listener.local_addr().expect("has an address").port()
 }
 
 /// An envelope exactly as `envelope.rs` writes it (fixed `enqueued_at`, payload `{"n":1}`).

@@ -1,20 +1,27 @@
-//! Consumers that die without settling, and consumers that shut down gracefully.
+//! Consumers that die without settling: leases abandoned, a runtime torn down, a `run`
+//! task aborted, and `weir work` processes killed with SIGKILL at random moments. Their
+//! jobs come back once the leases expire, and no job is lost.
 
 use crate::common::*;
+use crate::faults::{Proc, printed_ids};
 use crate::support::*;
+use rand::Rng;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weir::scripts;
-use weir::{Consumer, JobError, Registry, handler_fn};
+use weir::{Consumer, Registry, handler_fn};
 
-fn recording(seen: &Seen) -> Registry {
-    let seen = seen.clone();
+/// A registry whose handler counts the jobs it starts in `started` and never finishes them.
+fn stuck(started: &Arc<AtomicUsize>) -> Registry {
+    let s = started.clone();
     Registry::new().on(
         "k",
-        handler_fn(move |job| {
-            seen.record(&job);
-            async { Ok::<(), JobError>(()) }
+        handler_fn(move |_| {
+            s.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<weir::JobResult>()
         }),
     )
 }
@@ -28,7 +35,7 @@ async fn jobs_fetched_and_never_settled_come_back_after_the_visibility_timeout()
     let gone = scripts::fetch(&mut ctx.c(), &ctx.keys, 6, 300).await.unwrap();
     assert_eq!(gone.jobs.len(), 6);
     let seen = Seen::default();
-    let c = start(&ctx, config(&ctx), recording(&seen));
+    let c = start(&ctx, config(&ctx), seen.acking("k"));
     wait_stats(&ctx, "all 10 acked", |s| s.counters.get("acked") == Some(&10)).await;
     let report = c.stop().await;
     assert_eq!(report.acked, 10);
@@ -52,18 +59,10 @@ async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     ctx.producer().enqueue_bulk(jobs("k", "j", 20)).await.unwrap();
 
     let started = Arc::new(AtomicUsize::new(0));
-    let s = started.clone();
-    let stuck = Registry::new().on(
-        "k",
-        handler_fn(move |_| {
-            s.fetch_add(1, Ordering::SeqCst);
-            std::future::pending::<weir::JobResult>()
-        }),
-    );
     let mut cfg = config(&ctx);
     cfg.concurrency = 4;
     cfg.lease = Duration::from_millis(500);
-    let doomed = Consumer::new(cfg, ctx.redis.clone(), stuck).unwrap();
+    let doomed = Consumer::new(cfg, ctx.redis.clone(), stuck(&started)).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -79,7 +78,7 @@ async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     rt.shutdown_background();
 
     let seen = Seen::default();
-    let c = start(&ctx, config(&ctx), recording(&seen));
+    let c = start(&ctx, config(&ctx), seen.acking("k"));
     wait_stats(&ctx, "all 20 acked", |s| s.counters.get("acked") == Some(&20)).await;
     assert_eq!(c.stop().await.acked, 20);
     assert_eq!(seen.ids(), 20);
@@ -94,64 +93,6 @@ async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     assert_empty(&ctx, 0).await;
 }
 
-/// Shutdown while slow jobs run and more are buffered: running jobs finish and are acked,
-/// un-started ones go back to the front of ready at once; nothing stays leased.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_shutdown_leaves_no_job_leased() {
-    let ctx = Ctx::new("graceful").await;
-    ctx.producer().enqueue_bulk(jobs("k", "j", 30)).await.unwrap();
-    let started = Seen::default();
-    let finished = Arc::new(AtomicUsize::new(0));
-    let (s, f) = (started.clone(), finished.clone());
-    let slow = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            s.record(&job);
-            let f = f.clone();
-            async move {
-                tokio::time::sleep(Duration::from_millis(700)).await;
-                f.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }
-        }),
-    );
-    let mut cfg = config(&ctx);
-    cfg.concurrency = 3;
-    cfg.fetcher.batch = 10;
-    let c = start(&ctx, cfg, slow);
-    wait_until("three jobs running", SOON, || async { started.ids() == 3 }).await;
-    let buffered = ctx.stats().await.in_flight;
-    assert!(
-        buffered > 3,
-        "jobs beyond the running ones are leased and buffered: {buffered}"
-    );
-
-    let report = c.stop().await;
-    let ran = started.ids();
-    assert_eq!(finished.load(Ordering::SeqCst), ran, "every started job finished");
-    assert_eq!(report.acked, ran as u64, "and was acked");
-    assert_eq!(report.lost_leases, 0);
-    assert!(report.released >= 1, "{report:?}");
-    let s = ctx.stats().await;
-    assert_eq!(s.in_flight, 0, "no job left leased");
-    assert_eq!(s.ready_total() + report.acked, 30, "none lost");
-
-    // the released jobs are at the front, untouched, and a new consumer takes them first
-    let snap = ctx.snapshot().await;
-    assert!(snap.jobs.values().all(|e| e.starts_with(r#"{"attempt":0,"#)));
-    let head: Vec<&String> = snap.ready[1].iter().take(report.released as usize).collect();
-    let mut expected: Vec<String> = (0..30)
-        .map(|i| format!("j{i}"))
-        .filter(|id| started.attempts(id).is_empty())
-        .collect();
-    expected.truncate(report.released as usize);
-    assert_eq!(
-        head,
-        expected.iter().collect::<Vec<_>>(),
-        "released in fetch order, ahead of the backlog"
-    );
-}
-
 /// Aborting the task that runs a consumer (or dropping its `run` future) stops it: its
 /// leases are no longer extended, so its jobs come back and another consumer does them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,18 +100,10 @@ async fn an_aborted_consumer_stops_and_its_jobs_come_back() {
     let ctx = Ctx::new("abort").await;
     ctx.producer().enqueue_bulk(jobs("k", "j", 10)).await.unwrap();
     let started = Arc::new(AtomicUsize::new(0));
-    let s = started.clone();
-    let stuck = Registry::new().on(
-        "k",
-        handler_fn(move |_| {
-            s.fetch_add(1, Ordering::SeqCst);
-            std::future::pending::<weir::JobResult>()
-        }),
-    );
     let mut cfg = config(&ctx);
     cfg.concurrency = 2;
     cfg.lease = Duration::from_millis(500);
-    let doomed = start(&ctx, cfg, stuck);
+    let doomed = start(&ctx, cfg, stuck(&started));
     wait_until("the doomed consumer to start jobs", SOON, || async {
         started.load(Ordering::SeqCst) == 2
     })
@@ -179,7 +112,7 @@ async fn an_aborted_consumer_stops_and_its_jobs_come_back() {
     assert!(doomed.task.await.unwrap_err().is_cancelled());
 
     let seen = Seen::default();
-    let c = start(&ctx, config(&ctx), recording(&seen));
+    let c = start(&ctx, config(&ctx), seen.acking("k"));
     wait_stats(&ctx, "all 10 acked", |s| s.counters.get("acked") == Some(&10)).await;
     c.stop().await;
     assert_eq!(seen.ids(), 10);
@@ -189,4 +122,126 @@ async fn an_aborted_consumer_stops_and_its_jobs_come_back() {
         "the aborted consumer started nothing more"
     );
     assert_empty(&ctx, 0).await;
+}
+
+/// `weir work` processes are killed with SIGKILL at random moments (at start-up, while
+/// fetching, with a full buffer, mid-ack-flush), again and again, and restarted; a last
+/// consumer drains the queue. Every job runs at least once, and a job runs twice only if
+/// a killed process held its lease when it died.
+///
+/// The trace of what ran is the `print` handler's output: one JSON line per job, written
+/// before the job is acked. `WEIR_CRASH_KILLS=100` runs a longer version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_at_random_moments_loses_no_job() {
+    let kills: usize = std::env::var("WEIR_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15);
+    // Enough work that the queue outlasts the kills (about 1,300 jobs run per kill).
+    let n = (kills * 1_400).max(20_000);
+    let ctx = Ctx::private("crashes").await;
+    ctx.producer()
+        .enqueue_bulk(jobs("crash", "job-", n))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = rand::rng();
+    let mut leased_by_killed: HashSet<String> = HashSet::new();
+    let (mut killed, mut run) = (0, 0);
+    let started = Instant::now();
+
+    while killed < kills && started.elapsed() < Duration::from_secs(90) {
+        // Alternate a fast handler (acks flushed constantly) and a slow one (the buffer
+        // stays full); kill at a random moment, sometimes before the consumer is up.
+        let handler = if run % 2 == 0 { "print:1ms" } else { "print:10ms" };
+        let mut p = spawn_worker(&ctx, handler, dir.path(), run, false);
+        run += 1;
+        let wait = if run % 5 == 0 {
+            rng.random_range(0..30)
+        } else {
+            rng.random_range(50..600)
+        };
+        std::thread::sleep(Duration::from_millis(wait));
+        p.kill9();
+        killed += 1;
+        // One consumer at a time: what is leased now was leased by the process just killed
+        // (or an earlier one, whose leases have not expired yet).
+        let leased: Vec<String> = ctx.cmd(&["ZRANGE", ctx.keys.lease(), "0", "-1"]).await;
+        leased_by_killed.extend(leased);
+        let stats = ctx.stats().await;
+        if stats.ready_total() + stats.delayed == 0 {
+            break;
+        }
+    }
+
+    // The survivor drains the queue, reclaiming the killed consumers' leases as they expire.
+    let mut last = spawn_worker(&ctx, "print", dir.path(), run, true);
+    let status = last
+        .wait_timeout(Duration::from_secs(90))
+        .expect("the last consumer drains the queue");
+    let log = std::fs::read_to_string(dir.path().join(format!("err-{run}"))).unwrap_or_default();
+    assert!(status.success(), "{status:?}: {log}");
+
+    let mut runs: HashMap<String, usize> = HashMap::new();
+    for r in 0..=run {
+        for (id, times) in printed_ids(&dir.path().join(format!("out-{r}"))) {
+            *runs.entry(id).or_insert(0) += times;
+        }
+    }
+    let missing: Vec<_> = (0..n)
+        .map(|i| format!("job-{i}"))
+        .filter(|id| !runs.contains_key(id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} jobs never ran, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let dups: Vec<&String> = runs.iter().filter(|(_, t)| **t > 1).map(|(id, _)| id).collect();
+    let unexplained: Vec<_> = dups
+        .iter()
+        .filter(|id| !leased_by_killed.contains(**id))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "ran twice without a killed lease holder: {unexplained:?}"
+    );
+    let stats = ctx.stats().await;
+    assert_eq!((stats.pending(), stats.dead), (0, 0), "{stats:?}");
+    assert_eq!(stats.counters.get("acked").copied(), Some(n as u64), "{stats:?}");
+    println!(
+        "kills survived: {killed}; jobs: {n}; lost: {}; duplicates: {} (all among the {} jobs leased by killed processes)",
+        missing.len(),
+        dups.len(),
+        leased_by_killed.len()
+    );
+}
+
+/// `weir work` on the test's queue (short leases), output to `out-{run}` and `err-{run}`.
+fn spawn_worker(ctx: &Ctx, handler: &str, dir: &Path, run: usize, drain: bool) -> Proc {
+    let mut args = vec![
+        "work",
+        "--redis-url",
+        &ctx.url,
+        "-q",
+        &ctx.queue,
+        "--no-metrics",
+        "--visibility-timeout",
+        "2s",
+        "--concurrency",
+        "8",
+        "--batch",
+        "100",
+        "--handler",
+        handler,
+    ];
+    if drain {
+        args.push("--drain");
+    }
+    Proc::weir(
+        &args,
+        &dir.join(format!("out-{run}")),
+        &dir.join(format!("err-{run}")),
+    )
 }

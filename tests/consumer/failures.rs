@@ -26,16 +26,10 @@ async fn failing_job_is_retried_with_backoff_then_dead_lettered_with_its_last_er
         .unwrap();
     ctx.producer().enqueue_bulk(jobs("ok", "g", 5)).await.unwrap();
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new()
-        .on(
-            "k",
-            handler_fn(move |job| {
-                s.record(&job);
-                let n = job.attempt;
-                async move { Err(JobError::retry(format!("boom on attempt {n}"))) }
-            }),
-        )
+    let registry = seen
+        .recording("k", |job| async move {
+            Err(JobError::retry(format!("boom on attempt {}", job.attempt)))
+        })
         .on("ok", handler_fn(|_| async { Ok(()) }));
     let c = start(&ctx, config(&ctx), registry);
     wait_stats(&ctx, "the failing job dead", |s| s.dead == 1 && s.pending() == 0).await;
@@ -61,20 +55,7 @@ async fn panicking_handler_is_retried_and_the_worker_survives() {
     let ctx = Ctx::new("panic").await;
     ctx.producer().enqueue_bulk(jobs("k", "p", 20)).await.unwrap();
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            s.record(&job);
-            let first = job.attempt == 0;
-            async move {
-                if first {
-                    panic!("handler blew up");
-                }
-                Ok(())
-            }
-        }),
-    );
+    let registry = seen.failing_first("k", || async { panic!("handler blew up") });
     let mut cfg = config(&ctx);
     cfg.concurrency = 1;
     let c = start(&ctx, cfg, registry);
@@ -126,15 +107,8 @@ async fn fatal_error_and_unknown_kind_go_straight_to_the_dead_letter_queue() {
         .unwrap();
     p.enqueue_bulk(jobs("ok", "g", 10)).await.unwrap();
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new()
-        .on(
-            "k",
-            handler_fn(move |job| {
-                s.record(&job);
-                async { Err(JobError::fatal("invalid address")) }
-            }),
-        )
+    let registry = seen
+        .recording("k", |_| async { Err(JobError::fatal("invalid address")) })
         .on("ok", handler_fn(|_| async { Ok(()) }));
     let c = start(&ctx, config(&ctx), registry);
     wait_stats(&ctx, "two dead, the rest acked", |s| {
@@ -217,21 +191,7 @@ async fn short_retry_on_an_idle_queue_runs_again_promptly() {
         .await
         .unwrap();
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            s.record(&job);
-            let first = job.attempt == 0;
-            async move {
-                if first {
-                    Err(JobError::retry("try again"))
-                } else {
-                    Ok(())
-                }
-            }
-        }),
-    );
+    let registry = seen.failing_first("k", || async { Err(JobError::retry("try again")) });
     let c = start(&ctx, config(&ctx), registry);
     wait_until("the retry to run", std::time::Duration::from_secs(3), || async {
         seen.attempts("r").len() == 2
@@ -272,8 +232,5 @@ async fn non_utf8_id_does_not_poison_its_batch() {
     wait_until("the good jobs", SOON, || async { seen.ids() == 10 }).await;
     wait_stats(&ctx, "the bad one dead", |s| s.dead == 1 && s.pending() == 0).await;
     c.stop().await;
-    assert!(
-        seen.0.lock().unwrap().values().all(|a| a == &[0]),
-        "good jobs ran once each"
-    );
+    assert!(seen.all().values().all(|a| a == &[0]), "good jobs ran once each");
 }

@@ -3,21 +3,7 @@
 use crate::common::*;
 use crate::support::*;
 use std::time::Duration;
-use weir::{JobError, NewJob, Registry, handler_fn};
-
-fn recording(seen: &Seen) -> Registry {
-    let seen = seen.clone();
-    Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            let seen = seen.clone();
-            async move {
-                seen.record(&job);
-                Ok::<(), JobError>(())
-            }
-        }),
-    )
-}
+use weir::NewJob;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn n_jobs_in_n_acked_none_lost() {
@@ -29,7 +15,7 @@ async fn n_jobs_in_n_acked_none_lost() {
     let mut cfg = config(&ctx);
     cfg.concurrency = 32;
     cfg.fetcher.batch = 20;
-    let c = start(&ctx, cfg, recording(&seen));
+    let c = start(&ctx, cfg, seen.acking("k"));
     let s = wait_stats(&ctx, "all jobs acked", |s| {
         s.counters.get("acked") == Some(&(N as u64))
     })
@@ -54,7 +40,7 @@ async fn n_jobs_in_n_acked_none_lost() {
 async fn idle_consumer_wakes_when_a_job_is_enqueued() {
     let ctx = Ctx::new("wake").await;
     let seen = Seen::default();
-    let c = start(&ctx, config(&ctx), recording(&seen));
+    let c = start(&ctx, config(&ctx), seen.acking("k"));
     // let it find the queue empty and go idle
     tokio::time::sleep(Duration::from_millis(500)).await;
     ctx.producer()
@@ -81,7 +67,7 @@ async fn idle_consumer_does_not_poll_redis() {
     cfg.concurrency = 64;
     cfg.fetcher.batch = 10;
     cfg.reclaimer.interval = Duration::from_secs(1);
-    let c = start(&ctx, cfg, recording(&Seen::default()));
+    let c = start(&ctx, cfg, Seen::default().acking("k"));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let calls = |info: String| -> u64 {
         info.lines()
@@ -127,12 +113,12 @@ async fn drain_mode_exits_when_the_queue_is_empty() {
     let seen = Seen::default();
     let mut cfg = config(&ctx);
     cfg.drain = true;
-    let report = start(&ctx, cfg.clone(), recording(&seen)).join().await;
+    let report = start(&ctx, cfg.clone(), seen.acking("k")).join().await;
     assert_eq!(report.acked, 201, "waits for the delayed job too");
     assert_eq!(seen.ids(), 201);
     assert_empty(&ctx, 0).await;
     // and on an empty queue it exits at once
-    assert_eq!(start(&ctx, cfg, recording(&seen)).join().await.acked, 0);
+    assert_eq!(start(&ctx, cfg, seen.acking("k")).join().await.acked, 0);
 }
 
 #[tokio::test]
@@ -141,7 +127,7 @@ async fn paused_queue_is_not_consumed_until_resumed() {
     assert!(ctx.admin().pause().await.unwrap());
     ctx.producer().enqueue_bulk(jobs("k", "j", 10)).await.unwrap();
     let seen = Seen::default();
-    let c = start(&ctx, config(&ctx), recording(&seen));
+    let c = start(&ctx, config(&ctx), seen.acking("k"));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let s = ctx.stats().await;
     assert_eq!(
@@ -163,18 +149,10 @@ async fn heartbeat_keeps_long_jobs_leased() {
         .await
         .unwrap();
     let seen = Seen::default();
-    let s2 = seen.clone();
-    let registry = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            let seen = s2.clone();
-            async move {
-                seen.record(&job);
-                tokio::time::sleep(Duration::from_millis(2_000)).await;
-                Ok(())
-            }
-        }),
-    );
+    let registry = seen.recording("k", |_| async {
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        Ok(())
+    });
     let mut cfg = config(&ctx);
     cfg.lease = Duration::from_millis(600);
     let c = start(&ctx, cfg, registry);

@@ -3,7 +3,7 @@
 use crate::common::*;
 use crate::support::*;
 use std::time::Duration;
-use weir::{NewJob, Priority, Registry, handler_fn};
+use weir::{NewJob, Priority, handler_fn};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeat_keeps_a_slow_job_leased_while_fast_jobs_stream_through() {
@@ -18,18 +18,11 @@ async fn heartbeat_keeps_a_slow_job_leased_while_fast_jobs_stream_through() {
         .await
         .unwrap();
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new()
-        .on(
-            "slow",
-            handler_fn(move |job| {
-                s.record(&job);
-                async {
-                    tokio::time::sleep(Duration::from_millis(2_500)).await;
-                    Ok(())
-                }
-            }),
-        )
+    let registry = seen
+        .recording("slow", |_| async {
+            tokio::time::sleep(Duration::from_millis(2_500)).await;
+            Ok(())
+        })
         .on("fast", handler_fn(|_| async { Ok(()) }));
     let mut cfg = config(&ctx);
     cfg.concurrency = 64;

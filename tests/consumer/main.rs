@@ -1,8 +1,11 @@
 //! End to end through the public API: `Producer` in, `Consumer` + `Registry` out, against a
-//! real redis-server. Outcomes are checked in Redis; waits are bounded polls, never timings.
+//! real redis-server; crashes and shutdown also through `weir work` processes. Outcomes
+//! are checked in Redis; waits are bounded polls, never timings.
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../faults/mod.rs"]
+mod faults;
 
 mod batch;
 mod crash;
@@ -11,4 +14,5 @@ mod flow;
 mod load;
 mod options;
 mod resilience;
+mod shutdown;
 mod support;

@@ -93,20 +93,10 @@ async fn job_timeout_is_a_retryable_failure() {
         .await
         .unwrap();
     let seen = Seen::default();
-    let s = seen.clone();
-    let registry = Registry::new().on(
-        "k",
-        handler_fn(move |job| {
-            s.record(&job);
-            let first = job.attempt == 0;
-            async move {
-                if first {
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
-                }
-                Ok(())
-            }
-        }),
-    );
+    let registry = seen.failing_first("k", || async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok(())
+    });
     let mut cfg = config(&ctx);
     cfg.pool.job_timeout = Some(Duration::from_millis(200));
     let c = start(&ctx, cfg, registry);

@@ -1,14 +1,9 @@
-//! Starting and stopping consumers, and handlers that record what they saw.
+//! Starting and stopping consumers. (Handlers that record what they saw: [`Seen`].)
 
 use crate::common::*;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use weir::{
-    CancellationToken, Consumer, ConsumerConfig, Handle, Job, NewJob, Registry, Report, RetryPolicy,
-    handler_fn,
-};
+use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, NewJob, Registry, Report, RetryPolicy};
 
 /// Generous bound for anything a consumer should do "soon".
 pub const SOON: Duration = Duration::from_secs(15);
@@ -70,37 +65,6 @@ impl Running {
 pub async fn wait_stats(ctx: &Ctx, what: &str, ok: impl Fn(&weir::Stats) -> bool) -> weir::Stats {
     wait_until(what, SOON, || async { ok(&ctx.stats().await) }).await;
     ctx.stats().await
-}
-
-/// Every job each handler call saw: id -> attempts, in call order.
-#[derive(Clone, Default)]
-pub struct Seen(pub Arc<Mutex<HashMap<String, Vec<u32>>>>);
-
-impl Seen {
-    pub fn record(&self, job: &Job) {
-        let mut m = self.0.lock().unwrap();
-        m.entry(job.id.clone()).or_default().push(job.attempt);
-    }
-    pub fn attempts(&self, id: &str) -> Vec<u32> {
-        self.0.lock().unwrap().get(id).cloned().unwrap_or_default()
-    }
-    pub fn ids(&self) -> usize {
-        self.0.lock().unwrap().len()
-    }
-    pub fn calls(&self) -> usize {
-        self.0.lock().unwrap().values().map(Vec::len).sum()
-    }
-    /// A registry whose handler for `kind` records each job here and acks it.
-    pub fn acking(&self, kind: &str) -> Registry {
-        let s = self.clone();
-        Registry::new().on(
-            kind,
-            handler_fn(move |job| {
-                s.record(&job);
-                async { Ok(()) }
-            }),
-        )
-    }
 }
 
 /// `n` jobs of `kind` with payload `i`, ids `{prefix}{i}`.

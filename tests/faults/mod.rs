@@ -1,6 +1,7 @@
 //! Support for the reliability tests (crashes, Redis faults, bad input, handler faults,
-//! shutdown, security): child `weir` processes, job traces, polling, and the TCP fault
-//! proxy. Named apart from `tests/common` so the suites never collide.
+//! shutdown, security): child `weir` processes, job traces, and the TCP fault proxy.
+//! Named apart from `tests/common` (which has the one `wait_until` and `free_port`) so
+//! the suites never collide.
 #![allow(dead_code)]
 
 pub mod proxy;
@@ -13,24 +14,6 @@ use weir::{NewJob, Producer, Queue, Redis};
 
 /// The `weir` binary under test.
 pub const WEIR: &str = env!("CARGO_BIN_EXE_weir");
-
-/// Polls `check` every 20 ms until it is true or `timeout` passes; returns the last value.
-pub async fn wait_until<F, Fut>(timeout: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    loop {
-        if check().await {
-            return true;
-        }
-        if started.elapsed() > timeout {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// An admin handle on `queue`.
 pub async fn queue(url: &str, name: &str) -> Queue {
