@@ -51,27 +51,42 @@ pub mod queue;
 pub mod redis;
 
 // Module paths of the flat layout this crate had before the tree above, kept so that
-// code written against them still compiles.
+// code written against them (the integration tests and benches among it) still compiles.
+// Hidden from the docs: the tree above is the documented path.
+#[doc(hidden)]
 pub use consumer::{acker, housekeeping, pool, settings};
 #[cfg(feature = "http")]
+#[doc(hidden)]
 pub use handler::http;
+#[doc(hidden)]
 pub use limiter::limit;
+#[doc(hidden)]
 pub use queue::{admin, envelope, keys, producer, retry, scripts};
+#[doc(hidden)]
 pub use redis::conn;
 #[cfg(feature = "embedded")]
+#[doc(hidden)]
 pub use redis::embedded;
 
-pub use consumer::fetcher::FetcherConfig;
+// The public API: what a service that embeds weir names, one path each.
 pub use consumer::{Consumer, ConsumerConfig, Handle, Report};
 pub use error::{Error, Result};
 pub use handler::{BatchHandler, Handler, JobError, JobResult, Registry, handler_fn};
-pub use limiter::{LimiterConfig, Rate, Target};
 pub use queue::admin::Queue;
 pub use queue::envelope::{Job, Priority};
 pub use queue::producer::{BulkReport, NewJob, Producer};
-pub use queue::retry::RetryPolicy;
 pub use queue::scripts::{DeadJob, Stats};
 pub use redis::conn::{HealingConnection, Redis, TlsFiles};
 #[cfg(feature = "embedded")]
 pub use redis::embedded::EmbeddedRedis;
 pub use tokio_util::sync::CancellationToken;
+
+// Every component's configuration, at the root beside `ConsumerConfig`, which holds them.
+pub use consumer::acker::AckerConfig;
+pub use consumer::fetcher::FetcherConfig;
+pub use consumer::housekeeping::ReclaimerConfig;
+pub use consumer::pool::PoolConfig;
+#[cfg(feature = "http")]
+pub use handler::http::HttpConfig;
+pub use limiter::{AimdConfig, LimiterConfig, LimiterOptions, Rate, Target, WindowConfig};
+pub use queue::retry::RetryPolicy;
