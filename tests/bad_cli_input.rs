@@ -80,11 +80,27 @@ fn bad_arguments_give_one_clear_line() {
     let dead = "redis://127.0.0.1:1";
     let cases: &[(&[&str], &[&str])] = &[
         (
-            &["work", "--visibility-timeout", "5x", "--redis-url", dead],
+            &[
+                "work",
+                "--handler",
+                "noop",
+                "--visibility-timeout",
+                "5x",
+                "--redis-url",
+                dead,
+            ],
             &["--visibility-timeout", "invalid duration \"5x\"", "500ms"],
         ),
         (
-            &["work", "--job-timeout", "soon", "--redis-url", dead],
+            &[
+                "work",
+                "--handler",
+                "noop",
+                "--job-timeout",
+                "soon",
+                "--redis-url",
+                dead,
+            ],
             &["--job-timeout", "soon"],
         ),
         (
@@ -105,7 +121,15 @@ fn bad_arguments_give_one_clear_line() {
             &["cannot open /nonexistent/jobs.ndjson"],
         ),
         (
-            &["work", "--tls-cert", "c.pem", "--redis-url", dead],
+            &[
+                "work",
+                "--handler",
+                "noop",
+                "--tls-cert",
+                "c.pem",
+                "--redis-url",
+                dead,
+            ],
             &["--tls-key"],
         ),
         (

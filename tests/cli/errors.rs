@@ -8,7 +8,15 @@ async fn bad_duration_is_one_clear_line() {
     let ctx = Ctx::new("cli-dur").await;
     let o = cli(
         &ctx,
-        &["work", "--visibility-timeout", "5x", "-q", &ctx.queue],
+        &[
+            "work",
+            "--handler",
+            "noop",
+            "--visibility-timeout",
+            "5x",
+            "-q",
+            &ctx.queue,
+        ],
         "",
     );
     no_panic(&o);
@@ -29,7 +37,7 @@ async fn unreachable_redis_is_one_line() {
     for args in [
         vec!["stats", "--redis-url", url],
         vec!["enqueue", "--redis-url", url, "--kind", "k"],
-        vec!["work", "--redis-url", url],
+        vec!["work", "--handler", "noop", "--redis-url", url],
         vec!["dlq", "list", "--redis-url", url],
         vec!["pause", "--redis-url", url],
     ] {
@@ -72,12 +80,15 @@ async fn bad_arguments_are_one_clear_line() {
         ),
         (&["stats", "-q", "bad name"], "invalid queue name"),
         (
-            &["work", "--concurrency", "0"],
+            &["work", "--handler", "noop", "--concurrency", "0"],
             "concurrency must be between 1 and 100000",
         ),
-        (&["work", "--batch", "20000"], "batch must be between 1 and 10000"),
         (
-            &["work", "--visibility-timeout", "10ms"],
+            &["work", "--handler", "noop", "--batch", "20000"],
+            "batch must be between 1 and 10000",
+        ),
+        (
+            &["work", "--handler", "noop", "--visibility-timeout", "10ms"],
             "visibility timeout must be at least 100ms",
         ),
     ];

@@ -12,6 +12,7 @@ mod work;
 use common::*;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// Runs `weir args...` with `stdin`, Redis from `REDIS_URL` (or `--redis-url` in `args`).
 pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: &str) -> Output {
@@ -27,6 +28,31 @@ pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: &str) -> Output {
         .expect("weir runs");
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// Like [`cli`] with no input, but a run longer than `limit` is killed and fails the test:
+/// for commands that must stop by themselves.
+pub(crate) fn cli_within(ctx: &Ctx, args: &[&str], limit: Duration) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env("REDIS_URL", &ctx.url)
+        .env_remove("WEIR_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weir runs");
+    let pid = child.id().to_string();
+    let out = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let started = Instant::now();
+    while !out.is_finished() {
+        if started.elapsed() > limit {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!("weir {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    out.join().unwrap()
 }
 
 pub(crate) fn text(b: &[u8]) -> String {

@@ -1,8 +1,58 @@
-//! `weir work`: drain mode and signals.
+//! `weir work`: drain mode and signals, and the settings it refuses before touching the
+//! queue (no handler).
 
 use crate::common::*;
-use crate::{cli, no_panic, text};
+use crate::{cli, cli_within, no_panic, text};
 use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Enqueues `n` jobs and returns their ids.
+async fn seed_jobs(ctx: &Ctx, n: u32) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(
+            ctx.producer()
+                .enqueue(weir::NewJob::new("k", &i).unwrap())
+                .await
+                .unwrap(),
+        );
+    }
+    ids
+}
+
+/// Every job is still ready, uncharged, and nothing was leased, acked or dead-lettered.
+async fn untouched(ctx: &Ctx, ids: &[String]) {
+    let s = ctx.snapshot().await;
+    let mut ready = s.ready[1].clone();
+    ready.sort();
+    let mut want = ids.to_vec();
+    want.sort();
+    assert_eq!(ready, want, "every job still ready");
+    for id in ids {
+        assert!(
+            s.jobs[id].starts_with(r#"{"attempt":0,"#),
+            "{id} uncharged: {}",
+            s.jobs[id]
+        );
+    }
+    assert!(s.lease.is_empty() && s.dead.is_empty(), "{s:?}");
+    assert_eq!(s.counters.get("acked").copied().unwrap_or(0), 0, "{s:?}");
+}
+
+/// There is no default handler: `noop` would ack (delete) every job of a real queue.
+#[tokio::test]
+async fn work_without_a_handler_is_a_usage_error_and_touches_nothing() {
+    let ctx = Ctx::new("cli-nohandler").await;
+    let ids = seed_jobs(&ctx, 5).await;
+    let o = cli_within(&ctx, &["work", "--drain", "-q", &ctx.queue], LIMIT);
+    no_panic(&o);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("error:") && err.contains("--handler"), "{err}");
+    untouched(&ctx, &ids).await;
+}
 
 #[tokio::test]
 async fn work_drain_processes_everything_and_exits() {
@@ -13,6 +63,8 @@ async fn work_drain_processes_everything_and_exits() {
         &ctx,
         &[
             "work",
+            "--handler",
+            "noop",
             "--drain",
             "-q",
             &ctx.queue,

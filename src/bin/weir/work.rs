@@ -11,12 +11,13 @@ use weir::{CancellationToken, Consumer, ConsumerConfig, Report};
 pub struct WorkArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Handler for every job kind: `noop`; `sleep:<duration>` (e.g. sleep:50ms); `print` or
-    /// `print:<duration>` (sleep, then write the job as one JSON line
-    /// `{"id","kind","attempt","payload"}` to standard output before acking it); or a URL
-    /// to POST each job to (http://host/path): 2xx acks, 429/503 back off, other 5xx and
-    /// timeouts retry, other 4xx dead-letter.
-    #[arg(long, default_value = "noop", value_parser = parse_handler)]
+    /// Handler for every job kind (required: there is no default, since `noop` would
+    /// delete every job): a URL to POST each job to (http://host/path): 2xx acks, 429/503
+    /// back off, other 5xx and timeouts retry, other 4xx dead-letter; `noop` (ack at once);
+    /// `sleep:<duration>` (e.g. sleep:50ms); `print` or `print:<duration>` (sleep, then
+    /// write the job as one JSON line `{"id","kind","attempt","payload"}` to standard
+    /// output before acking it).
+    #[arg(long, value_parser = parse_handler)]
     pub handler: BuiltIn,
     /// HTTP handler: per-request timeout.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
