@@ -34,7 +34,7 @@ async fn enqueue_loads_good_lines_and_names_the_bad_ones() {
         Some(&input),
         T,
     );
-    assert_eq!(code, 2, "exit code 2 when lines were not loaded\n{err}");
+    assert_eq!(code, 3, "exit code 3 when lines were not loaded\n{err}");
     assert!(out.contains("enqueued 3 jobs"), "{out}");
     let reported: Vec<usize> = err
         .lines()

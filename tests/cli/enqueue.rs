@@ -23,7 +23,7 @@ async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
     let t1 = ctx.now_ms().await;
     no_panic(&o);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
-    assert_eq!(o.status.code(), Some(2), "bad lines make a non-zero exit: {err}");
+    assert_eq!(o.status.code(), Some(3), "lines not loaded: exit 3: {err}");
     assert!(out.contains("enqueued 4 jobs"), "{out}");
     for n in [5, 7, 8, 9] {
         assert!(err.contains(&format!("line {n}:")), "line {n} reported: {err}");
@@ -63,7 +63,7 @@ async fn enqueue_with_kind_takes_bare_payloads_and_defaults() {
     ];
     let o = cli(&ctx, &args, "");
     no_panic(&o);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     assert!(text(&o.stderr).contains("line 4:"), "{}", text(&o.stderr));
     let s = ctx.snapshot().await;
     assert_eq!(s.delayed[2].len(), 3);

@@ -6,6 +6,7 @@ mod common;
 
 mod enqueue;
 mod errors;
+mod exit_codes;
 mod queue;
 mod work;
 

@@ -56,7 +56,7 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
         Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::with_capacity(
             1 << 20,
             std::fs::File::open(p)
-                .map_err(|e| weir::Error::Config(format!("cannot open {}: {e}", p.display())))?,
+                .map_err(|e| crate::failure(format!("cannot open {}: {e}", p.display())))?,
         )),
         _ => Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin())),
     };
@@ -201,7 +201,7 @@ fn report_problems(loaded: &Loaded) -> weir::Result<ExitCode> {
     let not_loaded = bad.len() + failed.iter().map(|(l, _)| l.len()).sum::<usize>();
     if not_loaded > 0 {
         eprintln!("{not_loaded} lines not loaded");
-        return Ok(ExitCode::from(2));
+        return Ok(ExitCode::from(crate::exit::PARTIAL));
     }
     Ok(ExitCode::SUCCESS)
 }
