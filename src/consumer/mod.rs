@@ -126,6 +126,10 @@ impl ConsumerConfig {
             "dead-letter cap must be at least 1",
         )?;
         check(
+            self.pool.job_timeout.is_none_or(|t| t >= pool::MIN_JOB_TIMEOUT),
+            "job timeout must be at least 10ms",
+        )?;
+        check(
             self.reclaimer.interval >= Duration::from_millis(10),
             "reclaim interval must be at least 10ms",
         )?;

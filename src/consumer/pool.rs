@@ -54,10 +54,18 @@ impl Buffer {
     }
 }
 
+/// The shortest `job_timeout` accepted. Under it the timer measures the scheduler rather
+/// than the handler: a job may be abandoned before its handler was even polled (0 s
+/// abandons every job, and they end dead-lettered without having run). Tokio's timer
+/// ticks in milliseconds, and a busy runtime delays a task's first poll by a few; 10 ms
+/// leaves room for both while staying below any timeout a real handler would want.
+pub const MIN_JOB_TIMEOUT: Duration = Duration::from_millis(10);
+
 /// Pool settings.
 #[derive(Debug, Clone, Default)]
 pub struct PoolConfig {
-    /// A job running longer is abandoned and retried (default none).
+    /// A job running longer is abandoned and retried (default none; at least
+    /// [`MIN_JOB_TIMEOUT`], 10 ms).
     pub job_timeout: Option<Duration>,
     /// Backoff of retryable failures.
     pub retry: RetryPolicy,

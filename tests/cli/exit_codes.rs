@@ -65,6 +65,7 @@ async fn two_when_the_command_line_is_wrong() {
         "work --handler teleport",
         "work --handler ftp://host/x",
         "work --handler noop --concurrency 0",
+        "work --handler noop --job-timeout 0s",
         "work --handler noop --batch-http",
         "stats --bogus",
         "stats -q bad{name}",

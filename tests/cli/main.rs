@@ -56,6 +56,15 @@ pub(crate) fn cli_within(ctx: &Ctx, args: &[&str], limit: Duration) -> Output {
     out.join().unwrap()
 }
 
+/// The non-blank lines of standard error.
+pub(crate) fn error_lines(o: &Output) -> Vec<String> {
+    text(&o.stderr)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

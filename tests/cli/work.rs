@@ -1,8 +1,8 @@
 //! `weir work`: drain mode and signals, and the settings it refuses before touching the
-//! queue (no handler).
+//! queue (no handler, a job timeout under the floor).
 
 use crate::common::*;
-use crate::{cli, cli_within, no_panic, text};
+use crate::{cli, cli_within, error_lines, no_panic, text};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -52,6 +52,56 @@ async fn work_without_a_handler_is_a_usage_error_and_touches_nothing() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.starts_with("error:") && err.contains("--handler"), "{err}");
     untouched(&ctx, &ids).await;
+}
+
+/// A job timeout of 0 (or any value under 10ms) would abandon every job before its
+/// handler could run: refused with one line, before Redis is touched.
+#[tokio::test]
+async fn a_job_timeout_under_the_floor_is_refused() {
+    let ctx = Ctx::new("cli-jobtimeout").await;
+    let ids = seed_jobs(&ctx, 5).await;
+    for t in ["0s", "0ms", "1us", "9ms"] {
+        let args = [
+            "work",
+            "--handler",
+            "noop",
+            "--drain",
+            "--no-metrics",
+            "-q",
+            &ctx.queue,
+            "--job-timeout",
+            t,
+        ];
+        let o = cli_within(&ctx, &args, LIMIT);
+        no_panic(&o);
+        let lines = error_lines(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}: {lines:?}");
+        assert_eq!(lines.len(), 1, "{t}: one line: {lines:?}");
+        assert!(
+            lines[0].starts_with("error:") && lines[0].contains("job timeout must be at least 10ms"),
+            "{t}: {lines:?}"
+        );
+        untouched(&ctx, &ids).await;
+    }
+    let args = [
+        "work",
+        "--handler",
+        "noop",
+        "--drain",
+        "--no-metrics",
+        "-q",
+        &ctx.queue,
+        "--job-timeout",
+        "10ms",
+    ];
+    let o = cli_within(&ctx, &args, LIMIT);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the floor itself is accepted: {}",
+        text(&o.stderr)
+    );
+    assert!(text(&o.stdout).contains("5 acked"), "{}", text(&o.stdout));
 }
 
 #[tokio::test]
