@@ -3,7 +3,7 @@
 //! `weir --help` states it.
 
 use crate::common::*;
-use crate::{cli, cli_within, no_panic, text};
+use crate::{cli, cli_within, closed_port, no_panic, text};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -39,12 +39,14 @@ async fn one_when_the_command_could_not_be_carried_out() {
     let ctx = Ctx::new("cli-exit1").await;
     let q = &ctx.queue;
     let dead = "redis://127.0.0.1:1";
+    let port = closed_port();
     for line in [
         format!("stats --redis-url {dead}"),
         format!("dlq purge --redis-url {dead}"),
         format!("limits get --redis-url {dead}"),
         format!("pause --redis-url {dead}"),
         format!("work --handler noop --redis-url {dead}"),
+        format!("work --handler http://127.0.0.1:{port}/ --drain -q {q}"),
         format!("enqueue -q {q} /nonexistent/jobs.ndjson"),
     ] {
         assert_eq!(code(&ctx, &line), 1, "{line}");

@@ -56,6 +56,12 @@ pub(crate) fn cli_within(ctx: &Ctx, args: &[&str], limit: Duration) -> Output {
     out.join().unwrap()
 }
 
+/// A loopback port with nothing listening (bound, then let go).
+pub(crate) fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
 /// The non-blank lines of standard error.
 pub(crate) fn error_lines(o: &Output) -> Vec<String> {
     text(&o.stderr)

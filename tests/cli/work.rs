@@ -1,8 +1,8 @@
 //! `weir work`: drain mode and signals, and the settings it refuses before touching the
-//! queue (no handler, a job timeout under the floor).
+//! queue (no handler, a job timeout under the floor, a handler it cannot reach).
 
 use crate::common::*;
-use crate::{cli, cli_within, error_lines, no_panic, text};
+use crate::{cli, cli_within, closed_port, error_lines, no_panic, text};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -102,6 +102,37 @@ async fn a_job_timeout_under_the_floor_is_refused() {
         text(&o.stderr)
     );
     assert!(text(&o.stdout).contains("5 acked"), "{}", text(&o.stdout));
+}
+
+/// A handler URL with nothing behind it (a typo, a service not up yet) is one line of
+/// error and exit 1 before any job is fetched: the queue is not drained into the
+/// dead-letter queue.
+#[tokio::test]
+async fn an_unreachable_handler_is_reported_before_any_job_is_fetched() {
+    let ctx = Ctx::new("cli-nohost").await;
+    let ids = seed_jobs(&ctx, 5).await;
+    let url = format!("http://127.0.0.1:{}/x", closed_port());
+    let args = [
+        "work",
+        "--handler",
+        &url,
+        "--drain",
+        "--no-metrics",
+        "-q",
+        &ctx.queue,
+    ];
+    let o = cli_within(&ctx, &args, LIMIT);
+    no_panic(&o);
+    let lines = error_lines(&o);
+    assert_eq!(o.status.code(), Some(1), "{lines:?}");
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    assert!(
+        lines[0].starts_with("error:")
+            && lines[0].contains(&format!("cannot reach the handler at {url}"))
+            && lines[0].contains("refused"),
+        "{lines:?}"
+    );
+    untouched(&ctx, &ids).await;
 }
 
 #[tokio::test]

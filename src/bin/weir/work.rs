@@ -96,6 +96,9 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let consumer = Consumer::new(a.config(), redis.clone(), a.handler.registry(http)?)?;
     // Reach Redis before anything else, so a wrong URL is one line of error and nothing more.
     drop(redis.connect().await?);
+    // Then the handler, before any job is fetched: a typo must not drain the queue into
+    // the dead-letter queue.
+    a.handler.check_reachable(a.http_timeout).await?;
     if !a.no_metrics && !weir::metrics::is_installed() {
         // A consumer without its metrics endpoint still does its job: say so and go on.
         match weir::metrics::install(a.metrics_addr) {
