@@ -1,7 +1,12 @@
-//! `weir enqueue`: NDJSON lines, --kind mode, defaults, bad lines by number.
+//! `weir enqueue`: NDJSON lines, --kind mode, defaults, bad lines by number; read errors
+//! stop it.
 
 use crate::common::*;
-use crate::{cli, no_panic, text};
+use crate::{cli, cli_within, cli_within_from, error_lines, no_panic, text};
+use std::process::Stdio;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
 
 #[tokio::test]
 async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
@@ -77,4 +82,35 @@ async fn enqueue_with_kind_takes_bare_payloads_and_defaults() {
     let o = cli(&ctx, &["enqueue", "-q", &ctx.queue, "--kind", "mail"], "1\n2\n");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(ctx.stats().await.ready[1], 2);
+}
+
+/// A read error (a directory given as the file or as standard input, a file the kernel
+/// cannot read) stops `weir enqueue` at once with one line and exit 1, instead of reading
+/// the same error forever. A file is tried before Redis is reached; standard input as it
+/// streams.
+#[tokio::test]
+async fn enqueue_stops_at_the_first_read_error() {
+    let ctx = Ctx::new("cli-readerr").await;
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().to_str().unwrap().to_owned();
+    let check = |o: &std::process::Output, name: &str, why: &str| {
+        no_panic(o);
+        let lines = error_lines(o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {lines:?}");
+        assert_eq!(lines.len(), 1, "{name}: one line: {lines:?}");
+        assert!(
+            lines[0].starts_with(&format!("error: cannot read {name}:")) && lines[0].contains(why),
+            "{name}: {lines:?}"
+        );
+    };
+    // /proc/self/mem opens, then every read at offset 0 fails (EIO), even for root.
+    for (path, why) in [(dir_path.as_str(), "Is a directory"), ("/proc/self/mem", "error")] {
+        let o = cli_within(&ctx, &["enqueue", "-q", &ctx.queue, path], LIMIT);
+        check(&o, path, why);
+    }
+    let stdin = Stdio::from(std::fs::File::open(dir.path()).unwrap());
+    let o = cli_within_from(&ctx, &["enqueue", "-q", &ctx.queue], stdin, LIMIT);
+    check(&o, "standard input", "Is a directory");
+    assert!(text(&o.stdout).contains("enqueued 0 jobs"), "{}", text(&o.stdout));
+    assert_eq!(ctx.stats().await.pending(), 0);
 }

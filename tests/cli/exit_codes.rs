@@ -40,6 +40,8 @@ async fn one_when_the_command_could_not_be_carried_out() {
     let q = &ctx.queue;
     let dead = "redis://127.0.0.1:1";
     let port = closed_port();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().display();
     for line in [
         format!("stats --redis-url {dead}"),
         format!("dlq purge --redis-url {dead}"),
@@ -48,6 +50,7 @@ async fn one_when_the_command_could_not_be_carried_out() {
         format!("work --handler noop --redis-url {dead}"),
         format!("work --handler http://127.0.0.1:{port}/ --drain -q {q}"),
         format!("enqueue -q {q} /nonexistent/jobs.ndjson"),
+        format!("enqueue -q {q} {dir}"),
     ] {
         assert_eq!(code(&ctx, &line), 1, "{line}");
     }

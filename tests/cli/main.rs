@@ -34,11 +34,16 @@ pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: &str) -> Output {
 /// Like [`cli`] with no input, but a run longer than `limit` is killed and fails the test:
 /// for commands that must stop by themselves.
 pub(crate) fn cli_within(ctx: &Ctx, args: &[&str], limit: Duration) -> Output {
+    cli_within_from(ctx, args, Stdio::null(), limit)
+}
+
+/// [`cli_within`] with `stdin` as standard input.
+pub(crate) fn cli_within_from(ctx: &Ctx, args: &[&str], stdin: Stdio, limit: Duration) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(args)
         .env("REDIS_URL", &ctx.url)
         .env_remove("WEIR_LOG")
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
