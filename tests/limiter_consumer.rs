@@ -205,7 +205,7 @@ async fn weir_limits_set_get_clear() {
     );
     let (ok, out) = weir(&["limits", "clear"]);
     assert!(ok && out.contains("no runtime settings"), "{out}");
-    let (ok, out) = weir(&["work", "--target-p95", "2x"]);
+    let (ok, out) = weir(&["work", "--handler", "noop", "--target-p95", "2x"]);
     assert!(
         !ok && out.contains("--adaptive"),
         "limiter flags need --adaptive: {out}"

@@ -85,7 +85,15 @@ async fn password_auth_works_and_the_password_never_shows() {
     for (url, want) in [(&wrong, "authentication failed"), (&none, "requires a password")] {
         for args in [
             vec!["stats", "--redis-url", url.as_str()],
-            vec!["work", "--redis-url", url.as_str(), "--no-metrics", "--drain"],
+            vec![
+                "work",
+                "--handler",
+                "noop",
+                "--redis-url",
+                url.as_str(),
+                "--no-metrics",
+                "--drain",
+            ],
         ] {
             let (code, out, err) = run_weir(&args, None, T);
             assert_eq!(code, 1, "{args:?}: {err}");
@@ -161,10 +169,21 @@ async fn weir_works_with_exactly_the_documented_acl() {
     ok(&["stats"], None);
     ok(&["resume"], None);
     std::thread::sleep(Duration::from_millis(100));
-    ok(&["work", "--drain", "--no-metrics", "--dead-cap", "1"], None);
+    ok(
+        &[
+            "work",
+            "--handler",
+            "noop",
+            "--drain",
+            "--no-metrics",
+            "--dead-cap",
+            "1",
+        ],
+        None,
+    );
     ok(&["dlq", "list"], None);
     ok(&["dlq", "requeue", "--all"], None);
-    ok(&["work", "--drain", "--no-metrics"], None);
+    ok(&["work", "--handler", "noop", "--drain", "--no-metrics"], None);
     ok(&["dlq", "purge"], None);
 
     let denied: Vec<redis::Value> = redis::cmd("ACL")

@@ -148,7 +148,12 @@ fn round_trip(url: &str, tls: &[&str]) {
     let (code, out, err) = weir(url, tls, &["enqueue"], Some(lines.as_bytes()));
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("enqueued 100 jobs"), "{out}");
-    let (code, out, err) = weir(url, tls, &["work", "--drain", "--no-metrics"], None);
+    let (code, out, err) = weir(
+        url,
+        tls,
+        &["work", "--handler", "noop", "--drain", "--no-metrics"],
+        None,
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("100 acked"), "{out}");
     let (code, out, err) = weir(url, tls, &["stats"], None);

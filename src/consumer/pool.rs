@@ -6,7 +6,7 @@
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::tasks::panic_message;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handler::{BatchHandler, Handler, JobError, JobResult, Registry, Route};
 use crate::limiter::limit::{Limit, Permit};
 use crate::limiter::{Limiter, RateGate, Signal};
@@ -21,11 +21,19 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// The shortest `job_timeout` accepted. Under it the timer measures the scheduler rather
+/// than the handler: a job may be abandoned before its handler was even polled (0 s
+/// abandons every job, and they end dead-lettered without having run). Tokio's timer
+/// ticks in milliseconds, and a busy runtime delays a task's first poll by a few; 10 ms
+/// leaves room for both while staying below any timeout a real handler would want.
+pub const MIN_JOB_TIMEOUT: Duration = Duration::from_millis(10);
+
 /// Pool settings. (How many jobs run at once is the consumer's `concurrency` and
 /// `limiter`: the limit is shared with the fetcher's prefetch.)
 #[derive(Debug, Clone, Default)]
 pub struct PoolConfig {
-    /// A job running longer is abandoned and retried, any duration (default none).
+    /// A job running longer is abandoned and retried (default none; at least
+    /// [`MIN_JOB_TIMEOUT`], 10 ms).
     pub job_timeout: Option<Duration>,
     /// Backoff of retryable failures, any values (the jitter is clamped into 0..=1 where
     /// it is used; default [`RetryPolicy::default`]).
@@ -33,9 +41,11 @@ pub struct PoolConfig {
 }
 
 impl PoolConfig {
-    /// Checks every value against its range. Every value is in range today; the check is
-    /// here so the consumer's validation reads the same for every component.
+    /// Checks every value against its range.
     pub fn validate(&self) -> Result<()> {
+        if self.job_timeout.is_some_and(|t| t < MIN_JOB_TIMEOUT) {
+            return Err(Error::Config("job timeout must be at least 10ms".into()));
+        }
         Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! The producer: puts jobs into a queue, one at a time or in bulk (one round trip per
-//! chunk of up to [`BULK_CHUNK`] jobs, several chunks in flight, each chunk retried).
+//! chunk of up to [`BULK_CHUNK`] jobs or [`BULK_CHUNK_BYTES`], several chunks in flight,
+//! each chunk retried).
 
 use crate::error::{Error, Result};
 use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
@@ -13,6 +14,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Jobs per enqueue script call in the bulk paths.
 pub const BULK_CHUNK: usize = 1000;
+/// Envelope bytes per enqueue call in the bulk paths: a chunk closes at [`BULK_CHUNK`]
+/// jobs or once its envelopes reach this size, whichever comes first. Jobs of 1 KiB or
+/// less fill whole chunks by count; larger ones are capped by size, so the memory of a
+/// bulk load (a few MiB per call in flight) and the time one call holds Redis stay the
+/// same whatever the job size.
+pub const BULK_CHUNK_BYTES: usize = 1 << 20;
 /// Enqueue calls kept in flight by the bulk paths.
 pub const BULK_PIPELINE: usize = 4;
 /// Calls per chunk in the bulk paths before the chunk fails (backing off as
@@ -207,9 +214,9 @@ impl Producer {
     }
 
     /// Enqueues prepared jobs, each with a tag of the caller's (an input line number, say),
-    /// in chunks of [`BULK_CHUNK`] with [`BULK_PIPELINE`] calls in flight; yields one
-    /// outcome per chunk, in order. Jobs are taken from `jobs` only as calls free up, so
-    /// input of any size streams through.
+    /// in chunks of [`BULK_CHUNK`] jobs or [`BULK_CHUNK_BYTES`] with [`BULK_PIPELINE`] calls
+    /// in flight; yields one outcome per chunk, in order. Jobs are taken from `jobs` only
+    /// as calls free up, so input of any size streams through in bounded memory.
     ///
     /// A chunk whose call fails is tried again, up to [`CHUNK_TRIES`] calls in all: a
     /// dropped connection or a restarting Redis costs a retry, not the chunk. A retry of a
@@ -224,7 +231,13 @@ impl Producer {
     {
         let mut jobs = jobs.into_iter().fuse();
         let chunks = std::iter::from_fn(move || {
-            let (tags, args): (Vec<T>, Vec<EnqueueArg>) = jobs.by_ref().take(BULK_CHUNK).unzip();
+            let (mut tags, mut args, mut bytes) = (Vec::new(), Vec::new(), 0);
+            while args.len() < BULK_CHUNK && bytes < BULK_CHUNK_BYTES {
+                let Some((tag, arg)) = jobs.next() else { break };
+                bytes += arg.envelope.len();
+                tags.push(tag);
+                args.push(arg);
+            }
             (!args.is_empty()).then_some((tags, args))
         });
         let producer = self.clone();

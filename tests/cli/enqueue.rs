@@ -1,7 +1,12 @@
-//! `weir enqueue`: NDJSON lines, --kind mode, defaults, bad lines by number.
+//! `weir enqueue`: NDJSON lines, --kind mode, defaults, bad lines by number; read errors
+//! stop it; memory flat in the input's size.
 
 use crate::common::*;
-use crate::{cli, no_panic, text};
+use crate::{cli, cli_within, cli_within_from, error_lines, no_panic, text};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
 
 #[tokio::test]
 async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
@@ -23,7 +28,7 @@ async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
     let t1 = ctx.now_ms().await;
     no_panic(&o);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
-    assert_eq!(o.status.code(), Some(2), "bad lines make a non-zero exit: {err}");
+    assert_eq!(o.status.code(), Some(3), "lines not loaded: exit 3: {err}");
     assert!(out.contains("enqueued 4 jobs"), "{out}");
     for n in [5, 7, 8, 9] {
         assert!(err.contains(&format!("line {n}:")), "line {n} reported: {err}");
@@ -63,7 +68,7 @@ async fn enqueue_with_kind_takes_bare_payloads_and_defaults() {
     ];
     let o = cli(&ctx, &args, "");
     no_panic(&o);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     assert!(text(&o.stderr).contains("line 4:"), "{}", text(&o.stderr));
     let s = ctx.snapshot().await;
     assert_eq!(s.delayed[2].len(), 3);
@@ -77,4 +82,96 @@ async fn enqueue_with_kind_takes_bare_payloads_and_defaults() {
     let o = cli(&ctx, &["enqueue", "-q", &ctx.queue, "--kind", "mail"], "1\n2\n");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(ctx.stats().await.ready[1], 2);
+}
+
+/// A read error (a directory given as the file or as standard input, a file the kernel
+/// cannot read) stops `weir enqueue` at once with one line and exit 1, instead of reading
+/// the same error forever. A file is tried before Redis is reached; standard input as it
+/// streams.
+#[tokio::test]
+async fn enqueue_stops_at_the_first_read_error() {
+    let ctx = Ctx::new("cli-readerr").await;
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().to_str().unwrap().to_owned();
+    let check = |o: &std::process::Output, name: &str, why: &str| {
+        no_panic(o);
+        let lines = error_lines(o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {lines:?}");
+        assert_eq!(lines.len(), 1, "{name}: one line: {lines:?}");
+        assert!(
+            lines[0].starts_with(&format!("error: cannot read {name}:")) && lines[0].contains(why),
+            "{name}: {lines:?}"
+        );
+    };
+    // /proc/self/mem opens, then every read at offset 0 fails (EIO), even for root.
+    for (path, why) in [(dir_path.as_str(), "Is a directory"), ("/proc/self/mem", "error")] {
+        let o = cli_within(&ctx, &["enqueue", "-q", &ctx.queue, path], LIMIT);
+        check(&o, path, why);
+    }
+    let stdin = Stdio::from(std::fs::File::open(dir.path()).unwrap());
+    let o = cli_within_from(&ctx, &["enqueue", "-q", &ctx.queue], stdin, LIMIT);
+    check(&o, "standard input", "Is a directory");
+    assert!(text(&o.stdout).contains("enqueued 0 jobs"), "{}", text(&o.stdout));
+    assert_eq!(ctx.stats().await.pending(), 0);
+}
+
+/// Peak resident memory of `weir enqueue FILE` (its VmHWM, read until it exits), in MB,
+/// with the exit status.
+fn enqueue_peak_mb(ctx: &Ctx, file: &std::path::Path) -> (f64, std::process::ExitStatus) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["enqueue", "-q", &ctx.queue])
+        .arg(file)
+        .env("REDIS_URL", &ctx.url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0u64;
+    loop {
+        // The high-water mark only grows; a zombie's status has none, so read before reaping.
+        let hwm = std::fs::read_to_string(&status).ok().and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        });
+        peak_kb = peak_kb.max(hwm.unwrap_or(0));
+        if let Some(exit) = child.try_wait().unwrap() {
+            return (peak_kb as f64 / 1024.0, exit);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// `weir enqueue` streams its input: its memory is bounded by the chunks in flight, not
+/// by the input's size. Jobs of 64 KiB, 20 MB of input against 80 MB.
+#[tokio::test]
+async fn enqueue_memory_stays_flat_in_the_input_size() {
+    let ctx = Ctx::new("cli-stream").await;
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!("{{\"kind\":\"k\",\"payload\":\"{}\"}}\n", "x".repeat(64 * 1024));
+    let mut peaks = Vec::new();
+    let mut stored = 0;
+    for mb in [20usize, 80] {
+        let path = dir.path().join(format!("{mb}.ndjson"));
+        let n = mb * 1_000_000 / line.len();
+        std::fs::write(&path, line.repeat(n)).unwrap();
+        let (peak, status) = enqueue_peak_mb(&ctx, &path);
+        assert!(status.success(), "{mb} MB: {status}");
+        stored += n as u64;
+        assert_eq!(ctx.stats().await.ready_total(), stored);
+        println!("weir enqueue of {mb} MB ({n} jobs of 64 KiB): peak RSS {peak:.1} MB");
+        peaks.push(peak);
+        std::fs::remove_file(&path).unwrap();
+    }
+    let (small, large) = (peaks[0], peaks[1]);
+    assert!(large < 40.0, "80 MB of input held in {large:.1} MB: not streamed");
+    assert!(
+        large < small + 10.0,
+        "peak grows with the input: {small:.1} MB for 20 MB, {large:.1} MB for 80 MB"
+    );
+    // Free the test server's memory for the other tests.
+    let _: i64 = ctx
+        .cmd(&["DEL", ctx.keys.jobs(), ctx.keys.ready(weir::Priority::Normal)])
+        .await;
 }

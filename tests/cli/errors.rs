@@ -26,7 +26,15 @@ async fn bad_arguments_lead_with_one_clear_line() {
     let dead = "redis://127.0.0.1:1";
     let cases: &[(&[&str], &[&str])] = &[
         (
-            &["work", "--visibility-timeout", "5x", "--redis-url", dead],
+            &[
+                "work",
+                "--handler",
+                "noop",
+                "--visibility-timeout",
+                "5x",
+                "--redis-url",
+                dead,
+            ],
             &[
                 "--visibility-timeout",
                 "invalid duration \"5x\"",
@@ -34,7 +42,15 @@ async fn bad_arguments_lead_with_one_clear_line() {
             ],
         ),
         (
-            &["work", "--job-timeout", "soon", "--redis-url", dead],
+            &[
+                "work",
+                "--handler",
+                "noop",
+                "--job-timeout",
+                "soon",
+                "--redis-url",
+                dead,
+            ],
             &["--job-timeout", "soon"],
         ),
         (
@@ -47,7 +63,15 @@ async fn bad_arguments_lead_with_one_clear_line() {
             &["invalid URL", "database"],
         ),
         (
-            &["work", "--tls-cert", "c.pem", "--redis-url", dead],
+            &[
+                "work",
+                "--handler",
+                "noop",
+                "--tls-cert",
+                "c.pem",
+                "--redis-url",
+                dead,
+            ],
             &["--tls-key"],
         ),
         (
@@ -86,12 +110,15 @@ async fn bad_settings_are_one_line() {
         ),
         (&["stats", "-q", "bad name"], "invalid queue name"),
         (
-            &["work", "--concurrency", "0"],
+            &["work", "--handler", "noop", "--concurrency", "0"],
             "concurrency must be between 1 and 100000",
         ),
-        (&["work", "--batch", "20000"], "batch must be between 1 and 10000"),
         (
-            &["work", "--visibility-timeout", "10ms"],
+            &["work", "--handler", "noop", "--batch", "20000"],
+            "batch must be between 1 and 10000",
+        ),
+        (
+            &["work", "--handler", "noop", "--visibility-timeout", "10ms"],
             "visibility timeout must be at least 100ms",
         ),
     ];
@@ -116,7 +143,7 @@ async fn unreachable_redis_is_one_line() {
     for args in [
         vec!["stats", "--redis-url", url],
         vec!["enqueue", "--redis-url", url, "--kind", "k"],
-        vec!["work", "--redis-url", url],
+        vec!["work", "--handler", "noop", "--redis-url", url],
         vec!["dlq", "list", "--redis-url", url],
         vec!["pause", "--redis-url", url],
     ] {
@@ -151,7 +178,7 @@ async fn passwords_never_show_in_errors() {
     assert!(!err.contains("hunter2"), "{err}");
 }
 
-/// Every kind of bad line, numbered: the good ones load, the exit code is 2, and the
+/// Every kind of bad line, numbered: the good ones load, the exit code is 3, and the
 /// report names exactly the bad lines (a blank line is skipped, not an error).
 #[tokio::test]
 async fn enqueue_names_exactly_the_lines_it_did_not_load() {
@@ -176,8 +203,8 @@ async fn enqueue_names_exactly_the_lines_it_did_not_load() {
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(
         o.status.code(),
-        Some(2),
-        "exit code 2 when lines were not loaded\n{err}"
+        Some(3),
+        "exit code 3 when lines were not loaded\n{err}"
     );
     assert!(out.contains("enqueued 3 jobs"), "{out}");
     let reported: Vec<usize> = err

@@ -6,12 +6,14 @@ mod common;
 
 mod enqueue;
 mod errors;
+mod exit_codes;
 mod queue;
 mod work;
 
 use common::*;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// Runs `weir args...` with `stdin`, Redis from `REDIS_URL` (or `--redis-url` in `args`).
 pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
@@ -27,6 +29,51 @@ pub(crate) fn cli(ctx: &Ctx, args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
         .expect("weir runs");
     child.stdin.take().unwrap().write_all(stdin.as_ref()).unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// Like [`cli`] with no input, but a run longer than `limit` is killed and fails the test:
+/// for commands that must stop by themselves.
+pub(crate) fn cli_within(ctx: &Ctx, args: &[&str], limit: Duration) -> Output {
+    cli_within_from(ctx, args, Stdio::null(), limit)
+}
+
+/// [`cli_within`] with `stdin` as standard input.
+pub(crate) fn cli_within_from(ctx: &Ctx, args: &[&str], stdin: Stdio, limit: Duration) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env("REDIS_URL", &ctx.url)
+        .env_remove("WEIR_LOG")
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weir runs");
+    let pid = child.id().to_string();
+    let out = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let started = Instant::now();
+    while !out.is_finished() {
+        if started.elapsed() > limit {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!("weir {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    out.join().unwrap()
+}
+
+/// A loopback port with nothing listening (bound, then let go).
+pub(crate) fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The non-blank lines of standard error.
+pub(crate) fn error_lines(o: &Output) -> Vec<String> {
+    text(&o.stderr)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 pub(crate) fn text(b: &[u8]) -> String {

@@ -1,9 +1,141 @@
-//! `weir work`: drain mode and a second signal. (SIGTERM under load, with every slot
-//! busy and the buffer full: tests/consumer/shutdown.rs.)
+//! `weir work`: drain mode, a second signal, and the settings it refuses before touching
+//! the queue (no handler, a job timeout under the floor, a handler it cannot reach).
+//! (SIGTERM under load, with every slot busy and the buffer full:
+//! tests/consumer/shutdown.rs.)
 
 use crate::common::*;
-use crate::{cli, no_panic, text};
+use crate::{cli, cli_within, closed_port, error_lines, no_panic, text};
 use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Enqueues `n` jobs and returns their ids.
+async fn seed_jobs(ctx: &Ctx, n: u32) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(
+            ctx.producer()
+                .enqueue(weir::NewJob::new("k", &i).unwrap())
+                .await
+                .unwrap(),
+        );
+    }
+    ids
+}
+
+/// Every job is still ready, uncharged, and nothing was leased, acked or dead-lettered.
+async fn untouched(ctx: &Ctx, ids: &[String]) {
+    let s = ctx.snapshot().await;
+    let mut ready = s.ready[1].clone();
+    ready.sort();
+    let mut want = ids.to_vec();
+    want.sort();
+    assert_eq!(ready, want, "every job still ready");
+    for id in ids {
+        assert!(
+            s.jobs[id].starts_with(r#"{"attempt":0,"#),
+            "{id} uncharged: {}",
+            s.jobs[id]
+        );
+    }
+    assert!(s.lease.is_empty() && s.dead.is_empty(), "{s:?}");
+    assert_eq!(s.counters.get("acked").copied().unwrap_or(0), 0, "{s:?}");
+}
+
+/// There is no default handler: `noop` would ack (delete) every job of a real queue.
+#[tokio::test]
+async fn work_without_a_handler_is_a_usage_error_and_touches_nothing() {
+    let ctx = Ctx::new("cli-nohandler").await;
+    let ids = seed_jobs(&ctx, 5).await;
+    let o = cli_within(&ctx, &["work", "--drain", "-q", &ctx.queue], LIMIT);
+    no_panic(&o);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("error:") && err.contains("--handler"), "{err}");
+    untouched(&ctx, &ids).await;
+}
+
+/// A job timeout of 0 (or any value under 10ms) would abandon every job before its
+/// handler could run: refused with one line, before Redis is touched.
+#[tokio::test]
+async fn a_job_timeout_under_the_floor_is_refused() {
+    let ctx = Ctx::new("cli-jobtimeout").await;
+    let ids = seed_jobs(&ctx, 5).await;
+    for t in ["0s", "0ms", "1us", "9ms"] {
+        let args = [
+            "work",
+            "--handler",
+            "noop",
+            "--drain",
+            "--no-metrics",
+            "-q",
+            &ctx.queue,
+            "--job-timeout",
+            t,
+        ];
+        let o = cli_within(&ctx, &args, LIMIT);
+        no_panic(&o);
+        let lines = error_lines(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}: {lines:?}");
+        assert_eq!(lines.len(), 1, "{t}: one line: {lines:?}");
+        assert!(
+            lines[0].starts_with("error:") && lines[0].contains("job timeout must be at least 10ms"),
+            "{t}: {lines:?}"
+        );
+        untouched(&ctx, &ids).await;
+    }
+    let args = [
+        "work",
+        "--handler",
+        "noop",
+        "--drain",
+        "--no-metrics",
+        "-q",
+        &ctx.queue,
+        "--job-timeout",
+        "10ms",
+    ];
+    let o = cli_within(&ctx, &args, LIMIT);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the floor itself is accepted: {}",
+        text(&o.stderr)
+    );
+    assert!(text(&o.stdout).contains("5 acked"), "{}", text(&o.stdout));
+}
+
+/// A handler URL with nothing behind it (a typo, a service not up yet) is one line of
+/// error and exit 1 before any job is fetched: the queue is not drained into the
+/// dead-letter queue.
+#[tokio::test]
+async fn an_unreachable_handler_is_reported_before_any_job_is_fetched() {
+    let ctx = Ctx::new("cli-nohost").await;
+    let ids = seed_jobs(&ctx, 5).await;
+    let url = format!("http://127.0.0.1:{}/x", closed_port());
+    let args = [
+        "work",
+        "--handler",
+        &url,
+        "--drain",
+        "--no-metrics",
+        "-q",
+        &ctx.queue,
+    ];
+    let o = cli_within(&ctx, &args, LIMIT);
+    no_panic(&o);
+    let lines = error_lines(&o);
+    assert_eq!(o.status.code(), Some(1), "{lines:?}");
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    assert!(
+        lines[0].starts_with("error:")
+            && lines[0].contains(&format!("cannot reach the handler at {url}"))
+            && lines[0].contains("refused"),
+        "{lines:?}"
+    );
+    untouched(&ctx, &ids).await;
+}
 
 #[tokio::test]
 async fn work_drain_processes_everything_and_exits() {
@@ -14,6 +146,8 @@ async fn work_drain_processes_everything_and_exits() {
         &ctx,
         &[
             "work",
+            "--handler",
+            "noop",
             "--drain",
             "-q",
             &ctx.queue,

@@ -211,6 +211,14 @@ async fn config_values_out_of_range_are_refused() {
             Box::new(|c| c.reclaimer.interval = Duration::ZERO),
         ),
         ("dead-letter cap", Box::new(|c| c.dead_letter_cap = 0)),
+        (
+            "job timeout must be at least 10ms",
+            Box::new(|c| c.pool.job_timeout = Some(Duration::ZERO)),
+        ),
+        (
+            "job timeout must be at least 10ms",
+            Box::new(|c| c.pool.job_timeout = Some(Duration::from_millis(9))),
+        ),
     ];
     for (want, change) in cases {
         let mut cfg = config(&ctx);

@@ -63,7 +63,7 @@ pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
     let conn = Redis::open(&url)?.connect().await?;
     let pending = weir::Queue::new(conn.clone(), QUEUE)?.stats().await?.pending();
     if pending > 0 {
-        return Err(weir::Error::Config(format!(
+        return Err(crate::failure(format!(
             "queue {QUEUE} already has {pending} jobs pending; drain it (weir work --queue {QUEUE} --drain) first"
         )));
     }

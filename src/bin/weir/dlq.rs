@@ -43,6 +43,12 @@ pub enum DlqCommand {
 }
 
 pub async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
+    // A usage error, so checked before Redis is reached.
+    if let DlqCommand::Requeue { ids, all: false, .. } = &a.command
+        && ids.is_empty()
+    {
+        return Err(weir::Error::Config("give job ids to requeue, or --all".into()));
+    }
     let q = a.common.queue_handle().await?;
     match a.command {
         DlqCommand::List { limit, offset, json } => {
@@ -59,15 +65,12 @@ pub async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
                 }
             }
         }
-        DlqCommand::Requeue { ids, all, limit } => {
-            if ids.is_empty() && !all {
-                return Err(weir::Error::Config("give job ids to requeue, or --all".into()));
-            }
+        DlqCommand::Requeue { ids, limit, .. } => {
             let (n, missing) = q.requeue_dead(&ids, limit).await?;
             println!("requeued {n} jobs");
             if !missing.is_empty() {
                 eprintln!("not in the dead-letter queue: {}", missing.join(", "));
-                return Ok(ExitCode::from(2));
+                return Ok(ExitCode::from(crate::exit::PARTIAL));
             }
         }
         DlqCommand::Purge => println!("purged {} jobs", q.purge_dead().await?),

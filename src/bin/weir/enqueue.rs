@@ -1,4 +1,6 @@
-//! `weir enqueue`: NDJSON in, bulk enqueue calls out, bad lines reported by number.
+//! `weir enqueue`: NDJSON in, streamed (memory bounded by the chunks in flight, whatever
+//! the input's size), bulk enqueue calls out, bad lines reported by number. A read error
+//! ends the input: exit 1; lines not loaded: exit 3.
 
 use crate::{Common, parse_duration, parse_priority};
 use clap::Args;
@@ -6,7 +8,7 @@ use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::io::BufRead;
+use std::io::{BufRead, BufReader};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use weir::{NewJob, Priority, Producer};
@@ -52,13 +54,22 @@ struct Line {
 }
 
 pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
-    let reader: Box<dyn BufRead + Send> = match &a.file {
-        Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::with_capacity(
-            1 << 20,
-            std::fs::File::open(p)
-                .map_err(|e| weir::Error::Config(format!("cannot open {}: {e}", p.display())))?,
-        )),
-        _ => Box::new(std::io::BufReader::with_capacity(1 << 20, std::io::stdin())),
+    let (name, reader): (String, Box<dyn BufRead + Send>) = match &a.file {
+        Some(p) if p.as_os_str() != "-" => {
+            let file = std::fs::File::open(p)
+                .map_err(|e| crate::failure(format!("cannot open {}: {e}", p.display())))?;
+            let mut reader = BufReader::with_capacity(1 << 20, file);
+            // A first read now, so a directory or a device error is reported even when
+            // Redis is down (standard input is not read ahead: it may not have come yet).
+            reader
+                .fill_buf()
+                .map_err(|e| crate::failure(format!("cannot read {}: {e}", p.display())))?;
+            (p.display().to_string(), Box::new(reader))
+        }
+        _ => (
+            "standard input".into(),
+            Box::new(BufReader::with_capacity(1 << 20, std::io::stdin())),
+        ),
     };
     // After the file opened, so a wrong path is reported even when Redis is down.
     let conn = a.common.redis()?.connect().await?;
@@ -81,7 +92,7 @@ pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
         a.common.queue,
         loaded.stored as f64 / secs.max(1e-9)
     );
-    report_problems(&loaded)
+    report_problems(&loaded, &name)
 }
 
 /// What [`load`] did with the input.
@@ -95,10 +106,13 @@ struct Loaded {
     bad: Vec<(usize, String)>,
     /// Chunks that failed after their retries: (their line numbers, the last error).
     failed: Vec<(Vec<usize>, weir::Error)>,
+    /// The read error that ended the input early.
+    read_error: Option<std::io::Error>,
 }
 
-/// Reads the input line by line into the producer's bulk path (which chunks, keeps calls
-/// in flight and retries each chunk), keeping each job's line number for the report.
+/// Streams the input line by line into the producer's bulk path (which chunks, keeps calls
+/// in flight, retries each chunk, and pulls lines only as calls free up, so memory is
+/// bounded by the chunks in flight), keeping each job's line number for the report.
 async fn load(
     a: &EnqueueArgs,
     reader: Box<dyn BufRead + Send>,
@@ -109,14 +123,16 @@ async fn load(
     let now = weir::envelope::unix_ms();
     let mut buf = Vec::new();
     let bad = &mut out.bad;
-    let jobs = reader.lines().enumerate().filter_map(|(i, line)| {
-        let line_no = i + 1;
-        let job = match line {
-            Err(e) => Err(format!("unreadable: {e}")),
+    let lines = Lines {
+        reader,
+        line_no: 0,
+        error: &mut out.read_error,
+    };
+    let jobs = lines.filter_map(|(line_no, line)| {
+        let job = match String::from_utf8(line) {
+            Err(e) => Err(format!("not UTF-8: {}", e.utf8_error())),
             Ok(l) if l.trim().is_empty() => return None,
-            Ok(l) => {
-                to_job(a, &l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string()))
-            }
+            Ok(l) => to_job(a, l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string())),
         };
         match job {
             Ok(arg) => Some((line_no, arg)),
@@ -137,21 +153,58 @@ async fn load(
             Err(e) => out.failed.push((chunk.tags, e)),
         }
     }
-    drop(chunks); // it reads the input, and so holds `out.bad`
+    drop(chunks); // it reads the input, and so holds `out.bad` and `out.read_error`
     out
 }
 
-fn to_job(a: &EnqueueArgs, line: &str) -> Result<NewJob, String> {
+/// The input's lines, numbered from 1, without their line ending, as bytes (a line that is
+/// not UTF-8 is a bad line, not a read error). The first read error ends the input and is
+/// kept in `error`: a read that failed (a directory, a device error) fails again, so
+/// reading on would spin.
+struct Lines<'a> {
+    reader: Box<dyn BufRead + Send>,
+    line_no: usize,
+    error: &'a mut Option<std::io::Error>,
+}
+
+impl Iterator for Lines<'_> {
+    type Item = (usize, Vec<u8>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.error.is_some() {
+            return None;
+        }
+        let mut line = Vec::new();
+        match self.reader.read_until(b'\n', &mut line) {
+            Ok(0) => None,
+            Ok(_) => {
+                self.line_no += 1;
+                if line.last() == Some(&b'\n') {
+                    line.pop();
+                    if line.last() == Some(&b'\r') {
+                        line.pop();
+                    }
+                }
+                Some((self.line_no, line))
+            }
+            Err(e) => {
+                *self.error = Some(e);
+                None
+            }
+        }
+    }
+}
+
+fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
     if let Some(kind) = &a.kind {
-        let payload =
-            RawValue::from_string(line.to_owned()).map_err(|e| format!("payload is not JSON: {e}"))?;
+        let payload = RawValue::from_string(line).map_err(|e| format!("payload is not JSON: {e}"))?;
         let mut job = NewJob::from_raw(kind.clone(), payload).priority(a.priority);
         if let Some(d) = a.delay {
             job = job.delay(d);
         }
         return Ok(job);
     }
-    let l: Line = serde_json::from_str(line).map_err(|e| format!("not a job line: {e}"))?;
+    let l: Line = serde_json::from_str(&line).map_err(|e| format!("not a job line: {e}"))?;
     let mut job = NewJob::from_raw(l.kind, l.payload).priority(a.priority);
     if let Some(p) = l.priority {
         job = job.priority(p.parse()?);
@@ -180,9 +233,15 @@ fn to_job(a: &EnqueueArgs, line: &str) -> Result<NewJob, String> {
     Ok(job)
 }
 
-fn report_problems(loaded: &Loaded) -> weir::Result<ExitCode> {
+/// Reports what was not loaded; the exit code: 1 if the input could not be read to its
+/// end, 3 if some lines were not loaded, else 0.
+fn report_problems(loaded: &Loaded, input: &str) -> weir::Result<ExitCode> {
     let Loaded {
-        dups, bad, failed, ..
+        dups,
+        bad,
+        failed,
+        read_error,
+        ..
     } = loaded;
     if !dups.is_empty() {
         let shown: Vec<_> = dups.iter().take(10).map(String::as_str).collect();
@@ -201,7 +260,12 @@ fn report_problems(loaded: &Loaded) -> weir::Result<ExitCode> {
     let not_loaded = bad.len() + failed.iter().map(|(l, _)| l.len()).sum::<usize>();
     if not_loaded > 0 {
         eprintln!("{not_loaded} lines not loaded");
-        return Ok(ExitCode::from(2));
+    }
+    if let Some(e) = read_error {
+        return Err(crate::failure(format!("cannot read {input}: {e}")));
+    }
+    if not_loaded > 0 {
+        return Ok(ExitCode::from(crate::exit::PARTIAL));
     }
     Ok(ExitCode::SUCCESS)
 }

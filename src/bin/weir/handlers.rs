@@ -69,6 +69,55 @@ impl BuiltIn {
             }
         })
     }
+
+    /// For an HTTP handler, checks that its host takes TCP connections, so a typo in the
+    /// URL or a service that is not up is one line of error (exit 1) before any job is
+    /// fetched, rather than every job failing into the dead-letter queue. A connect and
+    /// nothing more: no request is sent, so the service sees nothing it could take for a
+    /// job. Skipped when requests go through a proxy (`http_proxy`, `all_proxy`): the
+    /// proxy, not the host, is what a connect would reach.
+    pub async fn check_reachable(&self, timeout: Duration) -> weir::Result<()> {
+        let BuiltIn::Http(url) = self else {
+            return Ok(());
+        };
+        let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|p| !p.is_empty()));
+        if proxied {
+            tracing::debug!("requests go through a proxy: the handler's host is not checked");
+            return Ok(());
+        }
+        let fail = |why: String| {
+            crate::failure(format!(
+                "cannot reach the handler at {url}: {why}; no job was fetched"
+            ))
+        };
+        // The registry parsed the URL already; a URL without a host fails here, not later.
+        let parsed = reqwest::Url::parse(url).map_err(|e| fail(e.to_string()))?;
+        let host = parsed
+            .host_str()
+            .ok_or_else(|| fail("the URL has no host".into()))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']'); // IPv6 literal
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let connect = async {
+            let mut last = None;
+            for addr in tokio::net::lookup_host((host, port)).await? {
+                match tokio::net::TcpStream::connect(addr).await {
+                    Ok(_) => return Ok(()),
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.unwrap_or_else(|| std::io::Error::other("the host name has no address")))
+        };
+        match tokio::time::timeout(timeout, connect).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(fail(e.to_string())),
+            Err(_) => Err(fail(format!(
+                "no connection within {}",
+                humantime::format_duration(timeout)
+            ))),
+        }
+    }
 }
 
 /// `print` or `print:<duration>`.

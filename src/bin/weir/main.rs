@@ -14,11 +14,36 @@ use std::process::ExitCode;
 use std::time::Duration;
 use weir::{Priority, Queue, Redis, TlsFiles};
 
+/// Exit codes, one scheme for every subcommand (stated in `weir --help` and the README).
+pub mod exit {
+    /// The command did its job.
+    pub const OK: u8 = 0;
+    /// The command line was valid but the command could not be carried out: Redis, a
+    /// file or the handler could not be reached or read.
+    pub const FAILURE: u8 = 1;
+    /// The command line is wrong: an unknown option, a missing argument, a value that does
+    /// not parse or is out of range. Clap exits with it for what it checks; values weir
+    /// refuses later (ranges, names) get it too, before anything is touched.
+    pub const USAGE: u8 = 2;
+    /// Done in part: `weir enqueue` did not load some lines, or `weir dlq requeue` did not
+    /// find some ids; each is named on standard error.
+    pub const PARTIAL: u8 = 3;
+}
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  runtime failure: Redis, a file or the handler could not be reached or read
+  2  usage error: unknown option, missing argument, value that does not parse or is out of range
+  3  done in part: weir enqueue did not load some lines, or weir dlq requeue did not find
+     some ids (each is named on standard error)";
+
 #[derive(Parser)]
 #[command(
     name = "weir",
     version,
-    about = "Drain Redis job queues as fast as Redis can move them"
+    about = "Drain Redis job queues as fast as Redis can move them",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -73,8 +98,10 @@ pub struct Common {
 }
 
 impl Common {
-    /// The Redis endpoint these options name.
+    /// The Redis endpoint these options name. Checks the queue name first: a bad one is a
+    /// usage error, reported as such even when Redis is down.
     pub fn redis(&self) -> weir::Result<Redis> {
+        weir::keys::validate_queue_name(&self.queue)?;
         let tls = TlsFiles {
             ca: self.tls_ca.clone(),
             cert: self.tls_cert.clone(),
@@ -115,7 +142,7 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(exit::FAILURE);
         }
     };
     let result = runtime.block_on(async {
@@ -134,9 +161,27 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// The exit code of a command that failed with `e`: a value weir refuses (a range, a name,
+/// a handler URL) came from the command line, so it is a usage error; anything else is a
+/// runtime failure.
+fn exit_code(e: &weir::Error) -> u8 {
+    use weir::Error;
+    match e {
+        Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) => exit::USAGE,
+        Error::Http(weir::http::HttpError::Url { .. }) => exit::USAGE,
+        _ => exit::FAILURE,
+    }
+}
+
+/// A runtime failure the command line found itself (a file it cannot read, a handler it
+/// cannot reach): exit code 1, `msg` as the error line.
+pub fn failure(msg: impl Into<String>) -> weir::Error {
+    weir::Error::Io(std::io::Error::other(msg.into()))
 }
 
 async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {

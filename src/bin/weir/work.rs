@@ -12,12 +12,13 @@ use weir::{CancellationToken, Consumer, ConsumerConfig, FetcherConfig, Report};
 pub struct WorkArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Handler for every job kind: `noop`; `sleep:<duration>` (e.g. sleep:50ms); `print` or
-    /// `print:<duration>` (sleep, then write the job as one JSON line
-    /// `{"id","kind","attempt","payload"}` to standard output before acking it); or a URL
-    /// to POST each job to (http://host/path): 2xx acks, 429/503 back off, other 5xx and
-    /// timeouts retry, other 4xx dead-letter.
-    #[arg(long, default_value = "noop", value_parser = parse_handler)]
+    /// Handler for every job kind (required: there is no default, since `noop` would
+    /// delete every job): a URL to POST each job to (http://host/path): 2xx acks, 429/503
+    /// back off, other 5xx and timeouts retry, other 4xx dead-letter; `noop` (ack at once);
+    /// `sleep:<duration>` (e.g. sleep:50ms); `print` or `print:<duration>` (sleep, then
+    /// write the job as one JSON line `{"id","kind","attempt","payload"}` to standard
+    /// output before acking it).
+    #[arg(long, value_parser = parse_handler)]
     pub handler: BuiltIn,
     /// HTTP handler: per-request timeout.
     #[arg(long, default_value = shown(http_defaults().timeout), value_parser = parse_duration)]
@@ -138,6 +139,9 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let consumer = Consumer::new(a.config()?, redis.clone(), a.handler.registry(http)?)?;
     // Reach Redis before anything else, so a wrong URL is one line of error and nothing more.
     drop(redis.connect().await?);
+    // Then the handler, before any job is fetched: a typo must not drain the queue into
+    // the dead-letter queue.
+    a.handler.check_reachable(a.http_timeout).await?;
     if !a.no_metrics && !weir::metrics::is_installed() {
         // A consumer without its metrics endpoint still does its job: say so and go on.
         match weir::metrics::install(a.metrics_addr) {

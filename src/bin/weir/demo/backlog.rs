@@ -49,6 +49,6 @@ async fn drain(a: &DemoArgs, url: &str, n: u64) -> weir::Result<Duration> {
     let elapsed = started.elapsed();
     stop.cancel();
     run.await
-        .map_err(|e| weir::Error::Config(format!("consumer task failed: {e}")))??;
+        .map_err(|e| crate::failure(format!("consumer task failed: {e}")))??;
     Ok(elapsed)
 }
