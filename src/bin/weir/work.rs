@@ -211,11 +211,11 @@ mod tests {
         work: WorkArgs,
     }
 
-    /// Without flags `weir work` runs the library's defaults, and so does
+    /// With only the (required) handler, `weir work` runs the library's defaults, and so does
     /// [`WorkArgs::defaults`] (which `weir demo` starts from).
     #[test]
     fn the_flags_default_to_the_library_defaults() {
-        let parsed = Cli::try_parse_from(["weir", "--redis-url", "redis://x"])
+        let parsed = Cli::try_parse_from(["weir", "--handler", "noop", "--redis-url", "redis://x"])
             .unwrap()
             .work;
         let library = format!("{:?}", ConsumerConfig::default());
@@ -226,7 +226,9 @@ mod tests {
             (parsed.http_timeout, parsed.metrics_addr),
             (built.http_timeout, built.metrics_addr)
         );
-        let batched = Cli::try_parse_from(["weir", "--batch-http"]).unwrap().work;
+        let batched = Cli::try_parse_from(["weir", "--handler", "noop", "--batch-http"])
+            .unwrap()
+            .work;
         assert_eq!(batched.batch_http, Some(http_defaults().max_batch));
     }
 }
