@@ -69,7 +69,7 @@ pub use limiter::{LimiterConfig, Rate, Target};
 pub use queue::admin::Queue;
 pub use queue::envelope::{Job, Priority};
 pub use queue::producer::{BulkReport, NewJob, Producer};
-pub use queue::retry::RetryPolicy;
+pub use queue::retry::{DeferralBudget, RetryPolicy};
 pub use queue::scripts::{DeadJob, Stats};
 pub use redis::conn::{HealingConnection, Redis, TlsFiles};
 #[cfg(feature = "embedded")]

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod dead_cap;
 mod enqueue;
 mod errors;
 mod queue;
