@@ -16,7 +16,7 @@ const PASSWORD: &str = "Pw-4f9c2e-secret";
 const WRONG: &str = "Wrong-88ab01-secret";
 
 /// The ACL of docs/security.md: keep the two in step.
-pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +evalsha +script|load +subscribe +time \
+pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
     +exists +set +del +llen +lindex +lpop +rpush +lpush +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +zadd +zrem +zcard +zscore +zmscore +zrange +zrangebyscore +zrevrange +zpopmin \
     +publish";

@@ -53,6 +53,9 @@ pub struct ConsumerConfig {
     pub drain: bool,
     /// Record metrics (default true; they reach Prometheus once `metrics::install` ran).
     pub metrics: bool,
+    /// Run even if Redis may evict keys (its `maxmemory-policy` is not `noeviction`),
+    /// which can lose or strand jobs (default false: refuse to start).
+    pub allow_eviction: bool,
 }
 
 impl ConsumerConfig {
@@ -84,6 +87,7 @@ impl Default for ConsumerConfig {
             shutdown_timeout: Self::DEFAULT_SHUTDOWN_TIMEOUT,
             drain: false,
             metrics: true,
+            allow_eviction: false,
         }
     }
 }

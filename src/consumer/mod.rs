@@ -95,6 +95,7 @@ impl Consumer {
         let c = &self.config;
         let keys = QueueKeys::new(&c.queue)?;
         let conn = self.redis.connect_healing().await?;
+        crate::redis::eviction::check(&mut conn.clone(), c.allow_eviction).await?;
         // Logged once connected, so an unreachable Redis gives only the one error line.
         tracing::info!(queue = %c.queue, concurrency = c.concurrency, "working");
         let steps = Steps {

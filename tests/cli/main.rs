@@ -7,6 +7,7 @@ mod common;
 mod dead_cap;
 mod enqueue;
 mod errors;
+mod eviction;
 mod queue;
 mod work;
 

@@ -76,6 +76,10 @@ pub struct WorkArgs {
     /// Gone: the dead-letter cap is the queue's setting (`weir limits set --dead-cap N`).
     #[arg(long, hide = true, value_name = "N", value_parser = dead_cap_moved)]
     pub dead_cap: Option<u64>,
+    /// Run even if Redis's maxmemory-policy lets it evict keys (anything but noeviction),
+    /// which can lose jobs.
+    #[arg(long)]
+    pub allow_eviction: bool,
     /// Serve Prometheus metrics on this address (loopback unless told otherwise).
     #[arg(long, default_value = weir::metrics::DEFAULT_ADDR)]
     pub metrics_addr: std::net::SocketAddr,
@@ -127,6 +131,7 @@ impl WorkArgs {
             drain: c.drain,
             max_envelope_bytes: c.fetcher.max_envelope_bytes,
             dead_cap: None,
+            allow_eviction: c.allow_eviction,
             metrics_addr: weir::metrics::DEFAULT_ADDR.parse().expect("a valid address"),
             no_metrics: !c.metrics,
         }
@@ -154,6 +159,7 @@ impl WorkArgs {
         };
         c.pool.unknown_kind_grace = self.unknown_kind_grace;
         c.metrics = !self.no_metrics;
+        c.allow_eviction = self.allow_eviction;
         Ok(c)
     }
 }
