@@ -47,7 +47,11 @@ async fn limits_set_get_and_clear_the_dead_cap() {
 #[tokio::test]
 async fn work_dead_cap_names_the_command_that_sets_it_now() {
     let ctx = Ctx::new("cli-cap-flag").await;
-    let o = cli(&ctx, &["work", "-q", &ctx.queue, "--dead-cap", "10"], "");
+    let o = cli(
+        &ctx,
+        &["work", "-q", &ctx.queue, "--handler", "noop", "--dead-cap", "10"],
+        "",
+    );
     no_panic(&o);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
