@@ -51,9 +51,10 @@ impl Bench {
                 token: f.deadline_ms,
             })
             .collect();
-        let missed = scripts::settle(&mut self.conn.clone(), &self.keys, 10_000, &items)
+        let missed = scripts::settle(&mut self.conn.clone(), &self.keys, &items)
             .await
-            .unwrap();
+            .unwrap()
+            .missed;
         assert!(missed.is_empty());
     }
 

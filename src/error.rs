@@ -92,6 +92,15 @@ pub enum Error {
     /// An I/O error (embedded server, files).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// Redis may evict keys (its `maxmemory-policy` is not `noeviction`), which can lose
+    /// jobs; the consumer refuses to start unless told to allow it.
+    #[error(
+        "redis maxmemory-policy is {policy}: it can evict queue keys and lose jobs; set `maxmemory-policy noeviction` (CONFIG SET or redis.conf), or pass --allow-eviction"
+    )]
+    Eviction {
+        /// The policy in force.
+        policy: String,
+    },
     /// A background task of a consumer panicked; the consumer stopped, after flushing the
     /// outcomes and releasing the leases its other tasks held.
     #[error("consumer task {task} failed: {detail}")]

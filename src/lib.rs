@@ -89,4 +89,4 @@ pub use consumer::pool::PoolConfig;
 #[cfg(feature = "http")]
 pub use handler::http::HttpConfig;
 pub use limiter::{AimdConfig, LimiterConfig, LimiterOptions, Rate, Target, WindowConfig};
-pub use queue::retry::RetryPolicy;
+pub use queue::retry::{DeferralBudget, RetryPolicy};

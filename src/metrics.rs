@@ -31,6 +31,8 @@ pub const JOBS_FETCHED: &str = "weir_jobs_fetched_total";
 pub const JOBS_ACKED: &str = "weir_jobs_acked_total";
 /// Jobs sent back for a retry.
 pub const JOBS_RETRIED: &str = "weir_jobs_retried_total";
+/// Jobs put back without charging an attempt, by reason (see [`DEFER_REASONS`]).
+pub const JOBS_DEFERRED: &str = "weir_jobs_deferred_total";
 /// Jobs dead-lettered by this consumer.
 pub const JOBS_DEAD: &str = "weir_jobs_dead_lettered_total";
 /// Jobs brought back from expired leases (by this consumer's reclaimer).
@@ -63,6 +65,8 @@ pub const QUEUE_DELAYED: &str = "weir_queue_delayed_jobs";
 pub const QUEUE_IN_FLIGHT: &str = "weir_queue_in_flight_jobs";
 /// Dead-lettered jobs (sampled).
 pub const QUEUE_DEAD: &str = "weir_queue_dead_jobs";
+/// Jobs deferred at least once and not done yet (sampled).
+pub const QUEUE_DEFERRED: &str = "weir_queue_deferred_jobs";
 /// Age of the oldest ready job (sampled).
 pub const QUEUE_OLDEST: &str = "weir_queue_oldest_ready_age_seconds";
 /// Dead-letter entries trimmed by the cap (sampled from Redis).
@@ -132,8 +136,12 @@ pub fn describe() {
             "Jobs sent back for a retry after a retryable failure.",
         ),
         (
+            JOBS_DEFERRED,
+            "Jobs put back without charging an attempt, by reason: backpressure (429/503), unknown_kind, oversize (over this consumer's envelope limit), unstarted_reclaim (a lease expired before the job started).",
+        ),
+        (
             JOBS_DEAD,
-            "Jobs dead-lettered by this consumer (failures, bad envelopes, unknown kinds).",
+            "Jobs dead-lettered by this consumer (failures, bad envelopes, spent deferral budgets).",
         ),
         (
             JOBS_RECLAIMED,
@@ -155,7 +163,7 @@ pub fn describe() {
         (CHANNEL_RECEIVED, "Jobs the worker pool took out of its channel."),
         (
             DEAD_TRIMMED,
-            "Dead-letter entries trimmed by the cap (from Redis).",
+            "Dead-letter entries trimmed by the queue's cap, by every consumer (from Redis).",
         ),
         (
             LIMITER_DECISIONS,
@@ -177,6 +185,11 @@ pub fn describe() {
             "Leased jobs across all consumers (sampled).",
         ),
         (QUEUE_DEAD, Unit::Count, "Dead-lettered jobs (sampled)."),
+        (
+            QUEUE_DEFERRED,
+            Unit::Count,
+            "Jobs deferred at least once and not done yet (sampled).",
+        ),
         (
             QUEUE_OLDEST,
             Unit::Seconds,
@@ -223,6 +236,29 @@ pub fn describe() {
     }
 }
 
+/// The reasons of [`JOBS_DEFERRED`], in [`DeferReason`] order.
+pub const DEFER_REASONS: [&str; 4] = ["backpressure", "unknown_kind", "oversize", "unstarted_reclaim"];
+
+/// Why a job was deferred: the `reason` label of [`JOBS_DEFERRED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeferReason {
+    /// The downstream pushed back (HTTP 429/503, [`crate::JobError::backpressure`]).
+    Backpressure = 0,
+    /// No handler for the job's kind in this consumer.
+    UnknownKind = 1,
+    /// The envelope is over this consumer's size limit.
+    Oversize = 2,
+    /// The job's lease expired before its run started (its consumer died holding it).
+    UnstartedReclaim = 3,
+}
+
+impl DeferReason {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        DEFER_REASONS[self as usize]
+    }
+}
+
 /// A consumer's metric handles for one queue, built once.
 #[derive(Clone)]
 pub(crate) struct QueueMetrics {
@@ -230,6 +266,8 @@ pub(crate) struct QueueMetrics {
     pub fetched: Counter,
     pub acked: Counter,
     pub retried: Counter,
+    /// By [`DeferReason`].
+    pub deferred: [Counter; 4],
     pub dead: Counter,
     pub reclaimed: Counter,
     pub leases_lost: Counter,
@@ -260,6 +298,7 @@ impl QueueMetrics {
             fetched: counter!(JOBS_FETCHED, "queue" => q.clone()),
             acked: counter!(JOBS_ACKED, "queue" => q.clone()),
             retried: counter!(JOBS_RETRIED, "queue" => q.clone()),
+            deferred: DEFER_REASONS.map(|r| counter!(JOBS_DEFERRED, "queue" => q.clone(), "reason" => r)),
             dead: counter!(JOBS_DEAD, "queue" => q.clone()),
             reclaimed: counter!(JOBS_RECLAIMED, "queue" => q.clone()),
             leases_lost: counter!(LEASES_LOST, "queue" => q.clone()),

@@ -1,7 +1,8 @@
 //! Bad input never crashes a consumer and is never lost: a corpus of malformed envelopes,
 //! pushed straight into Redis between good jobs, is dead-lettered one by one with a reason
-//! while the good jobs are processed; and the envelope decoder never panics on arbitrary
-//! bytes (proptest).
+//! (an unknown kind or an envelope over the size limit after a short grace, in case
+//! another consumer can take it) while the good jobs are processed; and the envelope
+//! decoder never panics on arbitrary bytes (proptest).
 
 mod faults;
 
@@ -154,6 +155,9 @@ async fn malformed_envelopes_are_dead_lettered_and_good_jobs_processed() {
         ..Default::default()
     };
     config.fetcher.batch = 7; // several fetches, bad and good envelopes in each
+    // An unknown kind or an envelope over the size limit waits this long for a consumer
+    // that can take it before it is dead-lettered.
+    config.pool.unknown_kind_grace = Duration::from_millis(300);
     let consumer = Consumer::new(config, Redis::open(&url).unwrap(), registry).unwrap();
     let report = tokio::time::timeout(Duration::from_secs(60), consumer.run(CancellationToken::new()))
         .await

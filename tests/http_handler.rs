@@ -1,8 +1,11 @@
 //! The HTTP handler end to end against a local server (tests/http/server.rs) that can be
 //! told to answer 2xx, slow down, 429 with Retry-After, 503, 500, 400 or hang: what each
 //! answer does to the job, keep-alive, batches, and a consumer draining a real queue.
+//! Backpressure (429/503) is not failure: it defers the job without charging an attempt,
+//! within a deferral budget.
 
 mod common;
+mod faults;
 #[path = "http/server.rs"]
 mod server;
 
@@ -163,9 +166,9 @@ async fn a_consumer_delivers_a_queue_to_the_server() {
     let consumer = Consumer::new(config, redis.clone(), Registry::new().fallback(handler(&s))).unwrap();
     let report = consumer.run(CancellationToken::new()).await.unwrap();
     assert_eq!(
-        (report.acked, report.dead, report.retried),
-        (34, 1, 4),
-        "{report:?}"
+        (report.acked, report.dead, report.retried, report.deferred),
+        (34, 1, 2, 2),
+        "the 500s are retried, the 429s deferred: {report:?}"
     );
     let q = Queue::new(redis.connect().await.unwrap(), "hooks").unwrap();
     let dead = q.dead_jobs(0, 10).await.unwrap();
@@ -245,4 +248,181 @@ async fn weir_work_posts_batches_from_the_cli() {
         .collect();
     assert_eq!(sizes.iter().sum::<usize>(), 25);
     assert!(sizes.iter().all(|n| (1..=10).contains(n)), "{sizes:?}");
+}
+
+/// `weir work` as a new user runs it, against a service that answers 429 (Retry-After: 1)
+/// for a few seconds and then 200, with jobs of `max_attempts 2`: backpressure is not
+/// failure, so every job is acked, none is dead-lettered, and none was charged an attempt
+/// (every request the service saw carried attempt 0). Before deferrals, each 429 cost an
+/// attempt and the jobs were dead-lettered on the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_answers_429_for_a_while_loses_no_job() {
+    let s = Server::start().await;
+    let server = EmbeddedRedis::start().unwrap();
+    let redis = Redis::open(&server.url()).unwrap();
+    let p = Producer::new(redis.connect().await.unwrap(), "busy").unwrap();
+    let jobs = (0..40).map(|i| {
+        NewJob::new("hook", &serde_json::json!({ "do": "ok" }))
+            .unwrap()
+            .id(format!("j{i}"))
+            .max_attempts(2)
+    });
+    p.enqueue_bulk(jobs).await.unwrap();
+    s.busy_for(Duration::from_secs(3));
+    let url = server.url();
+    let args = [
+        "work",
+        "-q",
+        "busy",
+        "--redis-url",
+        &url,
+        "--drain",
+        "--no-metrics",
+    ];
+    let (code, out, err) = faults::run_weir(
+        &[&args[..], &["--handler", &s.url()]].concat(),
+        None,
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("40 acked, 0 retried") && out.contains(" 0 dead-lettered"),
+        "{out}"
+    );
+    let seen = s.seen();
+    assert!(seen.len() > 40, "the 429 phase was met: {} requests", seen.len());
+    assert!(
+        seen.iter().all(|r| r.body["attempt"] == 0),
+        "no request carried a charged attempt"
+    );
+    let stats = Queue::new(redis.connect().await.unwrap(), "busy")
+        .unwrap()
+        .stats()
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.dead, stats.pending(), stats.deferred),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(stats.counters.get("acked"), Some(&40));
+    assert_eq!(stats.counters.get("retried"), None);
+    assert!(stats.counters["deferred"] >= 40, "{stats:?}");
+}
+
+/// `GET /metrics` of a consumer's exporter.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
+
+/// The value of the sample of `name` whose labels include every one of `labels`.
+fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// A service that never stops answering 429: each job is deferred until its deferral
+/// budget (`--max-deferrals 2`) is spent, then dead-lettered with a reason that says so.
+/// The deferrals show in the metrics (by reason) and in `weir stats`, text and JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferrals_past_the_budget_are_dead_lettered_and_counted() {
+    let s = Server::start().await;
+    s.busy_for(Duration::from_secs(3600));
+    let server = EmbeddedRedis::start().unwrap();
+    let url = server.url();
+    enqueue(&Redis::open(&url).unwrap(), "budget", &[("ok", 5)]).await;
+    let port = common::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let mut work = faults::Proc::weir(
+        &[
+            "work",
+            "-q",
+            "budget",
+            "--redis-url",
+            &url,
+            "--handler",
+            &s.url(),
+            "--max-deferrals",
+            "2",
+            "--metrics-addr",
+            &addr,
+        ],
+        &out,
+        &err,
+    );
+    let q = faults::queue(&url, "budget").await;
+    common::wait_until("every job dead", Duration::from_secs(30), || async {
+        q.stats().await.unwrap().dead == 5
+    })
+    .await;
+    let deferred = r#"queue="budget""#;
+    common::wait_until("the metrics to count them", Duration::from_secs(10), || async {
+        let m = scrape(port);
+        sample(
+            &m,
+            "weir_jobs_deferred_total",
+            &[deferred, r#"reason="backpressure""#],
+        ) == Some(10.0)
+            && sample(&m, "weir_jobs_dead_lettered_total", &[deferred]) == Some(5.0)
+    })
+    .await;
+    work.sigterm();
+    assert!(
+        work.wait_timeout(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
+    let summary = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        summary.contains("0 acked, 0 retried, 10 deferred, 5 dead-lettered"),
+        "{summary}{}",
+        std::fs::read_to_string(&err).unwrap()
+    );
+    for d in q.dead_jobs(0, 10).await.unwrap() {
+        let reason = d.reason.unwrap_or_default();
+        assert!(
+            reason.starts_with("deferral budget spent (2 deferrals over ")
+                && reason.contains("HTTP 429 Too Many Requests: busy"),
+            "{reason}"
+        );
+        assert!(
+            d.envelope.unwrap().starts_with(r#"{"attempt":0,"#),
+            "never charged"
+        );
+    }
+    let (code, text, _) = faults::run_weir(
+        &["stats", "-q", "budget", "--redis-url", &url],
+        None,
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, 0);
+    assert!(
+        text.contains("deferred   0 (put back uncharged, 10 times so far)")
+            && text.contains("dead       5 (cap 10000; 0 trimmed so far)"),
+        "{text}"
+    );
+    let (code, json, _) = faults::run_weir(
+        &["stats", "-q", "budget", "--redis-url", &url, "--json"],
+        None,
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["stats"]["counters"]["deferred"], 10, "{json}");
+    assert_eq!(
+        (v["stats"]["deferred"].as_u64(), v["stats"]["dead_cap"].as_u64()),
+        (Some(0), Some(10_000))
+    );
 }

@@ -16,9 +16,9 @@ const PASSWORD: &str = "Pw-4f9c2e-secret";
 const WRONG: &str = "Wrong-88ab01-secret";
 
 /// The ACL of docs/security.md: keep the two in step.
-pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +evalsha +script|load +subscribe +time \
+pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
     +exists +set +del +llen +lindex +lpop +rpush +lpush +hget +hmget +hset +hsetnx \
-    +hdel +hgetall +hincrby +zadd +zrem +zcard +zscore +zmscore +zrange +zrangebyscore +zrevrange +zpopmin \
+    +hdel +hgetall +hincrby +hlen +zadd +zrem +zcard +zscore +zmscore +zrange +zrangebyscore +zrevrange +zpopmin \
     +publish";
 
 fn http_get(port: u16) -> String {
@@ -169,22 +169,13 @@ async fn weir_works_with_exactly_the_documented_acl() {
     ok(&["stats"], None);
     ok(&["resume"], None);
     std::thread::sleep(Duration::from_millis(100));
-    ok(
-        &[
-            "work",
-            "--handler",
-            "noop",
-            "--drain",
-            "--no-metrics",
-            "--dead-cap",
-            "1",
-        ],
-        None,
-    );
+    ok(&["limits", "set", "--dead-cap", "1"], None);
+    ok(&["work", "--handler", "noop", "--drain", "--no-metrics"], None);
     ok(&["dlq", "list"], None);
     ok(&["dlq", "requeue", "--all"], None);
     ok(&["work", "--handler", "noop", "--drain", "--no-metrics"], None);
     ok(&["dlq", "purge"], None);
+    ok(&["limits", "clear", "--dead-cap"], None);
 
     let denied: Vec<redis::Value> = redis::cmd("ACL")
         .arg("LOG")

@@ -8,10 +8,11 @@
 
 use crate::consumer::config::check;
 use crate::error::Result;
-use crate::metrics::QueueMetrics;
+use crate::metrics::{DEFER_REASONS, DeferReason, QueueMetrics};
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
-use crate::queue::scripts::{self, Settle};
+use crate::queue::retry::DeferralBudget;
+use crate::queue::scripts::{self, Settle, Settled};
 use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, GiveUp, Streak, retrying};
 use std::collections::HashMap;
@@ -55,14 +56,23 @@ pub(crate) enum Outcome {
         error: String,
         spent: bool,
     },
+    /// Put back after `delay_ms` without charging an attempt; dead (`reason` in the
+    /// dead-letter reason) once the job's deferrals are over `budget`. `cause` labels the
+    /// deferral metric.
+    Defer {
+        delay_ms: u64,
+        reason: String,
+        budget: DeferralBudget,
+        cause: DeferReason,
+    },
     Dead {
         reason: String,
     },
 }
 
-/// Acker settings. (The lease length the heartbeat extends by, and the dead-letter cap,
-/// are the consumer's: [`crate::ConsumerConfig::lease`],
-/// [`crate::ConsumerConfig::dead_letter_cap`].)
+/// Acker settings. (The lease length the heartbeat extends by is the consumer's:
+/// [`crate::ConsumerConfig::lease`]. The dead-letter cap is the queue's setting, which
+/// the scripts read.)
 #[derive(Debug, Clone)]
 pub struct AckerConfig {
     /// Flush once this many outcomes wait, 1..=10000 (default 1000).
@@ -108,6 +118,9 @@ pub struct Tally {
     pub acked: AtomicU64,
     /// Jobs sent to retry.
     pub retried: AtomicU64,
+    /// Jobs put back without charging an attempt (backpressure, a kind or size this
+    /// consumer cannot take).
+    pub deferred: AtomicU64,
     /// Jobs dead-lettered by this consumer.
     pub dead: AtomicU64,
     /// Outcomes refused because the lease was lost.
@@ -130,7 +143,6 @@ pub(crate) struct AckerDeps {
     pub keys: QueueKeys,
     /// Lease length: held leases are extended by it, every third of it.
     pub lease: Duration,
-    pub dead_letter_cap: u64,
     pub tally: Arc<Tally>,
     pub metrics: QueueMetrics,
 }
@@ -141,7 +153,6 @@ pub(crate) struct Acker {
     conn: HealingConnection,
     keys: QueueKeys,
     lease: Duration,
-    dead_letter_cap: u64,
     tally: Arc<Tally>,
     /// Failed heartbeats: the first of a run is logged, and the recovery.
     beat_errors: Streak,
@@ -157,7 +168,6 @@ impl Acker {
             conn,
             keys,
             lease,
-            dead_letter_cap,
             tally,
             metrics,
         } = deps;
@@ -166,7 +176,6 @@ impl Acker {
             conn,
             keys,
             lease,
-            dead_letter_cap,
             tally,
             // The wait it computes is not used: the next try is the next beat.
             beat_errors: Streak::new("heartbeat", Backoff::CALL),
@@ -239,9 +248,9 @@ impl Acker {
     async fn flush(&mut self, deadline: Option<Instant>) {
         let pending = std::mem::take(&mut self.pending);
         for chunk in pending.chunks(self.config.flush_max.max(1)) {
-            let (items, spent): (Vec<Settle>, Vec<bool>) = chunk
+            let (items, counted): (Vec<Settle>, Vec<Counted>) = chunk
                 .iter()
-                .filter_map(|d| Some((self.settle_item(d)?, is_spent(d))))
+                .filter_map(|d| Some((self.settle_item(d)?, Counted::of(&d.outcome))))
                 .unzip();
             if items.is_empty() {
                 continue;
@@ -251,13 +260,12 @@ impl Acker {
                 let mut conn = self.conn.clone();
                 let keys = &self.keys;
                 let items = &items;
-                let cap = self.dead_letter_cap;
-                async move { scripts::settle(&mut conn, keys, cap, items).await }
+                async move { scripts::settle(&mut conn, keys, items).await }
             })
             .await
             .ok();
             match result {
-                Some(missed) => self.record(&items, &spent, missed),
+                Some(settled) => self.record(&items, &counted, settled),
                 None => tracing::error!(
                     outcomes = items.len(),
                     "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
@@ -281,6 +289,19 @@ impl Acker {
                 delay_ms: *delay_ms,
                 error: error.clone(),
             },
+            Outcome::Defer {
+                delay_ms,
+                reason,
+                budget,
+                ..
+            } => Settle::Defer {
+                id,
+                token: h.token,
+                priority: h.priority,
+                delay_ms: *delay_ms,
+                reason: reason.clone(),
+                budget: *budget,
+            },
             Outcome::Dead { reason } => Settle::Dead {
                 id,
                 token: h.token,
@@ -289,11 +310,18 @@ impl Acker {
         })
     }
 
-    fn record(&mut self, items: &[Settle], spent: &[bool], missed: Vec<String>) {
+    fn record(&mut self, items: &[Settle], counted: &[Counted], settled: Settled) {
+        let Settled { missed, spent } = settled;
         if !missed.is_empty() {
             tracing::warn!(
                 count = missed.len(),
                 "outcomes not recorded: their leases expired (the jobs run again) or an earlier, retried call recorded them"
+            );
+        }
+        if !spent.is_empty() {
+            tracing::warn!(
+                count = spent.len(),
+                "dead-lettered jobs whose deferral budget is spent (see their reasons in the dead-letter queue)"
             );
         }
         // Each missed id uncounts the first outcome that named it (settle.lua acts on the
@@ -303,27 +331,34 @@ impl Acker {
             *missed_left.entry(id.as_str()).or_default() += 1;
         }
         let (mut acked, mut retried, mut dead) = (0, 0, 0);
-        for (item, &spent) in items.iter().zip(spent) {
+        let mut deferred = [0u64; DEFER_REASONS.len()];
+        for (item, &counted) in items.iter().zip(counted) {
             self.held.remove(item.id());
             if let Some(left) = missed_left.get_mut(item.id()).filter(|n| **n > 0) {
                 *left -= 1;
                 continue;
             }
-            match item {
-                Settle::Ack { .. } => acked += 1,
-                Settle::Retry { .. } if !spent => retried += 1,
-                Settle::Retry { .. } | Settle::Dead { .. } => dead += 1,
+            match counted {
+                Counted::Acked => acked += 1,
+                Counted::Retried => retried += 1,
+                Counted::Deferred(_) if spent.iter().any(|id| id == item.id()) => dead += 1,
+                Counted::Deferred(cause) => deferred[cause as usize] += 1,
+                Counted::Dead => dead += 1,
             }
         }
         let m = &self.metrics;
         m.ack_batch.record(items.len() as f64);
         m.acked.increment(acked as u64);
         m.retried.increment(retried as u64);
+        for (counter, n) in m.deferred.iter().zip(deferred) {
+            counter.increment(n);
+        }
         m.dead.increment(dead as u64);
         m.leases_lost.increment(missed.len() as u64);
         let t = &self.tally;
         t.acked.fetch_add(acked as u64, Ordering::Relaxed);
         t.retried.fetch_add(retried as u64, Ordering::Relaxed);
+        t.deferred.fetch_add(deferred.iter().sum(), Ordering::Relaxed);
         t.dead.fetch_add(dead as u64, Ordering::Relaxed);
         t.lost_leases.fetch_add(missed.len() as u64, Ordering::Relaxed);
     }
@@ -388,6 +423,24 @@ impl Acker {
     }
 }
 
-fn is_spent(d: &Done) -> bool {
-    matches!(d.outcome, Outcome::Retry { spent: true, .. })
+/// How an outcome counts in the tally and the metrics, if the settle applies it.
+#[derive(Debug, Clone, Copy)]
+enum Counted {
+    Acked,
+    Retried,
+    /// Unless settle reports its deferral budget spent: then dead.
+    Deferred(DeferReason),
+    Dead,
+}
+
+impl Counted {
+    fn of(o: &Outcome) -> Self {
+        match o {
+            Outcome::Ack => Counted::Acked,
+            // A retry of a job on its last attempt is dead-lettered by the script.
+            Outcome::Retry { spent: false, .. } => Counted::Retried,
+            Outcome::Defer { cause, .. } => Counted::Deferred(*cause),
+            Outcome::Retry { spent: true, .. } | Outcome::Dead { .. } => Counted::Dead,
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! The consumer's configuration: one struct per component, each setting in one place.
 //! A value two components need (the lease length: the fetcher takes leases, the acker
-//! extends them; the dead-letter cap: the fetcher, the acker and the reclaimer bury jobs)
-//! lives here, at the top, and is passed down to them.
+//! extends them) lives here, at the top, and is passed down to them. What binds the whole
+//! fleet of a queue (the dead-letter cap) is not here: it is the queue's setting in Redis
+//! (`weir limits set --dead-cap`), read by the scripts.
 //!
 //! Every default is written once, as a constant next to its field; the CLI shows and uses
 //! the same constants.
@@ -29,9 +30,6 @@ pub struct ConsumerConfig {
     /// another consumer. The acker's heartbeat extends the leases this consumer holds
     /// every third of it. At least 100 ms (default 30 s).
     pub lease: Duration,
-    /// Dead-letter queue cap: the oldest entries beyond it are trimmed and counted. At
-    /// least 1 (default 10,000).
-    pub dead_letter_cap: u64,
     /// Adaptive concurrency (AIMD); none keeps the limit fixed at `concurrency` (default none).
     /// Pair it with `pool.job_timeout` (or a handler with its own timeout, as the HTTP
     /// handler has): a job that never finishes gives the limiter no signal at all.
@@ -55,6 +53,9 @@ pub struct ConsumerConfig {
     pub drain: bool,
     /// Record metrics (default true; they reach Prometheus once `metrics::install` ran).
     pub metrics: bool,
+    /// Run even if Redis may evict keys (its `maxmemory-policy` is not `noeviction`),
+    /// which can lose or strand jobs (default false: refuse to start).
+    pub allow_eviction: bool,
 }
 
 impl ConsumerConfig {
@@ -64,8 +65,6 @@ impl ConsumerConfig {
     pub const DEFAULT_CONCURRENCY: usize = 64;
     /// Default of [`ConsumerConfig::lease`].
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-    /// Default of [`ConsumerConfig::dead_letter_cap`].
-    pub const DEFAULT_DEAD_LETTER_CAP: u64 = 10_000;
     /// Default of [`ConsumerConfig::settings_poll`].
     pub const DEFAULT_SETTINGS_POLL: Duration = Duration::from_secs(1);
     /// Default of [`ConsumerConfig::shutdown_timeout`].
@@ -78,7 +77,6 @@ impl Default for ConsumerConfig {
             queue: Self::DEFAULT_QUEUE.into(),
             concurrency: Self::DEFAULT_CONCURRENCY,
             lease: Self::DEFAULT_LEASE,
-            dead_letter_cap: Self::DEFAULT_DEAD_LETTER_CAP,
             limiter: None,
             rate: None,
             settings_poll: Some(Self::DEFAULT_SETTINGS_POLL),
@@ -89,6 +87,7 @@ impl Default for ConsumerConfig {
             shutdown_timeout: Self::DEFAULT_SHUTDOWN_TIMEOUT,
             drain: false,
             metrics: true,
+            allow_eviction: false,
         }
     }
 }
@@ -106,7 +105,6 @@ impl ConsumerConfig {
             self.lease >= Duration::from_millis(100),
             "visibility timeout must be at least 100ms",
         )?;
-        check(self.dead_letter_cap >= 1, "dead-letter cap must be at least 1")?;
         self.fetcher.validate()?;
         self.pool.validate()?;
         self.acker.validate()?;

@@ -1,6 +1,8 @@
 //! The fetcher: keeps several `fetch` script calls in flight while the buffer has room,
 //! decodes what they return, registers the leases with the acker and hands the jobs to
-//! the pool. Bad envelopes go straight to the dead-letter queue.
+//! the pool. Envelopes that do not decode go straight to the dead-letter queue; a weir
+//! envelope over this consumer's size limit is deferred for a consumer with a larger one
+//! (see [`crate::pool::PoolConfig::unknown_kind_grace`]).
 //!
 //! When a fetch comes back empty the fetcher goes idle: no Redis traffic until an enqueue
 //! publishes on the queue's wake channel, the next delayed job falls due, or a safety
@@ -9,11 +11,12 @@
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::config::check;
+use crate::consumer::pool::cannot_take;
 use crate::error::Result;
 use crate::limiter::RateGate;
 use crate::limiter::limit::Limit;
-use crate::metrics::QueueMetrics;
-use crate::queue::envelope::{self, Job, Priority};
+use crate::metrics::{DeferReason, QueueMetrics};
+use crate::queue::envelope::{self, DecodeError, Job, Priority};
 use crate::queue::keys::QueueKeys;
 use crate::queue::scripts::{self, Fetched};
 use crate::redis::conn::HealingConnection;
@@ -32,15 +35,16 @@ use tokio_util::sync::CancellationToken;
 /// wake lost while the subscription reconnected).
 const IDLE_RECHECK: Duration = Duration::from_secs(5);
 
-/// Fetcher settings. (The lease length and the dead-letter cap are the consumer's:
-/// [`crate::ConsumerConfig::lease`], [`crate::ConsumerConfig::dead_letter_cap`].)
+/// Fetcher settings. (The lease length is the consumer's: [`crate::ConsumerConfig::lease`].)
 #[derive(Debug, Clone)]
 pub struct FetcherConfig {
     /// Most jobs per fetch call, 1..=10000 (default 500).
     pub batch: usize,
     /// Fetch calls in flight at once, 1..=16 (default 2).
     pub pipeline: usize,
-    /// Envelopes over this size are dead-lettered, at least 64 bytes (default 1 MiB).
+    /// Envelopes over this size are not run here, at least 64 bytes (default 1 MiB): they
+    /// are deferred, uncharged, for a consumer with a larger limit, and dead-lettered once
+    /// the pool's `unknown_kind_grace` has passed.
     pub max_envelope_bytes: usize,
 }
 
@@ -94,8 +98,9 @@ pub(crate) struct Fetcher {
     pub metrics: QueueMetrics,
     /// Lease length of each fetched job.
     pub lease: Duration,
-    /// Dead-letter cap, for ids the fetch script refuses.
-    pub dead_letter_cap: u64,
+    /// How long an envelope over the size limit is deferred before it is dead-lettered
+    /// ([`crate::pool::PoolConfig::unknown_kind_grace`]).
+    pub unknown_kind_grace: Duration,
 }
 
 type FetchFuture = Pin<Box<dyn std::future::Future<Output = (usize, crate::Result<Fetched>)> + Send>>;
@@ -191,13 +196,23 @@ impl Fetcher {
                     jobs.push(job);
                 }
                 Err(e) => {
-                    leased.push((id.clone(), Priority::Normal));
-                    bad.push(Done {
-                        id,
-                        outcome: Outcome::Dead {
-                            reason: e.to_string(),
-                        },
-                    });
+                    // Too large for this consumer, but a producer took it: some consumer
+                    // may run it, so it is deferred for a while. Anything else is dead.
+                    let big = matches!(e, DecodeError::TooLarge { .. });
+                    let (priority, outcome) = match header_priority(&env).filter(|_| big) {
+                        Some(p) => {
+                            let grace = self.unknown_kind_grace;
+                            (p, cannot_take(grace, DeferReason::Oversize, e.to_string()))
+                        }
+                        None => (
+                            Priority::Normal,
+                            Outcome::Dead {
+                                reason: e.to_string(),
+                            },
+                        ),
+                    };
+                    leased.push((id.clone(), priority));
+                    bad.push(Done { id, outcome });
                 }
             }
         }
@@ -206,7 +221,10 @@ impl Fetcher {
             jobs: leased,
         });
         if !bad.is_empty() {
-            tracing::warn!(count = bad.len(), "dead-lettering envelopes that do not decode");
+            tracing::warn!(
+                count = bad.len(),
+                "envelopes this consumer cannot run: over its size limit (deferred), or undecodable (dead-lettered)"
+            );
         }
         for d in bad {
             let _ = self.acker.send(AckerMsg::Done(d));
@@ -222,12 +240,12 @@ impl Fetcher {
     /// background, retrying until Redis takes it.
     fn bury_bad_ids(&self, token: u64, ids: Vec<Vec<u8>>) {
         tracing::warn!(count = ids.len(), "dead-lettering job ids that are not UTF-8");
-        let (conn, keys, cap) = (self.conn.clone(), self.keys.clone(), self.dead_letter_cap);
+        let (conn, keys) = (self.conn.clone(), self.keys.clone());
         tokio::spawn(async move {
             let reason = "job id is not UTF-8: ids use A-Z a-z 0-9 _ . : -";
             let _ = crate::redis::retry::retrying("settle", Backoff::CALL, GiveUp::NEVER, || {
                 let (mut conn, keys, ids) = (conn.clone(), &keys, &ids);
-                async move { scripts::dead_letter_raw(&mut conn, keys, cap, token, ids, reason).await }
+                async move { scripts::dead_letter_raw(&mut conn, keys, token, ids, reason).await }
             })
             .await;
         });
@@ -251,6 +269,22 @@ impl Fetcher {
             token: fetched.deadline_ms,
             jobs: leased,
         });
+    }
+}
+
+/// The priority in the fixed header every envelope weir writes opens with
+/// (`{"attempt":N,"max_attempts":M,"priority":P,`), read without decoding the rest: none
+/// for bytes weir did not write.
+fn header_priority(env: &[u8]) -> Option<Priority> {
+    let head = std::str::from_utf8(&env[..env.len().min(64)]).ok()?;
+    let rest = head.strip_prefix(r#"{"attempt":"#)?;
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    let rest = rest.strip_prefix(r#","max_attempts":"#)?;
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    let p = rest.strip_prefix(r#","priority":"#)?.as_bytes();
+    match p {
+        [d @ b'0'..=b'9', b',', ..] => Some(Priority::from_u8(d - b'0')),
+        _ => None,
     }
 }
 
@@ -328,6 +362,32 @@ impl Wake {
                 }
             }
             None => sleep_until(self.retry_at.max(Instant::now() + WAKE_RETRY)).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_priority_reads_weirs_header_only() {
+        let env = br#"{"attempt":3,"max_attempts":10,"priority":0,"enqueued_at":1,"id":"a"}"#;
+        assert_eq!(header_priority(env), Some(Priority::High));
+        let env = br#"{"attempt":0,"max_attempts":1,"priority":2,"#;
+        assert_eq!(header_priority(env), Some(Priority::Low));
+        for other in [
+            &br#"{"kind":"a"}"#[..],
+            b"not json",
+            b"",
+            br#"{"attempt":1,"priority":1,"#,
+        ] {
+            assert_eq!(
+                header_priority(other),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(other)
+            );
         }
     }
 }

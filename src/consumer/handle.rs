@@ -14,6 +14,9 @@ pub struct Report {
     pub acked: u64,
     /// Jobs sent back for retry.
     pub retried: u64,
+    /// Jobs put back without charging an attempt (backpressure, a kind or size this
+    /// consumer cannot take).
+    pub deferred: u64,
     /// Jobs dead-lettered.
     pub dead: u64,
     /// Outcomes refused because the lease had been lost.
@@ -42,6 +45,7 @@ impl Report {
         Report {
             acked: tally.acked.load(Ordering::Relaxed),
             retried: tally.retried.load(Ordering::Relaxed),
+            deferred: tally.deferred.load(Ordering::Relaxed),
             dead: tally.dead.load(Ordering::Relaxed),
             lost_leases: tally.lost_leases.load(Ordering::Relaxed),
             released: tally.released.load(Ordering::Relaxed),

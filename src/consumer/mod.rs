@@ -95,6 +95,7 @@ impl Consumer {
         let c = &self.config;
         let keys = QueueKeys::new(&c.queue)?;
         let conn = self.redis.connect_healing().await?;
+        crate::redis::eviction::check(&mut conn.clone(), c.allow_eviction).await?;
         // Logged once connected, so an unreachable Redis gives only the one error line.
         tracing::info!(queue = %c.queue, concurrency = c.concurrency, "working");
         let steps = Steps {
@@ -149,7 +150,6 @@ impl Consumer {
                 conn: conn.clone(),
                 keys: keys.clone(),
                 lease: c.lease,
-                dead_letter_cap: c.dead_letter_cap,
                 tally: self.tally.clone(),
                 metrics: metrics.clone(),
             },
@@ -167,7 +167,7 @@ impl Consumer {
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
             lease: c.lease,
-            dead_letter_cap: c.dead_letter_cap,
+            unknown_kind_grace: c.pool.unknown_kind_grace,
         };
         let fetcher = tasks.spawn("fetcher", fetcher.run(steps.stop_fetching.clone()));
         let pool = Pool {
@@ -202,13 +202,7 @@ impl Consumer {
     ) -> Task {
         let c = &self.config;
         let stop = &steps.stop_housekeeping;
-        let reclaimer = Reclaimer::new(
-            c.reclaimer.clone(),
-            c.dead_letter_cap,
-            conn.clone(),
-            keys.clone(),
-            metrics.clone(),
-        );
+        let reclaimer = Reclaimer::new(c.reclaimer.clone(), conn.clone(), keys.clone(), metrics.clone());
         let reclaimer = tasks.spawn("reclaimer", reclaimer.run(stop.clone()));
         if let Some(every) = c.settings_poll {
             let limiter = self.limiter.clone().zip(c.limiter.clone());

@@ -5,14 +5,15 @@
 
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
+use crate::consumer::config::check;
 use crate::consumer::tasks::panic_message;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handler::{BatchHandler, Handler, JobError, JobResult, Registry, Route};
 use crate::limiter::limit::{Limit, Permit};
 use crate::limiter::{Limiter, RateGate, Signal};
-use crate::metrics::QueueMetrics;
+use crate::metrics::{DeferReason, QueueMetrics};
 use crate::queue::envelope::Job;
-use crate::queue::retry::RetryPolicy;
+use crate::queue::retry::{DeferralBudget, RetryPolicy};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -30,23 +31,72 @@ pub const MIN_JOB_TIMEOUT: Duration = Duration::from_millis(10);
 
 /// Pool settings. (How many jobs run at once is the consumer's `concurrency` and
 /// `limiter`: the limit is shared with the fetcher's prefetch.)
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PoolConfig {
     /// A job running longer is abandoned and retried (default none; at least
     /// [`MIN_JOB_TIMEOUT`], 10 ms).
     pub job_timeout: Option<Duration>,
     /// Backoff of retryable failures, any values (the jitter is clamped into 0..=1 where
-    /// it is used; default [`RetryPolicy::default`]).
+    /// it is used; default [`RetryPolicy::default`]). A deferral without a `Retry-After`
+    /// waits the backoff of a first failure.
     pub retry: RetryPolicy,
+    /// How often, or for how long, a job may be deferred for backpressure (HTTP 429/503,
+    /// [`JobError::backpressure`]) before it is dead-lettered; deferrals charge no
+    /// attempt (default 1,000 deferrals or 24 h, whichever comes first).
+    pub deferral_budget: DeferralBudget,
+    /// Longest wait of one deferral: a `Retry-After` beyond it is cut to it, any duration
+    /// (default 5 min).
+    pub max_defer_delay: Duration,
+    /// How long a job this consumer cannot take (a kind it has no handler for, an envelope
+    /// over its size limit) is deferred, uncharged, for a consumer that can (a rolling
+    /// deploy), before it is dead-lettered with the reason; at least 1 ms (default 1 h).
+    /// It comes back every tenth of this, at most every 10 s.
+    pub unknown_kind_grace: Duration,
 }
 
 impl PoolConfig {
-    /// Checks every value against its range.
+    /// Default of [`PoolConfig::max_defer_delay`].
+    pub const DEFAULT_MAX_DEFER_DELAY: Duration = Duration::from_secs(300);
+    /// Default of [`PoolConfig::unknown_kind_grace`].
+    pub const DEFAULT_UNKNOWN_KIND_GRACE: Duration = Duration::from_secs(3600);
+
+    /// Checks every value against its range, with a message that names it.
     pub fn validate(&self) -> Result<()> {
-        if self.job_timeout.is_some_and(|t| t < MIN_JOB_TIMEOUT) {
-            return Err(Error::Config("job timeout must be at least 10ms".into()));
+        check(
+            self.job_timeout.is_none_or(|t| t >= MIN_JOB_TIMEOUT),
+            "job timeout must be at least 10ms",
+        )?;
+        check(
+            self.unknown_kind_grace >= Duration::from_millis(1),
+            "unknown-kind grace must be at least 1ms",
+        )
+    }
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            job_timeout: None,
+            retry: RetryPolicy::default(),
+            deferral_budget: DeferralBudget::default(),
+            max_defer_delay: Self::DEFAULT_MAX_DEFER_DELAY,
+            unknown_kind_grace: Self::DEFAULT_UNKNOWN_KIND_GRACE,
         }
-        Ok(())
+    }
+}
+
+/// Longest wait between two deferrals of a job no handler here can take.
+const CANNOT_TAKE_MAX_DELAY: Duration = Duration::from_secs(10);
+
+/// The outcome of a job this consumer cannot take (`why` says which: an unknown kind, an
+/// envelope over the size limit): deferred every tenth of `grace` (at most every 10 s)
+/// until `grace` has passed since the first deferral, then dead with `why`.
+pub(crate) fn cannot_take(grace: Duration, cause: DeferReason, why: String) -> Outcome {
+    Outcome::Defer {
+        delay_ms: (grace / 10).min(CANNOT_TAKE_MAX_DELAY).as_millis() as u64,
+        reason: why,
+        budget: DeferralBudget::for_time(grace),
+        cause,
     }
 }
 
@@ -88,10 +138,11 @@ impl Pool {
             match self.registry.route(&job.kind) {
                 None => {
                     self.buffer.take(1);
-                    let reason = format!("unknown job kind {:?}", job.kind);
+                    let why = format!("unknown job kind {:?}: no handler for it", job.kind);
+                    let grace = self.config.unknown_kind_grace;
                     let _ = self.acker.send(AckerMsg::Done(Done {
                         id: job.id,
-                        outcome: Outcome::Dead { reason },
+                        outcome: cannot_take(grace, DeferReason::UnknownKind, why),
                     }));
                 }
                 Some(Route::One(h)) => {
@@ -252,10 +303,21 @@ impl Pool {
         self.metrics.job_latency.record_many(secs, n);
     }
 
-    /// Sends the outcome of a job that ran at `(attempt, max_attempts)`.
+    /// Sends the outcome of a job that ran at `(attempt, max_attempts)`. Backpressure is
+    /// not a failure of the job: it is deferred, uncharged, within the deferral budget.
     fn finish(&self, id: String, (attempt, max_attempts): (u32, u32), result: JobResult) {
         let outcome = match result {
             Ok(()) => Outcome::Ack,
+            Err(e) if e.backpressure => {
+                let c = &self.config;
+                let delay = e.retry_after.unwrap_or_else(|| c.retry.delay(0));
+                Outcome::Defer {
+                    delay_ms: delay.min(c.max_defer_delay).as_millis() as u64,
+                    reason: e.message,
+                    budget: c.deferral_budget,
+                    cause: DeferReason::Backpressure,
+                }
+            }
             Err(e) if e.retryable => {
                 let delay = e.retry_after.unwrap_or_else(|| self.config.retry.delay(attempt));
                 Outcome::Retry {

@@ -1,6 +1,7 @@
-//! Runtime tuning: limit settings an operator stores for a queue (`weir limits set`) and
-//! every running consumer of that queue applies within about a second, without a
-//! restart. They live in the queue's settings hash ([`QueueKeys::settings`]):
+//! Queue settings: limits an operator stores for a queue (`weir limits set`) that bind
+//! every consumer of that queue. Running consumers apply the runtime limits within about
+//! a second, without a restart; the scripts read the dead-letter cap on every call that
+//! buries or trims. They live in the queue's settings hash ([`QueueKeys::settings`]):
 //!
 //! ```text
 //! HASH weir:{Q}:settings
@@ -8,10 +9,12 @@
 //!   target_p95       "250ms" | "1.5x"
 //!   error_threshold  "0.05"
 //!   rate             "500/s" | "off"      burst "100"
+//!   dead_cap         "10000"
 //! ```
 //!
-//! A field that is absent leaves the consumer's own configuration in force. Not on the
-//! hot path: plain HGETALL/HSET, once a second per consumer.
+//! A runtime limit that is absent leaves the consumer's own configuration in force; an
+//! absent `dead_cap` is [`DEFAULT_DEAD_CAP`]. Not on the hot path: plain HGETALL/HSET,
+//! once a second per consumer.
 
 use crate::error::{Error, Result};
 use crate::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
@@ -19,6 +22,10 @@ use crate::queue::keys::QueueKeys;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use std::collections::HashMap;
+
+/// The dead-letter cap of a queue with no `dead_cap` setting (`scripts/lib.lua` has the
+/// same number): the oldest dead-lettered jobs beyond it are trimmed, and counted.
+pub const DEFAULT_DEAD_CAP: u64 = 10_000;
 
 /// A stored rate: a cap, or `off` to lift the consumers' own cap.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,6 +49,9 @@ pub struct Settings {
     pub error_threshold: Option<f64>,
     /// Jobs/s cap (every consumer).
     pub rate: Option<RateSetting>,
+    /// Dead-letter queue cap, at least 1: the oldest entries beyond it are trimmed and
+    /// counted (absent: [`DEFAULT_DEAD_CAP`]).
+    pub dead_cap: Option<u64>,
 }
 
 impl Settings {
@@ -81,6 +91,7 @@ impl Settings {
             target_p95: field(h, "target_p95")?,
             error_threshold: field(h, "error_threshold")?,
             rate,
+            dead_cap: field(h, "dead_cap")?,
         })
     }
 
@@ -107,6 +118,9 @@ impl Settings {
             }
             None => {}
         }
+        if let Some(v) = self.dead_cap {
+            f.push(("dead_cap", v.to_string()));
+        }
         f
     }
 
@@ -115,7 +129,13 @@ impl Settings {
         let key = QueueKeys::new(queue)?.settings();
         let fields = self.to_fields();
         if !fields.is_empty() {
-            let _: () = conn.hset_multiple(&key, &fields).await?;
+            // HSET with several pairs, not HMSET: the minimal ACL (docs/security.md) has
+            // `hset` only.
+            let _: () = redis::cmd("HSET")
+                .arg(&key)
+                .arg(&fields)
+                .query_async(conn)
+                .await?;
         }
         Ok(())
     }
@@ -126,6 +146,18 @@ impl Settings {
         Ok(())
     }
 
+    /// Removes the dead-letter cap of `queue` (back to [`DEFAULT_DEAD_CAP`]), leaving the
+    /// other settings.
+    pub async fn clear_dead_cap<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str) -> Result<()> {
+        let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), "dead_cap").await?;
+        Ok(())
+    }
+
+    /// The dead-letter cap in force.
+    pub fn dead_cap(&self) -> u64 {
+        self.dead_cap.unwrap_or(DEFAULT_DEAD_CAP)
+    }
+
     /// These settings with `newer`'s set fields on top.
     pub fn merge(&self, newer: &Settings) -> Settings {
         Settings {
@@ -134,6 +166,7 @@ impl Settings {
             target_p95: newer.target_p95.or(self.target_p95),
             error_threshold: newer.error_threshold.or(self.error_threshold),
             rate: newer.rate.or(self.rate),
+            dead_cap: newer.dead_cap.or(self.dead_cap),
         }
     }
 
@@ -179,6 +212,9 @@ impl Settings {
         if let Some(RateSetting::Limit(r)) = self.rate {
             r.validate()?;
         }
+        if self.dead_cap == Some(0) {
+            return Err(Error::Config("dead-letter cap must be at least 1".into()));
+        }
         Ok(())
     }
 }
@@ -210,6 +246,7 @@ mod tests {
             target_p95: Some(Target::Relative(2.5)),
             error_threshold: Some(0.1),
             rate: Some(RateSetting::Limit("30/m".parse::<Rate>().unwrap().with_burst(5))),
+            dead_cap: Some(25),
         };
         let h: HashMap<String, String> = s
             .to_fields()
@@ -243,6 +280,11 @@ mod tests {
             .validate()
             .is_ok()
         );
+        let e = Settings {
+            dead_cap: Some(0),
+            ..Settings::default()
+        };
+        assert!(e.validate().unwrap_err().to_string().contains("dead-letter cap"));
     }
 
     #[test]

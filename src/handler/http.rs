@@ -6,7 +6,7 @@
 //! | response                          | job                           | limiter |
 //! |-----------------------------------|-------------------------------|---------|
 //! | 2xx                               | acked                         | latency sample |
-//! | 429, 503                          | retried after `Retry-After` (seconds or HTTP date, at most 1 h), else backoff | error (backpressure) |
+//! | 429, 503                          | deferred, not charged an attempt: back after `Retry-After` (seconds or HTTP date, capped by the pool's `max_defer_delay`), else backoff | error (backpressure) |
 //! | other 5xx, 408, timeout, connection error | retried with backoff  | error   |
 //! | other 4xx, 3xx (redirects are not followed) | dead-lettered with the status and the first 512 bytes of the body | ignored |
 //!

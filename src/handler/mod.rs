@@ -18,10 +18,13 @@ pub struct JobError {
     pub message: String,
     /// Retry later (with backoff) rather than dead-letter now.
     pub retryable: bool,
-    /// The downstream asked us to slow down (HTTP 429/503 and the like): the concurrency
-    /// limiter counts it as congestion.
+    /// The downstream asked us to slow down (HTTP 429/503 and the like). This is not a
+    /// failure of the job: it is deferred, put back without charging an attempt, within
+    /// the pool's deferral budget ([`crate::pool::PoolConfig::deferral_budget`]); and the
+    /// concurrency limiter counts it as congestion.
     pub backpressure: bool,
-    /// Retry no sooner than this (for example from `Retry-After`).
+    /// Run again no sooner than this (for example from `Retry-After`; a deferral's delay is
+    /// capped by [`crate::pool::PoolConfig::max_defer_delay`]).
     pub retry_after: Option<Duration>,
 }
 
@@ -46,7 +49,8 @@ impl JobError {
         }
     }
 
-    /// The downstream is overloaded: retry after `retry_after` (or the backoff) and slow down.
+    /// The downstream is overloaded: put the job back without charging an attempt, to run
+    /// again after `retry_after` (or the backoff), and slow down.
     pub fn backpressure(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
         Self {
             message: message.into(),
@@ -133,8 +137,10 @@ impl std::fmt::Debug for Route {
     }
 }
 
-/// Dispatches jobs to handlers by kind; a kind with no handler (and no fallback) is
-/// dead-lettered with the reason.
+/// Dispatches jobs to handlers by kind. A kind with no handler (and no fallback) is
+/// deferred, since a consumer started later may know it (a rolling deploy), and
+/// dead-lettered with the reason once [`crate::pool::PoolConfig::unknown_kind_grace`]
+/// has passed.
 #[derive(Clone, Default, Debug)]
 pub struct Registry {
     routes: HashMap<String, Route>,

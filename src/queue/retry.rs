@@ -1,4 +1,6 @@
-//! The retry policy: exponential backoff with jitter, `min(cap, base * 2^attempt)`.
+//! The retry policy: exponential backoff with jitter, `min(cap, base * 2^attempt)`; and the
+//! deferral budget, which bounds how often a job may be put back without charging an
+//! attempt.
 
 use rand::Rng;
 use std::time::Duration;
@@ -33,6 +35,42 @@ impl RetryPolicy {
         let jitter = self.jitter.clamp(0.0, 1.0);
         let r: f64 = rand::rng().random();
         Duration::from_secs_f64(full * (1.0 - jitter * r))
+    }
+}
+
+/// How long a job may keep being deferred (put back without charging an attempt: the
+/// downstream pushed back, or no consumer could take it) before it is dead-lettered with a
+/// reason that says so. The job's deferrals are counted in Redis, across consumers; an ack
+/// or a dead-letter clears the count, a retry keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeferralBudget {
+    /// Most deferrals, 0 for no limit (default 1,000).
+    pub max_deferrals: u32,
+    /// Longest time from the first deferral, zero for no limit (default 24 h).
+    pub max_age: Duration,
+}
+
+impl DeferralBudget {
+    /// Default of [`DeferralBudget::max_deferrals`].
+    pub const DEFAULT_MAX_DEFERRALS: u32 = 1000;
+    /// Default of [`DeferralBudget::max_age`].
+    pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+    /// A budget of at most `max_age` from the first deferral, however many deferrals.
+    pub fn for_time(max_age: Duration) -> Self {
+        Self {
+            max_deferrals: 0,
+            max_age,
+        }
+    }
+}
+
+impl Default for DeferralBudget {
+    fn default() -> Self {
+        Self {
+            max_deferrals: Self::DEFAULT_MAX_DEFERRALS,
+            max_age: Self::DEFAULT_MAX_AGE,
+        }
     }
 }
 

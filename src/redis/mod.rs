@@ -4,4 +4,5 @@
 pub mod conn;
 #[cfg(feature = "embedded")]
 pub mod embedded;
+pub mod eviction;
 pub mod retry;

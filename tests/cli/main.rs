@@ -4,8 +4,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod dead_cap;
 mod enqueue;
 mod errors;
+mod eviction;
 mod exit_codes;
 mod queue;
 mod work;

@@ -44,9 +44,7 @@ async fn bury(ctx: &Ctx, ids: &[&str]) {
             reason: format!("broke {id}"),
         })
         .collect();
-    scripts::settle(&mut ctx.c(), &ctx.keys, 100, &items)
-        .await
-        .unwrap();
+    scripts::settle(&mut ctx.c(), &ctx.keys, &items).await.unwrap();
     let back: Vec<(&str, u64, weir::Priority)> = others
         .iter()
         .map(|(id, _)| (id.as_str(), f.deadline_ms, weir::Priority::Normal))

@@ -191,6 +191,11 @@ pub struct State {
     pub errors: BTreeMap<String, String>,
     pub paused: bool,
     pub counters: BTreeMap<String, u64>,
+    /// Deferral records: id -> (count, first deferral ms); a first `>= NOW` in an
+    /// expected state is Redis-time relative, like scores.
+    pub deferrals: BTreeMap<String, (u64, u64)>,
+    /// Queue settings (dead_cap, runtime limits).
+    pub settings: BTreeMap<String, String>,
     /// Keys under the queue's prefix that `QueueKeys::all` does not name (should be none).
     pub stray: Vec<String>,
 }
@@ -244,6 +249,15 @@ impl State {
         self.counters.insert(name.into(), n);
         self
     }
+    /// A deferral record: `count` deferrals, the first at `first_ms`.
+    pub fn deferral(mut self, id: &str, count: u64, first_ms: u64) -> Self {
+        self.deferrals.insert(id.into(), (count, first_ms));
+        self
+    }
+    pub fn setting(mut self, name: &str, value: &str) -> Self {
+        self.settings.insert(name.into(), value.into());
+        self
+    }
 }
 
 /// Writes `s` into the (empty) queue `keys`, key by key.
@@ -278,6 +292,12 @@ pub async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &State) {
     }
     for (name, n) in &s.counters {
         p.hset(&k[11], name, *n).ignore();
+    }
+    for (id, (n, first)) in &s.deferrals {
+        p.hset(keys.deferrals(), id, format!("{n} {first}")).ignore();
+    }
+    for (name, v) in &s.settings {
+        p.hset(keys.settings(), name, v).ignore();
     }
     let _: () = p.query_async(conn).await.unwrap();
 }
@@ -329,6 +349,27 @@ pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
     let paused: u64 = redis::cmd("EXISTS").arg(&k[10]).query_async(conn).await.unwrap();
     s.paused = paused == 1;
     s.counters = redis::cmd("HGETALL").arg(&k[11]).query_async(conn).await.unwrap();
+    for key in [keys.deferrals().to_owned(), keys.settings()] {
+        let t = key_type(conn, &key).await;
+        assert!(t == "none" || t == "hash", "{key} is a {t}, documented as a hash");
+    }
+    let deferrals: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(keys.deferrals())
+        .query_async(conn)
+        .await
+        .unwrap();
+    for (id, rec) in deferrals {
+        let (n, first) = rec
+            .split_once(' ')
+            .expect("a deferral record is 'count first_ms'");
+        s.deferrals
+            .insert(id, (n.parse().unwrap(), first.parse().unwrap()));
+    }
+    s.settings = redis::cmd("HGETALL")
+        .arg(keys.settings())
+        .query_async(conn)
+        .await
+        .unwrap();
     let pattern = format!("weir:{{{}}}:*", keys.name());
     let found: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(conn).await.unwrap();
     s.stray = found.into_iter().filter(|f| !k.contains(f)).collect();
@@ -365,6 +406,12 @@ pub fn assert_state(case: &str, actual: &State, expected: &State, window: (u64, 
     }
     resolve("lease", &mut e.lease, &actual.lease, window);
     resolve("dead", &mut e.dead, &actual.dead, window);
+    for (id, (_, first)) in e.deferrals.iter_mut() {
+        if let (true, Some((_, got))) = (*first >= NOW, actual.deferrals.get(id)) {
+            check_time(&format!("first deferral of {id}"), *first, *got, window);
+            *first = *got;
+        }
+    }
     assert_eq!(actual, &e, "case {case:?}: state after the call");
 }
 

@@ -1,8 +1,10 @@
-//! Jobs that fail, panic, have no handler, or never decode: retried, dead-lettered with
-//! their reason, and the consumer goes on with the jobs around them.
+//! Jobs that fail, panic, have no handler, or never decode: retried, deferred (a kind or
+//! size this consumer cannot take), dead-lettered with their reason, and the consumer goes
+//! on with the jobs around them.
 
 use crate::common::*;
 use crate::support::*;
+use std::time::Duration;
 use weir::{JobError, NewJob, Registry, handler_fn};
 
 async fn dead_reason(ctx: &Ctx, id: &str) -> (String, String) {
@@ -96,13 +98,10 @@ async fn panic_message_is_the_last_error() {
 }
 
 #[tokio::test]
-async fn fatal_error_and_unknown_kind_go_straight_to_the_dead_letter_queue() {
+async fn fatal_error_goes_straight_to_the_dead_letter_queue() {
     let ctx = Ctx::new("fatal").await;
     let p = ctx.producer();
     p.enqueue(NewJob::new("k", &1).unwrap().id("fatal").max_attempts(5))
-        .await
-        .unwrap();
-    p.enqueue(NewJob::new("nobody", &1).unwrap().id("orphan"))
         .await
         .unwrap();
     p.enqueue_bulk(jobs("ok", "g", 10)).await.unwrap();
@@ -111,8 +110,8 @@ async fn fatal_error_and_unknown_kind_go_straight_to_the_dead_letter_queue() {
         .recording("k", |_| async { Err(JobError::fatal("invalid address")) })
         .on("ok", handler_fn(|_| async { Ok(()) }));
     let c = start(&ctx, config(&ctx), registry);
-    wait_stats(&ctx, "two dead, the rest acked", |s| {
-        s.dead == 2 && s.pending() == 0
+    wait_stats(&ctx, "one dead, the rest acked", |s| {
+        s.dead == 1 && s.pending() == 0
     })
     .await;
     let report = c.stop().await;
@@ -120,13 +119,90 @@ async fn fatal_error_and_unknown_kind_go_straight_to_the_dead_letter_queue() {
     let (reason, envelope) = dead_reason(&ctx, "fatal").await;
     assert_eq!(reason, "invalid address");
     assert!(envelope.starts_with(r#"{"attempt":0,"#), "{envelope}");
-    let (reason, _) = dead_reason(&ctx, "orphan").await;
+    assert_eq!((report.acked, report.retried, report.dead), (10, 0, 1));
+    assert_empty(&ctx, 1).await;
+}
+
+/// A kind no handler takes may be new in a rolling deploy: it is deferred (uncharged)
+/// for the pool's `unknown_kind_grace`, then dead-lettered with the reason. Before
+/// deferrals it was dead-lettered on first sight.
+#[tokio::test]
+async fn unknown_kind_is_deferred_then_dead_lettered_after_the_grace() {
+    let ctx = Ctx::new("unknown").await;
+    let p = ctx.producer();
+    p.enqueue(NewJob::new("nobody", &1).unwrap().id("orphan").max_attempts(1))
+        .await
+        .unwrap();
+    p.enqueue_bulk(jobs("ok", "g", 10)).await.unwrap();
+    let registry = Registry::new().on("ok", handler_fn(|_| async { Ok(()) }));
+    let mut cfg = config(&ctx);
+    cfg.pool.unknown_kind_grace = Duration::from_millis(500);
+    let c = start(&ctx, cfg, registry);
+    let s = wait_stats(&ctx, "the orphan deferred", |s| s.deferred == 1).await;
+    assert_eq!(s.dead, 0, "not dead on first sight");
+    wait_stats(&ctx, "dead after the grace", |s| s.dead == 1 && s.pending() == 0).await;
+    let report = c.stop().await;
+    let (reason, envelope) = dead_reason(&ctx, "orphan").await;
     assert!(
-        reason.contains("unknown job kind") && reason.contains("nobody"),
+        reason.starts_with("deferral budget spent (")
+            && reason.contains(r#"unknown job kind "nobody": no handler for it"#),
         "{reason}"
     );
-    assert_eq!((report.acked, report.retried, report.dead), (10, 0, 2));
-    assert_empty(&ctx, 2).await;
+    assert!(
+        envelope.starts_with(r#"{"attempt":0,"#),
+        "never charged: {envelope}"
+    );
+    assert_eq!((report.acked, report.retried, report.dead), (10, 0, 1));
+    assert!(report.deferred >= 1, "{report:?}");
+    assert_eq!(ctx.stats().await.deferred, 0, "the record goes with the job");
+    assert_empty(&ctx, 1).await;
+}
+
+/// The rolling deploy itself: an old consumer defers a kind it does not know and an
+/// envelope over its size limit; a consumer started later, within the grace, that knows
+/// the kind and takes bigger envelopes runs both, uncharged.
+#[tokio::test]
+async fn a_consumer_started_later_within_the_grace_runs_what_another_deferred() {
+    let ctx = Ctx::new("rolling").await;
+    let p = ctx.producer();
+    p.enqueue(NewJob::new("new", &1).unwrap().id("n").max_attempts(1))
+        .await
+        .unwrap();
+    let big = "x".repeat(600);
+    p.enqueue(NewJob::new("old", &big).unwrap().id("big").max_attempts(1))
+        .await
+        .unwrap();
+    let mut old = config(&ctx);
+    old.pool.unknown_kind_grace = Duration::from_secs(60);
+    old.fetcher.max_envelope_bytes = 512;
+    let c = start(
+        &ctx,
+        old,
+        Registry::new().on("old", handler_fn(|_| async { Ok(()) })),
+    );
+    let s = wait_stats(&ctx, "both deferred", |s| s.deferred == 2).await;
+    assert_eq!((s.dead, s.counters.get("acked")), (0, None));
+    let report = c.stop().await;
+    assert_eq!((report.deferred, report.dead), (2, 0), "{report:?}");
+
+    // A deferral waits a tenth of the grace (at most 10 s): make both due now.
+    let normal = ctx.keys.all()[4].clone();
+    let _: () = ctx.cmd(&["ZADD", &normal, "XX", "0", "n", "0", "big"]).await;
+    let seen = Seen::default();
+    let registry = seen.acking("new").on("old", {
+        let seen = seen.clone();
+        handler_fn(move |job| {
+            seen.record(&job);
+            async { Ok(()) }
+        })
+    });
+    let c = start(&ctx, config(&ctx), registry);
+    wait_stats(&ctx, "both acked", |s| s.counters.get("acked") == Some(&2)).await;
+    c.stop().await;
+    assert_eq!((seen.attempts("n"), seen.attempts("big")), (vec![0], vec![0]));
+    let s = ctx.stats().await;
+    assert_eq!((s.dead, s.deferred), (0, 0), "{s:?}");
+    assert_empty(&ctx, 0).await;
 }
 
 #[tokio::test]
@@ -157,6 +233,8 @@ async fn bad_envelopes_are_dead_lettered_and_good_jobs_around_them_run() {
     let registry = seen.acking("k");
     let mut cfg = config(&ctx);
     cfg.fetcher.max_envelope_bytes = 512;
+    // Too big for this consumer is not bad: it waits the grace for another consumer.
+    cfg.pool.unknown_kind_grace = Duration::from_millis(500);
     let c = start(&ctx, cfg, registry);
     wait_stats(&ctx, "bad envelopes dead, good jobs acked", |s| {
         s.dead == 5 && s.pending() == 0
@@ -164,6 +242,7 @@ async fn bad_envelopes_are_dead_lettered_and_good_jobs_around_them_run() {
     .await;
     let report = c.stop().await;
     assert_eq!((report.acked, report.dead), (10, 5));
+    assert!(report.deferred >= 1, "the big one was deferred first: {report:?}");
     assert_eq!(seen.ids(), 10);
     let expect = [
         ("notjson", "undecodable envelope"),

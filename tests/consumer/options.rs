@@ -109,6 +109,8 @@ async fn job_timeout_is_a_retryable_failure() {
     assert_eq!((report.acked, report.retried), (1, 1));
 }
 
+/// A backpressure error defers the job by its Retry-After, capped by the pool's
+/// `max_defer_delay` (default 5 min), and charges no attempt.
 #[tokio::test]
 async fn retry_after_sets_the_delay() {
     let ctx = Ctx::new("retryafter").await;
@@ -127,21 +129,26 @@ async fn retry_after_sets_the_delay() {
     let due = ctx.snapshot().await.delayed[1][0].1;
     let now = ctx.now_ms().await;
     assert!(
-        due > now + 3_000_000,
-        "due in about an hour, not after the 10 ms backoff"
+        due > now + 250_000 && due <= now + 300_000,
+        "due in 5 minutes (the hour asked for, capped), not after the 10 ms backoff"
     );
-    let errors = ctx.snapshot().await.errors;
-    assert_eq!(errors["b"], "429");
+    let snap = ctx.snapshot().await;
+    assert_eq!(snap.errors["b"], "429");
+    assert!(snap.jobs["b"].starts_with(r#"{"attempt":0,"#), "not charged");
 }
 
+/// The dead-letter cap is the queue's setting: every consumer applies it.
 #[tokio::test]
-async fn consumer_applies_its_dead_letter_cap() {
+async fn consumer_applies_the_queue_dead_letter_cap() {
     let ctx = Ctx::new("ccap").await;
     ctx.producer().enqueue_bulk(jobs("k", "d", 10)).await.unwrap();
+    let cap = weir::settings::Settings {
+        dead_cap: Some(4),
+        ..Default::default()
+    };
+    cap.store(&mut ctx.c(), &ctx.queue).await.unwrap();
     let registry = Registry::new().on("k", handler_fn(|_| async { Err(JobError::fatal("no")) }));
-    let mut cfg = config(&ctx);
-    cfg.dead_letter_cap = 4;
-    let c = start(&ctx, cfg, registry);
+    let c = start(&ctx, config(&ctx), registry);
     wait_stats(&ctx, "all settled", |s| {
         s.pending() == 0 && s.counters.get("dead") == Some(&10)
     })
@@ -210,7 +217,6 @@ async fn config_values_out_of_range_are_refused() {
             "reclaim interval",
             Box::new(|c| c.reclaimer.interval = Duration::ZERO),
         ),
-        ("dead-letter cap", Box::new(|c| c.dead_letter_cap = 0)),
         (
             "job timeout must be at least 10ms",
             Box::new(|c| c.pool.job_timeout = Some(Duration::ZERO)),
@@ -218,6 +224,10 @@ async fn config_values_out_of_range_are_refused() {
         (
             "job timeout must be at least 10ms",
             Box::new(|c| c.pool.job_timeout = Some(Duration::from_millis(9))),
+        ),
+        (
+            "unknown-kind grace",
+            Box::new(|c| c.pool.unknown_kind_grace = Duration::ZERO),
         ),
     ];
     for (want, change) in cases {

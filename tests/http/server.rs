@@ -1,7 +1,8 @@
 //! A local HTTP server for the HTTP handler's tests. Each job's payload says how to
 //! answer: `{"do": "ok" | "slow:<ms>" | "429" | "429-once" | "503" | "500" | "500-once" |
-//! "400" | "redirect" | "hang"}` (`-once`: only on the job's first attempt). Past
-//! `max_in_flight` concurrent requests it answers 429. It counts connections and requests.
+//! "400" | "redirect" | "hang"}` (`-once`: only to the first request for the job's id).
+//! Past `max_in_flight` concurrent requests, or until [`Server::busy_for`] runs out, it
+//! answers 429. It counts connections and requests.
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -10,11 +11,12 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 /// A request as the server saw it.
@@ -32,6 +34,10 @@ pub struct Server {
     pub in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
     pub seen: Mutex<Vec<Seen>>,
+    /// Requests so far per job id (a batch counts for its first job).
+    pub tries: Mutex<HashMap<String, usize>>,
+    /// Until then, every request is answered 429 with `Retry-After: 1`.
+    pub busy_until: Mutex<Option<Instant>>,
 }
 
 impl Server {
@@ -65,6 +71,11 @@ impl Server {
         self.seen.lock().unwrap().clone()
     }
 
+    /// Answers 429 (`Retry-After: 1`) to every request for `d` from now.
+    pub fn busy_for(&self, d: Duration) {
+        *self.busy_until.lock().unwrap() = Some(Instant::now() + d);
+    }
+
     async fn answer(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
         let header = |n: &str| {
             req.headers()
@@ -85,34 +96,47 @@ impl Server {
         } else {
             body.clone()
         };
+        let id = first["id"].as_str().unwrap_or_default().to_owned();
         self.seen.lock().unwrap().push(Seen {
             idempotency_key,
             content_type,
             body,
         });
+        let tries = {
+            let mut t = self.tries.lock().unwrap();
+            let n = t.entry(id).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let busy = self
+            .busy_until
+            .lock()
+            .unwrap()
+            .is_some_and(|t| Instant::now() < t);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        let r = if now > self.max_in_flight.load(Ordering::SeqCst) {
+        let r = if busy {
+            reply(StatusCode::TOO_MANY_REQUESTS, &[("retry-after", "1")], "busy")
+        } else if now > self.max_in_flight.load(Ordering::SeqCst) {
             reply(
                 StatusCode::TOO_MANY_REQUESTS,
                 &[("retry-after", "0")],
                 "slow down",
             )
         } else {
-            Self::by_mode(&first).await
+            Self::by_mode(&first, tries == 1).await
         };
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         Ok(r)
     }
 
-    async fn by_mode(job: &Value) -> Response<Full<Bytes>> {
+    async fn by_mode(job: &Value, first_try: bool) -> Response<Full<Bytes>> {
         let mode = job["payload"]["do"].as_str().unwrap_or("ok");
-        let first_attempt = job["attempt"].as_u64() == Some(0);
         match mode {
             "429" => reply(StatusCode::TOO_MANY_REQUESTS, &[("retry-after", "7")], "busy"),
-            "429-once" if first_attempt => reply(StatusCode::TOO_MANY_REQUESTS, &[("retry-after", "0")], ""),
+            "429-once" if first_try => reply(StatusCode::TOO_MANY_REQUESTS, &[("retry-after", "0")], ""),
             "503" => reply(StatusCode::SERVICE_UNAVAILABLE, &[], "down"),
             "500" => reply(StatusCode::INTERNAL_SERVER_ERROR, &[], "oops"),
-            "500-once" if first_attempt => reply(StatusCode::INTERNAL_SERVER_ERROR, &[], "oops"),
+            "500-once" if first_try => reply(StatusCode::INTERNAL_SERVER_ERROR, &[], "oops"),
             "400" => {
                 let body = format!("bad field 'x'{}", "y".repeat(5000));
                 reply(StatusCode::BAD_REQUEST, &[], &body)

@@ -72,7 +72,9 @@ async fn stats_is_a_snapshot_of_every_key() {
         .error("x", "boom")
         .paused(true)
         .counter("enqueued", 9)
-        .counter("acked", 1);
+        .counter("acked", 1)
+        .deferral("d1", 2, 1_000)
+        .setting("dead_cap", "50");
     let s = run_case(
         &ctx,
         "stats",
@@ -92,8 +94,16 @@ async fn stats_is_a_snapshot_of_every_key() {
     );
     assert_eq!(s.counters.get("enqueued"), Some(&9));
     assert_eq!(s.counters.get("acked"), Some(&1));
+    assert_eq!((s.deferred, s.dead_cap), (1, 50));
 
     let (_, empty) = ctx.other_queue("empty");
     let s = scripts::stats(&mut ctx.c(), &empty).await.unwrap();
-    assert_eq!(s, weir::Stats::default());
+    let cap = weir::settings::DEFAULT_DEAD_CAP;
+    assert_eq!(
+        s,
+        weir::Stats {
+            dead_cap: cap,
+            ..Default::default()
+        }
+    );
 }

@@ -55,14 +55,12 @@ async fn expire_and_reclaim(ctx: &Ctx) {
         async move { redis_now_ms(&mut c).await > t }
     })
     .await;
-    assert_eq!(
-        scripts::reclaim(&mut c, k, BIG, 100_000).await.unwrap(),
-        (BIG as u64, 0)
-    );
+    let r = scripts::reclaim(&mut c, k, BIG).await.unwrap();
+    assert_eq!((r.requeued, r.dead), (BIG as u64, 0));
 }
 
 /// Fetches all again, extends all, and sends all to the dead letters through a last retry,
-/// with a cap that trims most.
+/// with a cap that trims most: 1,000 entries per call, the rest over reclaim calls.
 async fn extend_and_dead_letter_past_the_cap(ctx: &Ctx) {
     let (mut c, k) = (ctx.c(), &ctx.keys);
     let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
@@ -86,15 +84,34 @@ async fn extend_and_dead_letter_past_the_cap(ctx: &Ctx) {
             error: "last".into(),
         })
         .collect();
+    let _: () = redis::cmd("HSET")
+        .arg(k.settings())
+        .arg("dead_cap")
+        .arg(1_000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
     assert!(
-        scripts::settle(&mut c, k, 1_000, &items)
+        scripts::settle(&mut c, k, &items)
             .await
             .unwrap()
+            .missed
             .is_empty()
     );
     let s = ctx.stats().await;
+    assert_eq!((s.dead, s.pending()), (9_000, 0), "one bounded trim step");
+    assert_eq!(s.counters.get("trimmed"), Some(&1_000));
+    for _ in 0..8 {
+        scripts::reclaim(&mut c, k, BIG).await.unwrap();
+    }
+    let s = ctx.stats().await;
     assert_eq!((s.dead, s.pending()), (1_000, 0));
     assert_eq!(s.counters.get("trimmed"), Some(&9_000));
+    let _: () = redis::cmd("DEL")
+        .arg(k.settings())
+        .query_async(&mut c)
+        .await
+        .unwrap();
     assert_eq!(
         ctx.snapshot().await.jobs.len(),
         1_000,
@@ -135,7 +152,7 @@ async fn release_and_ack(ctx: &Ctx, args: &[EnqueueArg]) {
         })
         .collect();
     assert_eq!(acks.len(), BIG);
-    assert!(scripts::settle(&mut c, k, 1_000, &acks).await.unwrap().is_empty());
+    assert!(scripts::settle(&mut c, k, &acks).await.unwrap().missed.is_empty());
     let after = ctx.snapshot().await;
     assert!(after.jobs.is_empty() && after.lease.is_empty() && after.ready.iter().all(Vec::is_empty));
     assert_eq!(after.counters.get("acked"), Some(&(BIG as u64)));
@@ -157,9 +174,10 @@ async fn dead_letter_and_purge(ctx: &Ctx, args: &[EnqueueArg]) {
             .collect()
     };
     assert!(
-        scripts::settle(&mut c, k, 100_000, &buried)
+        scripts::settle(&mut c, k, &buried)
             .await
             .unwrap()
+            .missed
             .is_empty()
     );
     assert_eq!(scripts::dlq_purge(&mut c, k, BIG).await.unwrap(), BIG as u64);

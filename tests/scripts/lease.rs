@@ -11,19 +11,18 @@ struct Reclaim {
     name: &'static str,
     before: State,
     n: usize,
-    cap: u64,
     reply: (u64, u64),
     after: State,
 }
 
-/// The table: state before, the batch size and cap, the reply, state after.
+/// The table: state before, the batch size, the reply, state after. (The dead-letter cap
+/// is the queue's `dead_cap` setting.)
 fn reclaim_cases() -> Vec<Reclaim> {
     vec![
         Reclaim {
             name: "no lease expired",
             before: State::default().job("a", 0, 3, 1).lease(&[("a", FUTURE)]),
             n: 100,
-            cap: 10,
             reply: (0, 0),
             after: State::default().job("a", 0, 3, 1).lease(&[("a", FUTURE)]),
         },
@@ -35,7 +34,6 @@ fn reclaim_cases() -> Vec<Reclaim> {
                 .ready(L, &["x"])
                 .lease(&[("a", PAST)]),
             n: 100,
-            cap: 10,
             reply: (1, 0),
             after: State::default()
                 .job("a", 1, 3, 2)
@@ -48,7 +46,6 @@ fn reclaim_cases() -> Vec<Reclaim> {
             name: "expired on its last attempt: dead-lettered",
             before: State::default().job("a", 2, 3, 1).lease(&[("a", PAST)]),
             n: 100,
-            cap: 10,
             reply: (0, 1),
             after: State::default()
                 .job("a", 3, 3, 1)
@@ -61,7 +58,6 @@ fn reclaim_cases() -> Vec<Reclaim> {
             name: "an envelope weir did not write goes back to normal ready as it is",
             before: State::default().raw_job("x", "{not json").lease(&[("x", PAST)]),
             n: 100,
-            cap: 10,
             reply: (1, 0),
             after: State::default()
                 .raw_job("x", "{not json")
@@ -76,7 +72,6 @@ fn reclaim_cases() -> Vec<Reclaim> {
                 .job("c", 0, 3, 0)
                 .lease(&[("a", PAST), ("b", PAST + 1), ("c", PAST + 2)]),
             n: 2,
-            cap: 10,
             reply: (2, 0),
             after: State::default()
                 .job("a", 1, 3, 0)
@@ -92,7 +87,6 @@ fn reclaim_cases() -> Vec<Reclaim> {
             name: "a lease whose job was purged is dropped",
             before: State::default().lease(&[("ghost", PAST)]),
             n: 100,
-            cap: 10,
             reply: (0, 0),
             after: State::default(),
         },
@@ -103,11 +97,12 @@ fn reclaim_cases() -> Vec<Reclaim> {
                 .dead(&[("old", 5)])
                 .error("old", "x")
                 .job("a", 0, 1, 1)
-                .lease(&[("a", PAST)]),
+                .lease(&[("a", PAST)])
+                .setting("dead_cap", "1"),
             n: 100,
-            cap: 1,
             reply: (0, 1),
             after: State::default()
+                .setting("dead_cap", "1")
                 .job("a", 1, 1, 1)
                 .dead(&[("a", NOW)])
                 .error("a", "lease expired after 1 attempts")
@@ -122,16 +117,16 @@ fn reclaim_cases() -> Vec<Reclaim> {
 async fn reclaim_table() {
     let ctx = Ctx::new("reclaim").await;
     for c in reclaim_cases() {
-        let (n, cap) = (c.n, c.cap);
-        let reply = run_case(
+        let n = c.n;
+        let r = run_case(
             &ctx,
             c.name,
             &c.before,
-            |mut conn, k| async move { scripts::reclaim(&mut conn, &k, n, cap).await },
+            |mut conn, k| async move { scripts::reclaim(&mut conn, &k, n).await },
             &c.after,
         )
         .await;
-        assert_eq!(reply, c.reply, "case {:?}", c.name);
+        assert_eq!((r.requeued, r.dead), c.reply, "case {:?}", c.name);
     }
 }
 
@@ -204,12 +199,18 @@ async fn extend_changes_the_token() {
         id: "a".into(),
         token: t1,
     };
-    assert_eq!(scripts::settle(&mut c, k, 10, &[stale]).await.unwrap(), ["a"]);
+    assert_eq!(scripts::settle(&mut c, k, &[stale]).await.unwrap().missed, ["a"]);
     let fresh = Settle::Ack {
         id: "a".into(),
         token: t2,
     };
-    assert!(scripts::settle(&mut c, k, 10, &[fresh]).await.unwrap().is_empty());
+    assert!(
+        scripts::settle(&mut c, k, &[fresh])
+            .await
+            .unwrap()
+            .missed
+            .is_empty()
+    );
     assert_eq!(
         ctx.snapshot().await,
         State::default()

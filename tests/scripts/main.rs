@@ -6,11 +6,13 @@ mod common;
 
 mod admin;
 mod big;
+mod defer;
 mod dlq;
 mod enqueue;
 mod fetch;
 mod lease;
 mod settle;
+mod trim;
 mod wake;
 
 /// Index of the high-priority key among the per-priority keys.

@@ -1,5 +1,6 @@
-//! settle.lua: ack, retry and dead-letter in one batch; stale, duplicate and late outcomes
-//! reported instead of applied; attempts exhausted; the dead-letter cap.
+//! settle.lua: ack, retry, defer and dead-letter in one batch; stale, duplicate and late
+//! outcomes reported instead of applied; attempts exhausted; deferral budgets spent; the
+//! queue's dead-letter cap.
 
 use crate::common::*;
 use crate::{H, N};
@@ -30,7 +31,6 @@ fn dead(id: &str, token: u64, reason: &str) -> Settle {
 struct Case {
     name: &'static str,
     before: State,
-    cap: u64,
     items: Vec<Settle>,
     missed: &'static [&'static str],
     after: State,
@@ -40,7 +40,7 @@ fn held(id: &str, attempt: u32, max: u32) -> State {
     State::default().job(id, attempt, max, 1).lease(&[(id, FUTURE)])
 }
 
-/// The table: state before, the cap and outcomes, the ids missed, state after.
+/// The table: state before, the outcomes, the ids missed, state after.
 fn cases() -> Vec<Case> {
     let abc = State::default()
         .job("a", 0, 3, 1)
@@ -52,7 +52,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "ack deletes the job, its lease and its last error",
             before: held("a", 1, 3).error("a", "earlier failure").counter("acked", 4),
-            cap: 10,
             items: vec![ack("a", FUTURE)],
             missed: &[],
             after: State::default().counter("acked", 5),
@@ -60,7 +59,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "the same id twice in one call: the second is reported",
             before: held("a", 0, 3),
-            cap: 10,
             items: vec![ack("a", FUTURE), ack("a", FUTURE)],
             missed: &["a"],
             after: State::default().counter("acked", 1),
@@ -68,7 +66,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "a second settle later: the job is gone, reported, nothing changes",
             before: State::default().counter("acked", 1),
-            cap: 10,
             items: vec![ack("a", FUTURE), dead("a", FUTURE, "x")],
             missed: &["a", "a"],
             after: State::default().counter("acked", 1),
@@ -76,7 +73,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "stale token (job re-leased to someone else): reported, new holder untouched",
             before: State::default().job("a", 1, 3, 1).lease(&[("a", FUTURE + 5)]),
-            cap: 10,
             items: vec![
                 ack("a", FUTURE),
                 retry("a", FUTURE, Priority::Normal, 0, "e"),
@@ -88,7 +84,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "lease expired but not reclaimed yet: nobody else has the job, the ack counts",
             before: State::default().job("a", 0, 3, 1).lease(&[("a", PAST)]),
-            cap: 10,
             items: vec![ack("a", PAST)],
             missed: &[],
             after: State::default().counter("acked", 1),
@@ -96,7 +91,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "retry: attempt + 1, delayed by the delay at the given priority, error kept",
             before: held("a", 0, 3).error("a", "older"),
-            cap: 10,
             items: vec![retry("a", FUTURE, Priority::Normal, 5_000, "boom")],
             missed: &[],
             after: State::default()
@@ -108,7 +102,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "retry with zero delay is due at once; priority comes from the caller",
             before: held("a", 1, 3),
-            cap: 10,
             items: vec![retry("a", FUTURE, Priority::High, 0, "boom")],
             missed: &[],
             after: State::default()
@@ -120,7 +113,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "retry of the last attempt: dead with the last error",
             before: held("a", 2, 3),
-            cap: 10,
             items: vec![retry("a", FUTURE, Priority::Normal, 5_000, "boom 3")],
             missed: &[],
             after: State::default()
@@ -132,7 +124,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "max_attempts 1: the first failure is final",
             before: held("a", 0, 1),
-            cap: 10,
             items: vec![retry("a", FUTURE, Priority::Normal, 5_000, "once")],
             missed: &[],
             after: State::default()
@@ -144,7 +135,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "dead: to the dead-letter queue now with the reason, attempt kept",
             before: held("a", 0, 3),
-            cap: 10,
             items: vec![dead("a", FUTURE, "fatal: bad input")],
             missed: &[],
             after: State::default()
@@ -156,7 +146,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "retry of an envelope weir did not write: dead-lettered as it is",
             before: State::default().raw_job("x", "not json").lease(&[("x", FUTURE)]),
-            cap: 10,
             items: vec![retry("x", FUTURE, Priority::Normal, 0, "undecodable")],
             missed: &[],
             after: State::default()
@@ -168,7 +157,6 @@ fn cases() -> Vec<Case> {
         Case {
             name: "mixed batch: each outcome applied, the stale one reported",
             before: abc.clone(),
-            cap: 10,
             items: vec![
                 ack("a", FUTURE),
                 retry("b", FUTURE, Priority::Normal, 1_000, "e"),
@@ -196,24 +184,27 @@ fn cases() -> Vec<Case> {
 async fn settle_table() {
     let ctx = Ctx::new("settle").await;
     for c in cases() {
-        let (cap, items) = (c.cap, c.items.clone());
-        let missed = run_case(
+        let items = c.items.clone();
+        let settled = run_case(
             &ctx,
             c.name,
             &c.before,
-            |mut conn, k| async move { scripts::settle(&mut conn, &k, cap, &items).await },
+            |mut conn, k| async move { scripts::settle(&mut conn, &k, &items).await },
             &c.after,
         )
         .await;
-        assert_eq!(missed, c.missed, "case {:?}: missed ids", c.name);
+        assert_eq!(settled.missed, c.missed, "case {:?}: missed ids", c.name);
+        assert!(settled.spent.is_empty(), "case {:?}: no deferral", c.name);
     }
 }
 
+/// The cap is the queue's `dead_cap` setting, the same for every consumer.
 #[tokio::test]
 async fn dead_letter_cap_trims_the_oldest_and_counts_them() {
     let ctx = Ctx::new("cap").await;
     let ids = ["a", "b", "c", "d", "e"];
     let mut before = State::default()
+        .setting("dead_cap", "3")
         .job("old", 3, 3, 1)
         .dead(&[("old", 5)])
         .error("old", "x");
@@ -224,6 +215,7 @@ async fn dead_letter_cap_trims_the_oldest_and_counts_them() {
     let items: Vec<Settle> = ids.iter().map(|id| dead(id, FUTURE, "r")).collect();
     // cap 3: the old entry and the two oldest of the five (same time: member order) go
     let after = State::default()
+        .setting("dead_cap", "3")
         .job("c", 0, 3, 1)
         .job("d", 0, 3, 1)
         .job("e", 0, 3, 1)
@@ -233,18 +225,18 @@ async fn dead_letter_cap_trims_the_oldest_and_counts_them() {
         .error("e", "r")
         .counter("dead", 5)
         .counter("trimmed", 3);
-    let missed = run_case(
+    let settled = run_case(
         &ctx,
         "cap 3, bury 5 on top of 1",
         &before,
-        |mut c, k| async move { scripts::settle(&mut c, &k, 3, &items).await },
+        |mut c, k| async move { scripts::settle(&mut c, &k, &items).await },
         &after,
     )
     .await;
-    assert!(missed.is_empty());
+    assert!(settled.missed.is_empty());
 
     // cap 3 on an empty dead-letter queue, bury 5: 2 trimmed
-    let mut before = State::default();
+    let mut before = State::default().setting("dead_cap", "3");
     for id in ids {
         before = before.job(id, 0, 3, 1);
     }
@@ -255,10 +247,35 @@ async fn dead_letter_cap_trims_the_oldest_and_counts_them() {
         &ctx,
         "cap 3, bury 5",
         &before,
-        |mut c, k| async move { scripts::settle(&mut c, &k, 3, &items).await },
+        |mut c, k| async move { scripts::settle(&mut c, &k, &items).await },
         &after,
     )
     .await;
+
+    // no setting (or one that is not a positive number): the default cap, nothing trimmed
+    for setting in [None, Some("0"), Some("lots")] {
+        let mut before = State::default();
+        let mut after = State::default();
+        if let Some(v) = setting {
+            before = before.setting("dead_cap", v);
+            after = after.setting("dead_cap", v);
+        }
+        let before = before.job("a", 0, 3, 1).lease(&[("a", FUTURE)]);
+        let after = after
+            .job("a", 0, 3, 1)
+            .dead(&[("a", NOW)])
+            .error("a", "r")
+            .counter("dead", 1);
+        let items = vec![dead("a", FUTURE, "r")];
+        run_case(
+            &ctx,
+            "default cap",
+            &before,
+            |mut c, k| async move { scripts::settle(&mut c, &k, &items).await },
+            &after,
+        )
+        .await;
+    }
 }
 
 /// An ack that arrives after the lease expired and the job was reclaimed and leased again
@@ -278,7 +295,8 @@ async fn ack_after_expiry_and_re_lease_is_refused_and_the_new_holder_wins() {
         async move { redis_now_ms(&mut c).await > t1 }
     })
     .await;
-    assert_eq!(scripts::reclaim(&mut c, k, 100, 10).await.unwrap(), (1, 0));
+    let r = scripts::reclaim(&mut c, k, 100).await.unwrap();
+    assert_eq!((r.requeued, r.dead), (1, 0));
     let second = scripts::fetch(&mut c, k, 10, 60_000).await.unwrap();
     assert_eq!(second.jobs.len(), 1);
     assert!(String::from_utf8_lossy(&second.jobs[0].1).starts_with(r#"{"attempt":1,"#));
@@ -286,11 +304,11 @@ async fn ack_after_expiry_and_re_lease_is_refused_and_the_new_holder_wins() {
     assert_ne!(t1, t2);
 
     let before = ctx.snapshot().await;
-    let missed = scripts::settle(&mut c, k, 10, &[ack("a", t1)]).await.unwrap();
+    let missed = scripts::settle(&mut c, k, &[ack("a", t1)]).await.unwrap().missed;
     assert_eq!(missed, ["a"], "the late ack is reported as not acted on");
     assert_eq!(ctx.snapshot().await, before, "and changes nothing");
 
-    let missed = scripts::settle(&mut c, k, 10, &[ack("a", t2)]).await.unwrap();
+    let missed = scripts::settle(&mut c, k, &[ack("a", t2)]).await.unwrap().missed;
     assert!(missed.is_empty());
     let after = ctx.snapshot().await;
     assert!(

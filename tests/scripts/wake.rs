@@ -71,21 +71,33 @@ async fn calls_that_make_work_ready_wake_idle_consumers() {
         error: "e".into(),
     };
     let w = wakes(&ctx, held("a", 0), |mut c, k| async move {
-        scripts::settle(&mut c, &k, 10, &[retry]).await.unwrap();
+        scripts::settle(&mut c, &k, &[retry]).await.unwrap();
     });
     assert_eq!(w.await, ["retry"]);
+    let defer = Settle::Defer {
+        id: "a".into(),
+        token: FUTURE,
+        priority: Priority::Normal,
+        delay_ms: 10,
+        reason: "busy".into(),
+        budget: weir::DeferralBudget::default(),
+    };
+    let w = wakes(&ctx, held("a", 0), |mut c, k| async move {
+        scripts::settle(&mut c, &k, &[defer]).await.unwrap();
+    });
+    assert_eq!(w.await, ["retry"], "a deferral is new delayed work too");
     let ack = Settle::Ack {
         id: "a".into(),
         token: FUTURE,
     };
     let w = wakes(&ctx, held("a", 0), |mut c, k| async move {
-        scripts::settle(&mut c, &k, 10, &[ack]).await.unwrap();
+        scripts::settle(&mut c, &k, &[ack]).await.unwrap();
     });
     assert!(w.await.is_empty(), "an ack adds no work");
 
     let expired = State::default().job("a", 0, 3, 1).lease(&[("a", PAST)]);
     let w = wakes(&ctx, expired, |mut c, k| async move {
-        scripts::reclaim(&mut c, &k, 10, 10).await.unwrap();
+        scripts::reclaim(&mut c, &k, 10).await.unwrap();
     });
     assert_eq!(w.await, ["reclaim"]);
     let w = wakes(&ctx, held("a", 0), |mut c, k| async move {

@@ -1,11 +1,12 @@
-//! `weir limits`: runtime tuning of a live fleet through the queue's settings hash. (The
+//! `weir limits`: the queue's settings hash, which binds every consumer of the queue: the
+//! runtime limits a live fleet applies within a second, and the dead-letter cap. (The
 //! limit flags of `weir work` are the library's `weir::limiter::LimiterOptions`.)
 
 use crate::Common;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 use weir::limiter::Target;
-use weir::settings::{RateSetting, Settings};
+use weir::settings::{DEFAULT_DEAD_CAP, RateSetting, Settings};
 
 fn parse_rate_setting(s: &str) -> Result<RateSetting, weir::limiter::LimiterError> {
     if s.trim() == "off" {
@@ -26,12 +27,20 @@ pub struct LimitsArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum LimitsCommand {
-    /// Show the runtime settings stored for the queue.
+    /// Show the settings stored for the queue.
     Get,
-    /// Store runtime settings; running consumers apply them within about a second.
+    /// Store settings; running consumers apply them within about a second.
     Set(SetArgs),
-    /// Remove every runtime setting: consumers go back to their own flags.
-    Clear,
+    /// Remove every setting (consumers go back to their own flags, the dead-letter cap to
+    /// its default), or with --dead-cap only the dead-letter cap.
+    Clear(ClearArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ClearArgs {
+    /// Remove only the dead-letter cap (back to the default).
+    #[arg(long)]
+    pub dead_cap: bool,
 }
 
 #[derive(Args, Debug)]
@@ -54,6 +63,10 @@ pub struct SetArgs {
     /// Burst for --rate.
     #[arg(long, requires = "rate")]
     pub burst: Option<u32>,
+    /// Dead-letter queue cap, at least 1 (default 10000): the oldest entries beyond it
+    /// are trimmed (at most 1000 per call, counted in `weir stats`).
+    #[arg(long, value_name = "N")]
+    pub dead_cap: Option<u64>,
 }
 
 pub async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
@@ -61,7 +74,8 @@ pub async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
     let queue = &a.common.queue;
     match a.command {
         LimitsCommand::Get => {}
-        LimitsCommand::Clear => Settings::clear(&mut conn, queue).await?,
+        LimitsCommand::Clear(c) if c.dead_cap => Settings::clear_dead_cap(&mut conn, queue).await?,
+        LimitsCommand::Clear(_) => Settings::clear(&mut conn, queue).await?,
         LimitsCommand::Set(s) => {
             let rate = match (s.rate, s.burst) {
                 (Some(RateSetting::Limit(r)), Some(b)) => Some(RateSetting::Limit(r.with_burst(b))),
@@ -73,6 +87,7 @@ pub async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
                 target_p95: s.target_p95,
                 error_threshold: s.error_threshold,
                 rate,
+                dead_cap: s.dead_cap,
             };
             let merged = Settings::load(&mut conn, queue).await?.merge(&update);
             merged.validate()?;
@@ -80,10 +95,14 @@ pub async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
         }
     }
     let now = Settings::load(&mut conn, queue).await?;
+    let cap = match now.dead_cap {
+        Some(_) => String::new(),
+        None => format!(" (dead_cap={DEFAULT_DEAD_CAP}: the default)"),
+    };
     if now == Settings::default() {
-        println!("queue {queue}: no runtime settings (consumers use their own flags)");
+        println!("queue {queue}: no runtime settings (consumers use their own flags){cap}");
     } else {
-        println!("queue {queue}: {now}");
+        println!("queue {queue}: {now}{cap}");
     }
     Ok(ExitCode::SUCCESS)
 }

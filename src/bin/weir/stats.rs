@@ -72,6 +72,7 @@ struct Rates {
     enqueued: f64,
     acked: f64,
     retried: f64,
+    deferred: f64,
     dead: f64,
 }
 
@@ -89,6 +90,7 @@ impl Rates {
             enqueued: per_s("enqueued"),
             acked: per_s("acked"),
             retried: per_s("retried"),
+            deferred: per_s("deferred"),
             dead: per_s("dead"),
         }
     }
@@ -107,15 +109,26 @@ fn render(queue: &str, s: &Stats, rates: Option<&Rates>) -> String {
     );
     o += &format!("delayed    {}\n", s.delayed);
     o += &format!("in flight  {}\n", s.in_flight);
-    o += &format!("dead       {}\n", s.dead);
+    let counter = |k: &str| s.counters.get(k).copied().unwrap_or(0);
+    o += &format!(
+        "deferred   {} (put back uncharged, {} times so far)\n",
+        s.deferred,
+        counter("deferred")
+    );
+    o += &format!(
+        "dead       {} (cap {}; {} trimmed so far)\n",
+        s.dead,
+        s.dead_cap,
+        counter("trimmed")
+    );
     o += &format!(
         "oldest     {}\n",
         humantime::format_duration(Duration::from_millis(s.oldest_ready_age_ms))
     );
     if let Some(r) = rates {
         o += &format!(
-            "rates      {:.0} enqueued/s, {:.0} acked/s, {:.0} retried/s, {:.0} dead/s\n",
-            r.enqueued, r.acked, r.retried, r.dead
+            "rates      {:.0} enqueued/s, {:.0} acked/s, {:.0} retried/s, {:.0} deferred/s, {:.0} dead/s\n",
+            r.enqueued, r.acked, r.retried, r.deferred, r.dead
         );
     }
     let counters: Vec<String> = s.counters.iter().map(|(k, v)| format!("{k} {v}")).collect();

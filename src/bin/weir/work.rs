@@ -6,7 +6,8 @@ use clap::Args;
 use std::time::{Duration, Instant};
 use weir::http::HttpConfig;
 use weir::limiter::LimiterOptions;
-use weir::{CancellationToken, Consumer, ConsumerConfig, FetcherConfig, Report};
+use weir::pool::PoolConfig;
+use weir::{CancellationToken, Consumer, ConsumerConfig, DeferralBudget, FetcherConfig, Report};
 
 #[derive(Args, Debug, Clone)]
 pub struct WorkArgs {
@@ -48,6 +49,17 @@ pub struct WorkArgs {
     /// Abandon and retry a job that runs longer than this.
     #[arg(long, value_parser = parse_duration)]
     pub job_timeout: Option<Duration>,
+    /// Backpressure (HTTP 429/503) puts a job back without charging an attempt, at most
+    /// this many times (0: no limit); then it is dead-lettered.
+    #[arg(long, value_name = "N", default_value_t = DeferralBudget::DEFAULT_MAX_DEFERRALS)]
+    pub max_deferrals: u32,
+    /// ... and for at most this long from the first deferral (0s: no limit).
+    #[arg(long, default_value = shown(DeferralBudget::DEFAULT_MAX_AGE), value_parser = parse_duration)]
+    pub max_deferral_age: Duration,
+    /// How long a job of a kind no handler takes, or over --max-envelope-bytes, is left
+    /// for another consumer before it is dead-lettered.
+    #[arg(long, default_value = shown(PoolConfig::DEFAULT_UNKNOWN_KIND_GRACE), value_parser = parse_duration)]
+    pub unknown_kind_grace: Duration,
     /// How long running jobs may take to finish after SIGINT/SIGTERM.
     #[arg(
         long,
@@ -58,18 +70,33 @@ pub struct WorkArgs {
     /// Exit once nothing is ready, delayed or in flight.
     #[arg(long)]
     pub drain: bool,
-    /// Envelope size limit in bytes; bigger envelopes are dead-lettered.
+    /// Envelope size limit in bytes; bigger envelopes are left for a consumer with a
+    /// larger limit, and dead-lettered after --unknown-kind-grace.
     #[arg(long, default_value_t = FetcherConfig::DEFAULT_MAX_ENVELOPE_BYTES)]
     pub max_envelope_bytes: usize,
-    /// Dead-letter queue cap (oldest entries beyond it are trimmed and counted).
-    #[arg(long, default_value_t = ConsumerConfig::DEFAULT_DEAD_LETTER_CAP)]
-    pub dead_cap: u64,
+    /// Gone: the dead-letter cap is the queue's setting (`weir limits set --dead-cap N`).
+    #[arg(long, hide = true, value_name = "N", value_parser = dead_cap_moved)]
+    pub dead_cap: Option<u64>,
+    /// Run even if Redis's maxmemory-policy lets it evict keys (anything but noeviction),
+    /// which can lose jobs.
+    #[arg(long)]
+    pub allow_eviction: bool,
     /// Serve Prometheus metrics on this address (loopback unless told otherwise).
     #[arg(long, default_value = weir::metrics::DEFAULT_ADDR)]
     pub metrics_addr: std::net::SocketAddr,
     /// Do not record or serve metrics.
     #[arg(long)]
     pub no_metrics: bool,
+}
+
+/// `--dead-cap` moved to `weir limits set`: one consumer's flag must not trim the whole
+/// fleet's dead-letter queue.
+fn dead_cap_moved(_: &str) -> Result<u64, String> {
+    Err(
+        "the dead-letter cap is a queue setting now, the same for every consumer: \
+         set it with `weir limits set --dead-cap N`"
+            .into(),
+    )
 }
 
 /// A default duration as `--help` shows it (and `parse_duration` reads it back).
@@ -98,10 +125,14 @@ impl WorkArgs {
             pipeline: c.fetcher.pipeline,
             visibility_timeout: c.lease,
             job_timeout: c.pool.job_timeout,
+            max_deferrals: c.pool.deferral_budget.max_deferrals,
+            max_deferral_age: c.pool.deferral_budget.max_age,
+            unknown_kind_grace: c.pool.unknown_kind_grace,
             shutdown_timeout: c.shutdown_timeout,
             drain: c.drain,
             max_envelope_bytes: c.fetcher.max_envelope_bytes,
-            dead_cap: c.dead_letter_cap,
+            dead_cap: None,
+            allow_eviction: c.allow_eviction,
             metrics_addr: weir::metrics::DEFAULT_ADDR.parse().expect("a valid address"),
             no_metrics: !c.metrics,
         }
@@ -113,7 +144,6 @@ impl WorkArgs {
             queue: self.common.queue.clone(),
             concurrency: self.concurrency,
             lease: self.visibility_timeout,
-            dead_letter_cap: self.dead_cap,
             limiter: self.limits.limiter()?,
             rate: self.limits.rate(),
             shutdown_timeout: self.shutdown_timeout,
@@ -124,7 +154,13 @@ impl WorkArgs {
         c.fetcher.pipeline = self.pipeline;
         c.fetcher.max_envelope_bytes = self.max_envelope_bytes;
         c.pool.job_timeout = self.job_timeout;
+        c.pool.deferral_budget = DeferralBudget {
+            max_deferrals: self.max_deferrals,
+            max_age: self.max_deferral_age,
+        };
+        c.pool.unknown_kind_grace = self.unknown_kind_grace;
         c.metrics = !self.no_metrics;
+        c.allow_eviction = self.allow_eviction;
         Ok(c)
     }
 }
@@ -157,13 +193,14 @@ pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let started = Instant::now();
     let report = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();
-    let done = report.acked + report.retried + report.dead;
+    let done = report.acked + report.retried + report.deferred + report.dead;
     let summary = format!(
-        "processed {done} jobs in {:.2}s ({:.0} jobs/s): {} acked, {} retried, {} dead-lettered, {} released",
+        "processed {done} jobs in {:.2}s ({:.0} jobs/s): {} acked, {} retried, {} deferred, {} dead-lettered, {} released",
         elapsed.as_secs_f64(),
         done as f64 / elapsed.as_secs_f64().max(1e-9),
         report.acked,
         report.retried,
+        report.deferred,
         report.dead,
         report.released
     );
@@ -230,5 +267,12 @@ mod tests {
             .unwrap()
             .work;
         assert_eq!(batched.batch_http, Some(http_defaults().max_batch));
+    }
+
+    #[test]
+    fn dead_cap_names_the_command_that_sets_it_now() {
+        let e = Cli::try_parse_from(["weir", "--dead-cap", "10"]).err().unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(e.to_string().contains("weir limits set --dead-cap N"), "{e}");
     }
 }

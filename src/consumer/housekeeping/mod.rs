@@ -13,6 +13,7 @@ mod drain;
 mod reclaimer;
 mod sampler;
 mod settings;
+mod trims;
 
 pub(crate) use drain::DrainWatch;
 pub(crate) use reclaimer::Reclaimer;

@@ -1,9 +1,11 @@
 //! The reclaimer, which brings back the jobs of crashed or stalled consumers once their
 //! leases expire: to ready, or to the dead-letter queue once their attempts are spent.
 //! Every consumer runs one; the script is atomic, so several reclaimers on one queue never
-//! reclaim a job twice.
+//! reclaim a job twice. Each call also trims the dead-letter queue a bounded step toward
+//! the queue's cap; the trims it sees are logged once per streak ([`TrimLog`]).
 
 use crate::consumer::config::check;
+use crate::consumer::housekeeping::trims::TrimLog;
 use crate::error::Result;
 use crate::metrics::QueueMetrics;
 use crate::queue::keys::QueueKeys;
@@ -16,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 /// Most leases per reclaim call.
 const RECLAIM_BATCH: usize = 1000;
 
-/// Reclaimer settings. (The dead-letter cap is the consumer's:
-/// [`crate::ConsumerConfig::dead_letter_cap`].)
+/// Reclaimer settings. (The dead-letter cap is the queue's setting, which the script
+/// reads.)
 #[derive(Debug, Clone)]
 pub struct ReclaimerConfig {
     /// How often to look for expired leases, at least 10 ms (default 1 s).
@@ -48,7 +50,6 @@ impl Default for ReclaimerConfig {
 /// The reclaimer task.
 pub(crate) struct Reclaimer {
     config: ReclaimerConfig,
-    dead_letter_cap: u64,
     conn: HealingConnection,
     keys: QueueKeys,
     metrics: QueueMetrics,
@@ -57,14 +58,12 @@ pub(crate) struct Reclaimer {
 impl Reclaimer {
     pub fn new(
         config: ReclaimerConfig,
-        dead_letter_cap: u64,
         conn: HealingConnection,
         keys: QueueKeys,
         metrics: QueueMetrics,
     ) -> Self {
         Self {
             config,
-            dead_letter_cap,
             conn,
             keys,
             metrics,
@@ -74,6 +73,7 @@ impl Reclaimer {
     /// Reclaims once per interval until `shutdown`. A failed call waits for the next
     /// tick, like a successful one: nothing is lost meanwhile (the leases stay expired).
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut trims = TrimLog::default();
         let every = self.config.interval;
         let mut errors = Streak::new(
             "reclaim",
@@ -88,7 +88,7 @@ impl Reclaimer {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
             }
-            wait = match self.sweep(&shutdown).await {
+            wait = match self.sweep(&shutdown, &mut trims).await {
                 Ok(()) => {
                     errors.succeeded();
                     every
@@ -99,11 +99,12 @@ impl Reclaimer {
     }
 
     /// Reclaims while calls come back full: a big crash is cleared in one tick.
-    async fn sweep(&self, shutdown: &CancellationToken) -> Result<()> {
+    async fn sweep(&self, shutdown: &CancellationToken, trims: &mut TrimLog) -> Result<()> {
         loop {
             let mut conn = self.conn.clone();
-            let (requeued, dead) =
-                scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH, self.dead_letter_cap).await?;
+            let r = scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH).await?;
+            trims.saw(r.trimmed, r.trimmed_total);
+            let (requeued, dead) = (r.requeued, r.dead);
             self.metrics.reclaimed.increment(requeued + dead);
             if requeued + dead > 0 {
                 tracing::info!(requeued, dead, "reclaimed expired leases");

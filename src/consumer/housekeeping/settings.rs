@@ -1,6 +1,7 @@
 //! The settings watch: polls the queue's runtime settings ([`Settings`], stored by
 //! `weir limits set`) and applies changes to a running consumer's limiter and rate gate,
-//! on top of the configuration the consumer was started with.
+//! on top of the configuration the consumer was started with. (The dead-letter cap needs
+//! no applying: the scripts read it; a change is only logged.)
 
 use crate::consumer::settings::Settings;
 use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
@@ -92,7 +93,13 @@ impl SettingsWatch {
     }
 
     fn apply(&self, s: &Settings, before: &Settings) {
-        if let Some((limiter, base)) = &self.limiter {
+        if s.dead_cap != before.dead_cap {
+            tracing::info!(dead_cap = s.dead_cap(), "queue dead-letter cap");
+        }
+        let limits = |s: &Settings| (s.min, s.max, s.target_p95, s.error_threshold);
+        if limits(s) == limits(before) {
+            // Nothing for the limiter: only the rate or the dead-letter cap changed.
+        } else if let Some((limiter, base)) = &self.limiter {
             let mut next = s.limiter(base);
             next.window = limiter.config().window;
             match limiter.reconfigure(next.clone()) {

@@ -103,8 +103,14 @@ pub struct Stats {
     pub paused: bool,
     /// Age of the oldest ready job, ms (0 when none is ready).
     pub oldest_ready_age_ms: u64,
-    /// Lifetime counters: enqueued, fetched, acked, retried, dead, reclaimed, trimmed.
+    /// Lifetime counters: enqueued, fetched, acked, retried, deferred (jobs put back
+    /// without charging an attempt), dead, reclaimed, trimmed (dead-letter entries
+    /// dropped by the cap).
     pub counters: std::collections::BTreeMap<String, u64>,
+    /// The dead-letter cap in force: the queue's `dead_cap` setting, or the default.
+    pub dead_cap: u64,
+    /// Jobs deferred at least once and not done yet (waiting, ready or leased again).
+    pub deferred: u64,
 }
 
 impl Stats {
@@ -122,7 +128,8 @@ impl Stats {
     /// here rather than in `metrics` so that module depends on nothing of the queue.
     pub(crate) fn record(&self, m: &QueueMetrics) {
         use crate::metrics::{
-            DEAD_TRIMMED, QUEUE_DEAD, QUEUE_DELAYED, QUEUE_IN_FLIGHT, QUEUE_OLDEST, QUEUE_READY,
+            DEAD_TRIMMED, QUEUE_DEAD, QUEUE_DEFERRED, QUEUE_DELAYED, QUEUE_IN_FLIGHT, QUEUE_OLDEST,
+            QUEUE_READY,
         };
         let q = m.queue.to_string();
         for (i, p) in ["high", "normal", "low"].into_iter().enumerate() {
@@ -131,6 +138,7 @@ impl Stats {
         metrics::gauge!(QUEUE_DELAYED, "queue" => q.clone()).set(self.delayed as f64);
         metrics::gauge!(QUEUE_IN_FLIGHT, "queue" => q.clone()).set(self.in_flight as f64);
         metrics::gauge!(QUEUE_DEAD, "queue" => q.clone()).set(self.dead as f64);
+        metrics::gauge!(QUEUE_DEFERRED, "queue" => q.clone()).set(self.deferred as f64);
         metrics::gauge!(QUEUE_OLDEST, "queue" => q.clone()).set(self.oldest_ready_age_ms as f64 / 1000.0);
         let trimmed = self.counters.get("trimmed").copied().unwrap_or(0);
         metrics::counter!(DEAD_TRIMMED, "queue" => q).absolute(trimmed);
@@ -140,7 +148,7 @@ impl Stats {
 /// Reads a [`Stats`] snapshot.
 pub async fn stats<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<Stats> {
     let reply: Vec<Value> = call("stats", keys, &mut invocation(&STATS, keys), conn).await?;
-    if reply.len() != 9 {
+    if reply.len() != 11 {
         return Err(reply_err("stats", format!("{} values", reply.len())));
     }
     let n = |i: usize| as_u64("stats", &reply[i]);
@@ -152,6 +160,8 @@ pub async fn stats<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<
         paused: n(6)? == 1,
         oldest_ready_age_ms: n(7)?,
         counters: Default::default(),
+        dead_cap: n(9)?,
+        deferred: n(10)?,
     };
     if let Value::Array(pairs) = &reply[8] {
         for pair in pairs.chunks(2) {

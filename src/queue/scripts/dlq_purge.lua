@@ -1,6 +1,6 @@
 -- dlq_purge: deletes up to N dead-lettered jobs, oldest first.
 --
--- KEYS: the queue's keys (lib.lua); touches dead, jobs, errors.
+-- KEYS: the queue's keys (lib.lua); touches dead, jobs, errors, deferrals.
 -- ARGV[1]: the most jobs to delete in this call (the caller loops for more)
 -- Returns: the number deleted.
 
@@ -10,5 +10,5 @@ local ids = redis.call('ZRANGE', K.dead, 0, tonumber(ARGV[1]) - 1)
 if #ids == 0 then return 0 end
 call_chunked('ZREM', K.dead, ids)
 call_chunked('HDEL', K.jobs, ids)
-call_chunked('HDEL', K.errors, ids)
+forget(ids)
 return #ids

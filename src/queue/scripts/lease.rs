@@ -6,6 +6,7 @@ use super::{opt_string, reply_err};
 use crate::error::Result;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
+use crate::queue::retry::DeferralBudget;
 use redis::Value;
 use redis::aio::ConnectionLike;
 
@@ -91,6 +92,24 @@ pub enum Settle {
         /// The error, kept as the job's last error.
         error: String,
     },
+    /// Back to delayed after `delay_ms` without charging an attempt (the downstream pushed
+    /// back, or this consumer cannot take the job); dead once the job's deferrals are
+    /// over `budget`.
+    Defer {
+        /// Job id.
+        id: String,
+        /// Lease deadline token.
+        token: u64,
+        /// Priority to return at.
+        priority: Priority,
+        /// How long to wait, ms.
+        delay_ms: u64,
+        /// Why, kept as the job's last error (and in the dead-letter reason if the
+        /// budget is spent).
+        reason: String,
+        /// How many deferrals, or how long since the first, before the job is dead.
+        budget: DeferralBudget,
+    },
     /// To the dead-letter queue now.
     Dead {
         /// Job id.
@@ -106,29 +125,41 @@ impl Settle {
     /// The job id.
     pub fn id(&self) -> &str {
         match self {
-            Settle::Ack { id, .. } | Settle::Retry { id, .. } | Settle::Dead { id, .. } => id,
+            Settle::Ack { id, .. }
+            | Settle::Retry { id, .. }
+            | Settle::Defer { id, .. }
+            | Settle::Dead { id, .. } => id,
         }
     }
 
     /// The lease token.
     pub fn token(&self) -> u64 {
         match self {
-            Settle::Ack { token, .. } | Settle::Retry { token, .. } | Settle::Dead { token, .. } => *token,
+            Settle::Ack { token, .. }
+            | Settle::Retry { token, .. }
+            | Settle::Defer { token, .. }
+            | Settle::Dead { token, .. } => *token,
         }
     }
 }
 
-/// Applies outcomes in one call; returns the ids whose lease this caller no longer held
-/// (acks first, then the others, each in the order given).
+/// What [`settle`] reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// The ids whose lease this caller no longer held (acks first, then the others, each
+    /// in the order given): their outcomes were not applied.
+    pub missed: Vec<String>,
+    /// The ids of [`Settle::Defer`] outcomes that were dead-lettered instead, their
+    /// deferral budget spent.
+    pub spent: Vec<String>,
+}
+
+/// Applies outcomes in one call. A call that buries jobs trims the dead-letter queue
+/// toward the queue's cap (its `dead_cap` setting).
 ///
 /// Acks travel grouped by lease token (jobs fetched together share one), one value per
 /// job; see `settle.lua`.
-pub async fn settle<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    dead_cap: u64,
-    items: &[Settle],
-) -> Result<Vec<String>> {
+pub async fn settle<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, items: &[Settle]) -> Result<Settled> {
     let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
     for item in items {
         if let Settle::Ack { id, token } = item {
@@ -139,7 +170,7 @@ pub async fn settle<C: ConnectionLike>(
         }
     }
     let mut inv = invocation(&SETTLE, keys);
-    inv.arg(dead_cap).arg(groups.len());
+    inv.arg(groups.len());
     for (token, ids) in &groups {
         inv.arg(*token).arg(ids.len());
         for id in ids {
@@ -162,11 +193,42 @@ pub async fn settle<C: ConnectionLike>(
                 .arg(*priority as u8)
                 .arg(*delay_ms)
                 .arg(error),
+            Settle::Defer {
+                id,
+                token,
+                priority,
+                delay_ms,
+                reason,
+                budget,
+            } => inv
+                .arg("F")
+                .arg(id)
+                .arg(*token)
+                .arg(*priority as u8)
+                .arg(*delay_ms)
+                .arg(budget.max_deferrals)
+                .arg(budget.max_age.as_millis() as u64)
+                .arg(reason),
             Settle::Dead { id, token, reason } => inv.arg("D").arg(id).arg(*token).arg(reason),
         };
     }
-    let missed: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    into_strings("settle", missed)
+    let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
+    let (missed, spent) = settle_reply(reply)?;
+    Ok(Settled {
+        missed: into_strings("settle", missed)?,
+        spent: into_strings("settle", spent)?,
+    })
+}
+
+/// Splits settle's `{ missed, spent }` reply.
+fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>)> {
+    let list = |v: Option<Value>| match v {
+        Some(Value::Array(a)) => Ok(a),
+        other => Err(reply_err("settle", format!("expected a list, got {other:?}"))),
+    };
+    let mut it = reply.into_iter();
+    let missed = list(it.next())?;
+    Ok((missed, list(it.next())?))
 }
 
 /// Dead-letters leased jobs by raw id bytes, for ids that are not UTF-8 (see
@@ -174,35 +236,46 @@ pub async fn settle<C: ConnectionLike>(
 pub async fn dead_letter_raw<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
-    dead_cap: u64,
     token: u64,
     ids: &[Vec<u8>],
     reason: &str,
 ) -> Result<Vec<String>> {
     let mut inv = invocation(&SETTLE, keys);
-    inv.arg(dead_cap).arg(0);
+    inv.arg(0);
     for id in ids {
         inv.arg("D").arg(id).arg(token).arg(reason);
     }
-    let missed: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
+    let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
+    let (missed, _) = settle_reply(reply)?;
     Ok(missed.into_iter().filter_map(opt_string).collect())
 }
 
-/// Reclaims up to `n` expired leases; returns (requeued, dead-lettered).
-pub async fn reclaim<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    n: usize,
-    dead_cap: u64,
-) -> Result<(u64, u64)> {
-    let r: (u64, u64) = call(
-        "reclaim",
-        keys,
-        invocation(&RECLAIM, keys).arg(n).arg(dead_cap),
-        conn,
-    )
-    .await?;
-    Ok(r)
+/// What [`reclaim`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// Jobs put back to ready.
+    pub requeued: u64,
+    /// Jobs dead-lettered.
+    pub dead: u64,
+    /// Dead-letter entries this call trimmed (each reclaim call trims a bounded step
+    /// toward the queue's cap).
+    pub trimmed: u64,
+    /// The queue's `trimmed` counter after the call: entries trimmed so far by every
+    /// consumer.
+    pub trimmed_total: u64,
+}
+
+/// Reclaims up to `n` expired leases, and trims the dead-letter queue a bounded step
+/// toward the queue's cap.
+pub async fn reclaim<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, n: usize) -> Result<Reclaimed> {
+    let (requeued, dead, trimmed, trimmed_total): (u64, u64, u64, u64) =
+        call("reclaim", keys, invocation(&RECLAIM, keys).arg(n), conn).await?;
+    Ok(Reclaimed {
+        requeued,
+        dead,
+        trimmed,
+        trimmed_total,
+    })
 }
 
 /// Extends the leases of `(id, token)` pairs; returns the new deadline and the lost ids.

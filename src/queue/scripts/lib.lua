@@ -9,7 +9,8 @@
 --   KEYS[9]     ZSET  id -> dead-lettered-at ms (the dead-letter queue, capped)
 --   KEYS[10]    HASH  id -> last error / dead-letter reason
 --   KEYS[11]    STRING  present while the queue is paused
---   KEYS[12]    HASH  counters (enqueued, fetched, acked, retried, dead, reclaimed, trimmed)
+--   KEYS[12]    HASH  counters (enqueued, fetched, acked, retried, deferred, dead, reclaimed,
+--                     trimmed)
 --   KEYS[13]    pub/sub channel that wakes idle consumers (not a key; same hash tag)
 --   KEYS[14]    HASH  id -> consumer tag, or tag .. ':s' for a suspect: runs that started
 --                     while leased (marked by the consumer in its batched settle calls)
@@ -85,25 +86,35 @@ local function with_attempt(env, attempt)
   return (string.gsub(env, '^{"attempt":%d+,', '{"attempt":' .. attempt .. ',', 1))
 end
 
--- Moves one job (already out of ready/delayed/lease) to the dead-letter queue.
+-- Moves one job (already out of ready/delayed/lease) to the dead-letter queue; its
+-- deferral record goes (a job requeued from there starts with a fresh budget).
 local function bury(id, reason, now)
   redis.call('ZADD', K.dead, now, id)
   redis.call('HSET', K.errors, id, reason)
+  redis.call('HDEL', K.deferrals, id)
 end
 
 -- The queue's dead-letter cap: a queue setting (`weir limits set --dead-cap`), the same
--- for every consumer of the queue.
+-- for every consumer of the queue (settings.rs has the default too). A value that is not
+-- a positive number is ignored rather than allowed to empty the dead-letter queue.
 local DEFAULT_DEAD_CAP = 10000
 local function dead_cap()
-  return tonumber(redis.call('HGET', K.settings, 'dead_cap')) or DEFAULT_DEAD_CAP
+  local cap = tonumber(redis.call('HGET', K.settings, 'dead_cap'))
+  if cap and cap >= 1 then return cap end
+  return DEFAULT_DEAD_CAP
 end
 
--- Keeps the dead-letter queue at `cap` (default: the queue's cap), oldest out first;
--- counts what it trims. Returns the number trimmed.
-local function trim_dead(cap)
-  local excess = redis.call('ZCARD', K.dead) - (cap or dead_cap())
+-- Most dead-letter entries one call trims: a cap lowered under a big dead-letter queue
+-- drains over several calls (the reclaimer trims on each of its calls, every second)
+-- instead of blocking Redis for one long call.
+local TRIM_MAX = 1000
+
+-- Trims the dead-letter queue toward the queue's cap, oldest out first, at most TRIM_MAX
+-- entries per call; counts what it trims ('trimmed'). Returns the number trimmed.
+local function trim_dead()
+  local excess = redis.call('ZCARD', K.dead) - dead_cap()
   if excess <= 0 then return 0 end
-  local gone = redis.call('ZPOPMIN', K.dead, excess)
+  local gone = redis.call('ZPOPMIN', K.dead, math.min(excess, TRIM_MAX))
   local ids = {}
   for i = 1, #gone, 2 do ids[#ids + 1] = gone[i] end
   call_chunked('HDEL', K.jobs, ids)
@@ -159,7 +170,6 @@ local function defer(id, p, delay, max_n, max_ms, reason, now)
   end
   n = n + 1
   if (max_n > 0 and n > max_n) or (max_ms > 0 and now - first > max_ms) then
-    redis.call('HDEL', K.deferrals, id)
     bury(id, 'deferral budget spent (' .. (n - 1) .. ' deferrals over ' ..
       math.floor((now - first) / 1000) .. ' s): ' .. reason, now)
     return false

@@ -20,7 +20,9 @@ mod enqueue;
 mod lease;
 pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
 pub use enqueue::{EnqueueArg, enqueue};
-pub use lease::{Fetched, Settle, dead_letter_raw, extend, fetch, reclaim, release, settle};
+pub use lease::{
+    Fetched, Reclaimed, Settle, Settled, dead_letter_raw, extend, fetch, reclaim, release, settle,
+};
 
 /// Declares every script once: a `static` per script (`lib.lua` + `<file>.lua`, built on
 /// first use) and [`SCRIPT_NAMES`], the file names in the same order.

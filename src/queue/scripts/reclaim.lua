@@ -1,21 +1,29 @@
 -- reclaim: brings back jobs whose lease expired (their consumer crashed or stalled).
 --
 -- KEYS: the queue's keys (lib.lua); touches lease, jobs, ready[1..3], dead, errors,
---   counters, wake.
+--   counters, wake; reads settings (the dead-letter cap).
 -- ARGV[1]: the most leases to reclaim in this call
--- ARGV[2]: dead-letter cap
--- Returns: { requeued, dead_lettered }
+-- Returns: { requeued, dead_lettered, trimmed, trimmed_total }
+--   Every call, expired leases or not, trims the dead-letter queue a bounded step toward
+--   the queue's cap, so an excess left by a lowered cap drains over calls. trimmed: the
+--   entries this call trimmed; trimmed_total: the queue's 'trimmed' counter after it (the
+--   consumer logs trim streaks from its changes, whoever trimmed).
 --   An expired lease counts as a failed attempt: a job that keeps killing its consumer
 --   ends in the dead-letter queue instead of looping. Requeued jobs go to the front of
 --   their ready list, since they have waited already.
 
 local n = tonumber(ARGV[1])
-local cap = tonumber(ARGV[2])
 local now = now_ms()
+
+-- The reply, after the dead-letter trim every call makes.
+local function done(requeued, buried)
+  local trimmed = trim_dead()
+  return { requeued, buried, trimmed, tonumber(redis.call('HGET', K.counters, 'trimmed')) or 0 }
+end
 
 -- 1. leases past their deadline
 local ids = redis.call('ZRANGEBYSCORE', K.lease, '-inf', '(' .. now, 'LIMIT', 0, n)
-if #ids == 0 then return { 0, 0 } end
+if #ids == 0 then return done(0, 0) end
 call_chunked('ZREM', K.lease, ids)
 
 -- 2. requeue or dead-letter each; an envelope weir did not write goes back as it is (the
@@ -42,9 +50,8 @@ for i = 1, #ids do
   end
 end
 
--- 3. counters, cap, wake
+-- 3. counters, wake, cap
 count('reclaimed', requeued + buried)
 count('dead', buried)
-if buried > 0 then trim_dead(cap) end
 if requeued > 0 then redis.call('PUBLISH', K.wake, 'reclaim') end
-return { requeued, buried }
+return done(requeued, buried)

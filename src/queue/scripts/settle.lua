@@ -1,23 +1,30 @@
--- settle: applies a batch of outcomes (ack, retry, dead-letter) in one call.
+-- settle: applies a batch of outcomes (ack, retry, defer, dead-letter) in one call.
 --
--- KEYS: the queue's keys (lib.lua); touches jobs, lease, delayed[1..3], dead, errors,
---   counters, wake.
--- ARGV[1]: dead-letter cap (entries kept; the oldest beyond it are trimmed and counted)
--- ARGV[2]: G, the number of ack groups that follow
+-- KEYS: the queue's keys (lib.lua); touches jobs, lease, lease_tokens, started, delayed[1..3],
+--   dead, errors, deferrals, counters, wake; reads settings (the dead-letter cap).
+-- ARGV[1]: G, the number of ack groups that follow
 -- then G ack groups, one per lease token (jobs fetched together share it):
 --   token (the lease deadline fetch or extend returned), k, then k job ids
 -- then the other outcomes, one group each:
 --   'R', id, token, priority (0-2), delay (ms), error
 --        retry: attempt + 1 and back to delayed, or dead-letter once attempts are spent
+--   'F', id, token, priority (0-2), delay (ms), max deferrals, max age (ms), reason
+--        defer: back to delayed with the attempt untouched (backpressure, a kind or size
+--        this consumer cannot take); the job's deferral record counts it, and once it is
+--        over max deferrals or older than max age (0 = no limit) the job is dead-lettered
+--        with a reason that says so
 --   'D', id, token, reason                  dead-letter now
--- Returns: the ids not acted on because this caller no longer holds their lease (expired
---   and reclaimed, already settled, or listed twice), acks first, in ARGV order.
+-- Returns: { missed, spent }
+--   missed: the ids not acted on because this caller no longer holds their lease
+--     (expired and reclaimed, already settled, or listed twice), acks first, in ARGV order;
+--   spent: the ids of deferrals dead-lettered because their deferral budget was spent.
+-- Burying trims the dead-letter queue toward the queue's cap (lib.lua's trim_dead).
 
-local cap = tonumber(ARGV[1])
 local now = now_ms()
 local missed, nm = {}, 0
 local seen = {}
-local retried, buried = 0, 0
+local retried, deferred, buried = 0, 0, 0
+local spent = {}
 
 local function miss(id)
   nm = nm + 1
@@ -36,8 +43,8 @@ end
 
 -- 1. acks: every lease score in bulk, then the held ones deleted in bulk
 local acked, na = {}, 0
-local i = 3
-for _ = 1, tonumber(ARGV[2]) do
+local i = 2
+for _ = 1, tonumber(ARGV[1]) do
   local token, k = ARGV[i], tonumber(ARGV[i + 1])
   local first = i + 2
   local c = first
@@ -60,7 +67,7 @@ end
 if na > 0 then
   call_chunked('ZREM', K.lease, acked)
   call_chunked('HDEL', K.jobs, acked)
-  if redis.call('EXISTS', K.errors) == 1 then call_chunked('HDEL', K.errors, acked) end
+  forget(acked)
 end
 
 -- 2. failures, one at a time (the rare path)
@@ -86,6 +93,19 @@ while i <= #ARGV do
       end
     end
     i = i + 6
+  elseif op == 'F' then
+    if held then
+      end_leases({ id })
+      local p, delay = tonumber(ARGV[i + 3]) + 1, tonumber(ARGV[i + 4])
+      local max_n, max_ms = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+      if defer(id, p, delay, max_n, max_ms, ARGV[i + 7], now) then
+        deferred = deferred + 1
+      else
+        buried = buried + 1
+        spent[#spent + 1] = id
+      end
+    end
+    i = i + 8
   elseif op == 'D' then
     if held then
       redis.call('ZREM', K.lease, id)
@@ -102,10 +122,11 @@ end
 -- 3. counters and the dead-letter cap
 count('acked', na)
 count('retried', retried)
+count('deferred', deferred)
 count('dead', buried)
-if buried > 0 then trim_dead(cap) end
+if buried > 0 then trim_dead() end
 
--- 4. a retry is new delayed work: wake idle consumers so they learn when it falls due
---    (an idle fetcher otherwise sleeps until its periodic recheck, seconds away)
-if retried > 0 then redis.call('PUBLISH', K.wake, 'retry') end
-return missed
+-- 4. a retry or a deferral is new delayed work: wake idle consumers so they learn when it
+--    falls due (an idle fetcher otherwise sleeps until its periodic recheck, seconds away)
+if retried + deferred > 0 then redis.call('PUBLISH', K.wake, 'retry') end
+return { missed, spent }

@@ -3,7 +3,9 @@
 -- KEYS: the queue's keys (lib.lua); reads all of them.
 -- ARGV: none
 -- Returns: { ready_high, ready_normal, ready_low, delayed, in_flight, dead, paused,
---   oldest_ready_age_ms, counters (flat field/value pairs) }
+--   oldest_ready_age_ms, counters (flat field/value pairs), dead_cap, deferred }
+--   dead_cap: the queue's dead-letter cap in force (its setting, or the default);
+--   deferred: jobs with a deferral record (put back uncharged, not yet done)
 
 local out = {}
 for p = 1, 3 do out[#out + 1] = redis.call('LLEN', K.ready[p]) end
@@ -26,4 +28,6 @@ for p = 1, 3 do
 end
 out[#out + 1] = oldest
 out[#out + 1] = redis.call('HGETALL', K.counters)
+out[#out + 1] = dead_cap()
+out[#out + 1] = redis.call('HLEN', K.deferrals)
 return out
