@@ -64,6 +64,7 @@ pub(crate) enum Outcome {
 /// are the consumer's: [`crate::ConsumerConfig::lease`],
 /// [`crate::ConsumerConfig::dead_letter_cap`].)
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AckerConfig {
     /// Flush once this many outcomes wait, 1..=10000 (default 1000).
     pub flush_max: usize,
