@@ -20,10 +20,7 @@ async fn main() -> weir::Result<()> {
             Ok(())
         }),
     );
-    let config = ConsumerConfig {
-        queue: "emails".into(),
-        ..Default::default()
-    };
+    let config = ConsumerConfig::new("emails");
     let shutdown = weir::CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {

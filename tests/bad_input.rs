@@ -147,13 +147,10 @@ async fn malformed_envelopes_are_dead_lettered_and_good_jobs_processed() {
             }
         }),
     );
-    let mut config = ConsumerConfig {
-        queue: q.into(),
-        concurrency: 8,
-        drain: true,
-        metrics: false,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new(q);
+    config.concurrency = 8;
+    config.drain = true;
+    config.metrics = false;
     config.fetcher.batch = 7; // several fetches, bad and good envelopes in each
     // An unknown kind or an envelope over the size limit waits this long for a consumer
     // that can take it before it is dead-lettered.

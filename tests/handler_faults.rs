@@ -10,22 +10,16 @@ use common::Seen;
 use std::time::Duration;
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Job, NewJob, Producer, Redis, Registry,
-    Report, RetryPolicy,
+    Report,
 };
 
 fn config(queue: &str) -> ConsumerConfig {
-    let mut c = ConsumerConfig {
-        queue: queue.into(),
-        concurrency: 16,
-        drain: true,
-        metrics: false,
-        ..Default::default()
-    };
-    c.pool.retry = RetryPolicy {
-        base: Duration::from_millis(10),
-        cap: Duration::from_millis(50),
-        ..Default::default()
-    };
+    let mut c = ConsumerConfig::new(queue);
+    c.concurrency = 16;
+    c.drain = true;
+    c.metrics = false;
+    c.pool.retry.base = Duration::from_millis(10);
+    c.pool.retry.cap = Duration::from_millis(50);
     c.reclaimer.interval = Duration::from_millis(100);
     c
 }

@@ -13,9 +13,9 @@ use server::Server;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weir::http::{HttpConfig, HttpHandler};
-use weir::limiter::{AimdConfig, LimiterConfig, Target, WindowConfig};
+use weir::limiter::{LimiterConfig, Target};
 use weir::{BatchHandler, CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Handler, Job, NewJob};
-use weir::{Producer, Queue, Redis, Registry, RetryPolicy};
+use weir::{Producer, Queue, Redis, Registry};
 
 fn job(id: &str, mode: &str, attempt: u32) -> Job {
     let env = format!(
@@ -25,11 +25,9 @@ fn job(id: &str, mode: &str, attempt: u32) -> Job {
 }
 
 fn handler(s: &Server) -> HttpHandler {
-    HttpHandler::new(HttpConfig {
-        timeout: Duration::from_millis(300),
-        ..HttpConfig::new(s.url())
-    })
-    .unwrap()
+    let mut config = HttpConfig::new(s.url());
+    config.timeout = Duration::from_millis(300);
+    HttpHandler::new(config).unwrap()
 }
 
 #[tokio::test]
@@ -154,15 +152,9 @@ async fn a_consumer_delivers_a_queue_to_the_server() {
         &[("ok", 30), ("400", 1), ("429-once", 2), ("500-once", 2)],
     )
     .await;
-    let mut config = ConsumerConfig {
-        queue: "hooks".into(),
-        drain: true,
-        ..Default::default()
-    };
-    config.pool.retry = RetryPolicy {
-        base: Duration::from_millis(10),
-        ..RetryPolicy::default()
-    };
+    let mut config = ConsumerConfig::new("hooks");
+    config.drain = true;
+    config.pool.retry.base = Duration::from_millis(10);
     let consumer = Consumer::new(config, redis.clone(), Registry::new().fallback(handler(&s))).unwrap();
     let report = consumer.run(CancellationToken::new()).await.unwrap();
     assert_eq!(
@@ -186,23 +178,14 @@ async fn the_adaptive_limit_follows_429s_from_the_server() {
     let server = EmbeddedRedis::start().unwrap();
     let redis = Redis::open(&server.url()).unwrap();
     enqueue(&redis, "paced", &[("slow:2", 400)]).await;
-    let mut config = ConsumerConfig {
-        queue: "paced".into(),
-        concurrency: 64,
-        drain: true,
-        limiter: Some(LimiterConfig {
-            aimd: AimdConfig {
-                target: Target::Absolute(Duration::from_secs(1)),
-                ..AimdConfig::default()
-            },
-            window: WindowConfig {
-                min_samples: 20,
-                min_duration: Duration::from_millis(20),
-                ..WindowConfig::default()
-            },
-        }),
-        ..Default::default()
-    };
+    let mut limiter = LimiterConfig::default();
+    limiter.aimd.target = Target::Absolute(Duration::from_secs(1));
+    limiter.window.min_samples = 20;
+    limiter.window.min_duration = Duration::from_millis(20);
+    let mut config = ConsumerConfig::new("paced");
+    config.concurrency = 64;
+    config.drain = true;
+    config.limiter = Some(limiter);
     config.pool.retry.base = Duration::from_millis(5);
     let consumer = Consumer::new(config, redis, Registry::new().fallback(handler(&s))).unwrap();
     let h = consumer.handle();

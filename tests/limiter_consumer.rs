@@ -8,7 +8,7 @@ use common::wait_until;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use weir::limiter::{AimdConfig, LimiterConfig, Target, WindowConfig};
+use weir::limiter::{LimiterConfig, Target};
 use weir::settings::{RateSetting, Settings};
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, JobError, NewJob, Producer, Redis, Registry,
@@ -24,18 +24,12 @@ async fn setup(queue: &str, jobs: usize) -> (EmbeddedRedis, Redis) {
 }
 
 fn adaptive(max: usize) -> LimiterConfig {
-    LimiterConfig {
-        aimd: AimdConfig {
-            max,
-            target: Target::Absolute(Duration::from_secs(1)),
-            ..AimdConfig::default()
-        },
-        window: WindowConfig {
-            min_samples: 20,
-            min_duration: Duration::from_millis(20),
-            ..WindowConfig::default()
-        },
-    }
+    let mut c = LimiterConfig::default();
+    c.aimd.max = max;
+    c.aimd.target = Target::Absolute(Duration::from_secs(1));
+    c.window.min_samples = 20;
+    c.window.min_duration = Duration::from_millis(20);
+    c
 }
 
 /// A liveness bound for settings to reach a running consumer, not a speed figure.
@@ -62,13 +56,10 @@ async fn adaptive_limit_backs_off_from_a_handler_that_pushes_back() {
             }
         }
     });
-    let config = ConsumerConfig {
-        queue: "pushback".into(),
-        concurrency: 64,
-        limiter: Some(adaptive(100)),
-        drain: true,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new("pushback");
+    config.concurrency = 64;
+    config.limiter = Some(adaptive(100));
+    config.drain = true;
     let consumer = Consumer::new(config, redis, Registry::new().fallback(handler)).unwrap();
     let handle = consumer.handle();
     let report = consumer.run(CancellationToken::new()).await.unwrap();
@@ -84,13 +75,10 @@ async fn adaptive_limit_backs_off_from_a_handler_that_pushes_back() {
 async fn runtime_settings_reach_a_running_consumer() {
     let (_server, redis) = setup("tuned", 0).await;
     let mut conn = redis.connect().await.unwrap();
-    let config = ConsumerConfig {
-        queue: "tuned".into(),
-        concurrency: 50,
-        limiter: Some(adaptive(100)),
-        settings_poll: Some(Duration::from_millis(50)),
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new("tuned");
+    config.concurrency = 50;
+    config.limiter = Some(adaptive(100));
+    config.settings_poll = Some(Duration::from_millis(50));
     let noop = weir::handler_fn(|_| async { Ok(()) });
     let consumer = Consumer::new(config, redis, Registry::new().fallback(noop)).unwrap();
     let h = consumer.handle();
@@ -133,12 +121,9 @@ async fn runtime_settings_reach_a_running_consumer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_caps_jobs_per_second() {
     let (_server, redis) = setup("paced", 20).await;
-    let config = ConsumerConfig {
-        queue: "paced".into(),
-        rate: Some("50/s".parse::<weir::Rate>().unwrap().with_burst(1)),
-        drain: true,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new("paced");
+    config.rate = Some("50/s".parse::<weir::Rate>().unwrap().with_burst(1));
+    config.drain = true;
     let noop = weir::handler_fn(|_| async { Ok(()) });
     let consumer = Consumer::new(config, redis, Registry::new().fallback(noop)).unwrap();
     let started = Instant::now();
@@ -215,12 +200,9 @@ async fn weir_limits_set_get_clear() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_capped_consumer_leaves_the_backlog_to_its_peers() {
     let (_server, redis) = setup("shared", 100).await;
-    let config = ConsumerConfig {
-        queue: "shared".into(),
-        concurrency: 64,
-        rate: Some("4/s".parse().unwrap()),
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new("shared");
+    config.concurrency = 64;
+    config.rate = Some("4/s".parse().unwrap());
     let noop = weir::handler_fn(|_| async { Ok(()) });
     let consumer = Consumer::new(config, redis.clone(), Registry::new().fallback(noop)).unwrap();
     let shutdown = CancellationToken::new();

@@ -166,11 +166,8 @@ async fn load(url: String, stop: CancellationToken) {
             _ => Ok(()),
         }
     }));
-    let mut config = ConsumerConfig {
-        queue: QUEUE.into(),
-        concurrency: 16,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new(QUEUE);
+    config.concurrency = 16;
     config.limiter = Some(weir::limiter::LimiterConfig::default());
     config.pool.retry.base = Duration::from_millis(100);
     let consumer = Consumer::new(config, redis, registry).unwrap();

@@ -43,13 +43,10 @@ async fn dropped_stalled_and_cut_connections_lose_no_job() {
             Ok(())
         }
     }));
-    let mut config = ConsumerConfig {
-        queue: QUEUE.into(),
-        concurrency: 8,
-        drain: true,
-        metrics: false,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new(QUEUE);
+    config.concurrency = 8;
+    config.drain = true;
+    config.metrics = false;
     config.fetcher.batch = 50;
     config.lease = Duration::from_secs(1);
     config.reclaimer.interval = Duration::from_millis(200);
@@ -133,13 +130,10 @@ async fn a_silently_dead_connection_is_replaced() {
             Ok(())
         }
     }));
-    let mut config = ConsumerConfig {
-        queue: queue.into(),
-        concurrency: 8,
-        drain: true,
-        metrics: false,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new(queue);
+    config.concurrency = 8;
+    config.drain = true;
+    config.metrics = false;
     config.fetcher.batch = 50;
     config.lease = Duration::from_secs(1);
     config.reclaimer.interval = Duration::from_millis(200);

@@ -199,12 +199,9 @@ async fn scripts_are_loaded_again_after_the_cache_is_flushed() {
             Ok(())
         }
     }));
-    let config = ConsumerConfig {
-        queue: "noscript".into(),
-        concurrency: 4,
-        metrics: false,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new("noscript");
+    config.concurrency = 4;
+    config.metrics = false;
     let stop = CancellationToken::new();
     let consumer = Consumer::new(config, Redis::open(&url).unwrap(), registry).unwrap();
     let run = tokio::spawn(consumer.run(stop.clone()));

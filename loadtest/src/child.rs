@@ -166,14 +166,11 @@ pub async fn run(a: ChildArgs) -> anyhow::Result<()> {
         work,
         sink: Sink::Pipe(sink.clone()),
     };
-    let mut config = ConsumerConfig {
-        queue: a.queue.clone(),
-        concurrency: a.concurrency,
-        limiter: a.limits.limiter().map_err(anyhow::Error::msg)?,
-        rate: a.limits.rate(),
-        drain: a.drain,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new(a.queue.clone());
+    config.concurrency = a.concurrency;
+    config.limiter = a.limits.limiter().map_err(anyhow::Error::msg)?;
+    config.rate = a.limits.rate();
+    config.drain = a.drain;
     crate::fleet::tune(&mut config, a.batch, a.pipeline, a.visibility_timeout);
     let consumer = Consumer::new(config, Redis::open(&a.redis_url)?, Registry::new().fallback(h))?;
     let limit = consumer.handle().limit;

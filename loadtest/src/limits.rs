@@ -43,15 +43,15 @@ pub struct LimitOpts {
 impl LimitOpts {
     /// The same options as the library takes them (it builds and checks the limiter).
     pub fn options(&self) -> LimiterOptions {
-        LimiterOptions {
-            adaptive: self.adaptive,
-            min_concurrency: self.min_concurrency,
-            max_concurrency: self.max_concurrency,
-            target_p95: self.target_p95,
-            error_threshold: self.error_threshold,
-            rate: self.rate_limit,
-            burst: self.burst,
-        }
+        let mut o = LimiterOptions::default();
+        o.adaptive = self.adaptive;
+        o.min_concurrency = self.min_concurrency;
+        o.max_concurrency = self.max_concurrency;
+        o.target_p95 = self.target_p95;
+        o.error_threshold = self.error_threshold;
+        o.rate = self.rate_limit;
+        o.burst = self.burst;
+        o
     }
 
     /// The adaptive limiter's settings (`None`: a fixed limit), checked by the library.

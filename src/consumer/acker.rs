@@ -74,6 +74,7 @@ pub(crate) enum Outcome {
 /// [`crate::ConsumerConfig::lease`]. The dead-letter cap is the queue's setting, which
 /// the scripts read.)
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AckerConfig {
     /// Flush once this many outcomes wait, 1..=10000 (default 1000).
     pub flush_max: usize,

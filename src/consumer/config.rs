@@ -18,7 +18,12 @@ use std::time::Duration;
 
 /// Everything a consumer needs to know; each part has documented ranges and defaults,
 /// checked by [`ConsumerConfig::validate`].
+///
+/// Start from [`ConsumerConfig::new`] (or `default()`) and assign the fields to change;
+/// the struct is `#[non_exhaustive]`, so new settings can come with their defaults
+/// without breaking that code. The component configs are built the same way.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ConsumerConfig {
     /// Queue name (default `default`).
     pub queue: String,
@@ -69,6 +74,20 @@ impl ConsumerConfig {
     pub const DEFAULT_SETTINGS_POLL: Duration = Duration::from_secs(1);
     /// Default of [`ConsumerConfig::shutdown_timeout`].
     pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// The defaults, consuming `queue`.
+    ///
+    /// ```
+    /// let mut config = weir::ConsumerConfig::new("emails");
+    /// config.concurrency = 16;
+    /// assert_eq!(config.queue, "emails");
+    /// ```
+    pub fn new(queue: impl Into<String>) -> Self {
+        Self {
+            queue: queue.into(),
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for ConsumerConfig {

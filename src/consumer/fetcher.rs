@@ -37,6 +37,7 @@ const IDLE_RECHECK: Duration = Duration::from_secs(5);
 
 /// Fetcher settings. (The lease length is the consumer's: [`crate::ConsumerConfig::lease`].)
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FetcherConfig {
     /// Most jobs per fetch call, 1..=10000 (default 500).
     pub batch: usize,

@@ -32,6 +32,7 @@ pub const MIN_JOB_TIMEOUT: Duration = Duration::from_millis(10);
 /// Pool settings. (How many jobs run at once is the consumer's `concurrency` and
 /// `limiter`: the limit is shared with the fetcher's prefetch.)
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PoolConfig {
     /// A job running longer is abandoned and retried (default none; at least
     /// [`MIN_JOB_TIMEOUT`], 10 ms).

@@ -36,6 +36,7 @@ pub use crate::error::HttpError;
 
 /// Settings of the HTTP handler.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct HttpConfig {
     /// Where to POST (`http://host[:port]/path`).
     pub url: String,

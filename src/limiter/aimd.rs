@@ -25,6 +25,7 @@ use std::time::Duration;
 
 /// Settings of the rule. Ranges are checked by [`AimdConfig::validate`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct AimdConfig {
     /// Lowest limit, 1..=100000 (default 1).
     pub min: usize,

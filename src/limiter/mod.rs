@@ -69,6 +69,7 @@ impl Signal {
 
 /// Settings of the adaptive limiter: the rule and its window.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct LimiterConfig {
     /// The AIMD rule.
     pub aimd: AimdConfig,

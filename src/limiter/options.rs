@@ -15,6 +15,7 @@ use super::{LimiterConfig, Rate, Target};
 /// library's defaults in `--help`.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
+#[non_exhaustive]
 pub struct LimiterOptions {
     /// Adapt the concurrency limit to the downstream (AIMD); --concurrency is where it starts.
     #[cfg_attr(feature = "cli", arg(long))]

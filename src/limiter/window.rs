@@ -29,6 +29,7 @@ pub enum Signal {
 
 /// Settings of the window. Ranges are checked by [`WindowConfig::validate`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct WindowConfig {
     /// Fewest counted completions per window, 1..=1000000 (default 50: p95 is then at
     /// least the third-largest sample).

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 /// Backoff for retryable failures.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Delay after the first failure, before jitter (default 1 s).
     pub base: Duration,

@@ -27,6 +27,7 @@ pub struct Redis {
 /// roots, and a client certificate with its key for servers that require one
 /// (`tls-auth-clients yes`). Reading them needs the `tls` feature (on by default).
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct TlsFiles {
     /// CA certificate(s) that signed the server's certificate.
     pub ca: Option<PathBuf>,

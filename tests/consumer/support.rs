@@ -10,18 +10,15 @@ pub const SOON: Duration = Duration::from_secs(15);
 
 /// Test defaults: small batches, fast retries, a reclaimer that looks often.
 pub fn config(ctx: &Ctx) -> ConsumerConfig {
-    let mut c = ConsumerConfig {
-        queue: ctx.queue.clone(),
-        concurrency: 8,
-        shutdown_timeout: Duration::from_secs(10),
-        ..Default::default()
-    };
+    let mut c = ConsumerConfig::new(ctx.queue.clone());
+    c.concurrency = 8;
+    c.shutdown_timeout = Duration::from_secs(10);
     c.fetcher.batch = 50;
-    c.pool.retry = RetryPolicy {
-        base: Duration::from_millis(10),
-        cap: Duration::from_millis(50),
-        jitter: 0.0,
-    };
+    let mut retry = RetryPolicy::default();
+    retry.base = Duration::from_millis(10);
+    retry.cap = Duration::from_millis(50);
+    retry.jitter = 0.0;
+    c.pool.retry = retry;
     c.reclaimer.interval = Duration::from_millis(100);
     c
 }

@@ -6,22 +6,18 @@
 use super::downstream::{Overload, Profile};
 use super::run::{Control, Load, Scenario};
 use std::time::Duration;
-use weir::limiter::{AimdConfig, LimiterConfig, Target, WindowConfig};
+use weir::limiter::{LimiterConfig, Target};
 
 pub const BASE: Duration = Duration::from_millis(50);
 pub const TARGET: Duration = Duration::from_millis(75);
 
 /// weir's limiter as the scenarios configure it: defaults, but for `target` and `max`.
 pub fn limiter(target: Target, min: usize, max: usize) -> LimiterConfig {
-    LimiterConfig {
-        aimd: AimdConfig {
-            min,
-            max,
-            target,
-            ..AimdConfig::default()
-        },
-        window: WindowConfig::default(),
-    }
+    let mut c = LimiterConfig::default();
+    c.aimd.min = min;
+    c.aimd.max = max;
+    c.aimd.target = target;
+    c
 }
 
 /// A scenario plus what it is measured against.

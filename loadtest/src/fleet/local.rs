@@ -28,14 +28,11 @@ impl Local {
             work,
             sink: Sink::Local(observed),
         };
-        let mut config = ConsumerConfig {
-            queue: spec.queue.clone(),
-            concurrency: spec.concurrency,
-            limiter: spec.limiter.clone(),
-            rate: spec.rate,
-            drain: spec.drain,
-            ..Default::default()
-        };
+        let mut config = ConsumerConfig::new(spec.queue.clone());
+        config.concurrency = spec.concurrency;
+        config.limiter = spec.limiter.clone();
+        config.rate = spec.rate;
+        config.drain = spec.drain;
         super::tune(&mut config, spec.batch, spec.pipeline, spec.visibility);
         let consumer = Consumer::new(config, Redis::open(&spec.redis_url)?, Registry::new().fallback(h))?;
         let handle = consumer.handle();

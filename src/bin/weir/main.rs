@@ -104,11 +104,10 @@ impl Common {
     /// usage error, reported as such even when Redis is down.
     pub fn redis(&self) -> weir::Result<Redis> {
         weir::keys::validate_queue_name(&self.queue)?;
-        let tls = TlsFiles {
-            ca: self.tls_ca.clone(),
-            cert: self.tls_cert.clone(),
-            key: self.tls_key.clone(),
-        };
+        let mut tls = TlsFiles::default();
+        tls.ca = self.tls_ca.clone();
+        tls.cert = self.tls_cert.clone();
+        tls.key = self.tls_key.clone();
         Redis::open_tls(&self.redis_url, &tls)
     }
 

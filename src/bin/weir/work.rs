@@ -140,16 +140,13 @@ impl WorkArgs {
 
     /// The consumer's configuration (the limiter's settings checked on the way).
     pub fn config(&self) -> weir::Result<ConsumerConfig> {
-        let mut c = ConsumerConfig {
-            queue: self.common.queue.clone(),
-            concurrency: self.concurrency,
-            lease: self.visibility_timeout,
-            limiter: self.limits.limiter()?,
-            rate: self.limits.rate(),
-            shutdown_timeout: self.shutdown_timeout,
-            drain: self.drain,
-            ..Default::default()
-        };
+        let mut c = ConsumerConfig::new(self.common.queue.clone());
+        c.concurrency = self.concurrency;
+        c.lease = self.visibility_timeout;
+        c.limiter = self.limits.limiter()?;
+        c.rate = self.limits.rate();
+        c.shutdown_timeout = self.shutdown_timeout;
+        c.drain = self.drain;
         c.fetcher.batch = self.batch;
         c.fetcher.pipeline = self.pipeline;
         c.fetcher.max_envelope_bytes = self.max_envelope_bytes;

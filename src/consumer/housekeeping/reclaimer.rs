@@ -21,6 +21,7 @@ const RECLAIM_BATCH: usize = 1000;
 /// Reclaimer settings. (The dead-letter cap is the queue's setting, which the script
 /// reads.)
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReclaimerConfig {
     /// How often to look for expired leases, at least 10 ms (default 1 s).
     pub interval: Duration,

@@ -30,12 +30,9 @@ pub async fn compare(a: &DemoArgs, producer: &Producer, url: &str) -> weir::Resu
 
 /// Runs a consumer until `n` jobs are acked; returns the time taken.
 async fn drain(a: &DemoArgs, url: &str, n: u64) -> weir::Result<Duration> {
-    let mut config = ConsumerConfig {
-        queue: QUEUE.into(),
-        concurrency: a.concurrency,
-        metrics: false,
-        ..Default::default()
-    };
+    let mut config = ConsumerConfig::new(QUEUE);
+    config.concurrency = a.concurrency;
+    config.metrics = false;
     config.fetcher.batch = a.batch;
     let registry = Registry::new().fallback(handler_fn(|_| async { Ok(()) }));
     let consumer = Consumer::new(config, Redis::open(url)?, registry)?;
