@@ -191,6 +191,14 @@ pub struct State {
     pub errors: BTreeMap<String, String>,
     pub paused: bool,
     pub counters: BTreeMap<String, u64>,
+    /// Start marks: id -> consumer tag (`tag:s` for a suspect).
+    pub started: BTreeMap<String, String>,
+    /// The suspects list, in order.
+    pub suspects: Vec<String>,
+    /// Deferral records: id -> `count first_ms`.
+    pub deferrals: BTreeMap<String, String>,
+    /// Tokens of extended leases: id -> fetch token.
+    pub lease_tokens: BTreeMap<String, String>,
     /// Keys under the queue's prefix that `QueueKeys::all` does not name (should be none).
     pub stray: Vec<String>,
 }
@@ -244,6 +252,22 @@ impl State {
         self.counters.insert(name.into(), n);
         self
     }
+    pub fn started(mut self, id: &str, tag: &str) -> Self {
+        self.started.insert(id.into(), tag.into());
+        self
+    }
+    pub fn suspects(mut self, ids: &[&str]) -> Self {
+        self.suspects = ids.iter().map(|s| s.to_string()).collect();
+        self
+    }
+    pub fn deferral(mut self, id: &str, record: &str) -> Self {
+        self.deferrals.insert(id.into(), record.into());
+        self
+    }
+    pub fn lease_token(mut self, id: &str, token: u64) -> Self {
+        self.lease_tokens.insert(id.into(), token.to_string());
+        self
+    }
 }
 
 /// Writes `s` into the (empty) queue `keys`, key by key.
@@ -279,6 +303,18 @@ pub async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &State) {
     for (name, n) in &s.counters {
         p.hset(&k[11], name, *n).ignore();
     }
+    for (id, tag) in &s.started {
+        p.hset(&k[13], id, tag).ignore();
+    }
+    if !s.suspects.is_empty() {
+        p.rpush(&k[14], &s.suspects).ignore();
+    }
+    for (id, record) in &s.deferrals {
+        p.hset(&k[15], id, record).ignore();
+    }
+    for (id, token) in &s.lease_tokens {
+        p.hset(&k[16], id, token).ignore();
+    }
     let _: () = p.query_async(conn).await.unwrap();
 }
 
@@ -305,7 +341,7 @@ pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
     let k = keys.all();
     let types = [
         "list", "list", "list", "zset", "zset", "zset", "hash", "zset", "zset", "hash", "string", "hash",
-        "none",
+        "none", "hash", "list", "hash", "hash", "hash",
     ];
     for (key, want) in k.iter().zip(types) {
         let t = key_type(conn, key).await;
@@ -329,6 +365,16 @@ pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
     let paused: u64 = redis::cmd("EXISTS").arg(&k[10]).query_async(conn).await.unwrap();
     s.paused = paused == 1;
     s.counters = redis::cmd("HGETALL").arg(&k[11]).query_async(conn).await.unwrap();
+    s.started = redis::cmd("HGETALL").arg(&k[13]).query_async(conn).await.unwrap();
+    s.suspects = redis::cmd("LRANGE")
+        .arg(&k[14])
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .unwrap();
+    s.deferrals = redis::cmd("HGETALL").arg(&k[15]).query_async(conn).await.unwrap();
+    s.lease_tokens = redis::cmd("HGETALL").arg(&k[16]).query_async(conn).await.unwrap();
     let pattern = format!("weir:{{{}}}:*", keys.name());
     let found: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(conn).await.unwrap();
     s.stray = found.into_iter().filter(|f| !k.contains(f)).collect();
@@ -365,6 +411,21 @@ pub fn assert_state(case: &str, actual: &State, expected: &State, window: (u64, 
     }
     resolve("lease", &mut e.lease, &actual.lease, window);
     resolve("dead", &mut e.dead, &actual.dead, window);
+    // A deferral record `count NOW` means "first deferred during the call".
+    for (id, rec) in e.deferrals.iter_mut() {
+        if let (Some(n), Some(got)) = (rec.strip_suffix(" NOW"), actual.deferrals.get(id))
+            && let Some((got_n, first)) = got.split_once(' ')
+            && got_n == n
+        {
+            check_time(
+                &format!("first deferral of {id}"),
+                NOW,
+                first.parse().unwrap(),
+                window,
+            );
+            *rec = got.clone();
+        }
+    }
     assert_eq!(actual, &e, "case {case:?}: state after the call");
 }
 

@@ -10,6 +10,7 @@ mod dlq;
 mod enqueue;
 mod fetch;
 mod lease;
+mod reclaim;
 mod settle;
 mod wake;
 

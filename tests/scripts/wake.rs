@@ -85,7 +85,8 @@ async fn calls_that_make_work_ready_wake_idle_consumers() {
 
     let expired = State::default().job("a", 0, 3, 1).lease(&[("a", PAST)]);
     let w = wakes(&ctx, expired, |mut c, k| async move {
-        scripts::reclaim(&mut c, &k, 10, 10).await.unwrap();
+        let budget = (1_000, std::time::Duration::from_secs(3600));
+        scripts::reclaim(&mut c, &k, 10, 10, budget).await.unwrap();
     });
     assert_eq!(w.await, ["reclaim"]);
     let w = wakes(&ctx, held("a", 0), |mut c, k| async move {

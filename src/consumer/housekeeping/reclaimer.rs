@@ -1,7 +1,8 @@
 //! The reclaimer, which brings back the jobs of crashed or stalled consumers once their
-//! leases expire: to ready, or to the dead-letter queue once their attempts are spent.
-//! Every consumer runs one; the script is atomic, so several reclaimers on one queue never
-//! reclaim a job twice.
+//! leases expire: a job that never ran back to ready uncharged (a deferral, within the
+//! deferral budget), a job that was running to the suspects list uncharged, and a suspect
+//! that was running alone charged an attempt (see `reclaim.lua`). Every consumer runs
+//! one; the script is atomic, so several reclaimers on one queue never reclaim a job twice.
 
 use crate::consumer::config::check;
 use crate::error::Result;
@@ -22,17 +23,30 @@ const RECLAIM_BATCH: usize = 1000;
 pub struct ReclaimerConfig {
     /// How often to look for expired leases, at least 10 ms (default 1 s).
     pub interval: Duration,
+    /// The deferral budget of a job whose lease expired before its run started (it comes
+    /// back uncharged, as a deferral): the most deferrals, and the longest time since its
+    /// first deferral; past either the job is dead-lettered with a reason that says so.
+    /// At least 1 deferral and 1 s (default 1,000 deferrals or 24 h). It bounds the loop
+    /// of a job that kills its consumer before the start of its run is written (see
+    /// docs/reliability.md).
+    pub deferral_budget: (u32, Duration),
 }
 
 impl ReclaimerConfig {
     /// Default of [`ReclaimerConfig::interval`].
     pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+    /// Default of [`ReclaimerConfig::deferral_budget`].
+    pub const DEFAULT_DEFERRAL_BUDGET: (u32, Duration) = (1_000, Duration::from_secs(24 * 3600));
 
     /// Checks every value against its range, with a message that names it.
     pub fn validate(&self) -> Result<()> {
         check(
             self.interval >= Duration::from_millis(10),
             "reclaim interval must be at least 10ms",
+        )?;
+        check(
+            self.deferral_budget.0 >= 1 && self.deferral_budget.1 >= Duration::from_secs(1),
+            "deferral budget must allow at least 1 deferral and 1s",
         )
     }
 }
@@ -41,6 +55,7 @@ impl Default for ReclaimerConfig {
     fn default() -> Self {
         Self {
             interval: Self::DEFAULT_INTERVAL,
+            deferral_budget: Self::DEFAULT_DEFERRAL_BUDGET,
         }
     }
 }
@@ -102,13 +117,18 @@ impl Reclaimer {
     async fn sweep(&self, shutdown: &CancellationToken) -> Result<()> {
         loop {
             let mut conn = self.conn.clone();
-            let (requeued, dead) =
-                scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH, self.dead_letter_cap).await?;
-            self.metrics.reclaimed.increment(requeued + dead);
-            if requeued + dead > 0 {
-                tracing::info!(requeued, dead, "reclaimed expired leases");
+            let (cap, budget) = (self.dead_letter_cap, self.config.deferral_budget);
+            let r = scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH, cap, budget).await?;
+            self.metrics.reclaimed.increment(r.total());
+            if r.total() > 0 {
+                tracing::info!(
+                    never_ran = r.returned,
+                    suspects = r.suspects,
+                    dead = r.dead,
+                    "reclaimed expired leases"
+                );
             }
-            if ((requeued + dead) as usize) < RECLAIM_BATCH || shutdown.is_cancelled() {
+            if (r.total() as usize) < RECLAIM_BATCH || shutdown.is_cancelled() {
                 return Ok(());
             }
         }

@@ -4,9 +4,11 @@
 -- ARGV: none
 -- Returns: { ready_high, ready_normal, ready_low, delayed, in_flight, dead, paused,
 --   oldest_ready_age_ms, counters (flat field/value pairs) }
+--   ready_high counts the suspects too: they are ready, and fetched before anything else.
 
 local out = {}
 for p = 1, 3 do out[#out + 1] = redis.call('LLEN', K.ready[p]) end
+out[1] = out[1] + redis.call('LLEN', K.suspects)
 local delayed = 0
 for p = 1, 3 do delayed = delayed + redis.call('ZCARD', K.delayed[p]) end
 out[#out + 1] = delayed
