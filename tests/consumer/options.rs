@@ -210,6 +210,7 @@ async fn config_values_out_of_range_are_refused() {
             "reclaim interval",
             Box::new(|c| c.reclaimer.interval = Duration::ZERO),
         ),
+        ("deferral budget", Box::new(|c| c.reclaimer.deferral_budget.0 = 0)),
         ("dead-letter cap", Box::new(|c| c.dead_letter_cap = 0)),
     ];
     for (want, change) in cases {
