@@ -6,7 +6,7 @@
 //!                             │                                 ▼
 //!                   settle.lua ◀── acker ◀── outcomes ── worker pool (Limit)
 //!                             ▲
-//!            reclaim.lua ── housekeeping      extend.lua / release.lua ── acker
+//!            reclaim.lua ── housekeeping      extend.lua ── heartbeat, release.lua ── acker
 //! ```
 //!
 //! The tree follows the data:

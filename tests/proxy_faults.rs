@@ -228,3 +228,98 @@ async fn enqueue_rides_out_dropped_connections_and_cut_replies() {
     assert!(c.cut.load(Ordering::Relaxed) == 1 && c.dropped.load(Ordering::Relaxed) >= 1);
     println!("enqueue under faults: {LINES} lines loaded; {stdout}{stderr}");
 }
+
+/// The reply to a heartbeat is lost (Redis extended the leases; the consumer never heard
+/// back): the leases still belong to their holder. Its next beat extends them again, and
+/// its settle calls still hold them, so each job runs once and is acked once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_extend_reply_leaves_the_leases_with_their_holder() {
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    let queue = "lost-extend";
+    faults::enqueue_range(&redis.url(), queue, "k", "job", 0, 4).await;
+    faults::load_script(&redis.url(), "extend").await;
+    proxy.lose_reply_to(&faults::script_sha("extend"));
+    let runs: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let r = runs.clone();
+    // Each job runs 2.5 leases: it needs the heartbeat.
+    let registry = Registry::new().fallback(handler_fn(move |job| {
+        let r = r.clone();
+        async move {
+            *r.lock().unwrap().entry(job.id).or_insert(0) += 1;
+            tokio::time::sleep(Duration::from_millis(2_500)).await;
+            Ok(())
+        }
+    }));
+    let mut config = ConsumerConfig::new(queue);
+    config.concurrency = 4;
+    config.drain = true;
+    config.metrics = false;
+    config.lease = Duration::from_secs(1);
+    config.reclaimer.interval = Duration::from_millis(100);
+    let consumer = Consumer::new(config, Redis::open(&proxy.url()).unwrap(), registry).unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(60), consumer.run(CancellationToken::new()))
+        .await
+        .expect("the consumer drains the queue")
+        .unwrap();
+    assert!(proxy.reply_lost(), "the proxy lost an extend reply");
+    let runs = runs.lock().unwrap().clone();
+    let stats = faults::queue(&redis.url(), queue).await.stats().await.unwrap();
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    assert!(
+        runs.values().all(|n| *n == 1),
+        "a job ran twice: {runs:?}; {stats:?}"
+    );
+    assert_eq!((report.acked, report.lost_leases), (4, 0), "{report:?}");
+    assert_eq!(stats.counters.get("reclaimed"), None, "{stats:?}");
+    assert_eq!(stats.counters.get("acked"), Some(&4), "{stats:?}");
+}
+
+/// Redis slow to answer (every reply delayed 20 ms) and settles written ten outcomes at a
+/// time, while fetches bring up to 50 jobs a call: settles fall behind. Fetching slows to
+/// their pace: the leases held (in Redis, and in the consumer's table) stay under the cap
+/// the buffer, the running jobs and two settle calls' worth of outcomes set, and the
+/// outcomes waiting in memory under the channel's capacity plus one call's worth, rather
+/// than growing with the backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_settles_slow_fetching_and_memory_stays_bounded() {
+    const JOBS: usize = 3_000;
+    const LIMIT: usize = 32;
+    const FLUSH: usize = 10;
+    // The buffer (2 x the limit), the running jobs, two settle calls of outcomes.
+    const CAP: u64 = (2 * LIMIT + LIMIT + 2 * FLUSH) as u64;
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    let queue = "slow-settles";
+    faults::enqueue_range(&redis.url(), queue, "k", "job", 0, JOBS).await;
+    proxy.set_latency(Duration::from_millis(20));
+    let registry = Registry::new().fallback(handler_fn(|_| async { Ok(()) }));
+    let mut config = ConsumerConfig::new(queue);
+    config.concurrency = LIMIT;
+    config.drain = true;
+    config.metrics = false;
+    config.fetcher.batch = 50;
+    config.acker.flush_max = FLUSH;
+    let consumer = Consumer::new(config, Redis::open(&proxy.url()).unwrap(), registry).unwrap();
+    let backlog = consumer.handle().backlog;
+    let run = tokio::spawn(consumer.run(CancellationToken::new()));
+    let admin = faults::queue(&redis.url(), queue).await;
+    let mut most_leased = 0;
+    while !run.is_finished() {
+        most_leased = most_leased.max(admin.stats().await.unwrap().in_flight);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(report.acked, JOBS as u64, "{report:?}");
+    println!("slow settles: at most {most_leased} jobs leased at once (cap {CAP}); {report:?}");
+    assert!(
+        most_leased <= CAP,
+        "leases held grew past the cap: {most_leased} > {CAP}"
+    );
+    let (held, outcomes) = (backlog.held_peak(), backlog.outcomes_peak());
+    println!("in memory at most: {held} leases, {outcomes} outcomes waiting");
+    assert!(held <= CAP as usize, "lease table past the cap: {held}");
+    // The channel holds two calls' worth; one more is being gathered.
+    assert!(outcomes <= 3 * FLUSH, "outcomes waiting: {outcomes}");
+    assert_eq!(backlog.held(), 0, "nothing held once drained");
+}

@@ -1,20 +1,27 @@
 //! The acker: collects outcomes and writes them to Redis in one `settle` call per flush
-//! (by count, or after a short linger). It also owns the table of leases this process
-//! holds, which makes it the natural home of the heartbeat (extending those leases) and of
-//! the shutdown release (handing un-started jobs back).
+//! (by count, or after a short linger), together with the start marks of jobs that are
+//! running. At shutdown it hands the leases of jobs that never ran back to ready.
 //!
-//! Invariant: a lease reaches the table before any outcome of its job, because the fetcher
-//! sends `Leased` on this channel before it hands the jobs to the pool.
+//! Start marks tell reclaim a crash during a run from a job that never ran (see
+//! `reclaim.lua`). The pool reports starts in waves; a started job is marked in the next
+//! flush unless its outcome is in that flush (a fast job costs no write for its mark), and
+//! its mark is removed when its ack is written.
+//!
+//! Invariant: a lease is in the table (`leases.rs`) before any outcome of its job, because
+//! the fetcher adds it before it hands the jobs to the pool. The heartbeat is a task of
+//! its own (`heartbeat.rs`) sharing that table.
 
 use crate::consumer::config::check;
+use crate::consumer::handle::Backlog;
+use crate::consumer::leases::{Lease, Leases};
 use crate::error::Result;
 use crate::metrics::{DEFER_REASONS, DeferReason, QueueMetrics};
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
 use crate::queue::retry::DeferralBudget;
-use crate::queue::scripts::{self, Settle, Settled};
+use crate::queue::scripts::{self, Settle, Settled, StartMarks};
 use crate::redis::conn::HealingConnection;
-use crate::redis::retry::{Backoff, GiveUp, Streak, retrying};
+use crate::redis::retry::{Backoff, GiveUp, retrying};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,17 +30,14 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-/// Most ids per `extend` or `release` call.
+/// Most ids per `release` call.
 const LEASE_CHUNK: usize = 2000;
 
 /// What the acker is told.
 #[derive(Debug)]
 pub(crate) enum AckerMsg {
-    /// The fetcher leased these jobs (id, priority) with this token.
-    Leased {
-        token: u64,
-        jobs: Vec<(String, Priority)>,
-    },
+    /// The pool started these jobs (one message per dispatch wave).
+    Started(Vec<String>),
     /// A job is finished.
     Done(Done),
 }
@@ -70,11 +74,8 @@ pub(crate) enum Outcome {
     },
 }
 
-/// Acker settings. (The lease length the heartbeat extends by is the consumer's:
-/// [`crate::ConsumerConfig::lease`]. The dead-letter cap is the queue's setting, which
-/// the scripts read.)
+/// Acker settings. (The dead-letter cap is the queue's setting, which the scripts read.)
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct AckerConfig {
     /// Flush once this many outcomes wait, 1..=10000 (default 1000).
     pub flush_max: usize,
@@ -83,6 +84,14 @@ pub struct AckerConfig {
     pub linger: Duration,
     /// How long the final flush may keep retrying at shutdown, any duration (default 10 s).
     pub final_flush_timeout: Duration,
+}
+
+impl AckerConfig {
+    /// Capacity of the channel of outcomes: two flushes' worth, so one can gather while
+    /// the other is written. When it is full, finished jobs wait (holding their slots).
+    pub fn channel_capacity(&self) -> usize {
+        2 * self.flush_max.max(1)
+    }
 }
 
 impl AckerConfig {
@@ -130,189 +139,189 @@ pub struct Tally {
     pub released: AtomicU64,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    token: u64,
-    priority: Priority,
-    /// Fetch order, so a release hands jobs back in the order they were fetched.
-    seq: u64,
-}
-
 /// What the acker writes to: the queue, and the consumer's settings it applies.
 pub(crate) struct AckerDeps {
     pub conn: HealingConnection,
     pub keys: QueueKeys,
-    /// Lease length: held leases are extended by it, every third of it.
-    pub lease: Duration,
+    /// This consumer run's tag, in its start marks.
+    pub tag: String,
+    pub leases: Arc<Leases>,
     pub tally: Arc<Tally>,
+    pub backlog: Arc<Backlog>,
     pub metrics: QueueMetrics,
 }
 
 /// The acker task.
 pub(crate) struct Acker {
     config: AckerConfig,
-    conn: HealingConnection,
-    keys: QueueKeys,
-    lease: Duration,
-    tally: Arc<Tally>,
-    /// Failed heartbeats: the first of a run is logged, and the recovery.
-    beat_errors: Streak,
-    held: HashMap<String, Held>,
-    next_seq: u64,
+    deps: AckerDeps,
+    /// Outcomes received, not yet written.
     pending: Vec<Done>,
-    metrics: QueueMetrics,
+    /// Jobs reported started whose start mark is not written yet.
+    unmarked: Vec<String>,
+}
+
+/// One settle call's worth: outcomes, and start marks written or removed.
+#[derive(Default)]
+struct Batch {
+    items: Vec<Settle>,
+    /// Per item: how it counts if the settle applies it.
+    counted: Vec<Counted>,
+    marks: Vec<(String, u64)>,
+    ended: Vec<String>,
 }
 
 impl Acker {
     pub fn new(config: AckerConfig, deps: AckerDeps) -> Self {
-        let AckerDeps {
-            conn,
-            keys,
-            lease,
-            tally,
-            metrics,
-        } = deps;
         Self {
             config,
-            conn,
-            keys,
-            lease,
-            tally,
-            // The wait it computes is not used: the next try is the next beat.
-            beat_errors: Streak::new("heartbeat", Backoff::CALL),
-            held: HashMap::new(),
-            next_seq: 0,
+            deps,
             pending: Vec::new(),
-            metrics,
+            unmarked: Vec::new(),
         }
     }
 
-    /// Runs until `finish` is cancelled (after the pool stopped), then drains the channel,
-    /// flushes, and releases every lease still held.
-    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<AckerMsg>, finish: CancellationToken) {
-        let beat_every = (self.lease / 3).max(Duration::from_millis(10));
-        let mut next_beat = Instant::now() + beat_every;
+    /// Runs until every sender is gone (the fetcher and the pool have ended), then writes
+    /// what is left and releases the leases of jobs that never ran.
+    ///
+    /// Once `finish` is cancelled (the running jobs are done, or abandoned), it starts no
+    /// write until the end: a write that keeps failing then gives way to the final flush,
+    /// which gives up at its deadline, so a shutdown never hangs on Redis.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<AckerMsg>, finish: CancellationToken) {
         let mut flush_at: Option<Instant> = None;
+        let mut finishing = false;
         loop {
             tokio::select! {
                 biased;
                 msg = rx.recv() => match msg {
                     Some(m) => {
                         self.take(m);
-                        while self.pending.len() < self.config.flush_max {
+                        while finishing || self.pending.len() < self.config.flush_max {
                             match rx.try_recv() { Ok(m) => self.take(m), Err(_) => break }
                         }
+                        self.deps.backlog.set_outcomes(self.pending.len() + rx.len());
                     }
                     None => break,
                 },
-                _ = finish.cancelled() => break,
-                _ = sleep_until(flush_at.unwrap_or(next_beat)), if flush_at.is_some() => {
-                    self.flush(None).await;
-                }
-                _ = sleep_until(next_beat) => {
-                    self.heartbeat().await;
-                    next_beat = Instant::now() + beat_every;
+                _ = finish.cancelled(), if !finishing => finishing = true,
+                _ = sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
+                    flush_at = None;
+                    self.flush(&finish).await;
                 }
             }
-            if self.pending.len() >= self.config.flush_max {
-                self.flush(None).await;
+            finishing |= finish.is_cancelled();
+            // By count, or by time: a steady stream of messages keeps the timer arm from
+            // being picked, but not the linger from being kept.
+            let due = flush_at.is_some_and(|at| Instant::now() >= at);
+            if !finishing && (self.pending.len() >= self.config.flush_max || due) {
+                flush_at = None;
+                self.flush(&finish).await;
             }
-            flush_at = match (self.pending.is_empty(), flush_at) {
+            let idle = self.pending.is_empty() && self.unmarked.is_empty();
+            flush_at = match (finishing || idle, flush_at) {
                 (true, _) => None,
                 (false, None) => Some(Instant::now() + self.config.linger),
                 (false, at) => at,
             };
         }
-        while let Ok(m) = rx.try_recv() {
-            self.take(m);
-        }
         let deadline = Instant::now() + self.config.final_flush_timeout;
-        self.flush(Some(deadline)).await;
+        self.flush_final(deadline).await;
         self.release_all(deadline).await;
     }
 
     fn take(&mut self, msg: AckerMsg) {
         match msg {
-            AckerMsg::Leased { token, jobs } => {
-                self.held.reserve(jobs.len());
-                for (id, priority) in jobs {
-                    let seq = self.next_seq;
-                    self.next_seq += 1;
-                    self.held.insert(id, Held { token, priority, seq });
-                }
-            }
+            AckerMsg::Started(ids) => self.unmarked.extend(ids),
             AckerMsg::Done(d) => self.pending.push(d),
         }
     }
 
-    /// Writes every pending outcome, retrying failed calls (until `deadline`, if given).
-    async fn flush(&mut self, deadline: Option<Instant>) {
+    /// Writes the pending outcomes and marks, retrying failed calls until they succeed.
+    /// Once `finish` is cancelled the retries go on until the final flush's timeout, no
+    /// longer; a write that gives up leaves its outcomes to the final flush. (A call in
+    /// flight is never dropped while it can still succeed: it may have been applied, and
+    /// sent again it would be reported as not recorded.)
+    async fn flush(&mut self, finish: &CancellationToken) {
         let pending = std::mem::take(&mut self.pending);
-        for chunk in pending.chunks(self.config.flush_max.max(1)) {
-            let (items, counted): (Vec<Settle>, Vec<Counted>) = chunk
-                .iter()
-                .filter_map(|d| Some((self.settle_item(d)?, Counted::of(&d.outcome))))
-                .unzip();
-            if items.is_empty() {
-                continue;
+        let unmarked = std::mem::take(&mut self.unmarked);
+        let batch = self.batch(&pending, &unmarked);
+        let last_chance = self.config.final_flush_timeout;
+        let written = {
+            let write = write(&self.deps, &batch, GiveUp::NEVER);
+            tokio::pin!(write);
+            tokio::select! {
+                biased;
+                r = &mut write => r,
+                _ = finish.cancelled() => {
+                    let deadline = Instant::now() + last_chance;
+                    tokio::time::timeout_at(deadline, write).await.ok().flatten()
+                }
             }
-            let give_up = deadline.map_or(GiveUp::NEVER, GiveUp::at);
-            let result = retrying("settle", Backoff::CALL, give_up, || {
-                let mut conn = self.conn.clone();
-                let keys = &self.keys;
-                let items = &items;
-                async move { scripts::settle(&mut conn, keys, items).await }
-            })
-            .await
-            .ok();
-            match result {
-                Some(settled) => self.record(&items, &counted, settled),
+        };
+        match written {
+            Some(missed) => self.record(&batch, missed),
+            None => {
+                self.pending = pending;
+                self.unmarked = unmarked;
+            }
+        }
+        self.deps.backlog.set_outcomes(self.pending.len());
+    }
+
+    /// The last writes, in calls of at most `flush_max` outcomes, until `deadline`.
+    async fn flush_final(&mut self, deadline: Instant) {
+        let pending = std::mem::take(&mut self.pending);
+        let mut unmarked = std::mem::take(&mut self.unmarked);
+        for chunk in pending.chunks(self.config.flush_max.max(1)) {
+            let batch = self.batch(chunk, &std::mem::take(&mut unmarked));
+            match write(&self.deps, &batch, GiveUp::at(deadline)).await {
+                Some(missed) => self.record(&batch, missed),
                 None => tracing::error!(
-                    outcomes = items.len(),
+                    outcomes = batch.items.len(),
                     "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
                 ),
             }
         }
+        self.deps.backlog.set_outcomes(0);
     }
 
-    fn settle_item(&self, d: &Done) -> Option<Settle> {
-        let Some(h) = self.held.get(&d.id) else {
-            tracing::warn!(id = %d.id, "outcome for a job this consumer does not hold; ignored");
-            return None;
-        };
-        let id = d.id.clone();
-        Some(match &d.outcome {
-            Outcome::Ack => Settle::Ack { id, token: h.token },
-            Outcome::Retry { delay_ms, error, .. } => Settle::Retry {
-                id,
-                token: h.token,
-                priority: h.priority,
-                delay_ms: *delay_ms,
-                error: error.clone(),
-            },
-            Outcome::Defer {
-                delay_ms,
-                reason,
-                budget,
-                ..
-            } => Settle::Defer {
-                id,
-                token: h.token,
-                priority: h.priority,
-                delay_ms: *delay_ms,
-                reason: reason.clone(),
-                budget: *budget,
-            },
-            Outcome::Dead { reason } => Settle::Dead {
-                id,
-                token: h.token,
-                reason: reason.clone(),
-            },
-        })
+    /// One settle call for `dones` and the start marks of `unmarked` (jobs whose outcome
+    /// is in this call need none). Every lease named gets its outcome (or mark) recorded
+    /// in the table now: from here on it is never released as un-started.
+    fn batch(&self, dones: &[Done], unmarked: &[String]) -> Batch {
+        let mut b = Batch::default();
+        self.deps.leases.with(|t| {
+            for d in dones {
+                let Some(l) = t.leases.get_mut(&d.id) else {
+                    tracing::warn!(id = %d.id, "outcome for a job this consumer does not hold; ignored");
+                    continue;
+                };
+                l.outcome = true;
+                if l.marked && d.outcome == Outcome::Ack {
+                    b.ended.push(d.id.clone());
+                }
+                b.items.push(settle_item(d, l));
+                b.counted.push(Counted::of(&d.outcome));
+            }
+            for id in unmarked {
+                if let Some(l) = t.leases.get_mut(id)
+                    && !l.outcome
+                    && !l.marked
+                {
+                    // Marked now, written or not: a mark that may have landed is removed
+                    // with the ack later (removing one that did not is harmless).
+                    l.marked = true;
+                    b.marks.push((id.clone(), l.token));
+                }
+            }
+        });
+        b
     }
 
-    fn record(&mut self, items: &[Settle], counted: &[Counted], settled: Settled) {
+    /// Forgets the settled leases; counts what was recorded.
+    fn record(&mut self, batch: &Batch, settled: Settled) {
         let Settled { missed, spent } = settled;
+        let items = &batch.items;
         if !missed.is_empty() {
             tracing::warn!(
                 count = missed.len(),
@@ -333,8 +342,12 @@ impl Acker {
         }
         let (mut acked, mut retried, mut dead) = (0, 0, 0);
         let mut deferred = [0u64; DEFER_REASONS.len()];
-        for (item, &counted) in items.iter().zip(counted) {
-            self.held.remove(item.id());
+        self.deps.leases.with(|t| {
+            for item in items {
+                t.leases.remove(item.id());
+            }
+        });
+        for (item, &counted) in items.iter().zip(&batch.counted) {
             if let Some(left) = missed_left.get_mut(item.id()).filter(|n| **n > 0) {
                 *left -= 1;
                 continue;
@@ -347,7 +360,10 @@ impl Acker {
                 Counted::Dead => dead += 1,
             }
         }
-        let m = &self.metrics;
+        if items.is_empty() {
+            return;
+        }
+        let m = &self.deps.metrics;
         m.ack_batch.record(items.len() as f64);
         m.acked.increment(acked as u64);
         m.retried.increment(retried as u64);
@@ -356,7 +372,7 @@ impl Acker {
         }
         m.dead.increment(dead as u64);
         m.leases_lost.increment(missed.len() as u64);
-        let t = &self.tally;
+        let t = &self.deps.tally;
         t.acked.fetch_add(acked as u64, Ordering::Relaxed);
         t.retried.fetch_add(retried as u64, Ordering::Relaxed);
         t.deferred.fetch_add(deferred.iter().sum(), Ordering::Relaxed);
@@ -364,63 +380,97 @@ impl Acker {
         t.lost_leases.fetch_add(missed.len() as u64, Ordering::Relaxed);
     }
 
-    /// Extends every lease held; forgets the ones lost.
-    async fn heartbeat(&mut self) {
-        if self.held.is_empty() {
-            return;
-        }
-        let all: Vec<(String, u64)> = self.held.iter().map(|(id, h)| (id.clone(), h.token)).collect();
-        let vt = self.lease.as_millis() as u64;
-        for chunk in all.chunks(LEASE_CHUNK) {
-            let pairs: Vec<(&str, u64)> = chunk.iter().map(|(id, t)| (id.as_str(), *t)).collect();
-            let mut conn = self.conn.clone();
-            match scripts::extend(&mut conn, &self.keys, vt, &pairs).await {
-                Ok((deadline, lost)) => {
-                    self.beat_errors.succeeded();
-                    for (id, _) in chunk {
-                        if let Some(h) = self.held.get_mut(id) {
-                            h.token = deadline;
-                        }
-                    }
-                    for id in lost {
-                        self.held.remove(&id);
-                    }
-                }
-                // A failed heartbeat is retried at the next beat; the lease has two more
-                // beats of slack before it expires.
-                Err(e) => {
-                    self.beat_errors.failed(&e);
-                }
-            }
-        }
-    }
-
-    /// Hands every lease still held back to ready (un-started jobs at shutdown).
+    /// Hands the leases of jobs that never ran back to ready, at the front, in fetch
+    /// order. A job whose outcome is known is never among them, written or not: if its
+    /// outcome could not be written, its lease expires and reclaim brings it back.
     async fn release_all(&mut self, deadline: Instant) {
-        let mut held: Vec<(String, Held)> = self.held.drain().collect();
+        let mut held: Vec<(String, Lease)> = self.deps.leases.with(|t| {
+            let ids: Vec<String> = t
+                .leases
+                .iter()
+                .filter(|(_, l)| !l.outcome)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| t.leases.remove_entry(&id))
+                .collect()
+        });
         // release.lua puts each call's jobs at the front of ready in the order given, so
         // sort by fetch order and send the last chunk first: the first-fetched job ends
         // up at the very front.
-        held.sort_unstable_by_key(|(_, h)| h.seq);
+        held.sort_unstable_by_key(|(_, l)| l.seq);
         for chunk in held.chunks(LEASE_CHUNK).rev() {
             let triples: Vec<(&str, u64, Priority)> = chunk
                 .iter()
-                .map(|(id, h)| (id.as_str(), h.token, h.priority))
+                .map(|(id, l)| (id.as_str(), l.token, l.priority))
                 .collect();
             let released = retrying("release", Backoff::CALL, GiveUp::at(deadline), || {
-                let mut conn = self.conn.clone();
-                let keys = &self.keys;
+                let mut conn = self.deps.conn.clone();
+                let keys = &self.deps.keys;
                 let triples = &triples;
                 async move { scripts::release(&mut conn, keys, triples).await }
             })
             .await
             .ok();
             if let Some(missed) = released {
-                self.tally
+                self.deps
+                    .tally
                     .released
                     .fetch_add((triples.len() - missed.len()) as u64, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// One settle call for `batch` (retried as `give_up` says); what settle reported, or
+/// None if it gave up.
+async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> Option<Settled> {
+    if batch.items.is_empty() && batch.marks.is_empty() {
+        return Some(Settled::default());
+    }
+    let marks = StartMarks {
+        tag: &deps.tag,
+        started: &batch.marks,
+        ended: &batch.ended,
+    };
+    retrying("settle", Backoff::CALL, give_up, || {
+        let mut conn = deps.conn.clone();
+        let (keys, items) = (&deps.keys, &batch.items);
+        async move { scripts::settle_marked(&mut conn, keys, items, marks).await }
+    })
+    .await
+    .ok()
+}
+
+fn settle_item(d: &Done, l: &Lease) -> Settle {
+    let id = d.id.clone();
+    match &d.outcome {
+        Outcome::Ack => Settle::Ack { id, token: l.token },
+        Outcome::Retry { delay_ms, error, .. } => Settle::Retry {
+            id,
+            token: l.token,
+            priority: l.priority,
+            delay_ms: *delay_ms,
+            error: error.clone(),
+        },
+        Outcome::Defer {
+            delay_ms,
+            reason,
+            budget,
+            ..
+        } => Settle::Defer {
+            id,
+            token: l.token,
+            priority: l.priority,
+            delay_ms: *delay_ms,
+            reason: reason.clone(),
+            budget: *budget,
+        },
+        Outcome::Dead { reason } => Settle::Dead {
+            id,
+            token: l.token,
+            reason: reason.clone(),
+        },
     }
 }
 

@@ -1,8 +1,9 @@
-//! The fetcher: keeps several `fetch` script calls in flight while the buffer has room,
-//! decodes what they return, registers the leases with the acker and hands the jobs to
-//! the pool. Envelopes that do not decode go straight to the dead-letter queue; a weir
-//! envelope over this consumer's size limit is deferred for a consumer with a larger one
-//! (see [`crate::pool::PoolConfig::unknown_kind_grace`]).
+//! The fetcher: keeps several `fetch` script calls in flight while the buffer has room
+//! and the consumer holds fewer leases than their cap ([`Leases::cap`]: when settles fall
+//! behind, fetching slows), decodes what they return, adds the leases to the table and
+//! hands the jobs to the pool. Envelopes that do not decode go straight to the dead-letter
+//! queue; a weir envelope over this consumer's size limit is deferred for a consumer with a
+//! larger one (see [`crate::pool::PoolConfig::unknown_kind_grace`]).
 //!
 //! When a fetch comes back empty the fetcher goes idle: no Redis traffic until an enqueue
 //! publishes on the queue's wake channel, the next delayed job falls due, or a safety
@@ -11,6 +12,7 @@
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::config::check;
+use crate::consumer::leases::Leases;
 use crate::consumer::pool::cannot_take;
 use crate::error::Result;
 use crate::limiter::RateGate;
@@ -94,8 +96,12 @@ pub(crate) struct Fetcher {
     /// Under a rate cap, prefetch no more than about a second's worth.
     pub rate: Arc<RateGate>,
     pub buffer: Arc<Buffer>,
+    /// The leases held: the fetcher adds to it, and stops at its cap.
+    pub leases: Arc<Leases>,
+    /// The acker's flush size, which sets the lease cap with the limit.
+    pub flush_max: usize,
     pub pool: mpsc::UnboundedSender<Vec<Job>>,
-    pub acker: mpsc::UnboundedSender<AckerMsg>,
+    pub acker: mpsc::Sender<AckerMsg>,
     pub metrics: QueueMetrics,
     /// Lease length of each fetched job.
     pub lease: Duration,
@@ -104,7 +110,9 @@ pub(crate) struct Fetcher {
     pub unknown_kind_grace: Duration,
 }
 
-type FetchFuture = Pin<Box<dyn std::future::Future<Output = (usize, crate::Result<Fetched>)> + Send>>;
+/// A fetch call: how many jobs it asked for, when it was sent, what it brought.
+type FetchFuture =
+    Pin<Box<dyn std::future::Future<Output = (usize, Instant, crate::Result<Fetched>)> + Send>>;
 
 impl Fetcher {
     pub async fn run(self, shutdown: CancellationToken) {
@@ -118,8 +126,12 @@ impl Fetcher {
         loop {
             if idle_until.is_none() {
                 while inflight.len() < self.config.pipeline.max(1) {
-                    let capacity = Buffer::capacity(self.limit.get()).min(self.rate.prefetch());
-                    let free = capacity.saturating_sub(self.buffer.len() + reserved);
+                    let limit = self.limit.get();
+                    let capacity = Buffer::capacity(limit).min(self.rate.prefetch());
+                    let held_cap = Leases::cap(limit, self.flush_max);
+                    let free = capacity
+                        .saturating_sub(self.buffer.len() + reserved)
+                        .min(held_cap.saturating_sub(self.leases.len() + reserved));
                     let want = free.min(self.config.batch.max(1));
                     // Wait for a worthwhile batch unless the pipeline is empty.
                     if want == 0
@@ -135,7 +147,7 @@ impl Fetcher {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
-                Some((want, result)) = inflight.next() => {
+                Some((want, sent, result)) = inflight.next() => {
                     reserved -= want;
                     match result {
                         Ok(fetched) => {
@@ -149,7 +161,7 @@ impl Fetcher {
                                 idle_until = Some(Instant::now() + idle_wait(&fetched));
                             } else {
                                 idle_until = None;
-                                self.deliver(fetched);
+                                self.deliver(fetched, sent, &shutdown).await;
                             }
                         }
                         Err(e) => {
@@ -158,6 +170,7 @@ impl Fetcher {
                     }
                 }
                 _ = self.buffer.room(), if idle_until.is_none() => {}
+                _ = self.leases.room(), if idle_until.is_none() => {}
                 _ = wake.next(), if idle_until.is_some() && inflight.is_empty() => idle_until = None,
                 _ = sleep_until(idle_until.unwrap_or_else(Instant::now)), if idle_until.is_some() && inflight.is_empty() => {
                     idle_until = None;
@@ -165,9 +178,9 @@ impl Fetcher {
             }
         }
         // Shutdown: calls in flight may still lease jobs; register them so they are released.
-        while let Some((_, result)) = inflight.next().await {
+        while let Some((_, sent, result)) = inflight.next().await {
             if let Ok(f) = result {
-                self.register(&f);
+                self.register(&f, sent);
             }
         }
     }
@@ -176,11 +189,13 @@ impl Fetcher {
         let mut conn = self.conn.clone();
         let keys = self.keys.clone();
         let vt = self.lease.as_millis() as u64;
-        async move { (want, scripts::fetch(&mut conn, &keys, want, vt).await) }.boxed()
+        let sent = Instant::now();
+        async move { (want, sent, scripts::fetch(&mut conn, &keys, want, vt).await) }.boxed()
     }
 
-    /// Tells the acker of the leases, dead-letters bad envelopes, hands the rest to the pool.
-    fn deliver(&self, mut fetched: Fetched) {
+    /// Adds the leases (asked for at `sent`) to the table, dead-letters bad envelopes,
+    /// hands the rest to the pool, suspects flagged.
+    async fn deliver(&self, mut fetched: Fetched, sent: Instant, shutdown: &CancellationToken) {
         if !fetched.bad_ids.is_empty() {
             self.bury_bad_ids(fetched.deadline_ms, std::mem::take(&mut fetched.bad_ids));
         }
@@ -190,9 +205,10 @@ impl Fetcher {
         let mut jobs = Vec::with_capacity(fetched.jobs.len());
         let mut leased = Vec::with_capacity(fetched.jobs.len());
         let mut bad = Vec::new();
-        for (id, env) in fetched.jobs {
+        for (i, (id, env)) in fetched.jobs.into_iter().enumerate() {
             match envelope::decode(&id, &env, limit) {
-                Ok(job) => {
+                Ok(mut job) => {
+                    job.suspect = i < fetched.suspects;
                     leased.push((id, job.priority()));
                     jobs.push(job);
                 }
@@ -217,10 +233,7 @@ impl Fetcher {
                 }
             }
         }
-        let _ = self.acker.send(AckerMsg::Leased {
-            token: fetched.deadline_ms,
-            jobs: leased,
-        });
+        self.leases.add(fetched.deadline_ms, sent, leased);
         if !bad.is_empty() {
             tracing::warn!(
                 count = bad.len(),
@@ -228,7 +241,12 @@ impl Fetcher {
             );
         }
         for d in bad {
-            let _ = self.acker.send(AckerMsg::Done(d));
+            // At shutdown the lease is released instead; the next fetch finds it again.
+            tokio::select! {
+                biased;
+                _ = self.acker.send(AckerMsg::Done(d)) => {}
+                _ = shutdown.cancelled() => break,
+            }
         }
         if !jobs.is_empty() {
             self.buffer.add(jobs.len());
@@ -252,24 +270,15 @@ impl Fetcher {
         });
     }
 
-    fn register(&self, fetched: &Fetched) {
-        if fetched.jobs.is_empty() {
-            return;
-        }
-        let leased = fetched
-            .jobs
-            .iter()
-            .map(|(id, env)| {
-                let p = envelope::decode(id, env, usize::MAX)
-                    .map(|j| j.priority())
-                    .unwrap_or_default();
-                (id.clone(), p)
-            })
-            .collect();
-        let _ = self.acker.send(AckerMsg::Leased {
-            token: fetched.deadline_ms,
-            jobs: leased,
+    /// Adds the leases of a fetch that came back after shutdown, so they are released.
+    fn register(&self, fetched: &Fetched, sent: Instant) {
+        let leased = fetched.jobs.iter().map(|(id, env)| {
+            let p = envelope::decode(id, env, usize::MAX)
+                .map(|j| j.priority())
+                .unwrap_or_default();
+            (id.clone(), p)
         });
+        self.leases.add(fetched.deadline_ms, sent, leased);
     }
 }
 

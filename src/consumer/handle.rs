@@ -5,7 +5,7 @@ use crate::consumer::acker::Tally;
 use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, RateGate};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What a consumer did, returned when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -37,6 +37,54 @@ pub struct Handle {
     pub rate: Arc<RateGate>,
     /// Live totals.
     pub tally: Arc<Tally>,
+    /// What the consumer holds in memory, live.
+    pub backlog: Arc<Backlog>,
+}
+
+/// What a consumer holds in memory, now and at its peak: the leases it holds (jobs fetched
+/// and not yet settled) and the outcomes waiting to be written. Both stay bounded whatever
+/// the backlog in Redis: the outcome channel has a fixed capacity (twice the acker's
+/// flush size), and the fetcher takes no new leases past a cap (a full buffer, the running
+/// jobs and two flushes of outcomes), so when Redis is slow to settle, fetching slows.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    held: AtomicUsize,
+    held_peak: AtomicUsize,
+    outcomes: AtomicUsize,
+    outcomes_peak: AtomicUsize,
+}
+
+impl Backlog {
+    /// Leases held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// The most leases held at once so far.
+    pub fn held_peak(&self) -> usize {
+        self.held_peak.load(Ordering::Relaxed)
+    }
+
+    /// Outcomes (and start reports) waiting for the acker: queued in its channel or
+    /// gathered for its next write.
+    pub fn outcomes(&self) -> usize {
+        self.outcomes.load(Ordering::Relaxed)
+    }
+
+    /// The most outcomes waiting at once so far.
+    pub fn outcomes_peak(&self) -> usize {
+        self.outcomes_peak.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_held(&self, n: usize) {
+        self.held.store(n, Ordering::Relaxed);
+        self.held_peak.fetch_max(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_outcomes(&self, n: usize) {
+        self.outcomes.store(n, Ordering::Relaxed);
+        self.outcomes_peak.fetch_max(n, Ordering::Relaxed);
+    }
 }
 
 impl Report {

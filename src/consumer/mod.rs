@@ -2,12 +2,16 @@
 //! until shutdown (or, in drain mode, until the queue is empty).
 //!
 //! Shutdown order, the one place it is written down:
-//! 1. stop fetching (calls in flight finish; their leases are registered with the acker);
+//! 1. stop fetching (calls in flight finish; their leases go into the table);
 //! 2. the pool stops starting jobs; jobs still buffered stay leased, un-started;
-//! 3. running jobs finish, up to `shutdown_timeout`;
-//! 4. the acker flushes every outcome, then releases every lease still held (un-started
-//!    or abandoned jobs) back to the front of ready;
-//! 5. housekeeping (the reclaimer, the runtime settings watch, ...) stops.
+//! 3. running jobs finish, up to `shutdown_timeout`; the acker goes on writing outcomes;
+//! 4. the acker stops writing (a write that keeps failing no longer holds anything up);
+//!    jobs still running are aborted and each is charged an attempt (`runs.rs`);
+//! 5. once every outcome is in, the acker writes them (giving up at
+//!    `acker.final_flush_timeout`), then releases the leases of jobs that never ran back
+//!    to the front of ready (a job whose outcome is known is never released: if its
+//!    outcome could not be written, its lease expires and reclaim brings it back);
+//! 6. housekeeping (the heartbeat, the reclaimer, the runtime settings watch, ...) stops.
 //!
 //! A task that panics starts the same order at step 1 (see `tasks.rs`), so the others
 //! still settle what they hold; the consumer then returns the failure.
@@ -17,19 +21,27 @@ pub(crate) mod buffer;
 mod config;
 pub(crate) mod fetcher;
 mod handle;
+mod heartbeat;
 pub mod housekeeping;
+mod leases;
 pub mod pool;
+mod runs;
 pub mod settings;
+mod suspect;
 mod tasks;
 
 pub use config::ConsumerConfig;
-pub use handle::{Handle, Report};
+pub use handle::{Backlog, Handle, Report};
 
-use crate::consumer::acker::{Acker, AckerDeps, Tally};
+use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::fetcher::Fetcher;
+use crate::consumer::heartbeat::Heartbeat;
 use crate::consumer::housekeeping::{DrainWatch, Reclaimer, Sampler, SettingsWatch};
+use crate::consumer::leases::Leases;
 use crate::consumer::pool::Pool;
+use crate::consumer::runs::Runs;
+use crate::consumer::suspect::Suspects;
 use crate::consumer::tasks::{Task, Tasks};
 use crate::error::{Error, Result};
 use crate::handler::Registry;
@@ -52,6 +64,7 @@ pub struct Consumer {
     limiter: Option<Arc<Limiter>>,
     rate: Arc<RateGate>,
     tally: Arc<Tally>,
+    backlog: Arc<Backlog>,
 }
 
 impl Consumer {
@@ -75,6 +88,7 @@ impl Consumer {
             registry: Arc::new(registry),
             limit,
             tally: Arc::default(),
+            backlog: Arc::default(),
         })
     }
 
@@ -85,6 +99,7 @@ impl Consumer {
             limiter: self.limiter.clone(),
             rate: self.rate.clone(),
             tally: self.tally.clone(),
+            backlog: self.backlog.clone(),
         }
     }
 
@@ -96,6 +111,8 @@ impl Consumer {
         let keys = QueueKeys::new(&c.queue)?;
         let conn = self.redis.connect_healing().await?;
         crate::redis::eviction::check(&mut conn.clone(), c.allow_eviction).await?;
+        // The heartbeat's own: no call queued on the other can delay it.
+        let beat_conn = self.redis.connect_healing().await?;
         // Logged once connected, so an unreachable Redis gives only the one error line.
         tracing::info!(queue = %c.queue, concurrency = c.concurrency, "working");
         let steps = Steps {
@@ -104,24 +121,30 @@ impl Consumer {
             stop_housekeeping: CancellationToken::new(),
         };
         let mut tasks = Tasks::new(steps.stop_fetching.clone());
-        let started = self.start(&mut tasks, &steps, conn, keys);
+        let started = self.start(&mut tasks, &steps, [conn, beat_conn], keys);
 
         steps.stop_fetching.cancelled().await;
         tracing::info!("stopping: no more fetches; finishing running jobs");
         tasks.join(started.fetcher).await;
         tasks.join(started.pool).await;
-        if tokio::time::timeout(c.shutdown_timeout, self.limit.wait_idle())
+        let idle = tokio::time::timeout(c.shutdown_timeout, self.limit.wait_idle())
             .await
-            .is_err()
-        {
-            tracing::warn!(
-                running = self.limit.in_flight(),
-                "shutdown timeout: abandoning running jobs; their leases are released"
-            );
-        }
+            .is_ok();
         steps.finish_acks.cancel();
+        if !idle {
+            runs::abandon(
+                &started.runs,
+                &started.acker_tx,
+                &c.pool.retry,
+                c.shutdown_timeout,
+            )
+            .await;
+        }
+        // The acker ends once every sender is gone: this one, the fetcher's and the pool's.
+        drop(started.acker_tx);
         tasks.join(started.acker).await;
         steps.stop_housekeeping.cancel();
+        tasks.join(started.heartbeat).await;
         tasks.join(started.reclaimer).await;
         // The other housekeeping tasks are aborted when `tasks` drops.
         match tasks.failure() {
@@ -130,9 +153,18 @@ impl Consumer {
         }
     }
 
-    /// Spawns the fetcher, the pool, the acker and housekeeping.
-    fn start(&self, tasks: &mut Tasks, steps: &Steps, conn: HealingConnection, keys: QueueKeys) -> Started {
+    /// Spawns the fetcher, the pool, the acker, the heartbeat and housekeeping, on `conn`
+    /// and the heartbeat's `beat_conn`.
+    fn start(
+        &self,
+        tasks: &mut Tasks,
+        steps: &Steps,
+        [conn, beat_conn]: [HealingConnection; 2],
+        keys: QueueKeys,
+    ) -> Started {
         let c = &self.config;
+        // This run's tag, in the start marks of the jobs it runs.
+        let tag = format!("{:016x}", rand::random::<u64>());
         let metrics = if c.metrics {
             QueueMetrics::new(&c.queue, crate::queue::scripts::SCRIPT_NAMES)
         } else {
@@ -142,19 +174,24 @@ impl Consumer {
             l.attach_metrics(LimiterMetrics::new(&c.queue));
         }
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();
-        let (acker_tx, acker_rx) = mpsc::unbounded_channel();
+        let (acker_tx, acker_rx) = mpsc::channel(c.acker.channel_capacity());
         let buffer = Arc::new(Buffer::default());
+        let leases = Arc::new(Leases::new(self.backlog.clone()));
         let acker = Acker::new(
             c.acker.clone(),
             AckerDeps {
                 conn: conn.clone(),
                 keys: keys.clone(),
-                lease: c.lease,
+                tag: tag.clone(),
+                leases: leases.clone(),
                 tally: self.tally.clone(),
+                backlog: self.backlog.clone(),
                 metrics: metrics.clone(),
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));
+        let heartbeat = Heartbeat::new(beat_conn, keys.clone(), c.lease, leases.clone());
+        let heartbeat = tasks.spawn("heartbeat", heartbeat.run(steps.stop_housekeeping.clone()));
         let fetcher = Fetcher {
             config: c.fetcher.clone(),
             redis: self.redis.clone(),
@@ -163,6 +200,8 @@ impl Consumer {
             limit: self.limit.clone(),
             rate: self.rate.clone(),
             buffer: buffer.clone(),
+            leases: leases.clone(),
+            flush_max: c.acker.flush_max,
             pool: pool_tx,
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
@@ -170,6 +209,7 @@ impl Consumer {
             unknown_kind_grace: c.pool.unknown_kind_grace,
         };
         let fetcher = tasks.spawn("fetcher", fetcher.run(steps.stop_fetching.clone()));
+        let runs = Arc::new(Runs::default());
         let pool = Pool {
             config: c.pool.clone(),
             registry: self.registry.clone(),
@@ -177,8 +217,10 @@ impl Consumer {
             limiter: self.limiter.clone(),
             rate: self.rate.clone(),
             buffer,
-            acker: acker_tx,
+            acker: acker_tx.clone(),
             metrics: metrics.clone(),
+            runs: runs.clone(),
+            suspects: Suspects::new(conn.clone(), keys.clone(), tag, leases),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
         let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics);
@@ -186,7 +228,10 @@ impl Consumer {
             fetcher,
             pool,
             acker,
+            heartbeat,
             reclaimer,
+            runs,
+            acker_tx,
         }
     }
 
@@ -202,7 +247,14 @@ impl Consumer {
     ) -> Task {
         let c = &self.config;
         let stop = &steps.stop_housekeeping;
-        let reclaimer = Reclaimer::new(c.reclaimer.clone(), conn.clone(), keys.clone(), metrics.clone());
+        let budget = c.pool.deferral_budget;
+        let reclaimer = Reclaimer::new(
+            c.reclaimer.clone(),
+            budget,
+            conn.clone(),
+            keys.clone(),
+            metrics.clone(),
+        );
         let reclaimer = tasks.spawn("reclaimer", reclaimer.run(stop.clone()));
         if let Some(every) = c.settings_poll {
             let limiter = self.limiter.clone().zip(c.limiter.clone());
@@ -227,16 +279,21 @@ struct Steps {
     /// Steps 1 and 2: the fetcher and the pool stop. Cancelled by `shutdown`, by the drain
     /// watch, or by a task that failed.
     stop_fetching: CancellationToken,
-    /// Step 4: the acker flushes, releases what is still held, and ends.
+    /// Step 4: the acker stops writing until it has every outcome; then step 5.
     finish_acks: CancellationToken,
-    /// Step 5.
+    /// Step 6.
     stop_housekeeping: CancellationToken,
 }
 
-/// The tasks the shutdown waits for, in its order.
+/// The tasks the shutdown waits for, in its order, and what it acts on.
 struct Started {
     fetcher: Task,
     pool: Task,
     acker: Task,
+    heartbeat: Task,
     reclaimer: Task,
+    /// The pool's runs, to abort at the shutdown timeout.
+    runs: Arc<Runs>,
+    /// For the outcomes of aborted runs; dropped before the acker is awaited.
+    acker_tx: mpsc::Sender<AckerMsg>,
 }

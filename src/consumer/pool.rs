@@ -2,10 +2,18 @@
 //! and runs it under the concurrency [`Limit`] (after a token from the optional rate
 //! limit), catching panics and timeouts. Outcomes go to the acker; with an adaptive
 //! limiter, each job's latency and outcome class also go to the [`Limiter`].
+//!
+//! The acker is told which jobs started, one message per dispatch wave (the jobs started
+//! while slots were free), so their start marks travel with its writes. A suspect (a job
+//! that was running when a consumer died) runs alone: one at a time (its own gate, besides
+//! a concurrency slot), its start marked in Redis before it runs (`suspect.rs`). Every run
+//! is registered (`runs.rs`), so the shutdown can abort the ones that outlive it.
 
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::config::check;
+use crate::consumer::runs::{Head, Runs};
+use crate::consumer::suspect::Suspects;
 use crate::consumer::tasks::panic_message;
 use crate::error::Result;
 use crate::handler::{BatchHandler, Handler, JobError, JobResult, Registry, Route};
@@ -17,6 +25,7 @@ use crate::queue::retry::{DeferralBudget, RetryPolicy};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -41,9 +50,11 @@ pub struct PoolConfig {
     /// it is used; default [`RetryPolicy::default`]). A deferral without a `Retry-After`
     /// waits the backoff of a first failure.
     pub retry: RetryPolicy,
-    /// How often, or for how long, a job may be deferred for backpressure (HTTP 429/503,
-    /// [`JobError::backpressure`]) before it is dead-lettered; deferrals charge no
-    /// attempt (default 1,000 deferrals or 24 h, whichever comes first).
+    /// How often, or for how long, a job may be deferred before it is dead-lettered:
+    /// for backpressure (HTTP 429/503, [`JobError::backpressure`]), or because its lease
+    /// expired before its run started (a killed consumer's buffer, a lost fetch reply;
+    /// counted by the reclaimer). Deferrals charge no attempt (default 1,000 deferrals or
+    /// 24 h, whichever comes first).
     pub deferral_budget: DeferralBudget,
     /// Longest wait of one deferral: a `Retry-After` beyond it is cut to it, any duration
     /// (default 5 min).
@@ -111,8 +122,12 @@ pub(crate) struct Pool {
     /// Jobs/s cap, taken before a concurrency slot.
     pub rate: Arc<RateGate>,
     pub buffer: Arc<Buffer>,
-    pub acker: mpsc::UnboundedSender<AckerMsg>,
+    pub acker: mpsc::Sender<AckerMsg>,
     pub metrics: QueueMetrics,
+    /// The runs going on, for the shutdown to abort.
+    pub runs: Arc<Runs>,
+    /// How suspects start.
+    pub suspects: Suspects,
 }
 
 impl Pool {
@@ -135,23 +150,33 @@ impl Pool {
     async fn dispatch(self: &Arc<Self>, batch: Vec<Job>, shutdown: &CancellationToken) -> bool {
         self.metrics.channel_received.increment(batch.len() as u64);
         let mut groups: Vec<(Arc<dyn BatchHandler>, Vec<Job>)> = Vec::new();
+        // Jobs started and not yet reported to the acker.
+        let mut wave: Vec<String> = Vec::new();
         for job in batch {
+            if job.is_suspect() && self.registry.route(&job.kind).is_some() {
+                tokio::spawn(self.clone().run_suspect(job, shutdown.clone()));
+                continue;
+            }
             match self.registry.route(&job.kind) {
                 None => {
                     self.buffer.take(1);
                     let why = format!("unknown job kind {:?}: no handler for it", job.kind);
                     let grace = self.config.unknown_kind_grace;
-                    let _ = self.acker.send(AckerMsg::Done(Done {
+                    let done = AckerMsg::Done(Done {
                         id: job.id,
                         outcome: cannot_take(grace, DeferReason::UnknownKind, why),
-                    }));
+                    });
+                    if !self.tell(done, shutdown).await {
+                        return false;
+                    }
                 }
                 Some(Route::One(h)) => {
-                    let Some(permit) = self.permit(shutdown).await else {
+                    let Some(permit) = self.permit_reporting(&mut wave, shutdown).await else {
                         return false;
                     };
                     self.buffer.take(1);
-                    tokio::spawn(self.clone().run_one(h.clone(), job, permit));
+                    wave.push(job.id.clone());
+                    self.spawn_one(h.clone(), job, permit);
                 }
                 Some(Route::Batch(h)) => {
                     let max = h.max_batch().max(1);
@@ -165,7 +190,7 @@ impl Pool {
                     groups[i].1.push(job);
                     if groups[i].1.len() >= max {
                         let (h, jobs) = groups.swap_remove(i);
-                        if !self.start_batch(h, jobs, shutdown).await {
+                        if !self.start_batch(h, jobs, &mut wave, shutdown).await {
                             return false;
                         }
                     }
@@ -173,16 +198,48 @@ impl Pool {
             }
         }
         for (h, jobs) in groups {
-            if !self.start_batch(h, jobs, shutdown).await {
+            if !self.start_batch(h, jobs, &mut wave, shutdown).await {
                 return false;
             }
         }
-        true
+        self.report_started(&mut wave, shutdown).await
+    }
+
+    /// Sends `msg` to the acker; false if shutdown came first (the acker's channel is
+    /// bounded: a full one waits for its writes).
+    async fn tell(&self, msg: AckerMsg, shutdown: &CancellationToken) -> bool {
+        tokio::select! {
+            biased;
+            r = self.acker.send(msg) => r.is_ok(),
+            _ = shutdown.cancelled() => false,
+        }
+    }
+
+    /// Tells the acker which jobs of `wave` started (and empties it).
+    async fn report_started(&self, wave: &mut Vec<String>, shutdown: &CancellationToken) -> bool {
+        if wave.is_empty() {
+            return true;
+        }
+        self.tell(AckerMsg::Started(std::mem::take(wave)), shutdown).await
+    }
+
+    /// [`Self::permit`]; if none is free at once, the jobs started so far are reported
+    /// before waiting for one: a wave of starts is one message, not one per job.
+    async fn permit_reporting(&self, wave: &mut Vec<String>, shutdown: &CancellationToken) -> Option<Permit> {
+        let permit = self.permit(shutdown);
+        tokio::pin!(permit);
+        if let Poll::Ready(p) = futures_util::poll!(&mut permit) {
+            return p;
+        }
+        if !self.report_started(wave, shutdown).await {
+            return None;
+        }
+        permit.await
     }
 
     /// A rate token, then a slot. In that order: a job waiting on the rate must not hold
     /// a slot, or the concurrency limit would look binding and grow for nothing.
-    async fn permit(&self, shutdown: &CancellationToken) -> Option<Permit> {
+    pub(crate) async fn permit(&self, shutdown: &CancellationToken) -> Option<Permit> {
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => None,
@@ -205,17 +262,40 @@ impl Pool {
         self: &Arc<Self>,
         h: Arc<dyn BatchHandler>,
         jobs: Vec<Job>,
+        wave: &mut Vec<String>,
         shutdown: &CancellationToken,
     ) -> bool {
-        let Some(permit) = self.permit(shutdown).await else {
+        let Some(permit) = self.permit_reporting(wave, shutdown).await else {
             return false;
         };
         self.buffer.take(jobs.len());
-        tokio::spawn(self.clone().run_batch(h, jobs, permit));
+        wave.extend(jobs.iter().map(|j| j.id.clone()));
+        self.spawn_batch(h, jobs, permit);
         true
     }
 
-    async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) {
+    /// Spawns the run of one job, registered in [`Runs`]; returns its task.
+    pub(crate) fn spawn_one(self: &Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) -> JoinHandle {
+        let key = self.runs.start(vec![head(&job)]);
+        let task = tokio::spawn(self.clone().run_one(h, job, permit, key));
+        self.runs.set_abort(key, task.abort_handle());
+        task
+    }
+
+    /// Spawns the run of a batch handler call, registered in [`Runs`]; returns its task.
+    pub(crate) fn spawn_batch(
+        self: &Arc<Self>,
+        h: Arc<dyn BatchHandler>,
+        jobs: Vec<Job>,
+        permit: Permit,
+    ) -> JoinHandle {
+        let key = self.runs.start(jobs.iter().map(head).collect());
+        let task = tokio::spawn(self.clone().run_batch(h, jobs, permit, key));
+        self.runs.set_abort(key, task.abort_handle());
+        task
+    }
+
+    async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit, key: u64) {
         let (id, attempt) = (job.id.clone(), (job.attempt, job.max_attempts));
         let enqueued_at = job.enqueued_at_ms;
         let started = Instant::now();
@@ -229,14 +309,16 @@ impl Pool {
         self.record(started, std::iter::once(signal));
         self.metrics.job_duration.record(started.elapsed().as_secs_f64());
         self.record_latency(enqueued_at, 1);
-        // Outcome first, permit after: shutdown waits for the limit to go idle and then
-        // stops the acker, so an outcome sent after the permit drops can miss the acker;
-        // the finished job would then be released and run again.
-        self.finish(id, attempt, result);
+        if !self.runs.end(key) {
+            return; // abandoned at shutdown: its outcome is sent already
+        }
+        // Outcome first, permit after: shutdown waits for the limit to go idle before it
+        // lets the acker finish, so the outcome is on its way by then.
+        self.finish(id, attempt, result).await;
         drop(permit);
     }
 
-    async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit) {
+    async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit, key: u64) {
         let heads: Vec<(String, (u32, u32))> = jobs
             .iter()
             .map(|j| (j.id.clone(), (j.attempt, j.max_attempts)))
@@ -263,8 +345,11 @@ impl Pool {
             started,
             results.iter().map(|r| failed.unwrap_or_else(|| Signal::of(r))),
         );
+        if !self.runs.end(key) {
+            return; // abandoned at shutdown: see run_one
+        }
         for ((id, attempt), result) in heads.into_iter().zip(results) {
-            self.finish(id, attempt, result);
+            self.finish(id, attempt, result).await;
         }
         drop(permit); // after the outcomes: see run_one
     }
@@ -306,7 +391,7 @@ impl Pool {
 
     /// Sends the outcome of a job that ran at `(attempt, max_attempts)`. Backpressure is
     /// not a failure of the job: it is deferred, uncharged, within the deferral budget.
-    fn finish(&self, id: String, (attempt, max_attempts): (u32, u32), result: JobResult) {
+    async fn finish(&self, id: String, (attempt, max_attempts): (u32, u32), result: JobResult) {
         let outcome = match result {
             Ok(()) => Outcome::Ack,
             Err(e) if e.backpressure => {
@@ -331,6 +416,13 @@ impl Pool {
         };
         // The acker outlives every worker; a closed channel means the process is exiting
         // and the lease brings the job back.
-        let _ = self.acker.send(AckerMsg::Done(Done { id, outcome }));
+        let _ = self.acker.send(AckerMsg::Done(Done { id, outcome })).await;
     }
+}
+
+/// A spawned run's task.
+pub(crate) type JoinHandle = tokio::task::JoinHandle<()>;
+
+fn head(job: &Job) -> Head {
+    (job.id.clone(), (job.attempt, job.max_attempts))
 }

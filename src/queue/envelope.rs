@@ -101,9 +101,22 @@ pub struct Job {
     pub trace_id: Option<String>,
     /// The payload, as raw JSON text.
     pub payload: Box<RawValue>,
+    /// The job was running when a consumer died (not part of the envelope: the fetch says
+    /// so). It runs alone, see [`Job::is_suspect`].
+    #[serde(skip)]
+    pub(crate) suspect: bool,
 }
 
 impl Job {
+    /// Whether this run is a suspect's: the job was running when a consumer died, so it
+    /// may be what killed it. The consumer runs suspects one at a time, its start written
+    /// to Redis first, so that a crash during this run is charged to this job alone (and
+    /// a job that kills every consumer ends dead-lettered without taking other jobs'
+    /// attempts with it).
+    pub fn is_suspect(&self) -> bool {
+        self.suspect
+    }
+
     /// The payload deserialized into `T`.
     pub fn payload<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_str(self.payload.get())
@@ -238,6 +251,7 @@ pub fn decode_simd(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeEr
         kind: env.kind,
         trace_id: env.trace_id,
         payload,
+        suspect: false,
     };
     check_id(id, job)
 }

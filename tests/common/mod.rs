@@ -196,6 +196,12 @@ pub struct State {
     pub deferrals: BTreeMap<String, (u64, u64)>,
     /// Queue settings (dead_cap, runtime limits).
     pub settings: BTreeMap<String, String>,
+    /// Start marks: id -> consumer tag (`tag:s` for a suspect).
+    pub started: BTreeMap<String, String>,
+    /// The suspects list, in order.
+    pub suspects: Vec<String>,
+    /// Tokens of extended leases: id -> fetch token.
+    pub lease_tokens: BTreeMap<String, String>,
     /// Keys under the queue's prefix that `QueueKeys::all` does not name (should be none).
     pub stray: Vec<String>,
 }
@@ -258,6 +264,18 @@ impl State {
         self.settings.insert(name.into(), value.into());
         self
     }
+    pub fn started(mut self, id: &str, tag: &str) -> Self {
+        self.started.insert(id.into(), tag.into());
+        self
+    }
+    pub fn suspects(mut self, ids: &[&str]) -> Self {
+        self.suspects = ids.iter().map(|s| s.to_string()).collect();
+        self
+    }
+    pub fn lease_token(mut self, id: &str, token: u64) -> Self {
+        self.lease_tokens.insert(id.into(), token.to_string());
+        self
+    }
 }
 
 /// Writes `s` into the (empty) queue `keys`, key by key.
@@ -299,6 +317,15 @@ pub async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &State) {
     for (name, v) in &s.settings {
         p.hset(keys.settings(), name, v).ignore();
     }
+    for (id, tag) in &s.started {
+        p.hset(keys.started(), id, tag).ignore();
+    }
+    if !s.suspects.is_empty() {
+        p.rpush(keys.suspects(), &s.suspects).ignore();
+    }
+    for (id, token) in &s.lease_tokens {
+        p.hset(keys.lease_tokens(), id, token).ignore();
+    }
     let _: () = p.query_async(conn).await.unwrap();
 }
 
@@ -325,7 +352,7 @@ pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
     let k = keys.all();
     let types = [
         "list", "list", "list", "zset", "zset", "zset", "hash", "zset", "zset", "hash", "string", "hash",
-        "none",
+        "none", "hash", "list", "hash", "hash", "hash",
     ];
     for (key, want) in k.iter().zip(types) {
         let t = key_type(conn, key).await;
@@ -367,6 +394,23 @@ pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
     }
     s.settings = redis::cmd("HGETALL")
         .arg(keys.settings())
+        .query_async(conn)
+        .await
+        .unwrap();
+    s.started = redis::cmd("HGETALL")
+        .arg(keys.started())
+        .query_async(conn)
+        .await
+        .unwrap();
+    s.suspects = redis::cmd("LRANGE")
+        .arg(keys.suspects())
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .unwrap();
+    s.lease_tokens = redis::cmd("HGETALL")
+        .arg(keys.lease_tokens())
         .query_async(conn)
         .await
         .unwrap();

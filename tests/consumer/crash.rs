@@ -1,6 +1,8 @@
 //! Consumers that die without settling: leases abandoned, a runtime torn down, a `run`
-//! task aborted, and `weir work` processes killed with SIGKILL at random moments. Their
-//! jobs come back once the leases expire, and no job is lost.
+//! task aborted, `weir work` processes killed with SIGKILL at random moments or with a
+//! full buffer. Their jobs come back once the leases expire, no job is lost, and a job
+//! that never ran is never charged for a crash. (A job that kills every consumer that runs
+//! it: poison.rs.)
 
 use crate::common::*;
 use crate::faults::{Proc, printed_ids};
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use weir::scripts;
-use weir::{Consumer, Registry, handler_fn};
+use weir::{Consumer, NewJob, Registry, handler_fn};
 
 /// A registry whose handler counts the jobs it starts in `started` and never finishes them.
 fn stuck(started: &Arc<AtomicUsize>) -> Registry {
@@ -26,8 +28,9 @@ fn stuck(started: &Arc<AtomicUsize>) -> Registry {
     )
 }
 
-/// A "consumer" that fetched (leased) jobs and vanished: after the visibility timeout
-/// the reclaimer of a live consumer brings them back and they are processed.
+/// A "consumer" that fetched (leased) jobs and vanished before running them: after the
+/// visibility timeout the reclaimer of a live consumer brings them back, uncharged (they
+/// never ran: each counts as a deferral), and they are processed.
 #[tokio::test]
 async fn jobs_fetched_and_never_settled_come_back_after_the_visibility_timeout() {
     let ctx = Ctx::new("abandon").await;
@@ -42,17 +45,20 @@ async fn jobs_fetched_and_never_settled_come_back_after_the_visibility_timeout()
     for (id, _) in &gone.jobs {
         assert_eq!(
             seen.attempts(id),
-            [1],
-            "{id}: the expired lease counted as an attempt"
+            [0],
+            "{id}: it never ran, so it was not charged"
         );
     }
     assert_eq!(seen.attempts("j9"), [0]);
-    assert_eq!(ctx.stats().await.counters["reclaimed"], 6);
+    let counters = ctx.stats().await.counters;
+    assert_eq!((counters["reclaimed"], counters["deferred"]), (6, 6));
     assert_empty(&ctx, 0).await;
 }
 
 /// A consumer process that dies mid-job (its runtime torn down: no shutdown, no release,
-/// no heartbeat): another consumer picks its jobs up once the leases expire.
+/// no heartbeat): another consumer picks its jobs up once the leases expire. None is
+/// charged: the four that were running come back as suspects (and run one at a time),
+/// the buffered ones as deferrals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     let ctx = Ctx::new("crash").await;
@@ -75,6 +81,11 @@ async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     .await;
     let leased = ctx.stats().await.in_flight;
     assert!(leased >= 4, "running and buffered jobs are leased: {leased}");
+    let started_key = ctx.keys.started().to_owned();
+    wait_until("the four starts written", SOON, || async {
+        ctx.cmd::<u64>(&["HLEN", &started_key]).await == 4
+    })
+    .await;
     rt.shutdown_background();
 
     let seen = Seen::default();
@@ -82,13 +93,17 @@ async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     wait_stats(&ctx, "all 20 acked", |s| s.counters.get("acked") == Some(&20)).await;
     assert_eq!(c.stop().await.acked, 20);
     assert_eq!(seen.ids(), 20);
+    for i in 0..20 {
+        assert_eq!(seen.attempts(&format!("j{i}")), [0], "j{i} was charged");
+    }
     // the crashed consumer may have fetched more after `leased` was read: count by Redis
-    let reclaimed = (0..20).filter(|i| seen.attempts(&format!("j{i}")) == [1]).count() as u64;
+    let counters = ctx.stats().await.counters;
+    let (reclaimed, deferred) = (counters["reclaimed"], counters["deferred"]);
     assert!(reclaimed >= leased, "{reclaimed} reclaimed, {leased} seen leased");
     assert_eq!(
-        Some(&reclaimed),
-        ctx.stats().await.counters.get("reclaimed"),
-        "each job the crash held came back once, attempt + 1"
+        deferred,
+        reclaimed - 4,
+        "all but the four running came back as deferrals"
     );
     assert_empty(&ctx, 0).await;
 }
@@ -244,4 +259,78 @@ fn spawn_worker(ctx: &Ctx, handler: &str, dir: &Path, run: usize, drain: bool) -
         &dir.join(format!("out-{run}")),
         &dir.join(format!("err-{run}")),
     )
+}
+
+/// The acceptance run of "attempts are charged only for runs that started": `kill -9` of a
+/// `weir work` holding a full prefetch buffer (concurrency 50, a handler that sleeps,
+/// lease 2 s), every job with `max_attempts 1`. Another consumer drains the queue: the
+/// jobs that were only buffered come back uncharged and are acked; at most the ~50 that
+/// had started may be dead-lettered (they come back as suspects, uncharged, and run one
+/// at a time; none of them crashes, so they are acked too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_a_full_buffer_charges_only_started_jobs() {
+    const N: usize = 400;
+    let ctx = Ctx::private("killfull").await;
+    let once = (0..N).map(|i| {
+        NewJob::new("k", &i)
+            .unwrap()
+            .id(format!("job-{i}"))
+            .max_attempts(1)
+    });
+    ctx.producer().enqueue_bulk(once).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let worker = |handler: &str, drain: bool, run: usize| {
+        let mut args = vec![
+            "work",
+            "--redis-url",
+            &ctx.url,
+            "-q",
+            &ctx.queue,
+            "--no-metrics",
+            "--visibility-timeout",
+            "2s",
+            "--concurrency",
+            "50",
+            "--handler",
+            handler,
+        ];
+        if drain {
+            args.push("--drain");
+        }
+        let (out, err) = (
+            dir.path().join(format!("out-{run}")),
+            dir.path().join(format!("err-{run}")),
+        );
+        Proc::weir(&args, &out, &err)
+    };
+    let mut doomed = worker("sleep:1h", false, 0);
+    // Full: 50 running, 100 more fetched and waiting for a slot, all leased.
+    wait_until("a full buffer", Duration::from_secs(30), || async {
+        ctx.stats().await.in_flight >= 150
+    })
+    .await;
+    // The starts reach Redis in the acker's next write (a couple of ms later).
+    let started = ctx.keys.started().to_owned();
+    try_wait_until(Duration::from_secs(5), || async {
+        ctx.cmd::<u64>(&["HLEN", &started]).await >= 50
+    })
+    .await;
+    let marked: u64 = ctx.cmd(&["HLEN", &started]).await;
+    doomed.kill9();
+
+    let mut survivor = worker("noop", true, 1);
+    let status = survivor
+        .wait_timeout(Duration::from_secs(90))
+        .expect("the survivor drains the queue");
+    let log = std::fs::read_to_string(dir.path().join("err-1")).unwrap_or_default();
+    assert!(status.success(), "{status:?}: {log}");
+    let stats = ctx.stats().await;
+    let acked = stats.counters.get("acked").copied().unwrap_or(0);
+    println!(
+        "kill -9 with a full buffer: {marked} runs had started; afterwards {acked} acked, {} dead-lettered; {:?}",
+        stats.dead, stats.counters
+    );
+    assert!(stats.dead <= 50, "only started jobs may be charged: {stats:?}");
+    assert_eq!(acked + stats.dead, N as u64, "{stats:?}");
+    assert_eq!(stats.pending(), 0, "{stats:?}");
 }

@@ -13,6 +13,7 @@ mod failures;
 mod flow;
 mod load;
 mod options;
+mod poison;
 mod resilience;
 mod shutdown;
 mod support;

@@ -41,6 +41,31 @@ pub async fn enqueue_range(url: &str, queue: &str, kind: &str, prefix: &str, fro
     assert_eq!(r.enqueued as usize, to - from, "{r:?}");
 }
 
+/// Weir's script `name` as `src/queue/scripts/mod.rs` builds it (`lib.lua` followed by
+/// the script's own file).
+pub fn script(name: &str) -> redis::Script {
+    const LIB: &str = include_str!("../../src/queue/scripts/lib.lua");
+    let own = match name {
+        "extend" => include_str!("../../src/queue/scripts/extend.lua"),
+        "settle" => include_str!("../../src/queue/scripts/settle.lua"),
+        other => panic!("script {other:?} is not listed here"),
+    };
+    redis::Script::new(&format!("{LIB}{own}"))
+}
+
+/// The SHA1 that `EVALSHA` calls of weir's script `name` carry: what the fault proxy looks
+/// for to act on one script's calls. (Load the script first, as [`load_script`] does, or
+/// the first call's `NOSCRIPT` reply is the one acted on.)
+pub fn script_sha(name: &str) -> Vec<u8> {
+    script(name).get_hash().as_bytes().to_vec()
+}
+
+/// Loads weir's script `name` into the server at `url` (`SCRIPT LOAD`).
+pub async fn load_script(url: &str, name: &str) {
+    let mut conn = raw(url).await;
+    script(name).load_async(&mut conn).await.unwrap();
+}
+
 /// A child process we started, killed (by its PID) if still running when dropped.
 pub struct Proc {
     pub child: Child,

@@ -5,6 +5,7 @@ use crate::N;
 use crate::common::*;
 use std::time::Duration;
 use weir::Priority;
+use weir::retry::DeferralBudget;
 use weir::scripts::{self, EnqueueArg, Settle};
 
 const BIG: usize = 10_000;
@@ -35,7 +36,7 @@ async fn enqueue_all(ctx: &Ctx) -> Vec<EnqueueArg> {
             priority: Priority::Normal,
             delay_ms: 0,
             run_at_ms: 0,
-            envelope: env(id, 0, 2, 1).into_bytes(),
+            envelope: env(id, 0, 1, 1).into_bytes(),
             unique: true,
         })
         .collect();
@@ -44,7 +45,8 @@ async fn enqueue_all(ctx: &Ctx) -> Vec<EnqueueArg> {
     args
 }
 
-/// Fetches all with a short lease, lets it expire, reclaims all in one call.
+/// Fetches all with a short lease, lets it expire, reclaims all in one call (none had
+/// started: all back to ready, uncharged).
 async fn expire_and_reclaim(ctx: &Ctx) {
     let (mut c, k) = (ctx.c(), &ctx.keys);
     let f = scripts::fetch(&mut c, k, BIG, 100).await.unwrap();
@@ -55,24 +57,33 @@ async fn expire_and_reclaim(ctx: &Ctx) {
         async move { redis_now_ms(&mut c).await > t }
     })
     .await;
-    let r = scripts::reclaim(&mut c, k, BIG).await.unwrap();
-    assert_eq!((r.requeued, r.dead), (BIG as u64, 0));
+    let r = scripts::reclaim(&mut c, k, BIG, DeferralBudget::default())
+        .await
+        .unwrap();
+    assert_eq!((r.returned, r.suspects, r.dead), (BIG as u64, 0, 0));
 }
 
-/// Fetches all again, extends all, and sends all to the dead letters through a last retry,
-/// with a cap that trims most: 1,000 entries per call, the rest over reclaim calls.
+/// Fetches all again, extends all, marks all started, and sends all to the dead letters
+/// through a last retry, with a cap that trims most: 1,000 entries per call, the rest
+/// over reclaim calls.
 async fn extend_and_dead_letter_past_the_cap(ctx: &Ctx) {
     let (mut c, k) = (ctx.c(), &ctx.keys);
     let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
     assert_eq!(f.jobs.len(), BIG);
-    assert!(f.jobs.iter().all(|(_, e)| e.starts_with(br#"{"attempt":1,"#)));
-    let held: Vec<(&str, u64)> = f
-        .jobs
-        .iter()
-        .map(|(id, _)| (id.as_str(), f.deadline_ms))
-        .collect();
-    let (token, lost) = scripts::extend(&mut c, k, 60_000, &held).await.unwrap();
+    assert!(f.jobs.iter().all(|(_, e)| e.starts_with(br#"{"attempt":0,"#)));
+    let token = f.deadline_ms;
+    let held: Vec<(&str, u64)> = f.jobs.iter().map(|(id, _)| (id.as_str(), token)).collect();
+    let (_, lost) = scripts::extend(&mut c, k, 60_000, &held).await.unwrap();
     assert!(lost.is_empty());
+    let started: Vec<(String, u64)> = f.jobs.iter().map(|(id, _)| (id.clone(), token)).collect();
+    let marks = scripts::StartMarks {
+        tag: "c1",
+        started: &started,
+        ended: &[],
+    };
+    let missed = scripts::settle_marked(&mut c, k, &[], marks).await.unwrap();
+    assert!(missed.missed.is_empty());
+    assert_eq!(ctx.snapshot().await.started.len(), BIG, "every start marked");
     let items: Vec<Settle> = f
         .jobs
         .iter()
@@ -98,11 +109,17 @@ async fn extend_and_dead_letter_past_the_cap(ctx: &Ctx) {
             .missed
             .is_empty()
     );
+    assert!(
+        ctx.snapshot().await.started.is_empty(),
+        "the marks end with the leases"
+    );
     let s = ctx.stats().await;
     assert_eq!((s.dead, s.pending()), (9_000, 0), "one bounded trim step");
     assert_eq!(s.counters.get("trimmed"), Some(&1_000));
     for _ in 0..8 {
-        scripts::reclaim(&mut c, k, BIG).await.unwrap();
+        scripts::reclaim(&mut c, k, BIG, DeferralBudget::default())
+            .await
+            .unwrap();
     }
     let s = ctx.stats().await;
     assert_eq!((s.dead, s.pending()), (1_000, 0));

@@ -196,3 +196,81 @@ async fn empty_fetch_says_when_the_next_delayed_job_is_due() {
         f.next_due_ms
     );
 }
+
+/// name, state before, N, ids returned, how many of them are suspects, state after.
+type SuspectCase = (&'static str, State, usize, &'static [&'static str], usize, State);
+
+/// Suspects (jobs that were running when a consumer died) come first, one per call, and
+/// are flagged as such.
+#[tokio::test]
+async fn suspects_come_first_one_per_call() {
+    let ctx = Ctx::new("suspects").await;
+    let queue = State::default()
+        .suspects(&["s1", "s2"])
+        .ready(N, &["a", "b"])
+        .job("s1", 0, 3, 1)
+        .job("s2", 1, 3, 0)
+        .job("a", 0, 3, 1)
+        .job("b", 0, 3, 1);
+    let cases: Vec<SuspectCase> = vec![
+        (
+            "one suspect, then ready jobs",
+            queue.clone(),
+            3,
+            &["s1", "a", "b"],
+            1,
+            queue
+                .clone()
+                .suspects(&["s2"])
+                .ready(N, &[])
+                .lease(&leased(&["s1", "a", "b"]))
+                .counter("fetched", 3),
+        ),
+        (
+            "N = 1: the suspect alone",
+            queue.clone(),
+            1,
+            &["s1"],
+            1,
+            queue
+                .clone()
+                .suspects(&["s2"])
+                .lease(&leased(&["s1"]))
+                .counter("fetched", 1),
+        ),
+        (
+            "a suspect whose envelope was purged is dropped",
+            State::default()
+                .suspects(&["ghost"])
+                .ready(N, &["a"])
+                .job("a", 0, 3, 1),
+            10,
+            &["a"],
+            0,
+            State::default()
+                .job("a", 0, 3, 1)
+                .lease(&leased(&["a"]))
+                .counter("fetched", 1),
+        ),
+        (
+            "paused: suspects wait too",
+            queue.clone().paused(true),
+            10,
+            &[],
+            0,
+            queue.clone().paused(true),
+        ),
+    ];
+    for (name, before, n, got, suspects, after) in cases {
+        let f = run_case(
+            &ctx,
+            name,
+            &before,
+            |mut c, k| async move { scripts::fetch(&mut c, &k, n, VT).await },
+            &after,
+        )
+        .await;
+        let ids: Vec<&str> = f.jobs.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!((ids.as_slice(), f.suspects), (got, suspects), "case {name:?}");
+    }
+}

@@ -1,138 +1,16 @@
-//! reclaim.lua, extend.lua, release.lua: what happens to leases that expire, are kept
-//! alive, or are handed back.
+//! extend.lua, release.lua: leases kept alive (with a token that never changes), or
+//! handed back. (What happens to leases that expire: reclaim.rs.)
 
 use crate::common::*;
-use crate::{H, L, N};
+use crate::{H, N};
 use std::time::Duration;
 use weir::Priority;
 use weir::scripts::{self, Settle};
 
-struct Reclaim {
-    name: &'static str,
-    before: State,
-    n: usize,
-    reply: (u64, u64),
-    after: State,
-}
-
-/// The table: state before, the batch size, the reply, state after. (The dead-letter cap
-/// is the queue's `dead_cap` setting.)
-fn reclaim_cases() -> Vec<Reclaim> {
-    vec![
-        Reclaim {
-            name: "no lease expired",
-            before: State::default().job("a", 0, 3, 1).lease(&[("a", FUTURE)]),
-            n: 100,
-            reply: (0, 0),
-            after: State::default().job("a", 0, 3, 1).lease(&[("a", FUTURE)]),
-        },
-        Reclaim {
-            name: "expired: attempt + 1, back to the FRONT of its ready list",
-            before: State::default()
-                .job("a", 0, 3, 2)
-                .job("x", 0, 3, 2)
-                .ready(L, &["x"])
-                .lease(&[("a", PAST)]),
-            n: 100,
-            reply: (1, 0),
-            after: State::default()
-                .job("a", 1, 3, 2)
-                .job("x", 0, 3, 2)
-                .ready(L, &["a", "x"])
-                .error("a", "lease expired")
-                .counter("reclaimed", 1),
-        },
-        Reclaim {
-            name: "expired on its last attempt: dead-lettered",
-            before: State::default().job("a", 2, 3, 1).lease(&[("a", PAST)]),
-            n: 100,
-            reply: (0, 1),
-            after: State::default()
-                .job("a", 3, 3, 1)
-                .dead(&[("a", NOW)])
-                .error("a", "lease expired after 3 attempts")
-                .counter("reclaimed", 1)
-                .counter("dead", 1),
-        },
-        Reclaim {
-            name: "an envelope weir did not write goes back to normal ready as it is",
-            before: State::default().raw_job("x", "{not json").lease(&[("x", PAST)]),
-            n: 100,
-            reply: (1, 0),
-            after: State::default()
-                .raw_job("x", "{not json")
-                .ready(N, &["x"])
-                .counter("reclaimed", 1),
-        },
-        Reclaim {
-            name: "at most n per call, oldest leases first",
-            before: State::default()
-                .job("a", 0, 3, 0)
-                .job("b", 0, 3, 0)
-                .job("c", 0, 3, 0)
-                .lease(&[("a", PAST), ("b", PAST + 1), ("c", PAST + 2)]),
-            n: 2,
-            reply: (2, 0),
-            after: State::default()
-                .job("a", 1, 3, 0)
-                .job("b", 1, 3, 0)
-                .job("c", 0, 3, 0)
-                .ready(H, &["b", "a"])
-                .error("a", "lease expired")
-                .error("b", "lease expired")
-                .lease(&[("c", PAST + 2)])
-                .counter("reclaimed", 2),
-        },
-        Reclaim {
-            name: "a lease whose job was purged is dropped",
-            before: State::default().lease(&[("ghost", PAST)]),
-            n: 100,
-            reply: (0, 0),
-            after: State::default(),
-        },
-        Reclaim {
-            name: "dead-lettering by reclaim respects the cap",
-            before: State::default()
-                .job("old", 3, 3, 1)
-                .dead(&[("old", 5)])
-                .error("old", "x")
-                .job("a", 0, 1, 1)
-                .lease(&[("a", PAST)])
-                .setting("dead_cap", "1"),
-            n: 100,
-            reply: (0, 1),
-            after: State::default()
-                .setting("dead_cap", "1")
-                .job("a", 1, 1, 1)
-                .dead(&[("a", NOW)])
-                .error("a", "lease expired after 1 attempts")
-                .counter("reclaimed", 1)
-                .counter("dead", 1)
-                .counter("trimmed", 1),
-        },
-    ]
-}
-
-#[tokio::test]
-async fn reclaim_table() {
-    let ctx = Ctx::new("reclaim").await;
-    for c in reclaim_cases() {
-        let n = c.n;
-        let r = run_case(
-            &ctx,
-            c.name,
-            &c.before,
-            |mut conn, k| async move { scripts::reclaim(&mut conn, &k, n).await },
-            &c.after,
-        )
-        .await;
-        assert_eq!((r.requeued, r.dead), c.reply, "case {:?}", c.name);
-    }
-}
-
-/// name, (id, token) pairs, lost ids, state after.
+/// name, state before, (id, token) pairs, lost ids, state after.
 type ExtendCase = (
     &'static str,
+    State,
     Vec<(&'static str, u64)>,
     &'static [&'static str],
     State,
@@ -145,21 +23,48 @@ async fn extend_table() {
         .job("a", 0, 3, 1)
         .job("b", 0, 3, 1)
         .lease(&[("a", FUTURE), ("b", FUTURE + 5)]);
+    // `a` was extended once already: its score moved on, its token did not.
+    let extended = before
+        .clone()
+        .lease(&[("a", FUTURE + 100), ("b", FUTURE + 5)])
+        .lease_token("a", FUTURE);
     let cases: Vec<ExtendCase> = vec![
         (
-            "held lease: new deadline = Redis time + visibility",
+            "held lease: new deadline = Redis time + visibility; the token stays the fetch's",
+            before.clone(),
             vec![("a", FUTURE)],
             &[],
-            before.clone().lease(&[("a", NOW + 10_000), ("b", FUTURE + 5)]),
+            before
+                .clone()
+                .lease(&[("a", NOW + 10_000), ("b", FUTURE + 5)])
+                .lease_token("a", FUTURE),
         ),
         (
             "stale token and unknown id reported lost, untouched",
+            before.clone(),
             vec![("b", FUTURE), ("zz", FUTURE), ("a", FUTURE)],
             &["b", "zz"],
-            before.clone().lease(&[("a", NOW + 10_000), ("b", FUTURE + 5)]),
+            before
+                .clone()
+                .lease(&[("a", NOW + 10_000), ("b", FUTURE + 5)])
+                .lease_token("a", FUTURE),
+        ),
+        (
+            "an extended lease is extended again with its fetch token (a lost reply changes nothing)",
+            extended.clone(),
+            vec![("a", FUTURE)],
+            &[],
+            extended.clone().lease(&[("a", NOW + 10_000), ("b", FUTURE + 5)]),
+        ),
+        (
+            "a lease another consumer holds now (its token differs) is not extended",
+            extended.clone().lease_token("a", FUTURE + 50),
+            vec![("a", FUTURE)],
+            &["a"],
+            extended.clone().lease_token("a", FUTURE + 50),
         ),
     ];
-    for (name, held, lost, after) in cases {
+    for (name, before, held, lost, after) in cases {
         let t0 = ctx.now_ms().await;
         let (deadline, got_lost) = run_case(
             &ctx,
@@ -174,9 +79,10 @@ async fn extend_table() {
     }
 }
 
-/// The heartbeat changes the token: the old one no longer settles, the new one does.
+/// A lease's token never changes: after extends (one of whose replies the caller never
+/// saw), the fetch token still extends and settles the lease.
 #[tokio::test]
-async fn extend_changes_the_token() {
+async fn extend_keeps_the_token() {
     let ctx = Ctx::new("extoken").await;
     let mut c = ctx.c();
     let k = &ctx.keys;
@@ -191,21 +97,25 @@ async fn extend_changes_the_token() {
         async move { redis_now_ms(&mut c).await > t1 - 10_000 }
     })
     .await;
+    // The first extend's reply is "lost": the caller goes on with its fetch token.
     let (t2, lost) = scripts::extend(&mut c, k, 10_000, &[("a", t1)]).await.unwrap();
     assert!(lost.is_empty() && t2 > t1);
-    let (_, lost) = scripts::extend(&mut c, k, 10_000, &[("a", t1)]).await.unwrap();
-    assert_eq!(lost, ["a"], "the pre-heartbeat token is stale");
+    let (t3, lost) = scripts::extend(&mut c, k, 10_000, &[("a", t1)]).await.unwrap();
+    assert!(
+        lost.is_empty() && t3 >= t2,
+        "the fetch token still holds the lease"
+    );
     let stale = Settle::Ack {
+        id: "a".into(),
+        token: t1 - 1,
+    };
+    assert_eq!(scripts::settle(&mut c, k, &[stale]).await.unwrap().missed, ["a"]);
+    let by_token = Settle::Ack {
         id: "a".into(),
         token: t1,
     };
-    assert_eq!(scripts::settle(&mut c, k, &[stale]).await.unwrap().missed, ["a"]);
-    let fresh = Settle::Ack {
-        id: "a".into(),
-        token: t2,
-    };
     assert!(
-        scripts::settle(&mut c, k, &[fresh])
+        scripts::settle(&mut c, k, &[by_token])
             .await
             .unwrap()
             .missed
@@ -216,7 +126,8 @@ async fn extend_changes_the_token() {
         State::default()
             .counter("enqueued", 1)
             .counter("fetched", 1)
-            .counter("acked", 1)
+            .counter("acked", 1),
+        "the ack ended the lease and forgot its token"
     );
 }
 
@@ -283,6 +194,35 @@ async fn release_table() {
         want.sort();
         assert_eq!(got, want, "case {name:?}");
     }
+}
+
+/// An extended lease is released with its fetch token; its token record and any start
+/// mark end with it.
+#[tokio::test]
+async fn release_of_an_extended_lease() {
+    let ctx = Ctx::new("relext").await;
+    let before = State::default()
+        .job("a", 0, 3, 1)
+        .job("b", 0, 3, 1)
+        .lease(&[("a", FUTURE + 100), ("b", FUTURE + 100)])
+        .lease_token("a", FUTURE)
+        .lease_token("b", FUTURE + 50)
+        .started("a", "c1");
+    let held = vec![("a", FUTURE, Priority::Normal), ("b", FUTURE, Priority::Normal)];
+    let missed = run_case(
+        &ctx,
+        "extended lease released; another holder's kept",
+        &before,
+        |mut c, k| async move { scripts::release(&mut c, &k, &held).await },
+        &State::default()
+            .job("a", 0, 3, 1)
+            .job("b", 0, 3, 1)
+            .ready(N, &["a"])
+            .lease(&[("b", FUTURE + 100)])
+            .lease_token("b", FUTURE + 50),
+    )
+    .await;
+    assert_eq!(missed, ["b"]);
 }
 
 /// Released jobs come back out of fetch in the order they were first fetched.

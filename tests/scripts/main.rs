@@ -11,6 +11,7 @@ mod dlq;
 mod enqueue;
 mod fetch;
 mod lease;
+mod reclaim;
 mod settle;
 mod trim;
 mod wake;

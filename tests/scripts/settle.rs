@@ -6,6 +6,7 @@ use crate::common::*;
 use crate::{H, N};
 use std::time::Duration;
 use weir::Priority;
+use weir::retry::DeferralBudget;
 use weir::scripts::{self, Settle};
 
 fn ack(id: &str, token: u64) -> Settle {
@@ -295,11 +296,13 @@ async fn ack_after_expiry_and_re_lease_is_refused_and_the_new_holder_wins() {
         async move { redis_now_ms(&mut c).await > t1 }
     })
     .await;
-    let r = scripts::reclaim(&mut c, k, 100).await.unwrap();
-    assert_eq!((r.requeued, r.dead), (1, 0));
+    let r = scripts::reclaim(&mut c, k, 100, DeferralBudget::default())
+        .await
+        .unwrap();
+    assert_eq!(r.returned, 1);
     let second = scripts::fetch(&mut c, k, 10, 60_000).await.unwrap();
     assert_eq!(second.jobs.len(), 1);
-    assert!(String::from_utf8_lossy(&second.jobs[0].1).starts_with(r#"{"attempt":1,"#));
+    assert!(String::from_utf8_lossy(&second.jobs[0].1).starts_with(r#"{"attempt":0,"#));
     let t2 = second.deadline_ms;
     assert_ne!(t1, t2);
 
@@ -312,8 +315,140 @@ async fn ack_after_expiry_and_re_lease_is_refused_and_the_new_holder_wins() {
     assert!(missed.is_empty());
     let after = ctx.snapshot().await;
     assert!(
-        after.jobs.is_empty() && after.lease.is_empty() && after.errors.is_empty(),
+        after.jobs.is_empty()
+            && after.lease.is_empty()
+            && after.errors.is_empty()
+            && after.deferrals.is_empty(),
         "{after:?}"
     );
     assert_eq!(after.counters.get("acked"), Some(&1));
+}
+
+/// A settle call's outcomes and start marks: state before, outcomes, marks (started,
+/// ended), the ids missed, state after.
+struct MarkCase {
+    name: &'static str,
+    before: State,
+    items: Vec<Settle>,
+    started: Vec<(String, u64)>,
+    ended: Vec<String>,
+    missed: &'static [&'static str],
+    after: State,
+}
+
+fn marks(ids: &[(&str, u64)]) -> Vec<(String, u64)> {
+    ids.iter().map(|(id, t)| (id.to_string(), *t)).collect()
+}
+
+/// Tokens of extended leases, start marks written and removed.
+fn mark_cases() -> Vec<MarkCase> {
+    let ab = State::default()
+        .job("a", 0, 3, 1)
+        .job("b", 0, 3, 1)
+        .lease(&[("a", FUTURE), ("b", FUTURE + 7)]);
+    vec![
+        MarkCase {
+            name: "an extended lease settles with its fetch token; its token record goes with it",
+            before: held("a", 0, 3)
+                .lease(&[("a", FUTURE + 100)])
+                .lease_token("a", FUTURE),
+            items: vec![ack("a", FUTURE)],
+            started: vec![],
+            ended: vec![],
+            missed: &[],
+            after: State::default().counter("acked", 1),
+        },
+        MarkCase {
+            name: "a lease another consumer holds now (another token record) is not the old token's",
+            before: held("a", 0, 3)
+                .lease(&[("a", FUTURE + 100)])
+                .lease_token("a", FUTURE + 50),
+            items: vec![ack("a", FUTURE), dead("a", FUTURE, "r")],
+            started: vec![],
+            ended: vec![],
+            missed: &["a", "a"],
+            after: held("a", 0, 3)
+                .lease(&[("a", FUTURE + 100)])
+                .lease_token("a", FUTURE + 50),
+        },
+        MarkCase {
+            name: "start marks: ids still held get the consumer's tag; stale and unknown ones are skipped",
+            before: ab.clone(),
+            items: vec![],
+            started: marks(&[("a", FUTURE), ("b", FUTURE + 7), ("zz", FUTURE), ("b", FUTURE)]),
+            ended: vec![],
+            missed: &[],
+            after: ab.clone().started("a", "c1").started("b", "c1"),
+        },
+        MarkCase {
+            name: "an ack removes the marks listed with it, and only those of jobs it acked",
+            before: ab.clone().started("a", "c1").started("b", "c2"),
+            items: vec![ack("a", FUTURE), ack("b", FUTURE)],
+            started: vec![],
+            ended: vec!["a".into(), "b".into()],
+            missed: &["b"],
+            after: State::default()
+                .job("b", 0, 3, 1)
+                .lease(&[("b", FUTURE + 7)])
+                .started("b", "c2")
+                .counter("acked", 1),
+        },
+        MarkCase {
+            name: "a retry or a dead-letter ends its lease's mark and token record itself",
+            before: ab
+                .clone()
+                .lease(&[("a", FUTURE + 100), ("b", FUTURE + 7)])
+                .lease_token("a", FUTURE)
+                .started("a", "c1")
+                .started("b", "c1:s"),
+            items: vec![
+                retry("a", FUTURE, Priority::Normal, 0, "e"),
+                dead("b", FUTURE + 7, "r"),
+            ],
+            started: vec![],
+            ended: vec![],
+            missed: &[],
+            after: State::default()
+                .job("a", 1, 3, 1)
+                .job("b", 0, 3, 1)
+                .delayed(N, &[("a", NOW)])
+                .dead(&[("b", NOW)])
+                .error("a", "e")
+                .error("b", "r")
+                .counter("retried", 1)
+                .counter("dead", 1),
+        },
+    ]
+}
+
+#[tokio::test]
+async fn marks_and_tokens_table() {
+    let ctx = Ctx::new("marks").await;
+    for c in mark_cases() {
+        let MarkCase {
+            name,
+            before,
+            items,
+            started,
+            ended,
+            missed,
+            after,
+        } = c;
+        let got = run_case(
+            &ctx,
+            name,
+            &before,
+            |mut conn, k| async move {
+                let marks = scripts::StartMarks {
+                    tag: "c1",
+                    started: &started,
+                    ended: &ended,
+                };
+                scripts::settle_marked(&mut conn, &k, &items, marks).await
+            },
+            &after,
+        )
+        .await;
+        assert_eq!(got.missed, missed, "case {name:?}");
+    }
 }

@@ -7,7 +7,8 @@
 //! - `Sampler` (sampler.rs): publishes queue depths and the local limit as metrics;
 //! - `DrainWatch` (drain.rs): in drain mode, stops the consumer once the queue is empty.
 //!
-//! (The lease heartbeat is the acker's: it owns the table of leases held.)
+//! (The lease heartbeat is a task of its own, `consumer/heartbeat.rs`, beside the acker:
+//! both work on the table of leases held.)
 
 mod drain;
 mod reclaimer;

@@ -1,14 +1,17 @@
 //! The reclaimer, which brings back the jobs of crashed or stalled consumers once their
-//! leases expire: to ready, or to the dead-letter queue once their attempts are spent.
-//! Every consumer runs one; the script is atomic, so several reclaimers on one queue never
-//! reclaim a job twice. Each call also trims the dead-letter queue a bounded step toward
-//! the queue's cap; the trims it sees are logged once per streak ([`TrimLog`]).
+//! leases expire: a job that never ran back to ready uncharged (a deferral, within the
+//! deferral budget), a job that was running to the suspects list uncharged, and a suspect
+//! that was running alone charged an attempt (see `reclaim.lua`). Every consumer runs
+//! one; the script is atomic, so several reclaimers on one queue never reclaim a job twice.
+//! Each call also trims the dead-letter queue a bounded step toward the queue's cap; the
+//! trims it sees are logged once per streak ([`TrimLog`]).
 
 use crate::consumer::config::check;
 use crate::consumer::housekeeping::trims::TrimLog;
 use crate::error::Result;
-use crate::metrics::QueueMetrics;
+use crate::metrics::{DeferReason, QueueMetrics};
 use crate::queue::keys::QueueKeys;
+use crate::queue::retry::DeferralBudget;
 use crate::queue::scripts;
 use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, Streak};
@@ -51,6 +54,12 @@ impl Default for ReclaimerConfig {
 /// The reclaimer task.
 pub(crate) struct Reclaimer {
     config: ReclaimerConfig,
+    /// The deferral budget of a job whose lease expired before its run started: it comes
+    /// back uncharged, as a deferral, and is dead-lettered past the budget (the consumer's
+    /// [`crate::pool::PoolConfig::deferral_budget`]). It bounds the loop of a job that
+    /// kills its consumer before the start of its run is written (see
+    /// docs/reliability.md).
+    budget: DeferralBudget,
     conn: HealingConnection,
     keys: QueueKeys,
     metrics: QueueMetrics,
@@ -59,12 +68,14 @@ pub(crate) struct Reclaimer {
 impl Reclaimer {
     pub fn new(
         config: ReclaimerConfig,
+        budget: DeferralBudget,
         conn: HealingConnection,
         keys: QueueKeys,
         metrics: QueueMetrics,
     ) -> Self {
         Self {
             config,
+            budget,
             conn,
             keys,
             metrics,
@@ -103,14 +114,19 @@ impl Reclaimer {
     async fn sweep(&self, shutdown: &CancellationToken, trims: &mut TrimLog) -> Result<()> {
         loop {
             let mut conn = self.conn.clone();
-            let r = scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH).await?;
+            let r = scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH, self.budget).await?;
             trims.saw(r.trimmed, r.trimmed_total);
-            let (requeued, dead) = (r.requeued, r.dead);
-            self.metrics.reclaimed.increment(requeued + dead);
-            if requeued + dead > 0 {
-                tracing::info!(requeued, dead, "reclaimed expired leases");
+            self.metrics.reclaimed.increment(r.total());
+            self.metrics.deferred[DeferReason::UnstartedReclaim as usize].increment(r.returned);
+            if r.total() > 0 {
+                tracing::info!(
+                    never_ran = r.returned,
+                    suspects = r.suspects,
+                    dead = r.dead,
+                    "reclaimed expired leases"
+                );
             }
-            if ((requeued + dead) as usize) < RECLAIM_BATCH || shutdown.is_cancelled() {
+            if (r.total() as usize) < RECLAIM_BATCH || shutdown.is_cancelled() {
                 return Ok(());
             }
         }

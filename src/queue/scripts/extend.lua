@@ -1,20 +1,31 @@
 -- extend: the heartbeat; pushes back the lease deadline of jobs still held.
 --
--- KEYS: the queue's keys (lib.lua); touches lease.
+-- KEYS: the queue's keys (lib.lua); touches lease, lease_tokens.
 -- ARGV[1]: visibility timeout (ms): new deadline = Redis TIME + this
--- ARGV[2..]: pairs of id, current lease deadline (the token fetch or the last extend gave)
+-- ARGV[2..]: pairs of id, lease token (the deadline fetch returned)
 -- Returns: { new_deadline_ms, lost_id1, lost_id2, ... } where lost ids are the ones whose
 --   lease this caller no longer holds.
+--   The token stays the lease's for its whole life: an extended lease keeps it in
+--   K.lease_tokens (the score is the current deadline). So a caller whose reply was lost
+--   (the extend applied, the new deadline never heard of) still holds its leases, for the
+--   next extend and for settle alike.
 
 local deadline = now_ms() + tonumber(ARGV[1])
 local out = { deadline }
+local extended, tokens = {}, {}
 for i = 2, #ARGV, 2 do
-  local id = ARGV[i]
-  local score = redis.call('ZSCORE', K.lease, id)
-  if score and tonumber(score) == tonumber(ARGV[i + 1]) then
-    redis.call('ZADD', K.lease, 'XX', deadline, id)
+  local id, token = ARGV[i], ARGV[i + 1]
+  if lease_held(id, redis.call('ZSCORE', K.lease, id), token) then
+    extended[#extended + 1] = deadline
+    extended[#extended + 1] = id
+    tokens[#tokens + 1] = id
+    tokens[#tokens + 1] = token
   else
     out[#out + 1] = id
   end
+end
+if #extended > 0 then
+  call_chunked('ZADD', K.lease, extended)
+  call_chunked('HSET', K.lease_tokens, tokens)
 end
 return out

@@ -1,8 +1,12 @@
-//! The consumer's scripts: fetch (lease), settle (outcomes), and the lease upkeep calls
-//! (reclaim, extend, release).
+//! The consumer's scripts: fetch (lease), settle (outcomes and start marks), and the lease
+//! upkeep calls (reclaim, extend, release, start_suspect).
+//!
+//! A lease's token is the deadline its fetch returned; it never changes, however often the
+//! lease is extended (see `extend.lua`), so every call that names a lease names it by that
+//! token.
 
-use super::{EXTEND, FETCH, RECLAIM, RELEASE, SETTLE, as_u64, call, into_string, into_strings, invocation};
-use super::{opt_string, reply_err};
+use super::{EXTEND, FETCH, RECLAIM, RELEASE, SETTLE, START_SUSPECT};
+use super::{as_u64, call, into_string, into_strings, invocation, opt_string, reply_err};
 use crate::error::Result;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
@@ -13,12 +17,16 @@ use redis::aio::ConnectionLike;
 /// What [`fetch`] returns.
 #[derive(Debug, Default)]
 pub struct Fetched {
-    /// Lease deadline (ms, Redis clock) of every job returned: the token to settle them with.
+    /// Lease deadline (ms, Redis clock) of every job returned: the lease token to settle,
+    /// extend and release them with, for the lease's whole life.
     pub deadline_ms: u64,
     /// With no jobs: ms until the next delayed job is due (0 = none delayed).
     pub next_due_ms: u64,
     /// The queue is paused.
     pub paused: bool,
+    /// How many of `jobs`, at the front, are suspects (0 or 1): jobs that were running
+    /// when their consumer died. Run each alone, marked with [`start_suspect`].
+    pub suspects: usize,
     /// (id, envelope) pairs.
     pub jobs: Vec<(String, Vec<u8>)>,
     /// Leased ids that are not UTF-8 (pushed by hand: weir never writes one). They cannot
@@ -40,19 +48,22 @@ pub async fn fetch<C: ConnectionLike>(
         conn,
     )
     .await?;
-    if reply.len() < 3 || reply.len().is_multiple_of(2) {
+    if reply.len() < 4 || !reply.len().is_multiple_of(2) {
         return Err(reply_err("fetch", format!("{} values", reply.len())));
     }
     let mut it = reply.into_iter();
     let mut head = || it.next().unwrap_or(Value::Nil);
-    let (d, nd, p) = (head(), head(), head());
+    let (d, nd, p, s) = (head(), head(), head(), head());
     let mut out = Fetched {
         deadline_ms: as_u64("fetch", &d)?,
         next_due_ms: as_u64("fetch", &nd)?,
         paused: as_u64("fetch", &p)? == 1,
+        suspects: as_u64("fetch", &s)? as usize,
         jobs: Vec::with_capacity(it.len() / 2),
         bad_ids: Vec::new(),
     };
+    let suspects = std::mem::take(&mut out.suspects);
+    let mut i = 0;
     while let (Some(id), Some(env)) = (it.next(), it.next()) {
         let env = match env {
             Value::BulkString(b) => b,
@@ -65,6 +76,11 @@ pub async fn fetch<C: ConnectionLike>(
             },
             other => out.jobs.push((into_string("fetch", other)?, env)),
         }
+        // A suspect whose id is not UTF-8 is not among `jobs`.
+        if i < suspects {
+            out.suspects = out.jobs.len();
+        }
+        i += 1;
     }
     Ok(out)
 }
@@ -154,12 +170,36 @@ pub struct Settled {
     pub spent: Vec<String>,
 }
 
+/// Start marks that travel with a [`settle_marked`] call: which runs started at this
+/// consumer, so that reclaim tells a crash during a run from a job that never ran.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StartMarks<'a> {
+    /// The consumer's tag (random, one per consumer run).
+    pub tag: &'a str,
+    /// `(id, token)` of jobs whose run started and has no outcome in this call: marked,
+    /// if still held.
+    pub started: &'a [(String, u64)],
+    /// Marked jobs acked in this call: their marks are removed (a retry, a deferral or a
+    /// dead-letter removes its job's mark itself).
+    pub ended: &'a [String],
+}
+
 /// Applies outcomes in one call. A call that buries jobs trims the dead-letter queue
 /// toward the queue's cap (its `dead_cap` setting).
 ///
 /// Acks travel grouped by lease token (jobs fetched together share one), one value per
 /// job; see `settle.lua`.
 pub async fn settle<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, items: &[Settle]) -> Result<Settled> {
+    settle_marked(conn, keys, items, StartMarks::default()).await
+}
+
+/// [`settle`], with start marks written (and removed) in the same call.
+pub async fn settle_marked<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    items: &[Settle],
+    marks: StartMarks<'_>,
+) -> Result<Settled> {
     let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
     for item in items {
         if let Settle::Ack { id, token } = item {
@@ -212,6 +252,7 @@ pub async fn settle<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, items: &[
             Settle::Dead { id, token, reason } => inv.arg("D").arg(id).arg(*token).arg(reason),
         };
     }
+    add_marks(&mut inv, marks);
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
     let (missed, spent) = settle_reply(reply)?;
     Ok(Settled {
@@ -229,6 +270,23 @@ fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>)> {
     let mut it = reply.into_iter();
     let missed = list(it.next())?;
     Ok((missed, list(it.next())?))
+}
+
+/// The 'S' groups (one per token) and the 'U' group of `settle.lua`.
+fn add_marks(inv: &mut redis::ScriptInvocation<'_>, marks: StartMarks<'_>) {
+    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
+    for (id, token) in marks.started {
+        match groups.iter_mut().find(|(t, _)| t == token) {
+            Some((_, ids)) => ids.push(id),
+            None => groups.push((*token, vec![id])),
+        }
+    }
+    for (token, ids) in groups {
+        inv.arg("S").arg(marks.tag).arg(token).arg(ids.len()).arg(ids);
+    }
+    if !marks.ended.is_empty() {
+        inv.arg("U").arg(marks.ended.len()).arg(marks.ended);
+    }
 }
 
 /// Dead-letters leased jobs by raw id bytes, for ids that are not UTF-8 (see
@@ -250,12 +308,16 @@ pub async fn dead_letter_raw<C: ConnectionLike>(
     Ok(missed.into_iter().filter_map(opt_string).collect())
 }
 
-/// What [`reclaim`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What [`reclaim`] did with the expired leases it took (see `reclaim.lua`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Reclaimed {
-    /// Jobs put back to ready.
-    pub requeued: u64,
-    /// Jobs dead-lettered.
+    /// Jobs that never ran: back to the front of ready uncharged (counted as deferrals).
+    pub returned: u64,
+    /// Jobs that were running when their consumer died: to the suspects list, uncharged
+    /// (a suspect that died running alone is charged and, with attempts left, goes back
+    /// there too).
+    pub suspects: u64,
+    /// Suspects whose attempts are spent, and jobs whose deferral budget is: dead-lettered.
     pub dead: u64,
     /// Dead-letter entries this call trimmed (each reclaim call trims a bounded step
     /// toward the queue's cap).
@@ -265,20 +327,63 @@ pub struct Reclaimed {
     pub trimmed_total: u64,
 }
 
+impl Reclaimed {
+    /// Leases reclaimed in all.
+    pub fn total(&self) -> u64 {
+        self.returned + self.suspects + self.dead
+    }
+}
+
 /// Reclaims up to `n` expired leases, and trims the dead-letter queue a bounded step
-/// toward the queue's cap.
-pub async fn reclaim<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, n: usize) -> Result<Reclaimed> {
-    let (requeued, dead, trimmed, trimmed_total): (u64, u64, u64, u64) =
-        call("reclaim", keys, invocation(&RECLAIM, keys).arg(n), conn).await?;
+/// toward the queue's cap. `budget` is the deferral budget of a job that comes back
+/// without having run.
+pub async fn reclaim<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    n: usize,
+    budget: DeferralBudget,
+) -> Result<Reclaimed> {
+    let (returned, suspects, dead, trimmed, trimmed_total): (u64, u64, u64, u64, u64) = call(
+        "reclaim",
+        keys,
+        invocation(&RECLAIM, keys)
+            .arg(n)
+            .arg(budget.max_deferrals)
+            .arg(budget.max_age.as_millis() as u64),
+        conn,
+    )
+    .await?;
     Ok(Reclaimed {
-        requeued,
+        returned,
+        suspects,
         dead,
         trimmed,
         trimmed_total,
     })
 }
 
+/// Marks the run of suspect `id` (leased with `token`) as started by the consumer `tag`,
+/// just before it starts; false if the lease is no longer held (then it must not run).
+pub async fn start_suspect<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    id: &str,
+    token: u64,
+    tag: &str,
+) -> Result<bool> {
+    let marked: u64 = call(
+        "start_suspect",
+        keys,
+        invocation(&START_SUSPECT, keys).arg(id).arg(token).arg(tag),
+        conn,
+    )
+    .await?;
+    Ok(marked == 1)
+}
+
 /// Extends the leases of `(id, token)` pairs; returns the new deadline and the lost ids.
+/// Tokens do not change: a lease is extended (and settled) with its fetch token, so a
+/// lost reply changes nothing for the caller.
 pub async fn extend<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,

@@ -5,9 +5,9 @@
 //! and are built once per process. Nothing else runs Redis commands on the hot path.
 //!
 //! The wrappers are grouped by who calls them: [`enqueue`](enqueue()) (the producer), the
-//! lease calls a consumer makes (`lease.rs`: fetch, settle, reclaim, extend, release) and
-//! the operator calls (`admin.rs`). This file holds what they share: the script list, the
-//! call that records each round trip, and reply decoding.
+//! lease calls a consumer makes (`lease.rs`: fetch, settle, reclaim, extend, release,
+//! start_suspect) and the operator calls (`admin.rs`). This file holds what they share:
+//! the script list, the call that records each round trip, and reply decoding.
 
 use crate::error::{Error, Result};
 use crate::queue::keys::QueueKeys;
@@ -21,7 +21,8 @@ mod lease;
 pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
 pub use enqueue::{EnqueueArg, enqueue};
 pub use lease::{
-    Fetched, Reclaimed, Settle, Settled, dead_letter_raw, extend, fetch, reclaim, release, settle,
+    Fetched, Reclaimed, Settle, Settled, StartMarks, dead_letter_raw, extend, fetch, reclaim, release,
+    settle, settle_marked, start_suspect,
 };
 
 /// Declares every script once: a `static` per script (`lib.lua` + `<file>.lua`, built on
@@ -46,6 +47,7 @@ scripts! {
     RECLAIM = "reclaim",
     EXTEND = "extend",
     RELEASE = "release",
+    START_SUSPECT = "start_suspect",
     DLQ_LIST = "dlq_list",
     DLQ_REQUEUE = "dlq_requeue",
     DLQ_PURGE = "dlq_purge",

@@ -1,57 +1,88 @@
--- reclaim: brings back jobs whose lease expired (their consumer crashed or stalled).
+-- reclaim: brings back jobs whose lease expired (their consumer crashed or stalled). Only
+-- a job that ran alone, as a suspect, is charged an attempt for it.
 --
--- KEYS: the queue's keys (lib.lua); touches lease, jobs, ready[1..3], dead, errors,
---   counters, wake; reads settings (the dead-letter cap).
+-- KEYS: the queue's keys (lib.lua); touches lease, lease_tokens, started, suspects, jobs,
+--   ready[1..3], deferrals, dead, errors, counters, wake; reads settings (the dead-letter
+--   cap).
 -- ARGV[1]: the most leases to reclaim in this call
--- Returns: { requeued, dead_lettered, trimmed, trimmed_total }
+-- ARGV[2]: deferral budget: the most deferrals of one job (0 = no limit)
+-- ARGV[3]: deferral budget: the longest time since a job's first deferral, ms (0 = none)
+-- Returns: { returned, suspects, dead_lettered, trimmed, trimmed_total }
 --   Every call, expired leases or not, trims the dead-letter queue a bounded step toward
 --   the queue's cap, so an excess left by a lowered cap drains over calls. trimmed: the
 --   entries this call trimmed; trimmed_total: the queue's 'trimmed' counter after it (the
 --   consumer logs trim streaks from its changes, whoever trimmed).
---   An expired lease counts as a failed attempt: a job that keeps killing its consumer
---   ends in the dead-letter queue instead of looping. Requeued jobs go to the front of
---   their ready list, since they have waited already.
+--   What happens to each expired lease depends on its start mark (K.started):
+--   - none: the job never ran (it sat in a buffer, or a fetch reply was lost). Back to the
+--     front of its ready list (it has waited already), attempt untouched; it counts as a
+--     deferral, and is dead-lettered once the deferral budget is spent. (returned)
+--   - a consumer's tag: it was running when that consumer died. It may have killed it, or
+--     be an innocent job running beside the one that did: to the suspects list, uncharged.
+--     fetch hands suspects out one per call, and a consumer runs them one at a time.
+--     (suspects)
+--   - a tag .. ':s': it was running alone, as a suspect, when its consumer died: it is
+--     charged an attempt, and dead-lettered once they are spent (else back to the
+--     suspects list). So a job that kills every consumer that runs it ends in the
+--     dead-letter queue, and the jobs that ran beside it are never charged for it.
+--   (Grouping the started jobs by consumer would change nothing: beside a suspect or not,
+--   a job that was not the suspect goes to the suspects list uncharged.)
+--   An envelope weir did not write goes back to normal ready as it is (returned).
 
 local n = tonumber(ARGV[1])
+local max_n, max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 
 -- The reply, after the dead-letter trim every call makes.
-local function done(requeued, buried)
+local function done(returned, suspects, buried)
   local trimmed = trim_dead()
-  return { requeued, buried, trimmed, tonumber(redis.call('HGET', K.counters, 'trimmed')) or 0 }
+  local total = tonumber(redis.call('HGET', K.counters, 'trimmed')) or 0
+  return { returned, suspects, buried, trimmed, total }
 end
 
--- 1. leases past their deadline
+-- 1. leases past their deadline, their start marks, and the end of the leases
 local ids = redis.call('ZRANGEBYSCORE', K.lease, '-inf', '(' .. now, 'LIMIT', 0, n)
-if #ids == 0 then return done(0, 0) end
-call_chunked('ZREM', K.lease, ids)
+if #ids == 0 then return done(0, 0, 0) end
+local marks = {}
+if redis.call('EXISTS', K.started) == 1 then marks = hmget_chunked(K.started, ids) end
+end_leases(ids)
 
--- 2. requeue or dead-letter each; an envelope weir did not write goes back as it is (the
---    consumer dead-letters it when it fails to decode)
-local requeued, buried = 0, 0
+-- 2. each job by its mark; a lease whose job was purged is dropped
+local returned, deferred, suspects, buried = 0, 0, 0, 0
 local envs = hmget_chunked(K.jobs, ids)
 for i = 1, #ids do
-  local id, env = ids[i], envs[i]
+  local id, env, mark = ids[i], envs[i], marks[i]
   if env then
     local attempt, max, p = header(env)
     if not attempt then
       redis.call('LPUSH', K.ready[2], id)
-      requeued = requeued + 1
-    elseif attempt + 1 >= max then
+      returned = returned + 1
+    elseif not mark then
+      if defer(id, p, -1, max_n, max_ms, 'lease expired before its run started', now) then
+        returned = returned + 1
+        deferred = deferred + 1
+      else
+        buried = buried + 1
+      end
+    elseif string.sub(mark, -2) == ':s' then
       redis.call('HSET', K.jobs, id, with_attempt(env, attempt + 1))
-      bury(id, 'lease expired after ' .. (attempt + 1) .. ' attempts', now)
-      buried = buried + 1
+      if attempt + 1 >= max then
+        bury(id, 'lease expired while it ran as a suspect after ' .. (attempt + 1) .. ' attempts', now)
+        buried = buried + 1
+      else
+        redis.call('HSET', K.errors, id, 'lease expired while it ran as a suspect')
+        redis.call('RPUSH', K.suspects, id)
+        suspects = suspects + 1
+      end
     else
-      redis.call('HSET', K.jobs, id, with_attempt(env, attempt + 1))
-      redis.call('HSET', K.errors, id, 'lease expired')
-      redis.call('LPUSH', K.ready[p], id)
-      requeued = requeued + 1
+      redis.call('RPUSH', K.suspects, id)
+      suspects = suspects + 1
     end
   end
 end
 
 -- 3. counters, wake, cap
-count('reclaimed', requeued + buried)
+count('reclaimed', returned + suspects + buried)
+count('deferred', deferred)
 count('dead', buried)
-if requeued > 0 then redis.call('PUBLISH', K.wake, 'reclaim') end
-return done(requeued, buried)
+if returned + suspects > 0 then redis.call('PUBLISH', K.wake, 'reclaim') end
+return done(returned, suspects, buried)

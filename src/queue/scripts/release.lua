@@ -1,23 +1,23 @@
 -- release: hands leased but un-started jobs back at shutdown, ahead of the backlog, with
 -- their attempt count untouched.
 --
--- KEYS: the queue's keys (lib.lua); touches lease, ready[1..3], wake.
--- ARGV: triples of id, lease deadline (token), priority (0-2), in the order fetched
+-- KEYS: the queue's keys (lib.lua); touches lease, lease_tokens, started, ready[1..3],
+--   wake.
+-- ARGV: triples of id, lease token, priority (0-2), in the order fetched
 -- Returns: the ids not released because this caller no longer holds their lease.
 
 local missed = {}
-local released = 0
+local released = {}
 -- walk backwards so LPUSH leaves the first-fetched job at the front
 for i = #ARGV - 2, 1, -3 do
   local id = ARGV[i]
-  local score = redis.call('ZSCORE', K.lease, id)
-  if score and tonumber(score) == tonumber(ARGV[i + 1]) then
-    redis.call('ZREM', K.lease, id)
+  if lease_held(id, redis.call('ZSCORE', K.lease, id), ARGV[i + 1]) then
     redis.call('LPUSH', K.ready[tonumber(ARGV[i + 2]) + 1], id)
-    released = released + 1
+    released[#released + 1] = id
   else
     missed[#missed + 1] = id
   end
 end
-if released > 0 then redis.call('PUBLISH', K.wake, 'release') end
+end_leases(released)
+if #released > 0 then redis.call('PUBLISH', K.wake, 'release') end
 return missed

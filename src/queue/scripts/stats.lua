@@ -6,9 +6,11 @@
 --   oldest_ready_age_ms, counters (flat field/value pairs), dead_cap, deferred }
 --   dead_cap: the queue's dead-letter cap in force (its setting, or the default);
 --   deferred: jobs with a deferral record (put back uncharged, not yet done)
+--   ready_high counts the suspects too: they are ready, and fetched before anything else.
 
 local out = {}
 for p = 1, 3 do out[#out + 1] = redis.call('LLEN', K.ready[p]) end
+out[1] = out[1] + redis.call('LLEN', K.suspects)
 local delayed = 0
 for p = 1, 3 do delayed = delayed + redis.call('ZCARD', K.delayed[p]) end
 out[#out + 1] = delayed

@@ -1,0 +1,128 @@
+//! The table of leases this process holds: every job fetched and not yet settled,
+//! released or lost, with what the consumer knows of it. The fetcher adds leases (before
+//! the pool sees their jobs, so a lease is always known before its outcome); the acker
+//! writes start marks and outcomes and removes settled leases; the heartbeat extends
+//! leases and forgets lost ones. Each locks it briefly, never across an await.
+//!
+//! The table is bounded: the fetcher takes no more leases while it holds [`Leases::cap`]
+//! (the buffer, the running jobs and two settle calls' worth of outcomes), so when settles
+//! fall behind, fetching slows down instead of memory growing with the backlog.
+
+use crate::consumer::buffer::Buffer;
+use crate::consumer::handle::Backlog;
+use crate::queue::envelope::Priority;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// One lease held.
+#[derive(Debug, Clone)]
+pub(crate) struct Lease {
+    /// The lease token: the deadline the fetch returned, the same for the lease's life.
+    pub token: u64,
+    pub priority: Priority,
+    /// Fetch order, so a release hands jobs back in the order they were fetched.
+    pub seq: u64,
+    /// When the current deadline was asked for (the fetch or extend call was sent), by
+    /// this process's clock: the deadline is at least this plus the lease length.
+    pub renewed: Instant,
+    /// Its start mark was sent to Redis (by the acker, or by the pool for a suspect).
+    pub marked: bool,
+    /// Its outcome is known (the acker is writing it): it must never be released as if
+    /// it had not run.
+    pub outcome: bool,
+}
+
+/// The table and its room signal.
+#[derive(Debug)]
+pub(crate) struct Leases {
+    table: Mutex<Table>,
+    room: Notify,
+    backlog: Arc<Backlog>,
+}
+
+/// The leases by job id, and the next fetch sequence number.
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    pub leases: HashMap<String, Lease>,
+    next_seq: u64,
+}
+
+impl Leases {
+    pub fn new(backlog: Arc<Backlog>) -> Self {
+        Self {
+            table: Mutex::default(),
+            room: Notify::new(),
+            backlog,
+        }
+    }
+
+    /// The most leases the fetcher takes at a concurrency `limit`: a full buffer, the
+    /// running jobs, and two settle calls of `flush_max` outcomes (one being written, one
+    /// gathering).
+    pub fn cap(limit: usize, flush_max: usize) -> usize {
+        Buffer::capacity(limit) + limit + 2 * flush_max
+    }
+
+    /// Leases held now.
+    pub fn len(&self) -> usize {
+        self.backlog.held()
+    }
+
+    /// Locks the table for `f`; the held gauge follows, and the fetcher is told of room.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Table) -> R) -> R {
+        let mut t = lock(&self.table);
+        let before = t.leases.len();
+        let r = f(&mut t);
+        let after = t.leases.len();
+        drop(t);
+        if after != before {
+            self.backlog.set_held(after);
+        }
+        if after < before {
+            self.room.notify_one();
+        }
+        r
+    }
+
+    /// Adds the leases of one fetch (asked for at `sent`), in fetch order.
+    pub fn add(&self, token: u64, sent: Instant, jobs: impl IntoIterator<Item = (String, Priority)>) {
+        self.with(|t| {
+            for (id, priority) in jobs {
+                let seq = t.next_seq;
+                t.next_seq += 1;
+                let lease = Lease {
+                    token,
+                    priority,
+                    seq,
+                    renewed: sent,
+                    marked: false,
+                    outcome: false,
+                };
+                t.leases.insert(id, lease);
+            }
+        })
+    }
+
+    /// The token of `id`'s lease, if still held.
+    pub fn token(&self, id: &str) -> Option<u64> {
+        lock(&self.table).leases.get(id).map(|l| l.token)
+    }
+
+    /// Records that `id`'s start mark was written.
+    pub fn set_marked(&self, id: &str) {
+        if let Some(l) = lock(&self.table).leases.get_mut(id) {
+            l.marked = true;
+        }
+    }
+
+    /// Resolves after leases leave the table.
+    pub async fn room(&self) {
+        self.room.notified().await
+    }
+}
+
+fn lock(m: &Mutex<Table>) -> MutexGuard<'_, Table> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
