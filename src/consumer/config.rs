@@ -1,5 +1,5 @@
 //! The consumer's configuration: one struct per component, each setting in one place.
-//! A value two components need (the lease length: the fetcher takes leases, the acker
+//! A value two components need (the lease length: the fetcher takes leases, the heartbeat
 //! extends them) lives here, at the top, and is passed down to them. What binds the whole
 //! fleet of a queue (the dead-letter cap) is not here: it is the queue's setting in Redis
 //! (`weir limits set --dead-cap`), read by the scripts.
@@ -32,8 +32,8 @@ pub struct ConsumerConfig {
     /// min..=max).
     pub concurrency: usize,
     /// Lease length (the visibility timeout): a job not settled by then is handed to
-    /// another consumer. The acker's heartbeat extends the leases this consumer holds
-    /// every third of it. At least 100 ms (default 30 s).
+    /// another consumer. The heartbeat (a task of its own) extends the leases this consumer
+    /// holds every third of it. At least 100 ms (default 30 s).
     pub lease: Duration,
     /// Adaptive concurrency (AIMD); none keeps the limit fixed at `concurrency` (default none).
     /// Pair it with `pool.job_timeout` (or a handler with its own timeout, as the HTTP

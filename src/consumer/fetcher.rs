@@ -6,14 +6,15 @@
 //! larger one (see [`crate::pool::PoolConfig::unknown_kind_grace`]).
 //!
 //! When a fetch comes back empty the fetcher goes idle: no Redis traffic until an enqueue
-//! publishes on the queue's wake channel, the next delayed job falls due, or a safety
-//! timeout passes.
+//! publishes on the queue's wake channel (the subscription is `wake.rs`), the next delayed
+//! job falls due, or a safety timeout passes.
 
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::config::check;
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::cannot_take;
+use crate::consumer::wake::Wake;
 use crate::error::Result;
 use crate::limiter::RateGate;
 use crate::limiter::limit::Limit;
@@ -24,8 +25,8 @@ use crate::queue::scripts::{self, Fetched};
 use crate::redis::conn::HealingConnection;
 use crate::redis::conn::Redis;
 use crate::redis::retry::{Backoff, GiveUp, Streak};
+use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use futures_util::{FutureExt, Stream};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -303,76 +304,6 @@ fn idle_wait(f: &Fetched) -> Duration {
         Duration::from_millis(f.next_due_ms).min(IDLE_RECHECK)
     } else {
         IDLE_RECHECK
-    }
-}
-
-/// The wake subscription, reconnected on demand. While it is down, `next` waits a second,
-/// which turns the idle wait into slow polling until it is back.
-struct Wake {
-    redis: Redis,
-    channel: String,
-    stream: Option<Pin<Box<dyn Stream<Item = redis::Msg> + Send>>>,
-    retry_at: Instant,
-    /// Failed connects: the first is logged, and the recovery.
-    errors: Streak,
-}
-
-/// How often a wake subscription that is down is tried again (the idle fetcher polls at
-/// the same pace meanwhile).
-const WAKE_RETRY: Duration = Duration::from_secs(1);
-
-impl Wake {
-    fn new(redis: Redis, channel: String) -> Self {
-        Self {
-            redis,
-            channel,
-            stream: None,
-            retry_at: Instant::now(),
-            errors: Streak::new(
-                "wake subscription",
-                Backoff {
-                    first: WAKE_RETRY,
-                    max: WAKE_RETRY,
-                },
-            ),
-        }
-    }
-
-    async fn connect(&mut self) {
-        match self.redis.subscribe(&self.channel).await {
-            Ok(ps) => {
-                self.errors.succeeded();
-                self.stream = Some(Box::pin(ps.into_on_message()));
-            }
-            Err(e) => self.retry_at = Instant::now() + self.errors.failed(&e),
-        }
-    }
-
-    /// Drops wake messages already received (a fetch is about to look anyway).
-    fn drain(&mut self) {
-        if let Some(s) = self.stream.as_mut() {
-            while let Some(m) = s.next().now_or_never() {
-                if m.is_none() {
-                    self.stream = None;
-                    break;
-                }
-            }
-        }
-    }
-
-    async fn next(&mut self) {
-        if self.stream.is_none() && Instant::now() >= self.retry_at {
-            self.connect().await;
-        }
-        match self.stream.as_mut() {
-            Some(s) => {
-                if s.next().await.is_none() {
-                    tracing::warn!("wake subscription closed; reconnecting");
-                    self.stream = None;
-                }
-            }
-            None => sleep_until(self.retry_at.max(Instant::now() + WAKE_RETRY)).await,
-        }
     }
 }
 

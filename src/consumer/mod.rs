@@ -29,6 +29,7 @@ mod runs;
 pub mod settings;
 mod suspect;
 mod tasks;
+mod wake;
 
 pub use config::ConsumerConfig;
 pub use handle::{Backlog, Handle, Report};

@@ -1,4 +1,5 @@
-//! Under a steady stream of outcomes the acker must still find time for the heartbeat.
+//! Under a steady stream of outcomes that keeps the acker busy, the heartbeat (a task of its
+//! own) must keep its schedule.
 
 use crate::common::*;
 use crate::support::*;

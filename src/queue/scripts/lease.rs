@@ -1,12 +1,13 @@
-//! The consumer's scripts: fetch (lease), settle (outcomes and start marks), and the lease
-//! upkeep calls (reclaim, extend, release, start_suspect).
+//! The consumer's lease scripts: fetch (lease), and the lease upkeep calls (reclaim,
+//! extend, release, start_suspect). Settling a lease (outcomes and start marks) is
+//! `settle.rs`.
 //!
 //! A lease's token is the deadline its fetch returned; it never changes, however often the
 //! lease is extended (see `extend.lua`), so every call that names a lease names it by that
 //! token.
 
-use super::{EXTEND, FETCH, RECLAIM, RELEASE, SETTLE, START_SUSPECT};
-use super::{as_u64, call, into_string, into_strings, invocation, opt_string, reply_err};
+use super::{EXTEND, FETCH, RECLAIM, RELEASE, START_SUSPECT};
+use super::{as_u64, call, into_string, into_strings, invocation, reply_err};
 use crate::error::Result;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
@@ -30,7 +31,7 @@ pub struct Fetched {
     /// (id, envelope) pairs.
     pub jobs: Vec<(String, Vec<u8>)>,
     /// Leased ids that are not UTF-8 (pushed by hand: weir never writes one). They cannot
-    /// be jobs; [`dead_letter_raw`] buries them.
+    /// be jobs; [`dead_letter_raw`](super::dead_letter_raw) buries them.
     pub bad_ids: Vec<Vec<u8>>,
 }
 
@@ -83,229 +84,6 @@ pub async fn fetch<C: ConnectionLike>(
         i += 1;
     }
     Ok(out)
-}
-
-/// One outcome for [`settle`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Settle {
-    /// Delete the job: it is done.
-    Ack {
-        /// Job id.
-        id: String,
-        /// Lease deadline token.
-        token: u64,
-    },
-    /// Back to delayed after `delay_ms` with attempt + 1, or dead once attempts are spent.
-    Retry {
-        /// Job id.
-        id: String,
-        /// Lease deadline token.
-        token: u64,
-        /// Priority to return at.
-        priority: Priority,
-        /// Backoff, ms.
-        delay_ms: u64,
-        /// The error, kept as the job's last error.
-        error: String,
-    },
-    /// Back to delayed after `delay_ms` without charging an attempt (the downstream pushed
-    /// back, or this consumer cannot take the job); dead once the job's deferrals are
-    /// over `budget`.
-    Defer {
-        /// Job id.
-        id: String,
-        /// Lease deadline token.
-        token: u64,
-        /// Priority to return at.
-        priority: Priority,
-        /// How long to wait, ms.
-        delay_ms: u64,
-        /// Why, kept as the job's last error (and in the dead-letter reason if the
-        /// budget is spent).
-        reason: String,
-        /// How many deferrals, or how long since the first, before the job is dead.
-        budget: DeferralBudget,
-    },
-    /// To the dead-letter queue now.
-    Dead {
-        /// Job id.
-        id: String,
-        /// Lease deadline token.
-        token: u64,
-        /// Why.
-        reason: String,
-    },
-}
-
-impl Settle {
-    /// The job id.
-    pub fn id(&self) -> &str {
-        match self {
-            Settle::Ack { id, .. }
-            | Settle::Retry { id, .. }
-            | Settle::Defer { id, .. }
-            | Settle::Dead { id, .. } => id,
-        }
-    }
-
-    /// The lease token.
-    pub fn token(&self) -> u64 {
-        match self {
-            Settle::Ack { token, .. }
-            | Settle::Retry { token, .. }
-            | Settle::Defer { token, .. }
-            | Settle::Dead { token, .. } => *token,
-        }
-    }
-}
-
-/// What [`settle`] reports.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settled {
-    /// The ids whose lease this caller no longer held (acks first, then the others, each
-    /// in the order given): their outcomes were not applied.
-    pub missed: Vec<String>,
-    /// The ids of [`Settle::Defer`] outcomes that were dead-lettered instead, their
-    /// deferral budget spent.
-    pub spent: Vec<String>,
-}
-
-/// Start marks that travel with a [`settle_marked`] call: which runs started at this
-/// consumer, so that reclaim tells a crash during a run from a job that never ran.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct StartMarks<'a> {
-    /// The consumer's tag (random, one per consumer run).
-    pub tag: &'a str,
-    /// `(id, token)` of jobs whose run started and has no outcome in this call: marked,
-    /// if still held.
-    pub started: &'a [(String, u64)],
-    /// Marked jobs acked in this call: their marks are removed (a retry, a deferral or a
-    /// dead-letter removes its job's mark itself).
-    pub ended: &'a [String],
-}
-
-/// Applies outcomes in one call. A call that buries jobs trims the dead-letter queue
-/// toward the queue's cap (its `dead_cap` setting).
-///
-/// Acks travel grouped by lease token (jobs fetched together share one), one value per
-/// job; see `settle.lua`.
-pub async fn settle<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, items: &[Settle]) -> Result<Settled> {
-    settle_marked(conn, keys, items, StartMarks::default()).await
-}
-
-/// [`settle`], with start marks written (and removed) in the same call.
-pub async fn settle_marked<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    items: &[Settle],
-    marks: StartMarks<'_>,
-) -> Result<Settled> {
-    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
-    for item in items {
-        if let Settle::Ack { id, token } = item {
-            match groups.iter_mut().find(|(t, _)| t == token) {
-                Some((_, ids)) => ids.push(id),
-                None => groups.push((*token, vec![id])),
-            }
-        }
-    }
-    let mut inv = invocation(&SETTLE, keys);
-    inv.arg(groups.len());
-    for (token, ids) in &groups {
-        inv.arg(*token).arg(ids.len());
-        for id in ids {
-            inv.arg(*id);
-        }
-    }
-    for item in items {
-        match item {
-            Settle::Ack { .. } => continue,
-            Settle::Retry {
-                id,
-                token,
-                priority,
-                delay_ms,
-                error,
-            } => inv
-                .arg("R")
-                .arg(id)
-                .arg(*token)
-                .arg(*priority as u8)
-                .arg(*delay_ms)
-                .arg(error),
-            Settle::Defer {
-                id,
-                token,
-                priority,
-                delay_ms,
-                reason,
-                budget,
-            } => inv
-                .arg("F")
-                .arg(id)
-                .arg(*token)
-                .arg(*priority as u8)
-                .arg(*delay_ms)
-                .arg(budget.max_deferrals)
-                .arg(budget.max_age.as_millis() as u64)
-                .arg(reason),
-            Settle::Dead { id, token, reason } => inv.arg("D").arg(id).arg(*token).arg(reason),
-        };
-    }
-    add_marks(&mut inv, marks);
-    let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    let (missed, spent) = settle_reply(reply)?;
-    Ok(Settled {
-        missed: into_strings("settle", missed)?,
-        spent: into_strings("settle", spent)?,
-    })
-}
-
-/// Splits settle's `{ missed, spent }` reply.
-fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>)> {
-    let list = |v: Option<Value>| match v {
-        Some(Value::Array(a)) => Ok(a),
-        other => Err(reply_err("settle", format!("expected a list, got {other:?}"))),
-    };
-    let mut it = reply.into_iter();
-    let missed = list(it.next())?;
-    Ok((missed, list(it.next())?))
-}
-
-/// The 'S' groups (one per token) and the 'U' group of `settle.lua`.
-fn add_marks(inv: &mut redis::ScriptInvocation<'_>, marks: StartMarks<'_>) {
-    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
-    for (id, token) in marks.started {
-        match groups.iter_mut().find(|(t, _)| t == token) {
-            Some((_, ids)) => ids.push(id),
-            None => groups.push((*token, vec![id])),
-        }
-    }
-    for (token, ids) in groups {
-        inv.arg("S").arg(marks.tag).arg(token).arg(ids.len()).arg(ids);
-    }
-    if !marks.ended.is_empty() {
-        inv.arg("U").arg(marks.ended.len()).arg(marks.ended);
-    }
-}
-
-/// Dead-letters leased jobs by raw id bytes, for ids that are not UTF-8 (see
-/// [`Fetched::bad_ids`]); returns the ids not acted on, lossily decoded.
-pub async fn dead_letter_raw<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    token: u64,
-    ids: &[Vec<u8>],
-    reason: &str,
-) -> Result<Vec<String>> {
-    let mut inv = invocation(&SETTLE, keys);
-    inv.arg(0);
-    for id in ids {
-        inv.arg("D").arg(id).arg(token).arg(reason);
-    }
-    let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    let (missed, _) = settle_reply(reply)?;
-    Ok(missed.into_iter().filter_map(opt_string).collect())
 }
 
 /// What [`reclaim`] did with the expired leases it took (see `reclaim.lua`).

@@ -5,8 +5,9 @@
 //! and are built once per process. Nothing else runs Redis commands on the hot path.
 //!
 //! The wrappers are grouped by who calls them: [`enqueue`](enqueue()) (the producer), the
-//! lease calls a consumer makes (`lease.rs`: fetch, settle, reclaim, extend, release,
-//! start_suspect) and the operator calls (`admin.rs`). This file holds what they share:
+//! lease calls a consumer makes (`lease.rs`: fetch, reclaim, extend, release,
+//! start_suspect; `settle.rs`: outcomes and start marks) and the operator calls
+//! (`admin.rs`). This file holds what they share:
 //! the script list, the call that records each round trip, and reply decoding.
 
 use crate::error::{Error, Result};
@@ -18,12 +19,11 @@ use std::sync::LazyLock;
 mod admin;
 mod enqueue;
 mod lease;
+mod settle;
 pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
 pub use enqueue::{EnqueueArg, enqueue};
-pub use lease::{
-    Fetched, Reclaimed, Settle, Settled, StartMarks, dead_letter_raw, extend, fetch, reclaim, release,
-    settle, settle_marked, start_suspect,
-};
+pub use lease::{Fetched, Reclaimed, extend, fetch, reclaim, release, start_suspect};
+pub use settle::{Settle, Settled, StartMarks, dead_letter_raw, settle, settle_marked};
 
 /// Declares every script once: a `static` per script (`lib.lua` + `<file>.lua`, built on
 /// first use) and [`SCRIPT_NAMES`], the file names in the same order.

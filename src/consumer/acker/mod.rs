@@ -1,0 +1,217 @@
+//! The acker: collects outcomes and writes them to Redis in one `settle` call per flush
+//! (by count, or after a short linger), together with the start marks of jobs that are
+//! running. At shutdown it hands the leases of jobs that never ran back to ready.
+//!
+//! Start marks tell reclaim a crash during a run from a job that never ran (see
+//! `reclaim.lua`). The pool reports starts in waves; a started job is marked in the next
+//! flush unless its outcome is in that flush (a fast job costs no write for its mark), and
+//! its mark is removed when its ack is written.
+//!
+//! Invariant: a lease is in the table (`leases.rs`) before any outcome of its job, because
+//! the fetcher adds it before it hands the jobs to the pool. The heartbeat is a task of
+//! its own (`heartbeat.rs`) sharing that table.
+//!
+//! This file is the task: its loop, the flushes and the final release. `types.rs` holds
+//! what it is told and its settings; `batch.rs` builds, writes and counts one settle call.
+
+mod batch;
+mod types;
+
+pub use types::{AckerConfig, Tally};
+pub(crate) use types::{AckerMsg, Done, Outcome};
+
+use crate::consumer::handle::Backlog;
+use crate::consumer::leases::{Lease, Leases};
+use crate::metrics::QueueMetrics;
+use crate::queue::envelope::Priority;
+use crate::queue::keys::QueueKeys;
+use crate::queue::scripts;
+use crate::redis::conn::HealingConnection;
+use crate::redis::retry::{Backoff, GiveUp, retrying};
+use batch::write;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+/// Most ids per `release` call.
+const LEASE_CHUNK: usize = 2000;
+
+/// What the acker writes to: the queue, and the consumer's settings it applies.
+pub(crate) struct AckerDeps {
+    pub conn: HealingConnection,
+    pub keys: QueueKeys,
+    /// This consumer run's tag, in its start marks.
+    pub tag: String,
+    pub leases: Arc<Leases>,
+    pub tally: Arc<Tally>,
+    pub backlog: Arc<Backlog>,
+    pub metrics: QueueMetrics,
+}
+
+/// The acker task.
+pub(crate) struct Acker {
+    config: AckerConfig,
+    deps: AckerDeps,
+    /// Outcomes received, not yet written.
+    pending: Vec<Done>,
+    /// Jobs reported started whose start mark is not written yet.
+    unmarked: Vec<String>,
+}
+
+impl Acker {
+    pub fn new(config: AckerConfig, deps: AckerDeps) -> Self {
+        Self {
+            config,
+            deps,
+            pending: Vec::new(),
+            unmarked: Vec::new(),
+        }
+    }
+
+    /// Runs until every sender is gone (the fetcher and the pool have ended), then writes
+    /// what is left and releases the leases of jobs that never ran.
+    ///
+    /// Once `finish` is cancelled (the running jobs are done, or abandoned), it starts no
+    /// write until the end: a write that keeps failing then gives way to the final flush,
+    /// which gives up at its deadline, so a shutdown never hangs on Redis.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<AckerMsg>, finish: CancellationToken) {
+        let mut flush_at: Option<Instant> = None;
+        let mut finishing = false;
+        loop {
+            tokio::select! {
+                biased;
+                msg = rx.recv() => match msg {
+                    Some(m) => {
+                        self.take(m);
+                        while finishing || self.pending.len() < self.config.flush_max {
+                            match rx.try_recv() { Ok(m) => self.take(m), Err(_) => break }
+                        }
+                        self.deps.backlog.set_outcomes(self.pending.len() + rx.len());
+                    }
+                    None => break,
+                },
+                _ = finish.cancelled(), if !finishing => finishing = true,
+                _ = sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
+                    flush_at = None;
+                    self.flush(&finish).await;
+                }
+            }
+            finishing |= finish.is_cancelled();
+            // By count, or by time: a steady stream of messages keeps the timer arm from
+            // being picked, but not the linger from being kept.
+            let due = flush_at.is_some_and(|at| Instant::now() >= at);
+            if !finishing && (self.pending.len() >= self.config.flush_max || due) {
+                flush_at = None;
+                self.flush(&finish).await;
+            }
+            let idle = self.pending.is_empty() && self.unmarked.is_empty();
+            flush_at = match (finishing || idle, flush_at) {
+                (true, _) => None,
+                (false, None) => Some(Instant::now() + self.config.linger),
+                (false, at) => at,
+            };
+        }
+        let deadline = Instant::now() + self.config.final_flush_timeout;
+        self.flush_final(deadline).await;
+        self.release_all(deadline).await;
+    }
+
+    fn take(&mut self, msg: AckerMsg) {
+        match msg {
+            AckerMsg::Started(ids) => self.unmarked.extend(ids),
+            AckerMsg::Done(d) => self.pending.push(d),
+        }
+    }
+
+    /// Writes the pending outcomes and marks, retrying failed calls until they succeed.
+    /// Once `finish` is cancelled the retries go on until the final flush's timeout, no
+    /// longer; a write that gives up leaves its outcomes to the final flush. (A call in
+    /// flight is never dropped while it can still succeed: it may have been applied, and
+    /// sent again it would be reported as not recorded.)
+    async fn flush(&mut self, finish: &CancellationToken) {
+        let pending = std::mem::take(&mut self.pending);
+        let unmarked = std::mem::take(&mut self.unmarked);
+        let batch = self.batch(&pending, &unmarked);
+        let last_chance = self.config.final_flush_timeout;
+        let written = {
+            let write = write(&self.deps, &batch, GiveUp::NEVER);
+            tokio::pin!(write);
+            tokio::select! {
+                biased;
+                r = &mut write => r,
+                _ = finish.cancelled() => {
+                    let deadline = Instant::now() + last_chance;
+                    tokio::time::timeout_at(deadline, write).await.ok().flatten()
+                }
+            }
+        };
+        match written {
+            Some(missed) => self.record(&batch, missed),
+            None => {
+                self.pending = pending;
+                self.unmarked = unmarked;
+            }
+        }
+        self.deps.backlog.set_outcomes(self.pending.len());
+    }
+
+    /// The last writes, in calls of at most `flush_max` outcomes, until `deadline`.
+    async fn flush_final(&mut self, deadline: Instant) {
+        let pending = std::mem::take(&mut self.pending);
+        let mut unmarked = std::mem::take(&mut self.unmarked);
+        for chunk in pending.chunks(self.config.flush_max.max(1)) {
+            let batch = self.batch(chunk, &std::mem::take(&mut unmarked));
+            match write(&self.deps, &batch, GiveUp::at(deadline)).await {
+                Some(missed) => self.record(&batch, missed),
+                None => tracing::error!(
+                    outcomes = batch.items.len(),
+                    "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
+                ),
+            }
+        }
+        self.deps.backlog.set_outcomes(0);
+    }
+
+    /// Hands the leases of jobs that never ran back to ready, at the front, in fetch
+    /// order. A job whose outcome is known is never among them, written or not: if its
+    /// outcome could not be written, its lease expires and reclaim brings it back.
+    async fn release_all(&mut self, deadline: Instant) {
+        let mut held: Vec<(String, Lease)> = self.deps.leases.with(|t| {
+            let ids: Vec<String> = t
+                .leases
+                .iter()
+                .filter(|(_, l)| !l.outcome)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| t.leases.remove_entry(&id))
+                .collect()
+        });
+        // release.lua puts each call's jobs at the front of ready in the order given, so
+        // sort by fetch order and send the last chunk first: the first-fetched job ends
+        // up at the very front.
+        held.sort_unstable_by_key(|(_, l)| l.seq);
+        for chunk in held.chunks(LEASE_CHUNK).rev() {
+            let triples: Vec<(&str, u64, Priority)> = chunk
+                .iter()
+                .map(|(id, l)| (id.as_str(), l.token, l.priority))
+                .collect();
+            let released = retrying("release", Backoff::CALL, GiveUp::at(deadline), || {
+                let mut conn = self.deps.conn.clone();
+                let keys = &self.deps.keys;
+                let triples = &triples;
+                async move { scripts::release(&mut conn, keys, triples).await }
+            })
+            .await
+            .ok();
+            if let Some(missed) = released {
+                self.deps
+                    .tally
+                    .released
+                    .fetch_add((triples.len() - missed.len()) as u64, Ordering::Relaxed);
+            }
+        }
+    }
+}

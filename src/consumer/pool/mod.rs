@@ -1,0 +1,188 @@
+//! The worker pool: takes decoded jobs from the fetcher's channel, routes each by kind,
+//! and runs it under the concurrency [`Limit`] (after a token from the optional rate
+//! limit), catching panics and timeouts. Outcomes go to the acker; with an adaptive
+//! limiter, each job's latency and outcome class also go to the [`Limiter`].
+//!
+//! The acker is told which jobs started, one message per dispatch wave (the jobs started
+//! while slots were free), so their start marks travel with its writes. A suspect (a job
+//! that was running when a consumer died) runs alone: one at a time (its own gate, besides
+//! a concurrency slot), its start marked in Redis before it runs (`suspect.rs`). Every run
+//! is registered (`runs.rs`), so the shutdown can abort the ones that outlive it.
+//!
+//! This file is the task: it takes batches, routes their jobs and starts them in waves.
+//! `run.rs` is one run, from its spawn to its outcome; `config.rs` holds the settings.
+
+mod config;
+mod run;
+
+pub(crate) use config::cannot_take;
+pub use config::{MIN_JOB_TIMEOUT, PoolConfig};
+
+use crate::consumer::acker::{AckerMsg, Done};
+use crate::consumer::buffer::Buffer;
+use crate::consumer::runs::Runs;
+use crate::consumer::suspect::Suspects;
+use crate::handler::{BatchHandler, Registry, Route};
+use crate::limiter::limit::{Limit, Permit};
+use crate::limiter::{Limiter, RateGate};
+use crate::metrics::{DeferReason, QueueMetrics};
+use crate::queue::envelope::Job;
+use std::sync::Arc;
+use std::task::Poll;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The worker pool task.
+pub(crate) struct Pool {
+    pub config: PoolConfig,
+    pub registry: Arc<Registry>,
+    pub limit: Arc<Limit>,
+    /// Told of every finished job when the limit is adaptive.
+    pub limiter: Option<Arc<Limiter>>,
+    /// Jobs/s cap, taken before a concurrency slot.
+    pub rate: Arc<RateGate>,
+    pub buffer: Arc<Buffer>,
+    pub acker: mpsc::Sender<AckerMsg>,
+    pub metrics: QueueMetrics,
+    /// The runs going on, for the shutdown to abort.
+    pub runs: Arc<Runs>,
+    /// How suspects start.
+    pub suspects: Suspects,
+}
+
+impl Pool {
+    /// Runs jobs until `shutdown`; un-started jobs are left to the acker to release.
+    pub async fn run(self, mut jobs: mpsc::UnboundedReceiver<Vec<Job>>, shutdown: CancellationToken) {
+        let this = Arc::new(self);
+        loop {
+            let batch = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                b = jobs.recv() => match b { Some(b) => b, None => break },
+            };
+            if !this.dispatch(batch, &shutdown).await {
+                break;
+            }
+        }
+    }
+
+    /// Starts every job of a fetched batch; false if shutdown came first.
+    async fn dispatch(self: &Arc<Self>, batch: Vec<Job>, shutdown: &CancellationToken) -> bool {
+        self.metrics.channel_received.increment(batch.len() as u64);
+        let mut groups: Vec<(Arc<dyn BatchHandler>, Vec<Job>)> = Vec::new();
+        // Jobs started and not yet reported to the acker.
+        let mut wave: Vec<String> = Vec::new();
+        for job in batch {
+            if job.is_suspect() && self.registry.route(&job.kind).is_some() {
+                tokio::spawn(self.clone().run_suspect(job, shutdown.clone()));
+                continue;
+            }
+            match self.registry.route(&job.kind) {
+                None => {
+                    self.buffer.take(1);
+                    let why = format!("unknown job kind {:?}: no handler for it", job.kind);
+                    let grace = self.config.unknown_kind_grace;
+                    let done = AckerMsg::Done(Done {
+                        id: job.id,
+                        outcome: cannot_take(grace, DeferReason::UnknownKind, why),
+                    });
+                    if !self.tell(done, shutdown).await {
+                        return false;
+                    }
+                }
+                Some(Route::One(h)) => {
+                    let Some(permit) = self.permit_reporting(&mut wave, shutdown).await else {
+                        return false;
+                    };
+                    self.buffer.take(1);
+                    wave.push(job.id.clone());
+                    self.spawn_one(h.clone(), job, permit);
+                }
+                Some(Route::Batch(h)) => {
+                    let max = h.max_batch().max(1);
+                    let i = match groups.iter().position(|(g, _)| Arc::ptr_eq(g, h)) {
+                        Some(i) => i,
+                        None => {
+                            groups.push((h.clone(), Vec::with_capacity(max)));
+                            groups.len() - 1
+                        }
+                    };
+                    groups[i].1.push(job);
+                    if groups[i].1.len() >= max {
+                        let (h, jobs) = groups.swap_remove(i);
+                        if !self.start_batch(h, jobs, &mut wave, shutdown).await {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        for (h, jobs) in groups {
+            if !self.start_batch(h, jobs, &mut wave, shutdown).await {
+                return false;
+            }
+        }
+        self.report_started(&mut wave, shutdown).await
+    }
+
+    /// Sends `msg` to the acker; false if shutdown came first (the acker's channel is
+    /// bounded: a full one waits for its writes).
+    async fn tell(&self, msg: AckerMsg, shutdown: &CancellationToken) -> bool {
+        tokio::select! {
+            biased;
+            r = self.acker.send(msg) => r.is_ok(),
+            _ = shutdown.cancelled() => false,
+        }
+    }
+
+    /// Tells the acker which jobs of `wave` started (and empties it).
+    async fn report_started(&self, wave: &mut Vec<String>, shutdown: &CancellationToken) -> bool {
+        if wave.is_empty() {
+            return true;
+        }
+        self.tell(AckerMsg::Started(std::mem::take(wave)), shutdown).await
+    }
+
+    /// [`Self::permit`]; if none is free at once, the jobs started so far are reported
+    /// before waiting for one: a wave of starts is one message, not one per job.
+    async fn permit_reporting(&self, wave: &mut Vec<String>, shutdown: &CancellationToken) -> Option<Permit> {
+        let permit = self.permit(shutdown);
+        tokio::pin!(permit);
+        if let Poll::Ready(p) = futures_util::poll!(&mut permit) {
+            return p;
+        }
+        if !self.report_started(wave, shutdown).await {
+            return None;
+        }
+        permit.await
+    }
+
+    /// A rate token, then a slot. In that order: a job waiting on the rate must not hold
+    /// a slot, or the concurrency limit would look binding and grow for nothing.
+    pub(crate) async fn permit(&self, shutdown: &CancellationToken) -> Option<Permit> {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => None,
+            p = async {
+                self.rate.until_ready().await;
+                self.limit.acquire().await
+            } => Some(p),
+        }
+    }
+
+    async fn start_batch(
+        self: &Arc<Self>,
+        h: Arc<dyn BatchHandler>,
+        jobs: Vec<Job>,
+        wave: &mut Vec<String>,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let Some(permit) = self.permit_reporting(wave, shutdown).await else {
+            return false;
+        };
+        self.buffer.take(jobs.len());
+        wave.extend(jobs.iter().map(|j| j.id.clone()));
+        self.spawn_batch(h, jobs, permit);
+        true
+    }
+}

@@ -1,0 +1,179 @@
+//! A run: one handler call (a job, or a batch handler's jobs) under its permit, registered
+//! in [`Runs`](super::Runs), guarded against panics and timeouts; its latency goes to the
+//! limiter and the metrics, its outcomes to the acker.
+
+use super::Pool;
+use crate::consumer::acker::{AckerMsg, Done, Outcome};
+use crate::consumer::runs::Head;
+use crate::consumer::tasks::panic_message;
+use crate::handler::{BatchHandler, Handler, JobError, JobResult};
+use crate::limiter::Signal;
+use crate::limiter::limit::Permit;
+use crate::metrics::DeferReason;
+use crate::queue::envelope::Job;
+use futures_util::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+impl Pool {
+    /// Spawns the run of one job, registered in [`Runs`](super::Runs); returns its task.
+    pub(crate) fn spawn_one(self: &Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) -> JoinHandle {
+        let key = self.runs.start(vec![head(&job)]);
+        let task = tokio::spawn(self.clone().run_one(h, job, permit, key));
+        self.runs.set_abort(key, task.abort_handle());
+        task
+    }
+
+    /// Spawns the run of a batch handler call, registered in [`Runs`](super::Runs); returns its task.
+    pub(crate) fn spawn_batch(
+        self: &Arc<Self>,
+        h: Arc<dyn BatchHandler>,
+        jobs: Vec<Job>,
+        permit: Permit,
+    ) -> JoinHandle {
+        let key = self.runs.start(jobs.iter().map(head).collect());
+        let task = tokio::spawn(self.clone().run_batch(h, jobs, permit, key));
+        self.runs.set_abort(key, task.abort_handle());
+        task
+    }
+
+    async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit, key: u64) {
+        let (id, attempt) = (job.id.clone(), (job.attempt, job.max_attempts));
+        let enqueued_at = job.enqueued_at_ms;
+        let started = Instant::now();
+        let (result, signal) = match self.guarded(h.call(job)).await {
+            Ok(r) => {
+                let s = Signal::of(&r);
+                (r, s)
+            }
+            Err((e, s)) => (Err(e), s),
+        };
+        self.record(started, std::iter::once(signal));
+        self.metrics.job_duration.record(started.elapsed().as_secs_f64());
+        self.record_latency(enqueued_at, 1);
+        if !self.runs.end(key) {
+            return; // abandoned at shutdown: its outcome is sent already
+        }
+        // Outcome first, permit after: shutdown waits for the limit to go idle before it
+        // lets the acker finish, so the outcome is on its way by then.
+        self.finish(id, attempt, result).await;
+        drop(permit);
+    }
+
+    async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit, key: u64) {
+        let heads: Vec<(String, (u32, u32))> = jobs
+            .iter()
+            .map(|j| (j.id.clone(), (j.attempt, j.max_attempts)))
+            .collect();
+        let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
+        let n = heads.len();
+        let started = Instant::now();
+        let (results, failed) = match self.guarded(h.call(jobs)).await {
+            Ok(mut rs) => {
+                if rs.len() != n {
+                    let msg = format!("batch handler returned {} results for {n} jobs", rs.len());
+                    rs.resize(n, Err(JobError::retry(msg)));
+                }
+                (rs, None)
+            }
+            Err((e, s)) => (vec![Err(e); n], Some(s)),
+        };
+        self.metrics
+            .job_duration
+            .record_many(started.elapsed().as_secs_f64(), n);
+        self.record_latency(oldest, n);
+        // One sample per job, all with the call's latency: windows count jobs.
+        self.record(
+            started,
+            results.iter().map(|r| failed.unwrap_or_else(|| Signal::of(r))),
+        );
+        if !self.runs.end(key) {
+            return; // abandoned at shutdown: see run_one
+        }
+        for ((id, attempt), result) in heads.into_iter().zip(results) {
+            self.finish(id, attempt, result).await;
+        }
+        drop(permit); // after the outcomes: see run_one
+    }
+
+    /// Runs a handler future, turning a panic or a timeout into a retryable error. For the
+    /// limiter a timeout is an error (the downstream is too slow) and a panic is ignored
+    /// (a bug in the handler says nothing about the downstream).
+    async fn guarded<T>(
+        &self,
+        fut: futures_util::future::BoxFuture<'static, T>,
+    ) -> Result<T, (JobError, Signal)> {
+        let fut = AssertUnwindSafe(fut).catch_unwind();
+        let caught = match self.config.job_timeout {
+            Some(t) => match tokio::time::timeout(t, fut).await {
+                Ok(r) => r,
+                Err(_) => {
+                    let msg = format!("timed out after {}", humantime::format_duration(t));
+                    return Err((JobError::retry(msg), Signal::Error));
+                }
+            },
+            None => fut.await,
+        };
+        caught.map_err(|panic| {
+            let msg = panic_message(&*panic);
+            (
+                JobError::retry(format!("handler panicked: {msg}")),
+                Signal::Ignored,
+            )
+        })
+    }
+
+    /// When the job starts, if a limiter wants its latency (one clock read per job).
+    /// Tells the limiter (when the limit is adaptive) how the jobs of one call went.
+    fn record(&self, started: Instant, signals: impl Iterator<Item = Signal>) {
+        if let Some(l) = &self.limiter {
+            l.record_batch(started, started.elapsed(), signals);
+        }
+    }
+
+    /// End-to-end latency, enqueue (producer's clock) to outcome; a clock behind the
+    /// producer's reads as zero.
+    fn record_latency(&self, enqueued_at_ms: u64, n: usize) {
+        let now = crate::queue::envelope::unix_ms();
+        let secs = now.saturating_sub(enqueued_at_ms) as f64 / 1000.0;
+        self.metrics.job_latency.record_many(secs, n);
+    }
+
+    /// Sends the outcome of a job that ran at `(attempt, max_attempts)`. Backpressure is
+    /// not a failure of the job: it is deferred, uncharged, within the deferral budget.
+    async fn finish(&self, id: String, (attempt, max_attempts): (u32, u32), result: JobResult) {
+        let outcome = match result {
+            Ok(()) => Outcome::Ack,
+            Err(e) if e.backpressure => {
+                let c = &self.config;
+                let delay = e.retry_after.unwrap_or_else(|| c.retry.delay(0));
+                Outcome::Defer {
+                    delay_ms: delay.min(c.max_defer_delay).as_millis() as u64,
+                    reason: e.message,
+                    budget: c.deferral_budget,
+                    cause: DeferReason::Backpressure,
+                }
+            }
+            Err(e) if e.retryable => {
+                let delay = e.retry_after.unwrap_or_else(|| self.config.retry.delay(attempt));
+                Outcome::Retry {
+                    delay_ms: delay.as_millis() as u64,
+                    error: e.message,
+                    spent: attempt.saturating_add(1) >= max_attempts,
+                }
+            }
+            Err(e) => Outcome::Dead { reason: e.message },
+        };
+        // The acker outlives every worker; a closed channel means the process is exiting
+        // and the lease brings the job back.
+        let _ = self.acker.send(AckerMsg::Done(Done { id, outcome })).await;
+    }
+}
+
+/// A spawned run's task.
+pub(crate) type JoinHandle = tokio::task::JoinHandle<()>;
+
+fn head(job: &Job) -> Head {
+    (job.id.clone(), (job.attempt, job.max_attempts))
+}

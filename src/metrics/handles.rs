@@ -1,0 +1,136 @@
+//! The metric handles the stages record through, built once per queue (a record is then a
+//! lock-free push), and the per-call recorders of the scripts and the producer.
+
+use super::{
+    ACK_BATCH, CHANNEL_RECEIVED, CHANNEL_SENT, DECISION_KINDS, DEFER_REASONS, FETCH_BATCH, IN_FLIGHT,
+    JOB_DURATION, JOB_LATENCY, JOBS_ACKED, JOBS_DEAD, JOBS_DEFERRED, JOBS_ENQUEUED, JOBS_FETCHED,
+    JOBS_RECLAIMED, JOBS_RETRIED, LEASES_LOST, LIMIT, LIMITER_DECISIONS, LIMITER_ERRORS, LIMITER_MAX,
+    LIMITER_MIN, LIMITER_P95, LIMITER_TARGET, REDIS_ERRORS, REDIS_RECONNECTS, SCRIPT_DURATION,
+};
+use crate::error::{Error, Result};
+use metrics::{Counter, Gauge, Histogram, counter};
+use std::sync::Arc;
+
+/// A consumer's metric handles for one queue, built once.
+#[derive(Clone)]
+pub(crate) struct QueueMetrics {
+    pub queue: Arc<str>,
+    pub fetched: Counter,
+    pub acked: Counter,
+    pub retried: Counter,
+    /// By [`DeferReason`](super::DeferReason).
+    pub deferred: [Counter; 4],
+    pub dead: Counter,
+    pub reclaimed: Counter,
+    pub leases_lost: Counter,
+    pub job_duration: Histogram,
+    pub job_latency: Histogram,
+    pub fetch_batch: Histogram,
+    pub ack_batch: Histogram,
+    pub channel_sent: Counter,
+    pub channel_received: Counter,
+    pub limit: Gauge,
+    pub in_flight: Gauge,
+}
+
+impl QueueMetrics {
+    /// Handles for `queue`; `scripts` are the script labels whose error counters start at
+    /// zero (the queue's `SCRIPT_NAMES`: passed in, so this module needs nothing from the
+    /// stages it serves).
+    pub fn new(queue: &str, scripts: &[&'static str]) -> Self {
+        let q = queue.to_owned();
+        // Error counters exist from the start (at zero), so dashboards and alerts see a
+        // series before the first error.
+        for script in scripts {
+            counter!(REDIS_ERRORS, "queue" => q.clone(), "script" => *script).absolute(0);
+        }
+        counter!(REDIS_RECONNECTS, "queue" => q.clone()).absolute(0);
+        Self {
+            queue: queue.into(),
+            fetched: counter!(JOBS_FETCHED, "queue" => q.clone()),
+            acked: counter!(JOBS_ACKED, "queue" => q.clone()),
+            retried: counter!(JOBS_RETRIED, "queue" => q.clone()),
+            deferred: DEFER_REASONS.map(|r| counter!(JOBS_DEFERRED, "queue" => q.clone(), "reason" => r)),
+            dead: counter!(JOBS_DEAD, "queue" => q.clone()),
+            reclaimed: counter!(JOBS_RECLAIMED, "queue" => q.clone()),
+            leases_lost: counter!(LEASES_LOST, "queue" => q.clone()),
+            job_duration: metrics::histogram!(JOB_DURATION, "queue" => q.clone()),
+            job_latency: metrics::histogram!(JOB_LATENCY, "queue" => q.clone()),
+            fetch_batch: metrics::histogram!(FETCH_BATCH, "queue" => q.clone()),
+            ack_batch: metrics::histogram!(ACK_BATCH, "queue" => q.clone()),
+            channel_sent: counter!(CHANNEL_SENT, "queue" => q.clone()),
+            channel_received: counter!(CHANNEL_RECEIVED, "queue" => q.clone()),
+            limit: metrics::gauge!(LIMIT, "queue" => q.clone()),
+            in_flight: metrics::gauge!(IN_FLIGHT, "queue" => q),
+        }
+    }
+
+    /// Handles that record nothing, for a consumer run with metrics off.
+    pub fn disabled(queue: &str) -> Self {
+        metrics::with_local_recorder(&metrics::NoopRecorder, || Self::new(queue, &[]))
+    }
+}
+
+/// The limiter's metric handles for one queue, built once (per window recording).
+#[derive(Clone)]
+pub struct LimiterMetrics {
+    /// Last window's p95.
+    pub p95: Gauge,
+    /// Last window's error ratio.
+    pub error_ratio: Gauge,
+    /// Target in force.
+    pub target: Gauge,
+    /// Floor.
+    pub min: Gauge,
+    /// Ceiling.
+    pub max: Gauge,
+    /// Decisions, in [`DECISION_KINDS`] order.
+    pub decisions: [Counter; 5],
+}
+
+impl std::fmt::Debug for LimiterMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LimiterMetrics")
+    }
+}
+
+impl LimiterMetrics {
+    /// Handles for `queue` (no-ops unless a recorder is installed when called).
+    pub fn new(queue: &str) -> Self {
+        let q = queue.to_owned();
+        Self {
+            p95: metrics::gauge!(LIMITER_P95, "queue" => q.clone()),
+            error_ratio: metrics::gauge!(LIMITER_ERRORS, "queue" => q.clone()),
+            target: metrics::gauge!(LIMITER_TARGET, "queue" => q.clone()),
+            min: metrics::gauge!(LIMITER_MIN, "queue" => q.clone()),
+            max: metrics::gauge!(LIMITER_MAX, "queue" => q.clone()),
+            decisions: DECISION_KINDS
+                .map(|kind| counter!(LIMITER_DECISIONS, "queue" => q.clone(), "decision" => kind)),
+        }
+    }
+}
+
+/// Records one script call: its round trip, and its error if it failed.
+pub(crate) fn record_script<T>(
+    queue: &str,
+    script: &'static str,
+    started: std::time::Instant,
+    r: &Result<T>,
+) {
+    let q = queue.to_owned();
+    metrics::histogram!(SCRIPT_DURATION, "queue" => q.clone(), "script" => script)
+        .record(started.elapsed().as_secs_f64());
+    if let Err(e) = r {
+        counter!(REDIS_ERRORS, "queue" => q.clone(), "script" => script).increment(1);
+        if let Error::Redis(re) = e
+            && (re.is_connection_dropped() || re.is_io_error() || re.is_connection_refusal())
+        {
+            counter!(REDIS_RECONNECTS, "queue" => q).increment(1);
+        }
+    }
+}
+
+/// Counts jobs stored by an enqueue call.
+pub(crate) fn record_enqueued(queue: &str, n: u64) {
+    counter!(JOBS_ENQUEUED, "queue" => queue.to_owned()).increment(n);
+}
