@@ -15,29 +15,29 @@ pub(crate) struct Buffer {
 
 impl Buffer {
     /// Jobs held un-started.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len.load(Ordering::Acquire)
     }
 
     /// Prefetch allowed for a concurrency `limit`: two jobs per slot, so a slot that frees
     /// up finds its next job waiting while the next fetch is in flight.
-    pub fn capacity(limit: usize) -> usize {
+    pub(crate) fn capacity(limit: usize) -> usize {
         (limit * 2).max(2)
     }
 
     /// The fetcher handed `n` jobs to the pool.
-    pub fn add(&self, n: usize) {
+    pub(crate) fn add(&self, n: usize) {
         self.len.fetch_add(n, Ordering::AcqRel);
     }
 
     /// The pool started (or dropped) `n` jobs.
-    pub fn take(&self, n: usize) {
+    pub(crate) fn take(&self, n: usize) {
         self.len.fetch_sub(n, Ordering::AcqRel);
         self.room.notify_one();
     }
 
     /// Resolves after jobs leave the buffer.
-    pub async fn room(&self) {
+    pub(crate) async fn room(&self) {
         self.room.notified().await
     }
 }

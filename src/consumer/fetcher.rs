@@ -116,7 +116,7 @@ type FetchFuture =
     Pin<Box<dyn std::future::Future<Output = (usize, Instant, crate::Result<Fetched>)> + Send>>;
 
 impl Fetcher {
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut wake = Wake::new(self.redis.clone(), self.keys.wake_channel().to_owned());
         wake.connect().await;
         let mut inflight: FuturesUnordered<FetchFuture> = FuturesUnordered::new();

@@ -35,7 +35,12 @@ pub(crate) struct Heartbeat {
 }
 
 impl Heartbeat {
-    pub fn new(conn: HealingConnection, keys: QueueKeys, lease: Duration, leases: Arc<Leases>) -> Self {
+    pub(super) fn new(
+        conn: HealingConnection,
+        keys: QueueKeys,
+        lease: Duration,
+        leases: Arc<Leases>,
+    ) -> Self {
         Self {
             conn,
             keys,
@@ -48,7 +53,7 @@ impl Heartbeat {
 
     /// Beats until `stop` (after the acker's last write: leases whose outcome could not be
     /// written are kept until then).
-    pub async fn run(mut self, stop: CancellationToken) {
+    pub(super) async fn run(mut self, stop: CancellationToken) {
         let every = (self.lease / 3).max(Duration::from_millis(10));
         let mut beats = tokio::time::interval_at(Instant::now() + every, every);
         beats.set_missed_tick_behavior(MissedTickBehavior::Skip);

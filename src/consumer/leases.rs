@@ -50,7 +50,7 @@ pub(crate) struct Table {
 }
 
 impl Leases {
-    pub fn new(backlog: Arc<Backlog>) -> Self {
+    pub(crate) fn new(backlog: Arc<Backlog>) -> Self {
         Self {
             table: Mutex::default(),
             room: Notify::new(),
@@ -61,17 +61,17 @@ impl Leases {
     /// The most leases the fetcher takes at a concurrency `limit`: a full buffer, the
     /// running jobs, and two settle calls of `flush_max` outcomes (one being written, one
     /// gathering).
-    pub fn cap(limit: usize, flush_max: usize) -> usize {
+    pub(crate) fn cap(limit: usize, flush_max: usize) -> usize {
         Buffer::capacity(limit) + limit + 2 * flush_max
     }
 
     /// Leases held now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.backlog.held()
     }
 
     /// Locks the table for `f`; the held gauge follows, and the fetcher is told of room.
-    pub fn with<R>(&self, f: impl FnOnce(&mut Table) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Table) -> R) -> R {
         let mut t = lock(&self.table);
         let before = t.leases.len();
         let r = f(&mut t);
@@ -87,7 +87,7 @@ impl Leases {
     }
 
     /// Adds the leases of one fetch (asked for at `sent`), in fetch order.
-    pub fn add(&self, token: u64, sent: Instant, jobs: impl IntoIterator<Item = (String, Priority)>) {
+    pub(crate) fn add(&self, token: u64, sent: Instant, jobs: impl IntoIterator<Item = (String, Priority)>) {
         self.with(|t| {
             for (id, priority) in jobs {
                 let seq = t.next_seq;
@@ -106,19 +106,19 @@ impl Leases {
     }
 
     /// The token of `id`'s lease, if still held.
-    pub fn token(&self, id: &str) -> Option<u64> {
+    pub(crate) fn token(&self, id: &str) -> Option<u64> {
         lock(&self.table).leases.get(id).map(|l| l.token)
     }
 
     /// Records that `id`'s start mark was written.
-    pub fn set_marked(&self, id: &str) {
+    pub(crate) fn set_marked(&self, id: &str) {
         if let Some(l) = lock(&self.table).leases.get_mut(id) {
             l.marked = true;
         }
     }
 
     /// Resolves after leases leave the table.
-    pub async fn room(&self) {
+    pub(crate) async fn room(&self) {
         self.room.notified().await
     }
 }

@@ -16,6 +16,8 @@
 //! A task that panics starts the same order at step 1 (see `tasks.rs`), so the others
 //! still settle what they hold; the consumer then returns the failure.
 
+// The acker's and pool's own configs and the tally are public (re-exported at the crate
+// root); the rest of these modules is crate-private.
 pub mod acker;
 pub(crate) mod buffer;
 mod config;

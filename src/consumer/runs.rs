@@ -33,14 +33,14 @@ struct Run {
 
 impl Runs {
     /// Registers a run of `jobs` about to start; returns its key.
-    pub fn start(&self, jobs: Vec<Head>) -> u64 {
+    pub(crate) fn start(&self, jobs: Vec<Head>) -> u64 {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         self.lock().insert(key, Run { jobs, abort: None });
         key
     }
 
     /// Gives run `key` the handle that aborts its task (once spawned).
-    pub fn set_abort(&self, key: u64, abort: AbortHandle) {
+    pub(crate) fn set_abort(&self, key: u64, abort: AbortHandle) {
         if let Some(r) = self.lock().get_mut(&key) {
             r.abort = Some(abort);
         }
@@ -48,12 +48,12 @@ impl Runs {
 
     /// Run `key` ended by itself: true if its outcome is still its own to report (false:
     /// it was abandoned, and the abandon reported it).
-    pub fn end(&self, key: u64) -> bool {
+    pub(crate) fn end(&self, key: u64) -> bool {
         self.lock().remove(&key).is_some()
     }
 
     /// Aborts every run still going and returns their jobs.
-    pub fn abandon(&self) -> Vec<Head> {
+    pub(crate) fn abandon(&self) -> Vec<Head> {
         let runs: Vec<Run> = self.lock().drain().map(|(_, r)| r).collect();
         let mut jobs = Vec::new();
         for r in runs {

@@ -38,7 +38,7 @@ enum Marked {
 }
 
 impl Suspects {
-    pub fn new(conn: HealingConnection, keys: QueueKeys, tag: String, leases: Arc<Leases>) -> Self {
+    pub(crate) fn new(conn: HealingConnection, keys: QueueKeys, tag: String, leases: Arc<Leases>) -> Self {
         Self {
             gate: Arc::new(Semaphore::new(1)),
             conn,

@@ -42,7 +42,7 @@ pub(crate) struct Task {
 
 impl Tasks {
     /// Tasks whose failure cancels `on_failure`.
-    pub fn new(on_failure: CancellationToken) -> Self {
+    pub(super) fn new(on_failure: CancellationToken) -> Self {
         Self {
             failures: Arc::default(),
             on_failure,
@@ -51,7 +51,11 @@ impl Tasks {
     }
 
     /// Spawns `fut` as the task `name`; a panic in it is caught, logged and recorded.
-    pub fn spawn(&mut self, name: &'static str, fut: impl Future<Output = ()> + Send + 'static) -> Task {
+    pub(super) fn spawn(
+        &mut self,
+        name: &'static str,
+        fut: impl Future<Output = ()> + Send + 'static,
+    ) -> Task {
         let failures = self.failures.clone();
         let on_failure = self.on_failure.clone();
         let handle = tokio::spawn(async move {
@@ -65,14 +69,14 @@ impl Tasks {
 
     /// Waits for `task` to end. (It cannot fail here: its panic was caught inside, and
     /// tasks are aborted only once `run` is gone; a join error is recorded all the same.)
-    pub async fn join(&self, task: Task) {
+    pub(super) async fn join(&self, task: Task) {
         if let Err(e) = task.handle.await {
             fail(&self.failures, &self.on_failure, task.name, e.to_string());
         }
     }
 
     /// The first failure, if any task failed.
-    pub fn failure(&self) -> Option<Error> {
+    pub(super) fn failure(&self) -> Option<Error> {
         lock(&self.failures).drain(..).next()
     }
 }

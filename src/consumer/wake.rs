@@ -25,7 +25,7 @@ pub(crate) struct Wake {
 const WAKE_RETRY: Duration = Duration::from_secs(1);
 
 impl Wake {
-    pub fn new(redis: Redis, channel: String) -> Self {
+    pub(super) fn new(redis: Redis, channel: String) -> Self {
         Self {
             redis,
             channel,
@@ -42,7 +42,7 @@ impl Wake {
     }
 
     /// Subscribes; on failure, the next try is due a second later.
-    pub async fn connect(&mut self) {
+    pub(super) async fn connect(&mut self) {
         match self.redis.subscribe(&self.channel).await {
             Ok(ps) => {
                 self.errors.succeeded();
@@ -53,7 +53,7 @@ impl Wake {
     }
 
     /// Drops wake messages already received (a fetch is about to look anyway).
-    pub fn drain(&mut self) {
+    pub(super) fn drain(&mut self) {
         if let Some(s) = self.stream.as_mut() {
             while let Some(m) = s.next().now_or_never() {
                 if m.is_none() {
@@ -65,7 +65,7 @@ impl Wake {
     }
 
     /// Waits for a wake message, reconnecting first if a try is due.
-    pub async fn next(&mut self) {
+    pub(super) async fn next(&mut self) {
         if self.stream.is_none() && Instant::now() >= self.retry_at {
             self.connect().await;
         }

@@ -37,7 +37,7 @@ impl QueueMetrics {
     /// Handles for `queue`; `scripts` are the script labels whose error counters start at
     /// zero (the queue's `SCRIPT_NAMES`: passed in, so this module needs nothing from the
     /// stages it serves).
-    pub fn new(queue: &str, scripts: &[&'static str]) -> Self {
+    pub(crate) fn new(queue: &str, scripts: &[&'static str]) -> Self {
         let q = queue.to_owned();
         // Error counters exist from the start (at zero), so dashboards and alerts see a
         // series before the first error.
@@ -66,7 +66,7 @@ impl QueueMetrics {
     }
 
     /// Handles that record nothing, for a consumer run with metrics off.
-    pub fn disabled(queue: &str) -> Self {
+    pub(crate) fn disabled(queue: &str) -> Self {
         metrics::with_local_recorder(&metrics::NoopRecorder, || Self::new(queue, &[]))
     }
 }

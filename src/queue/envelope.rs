@@ -73,7 +73,7 @@ pub(crate) struct EnvelopeOut<'a> {
 
 impl EnvelopeOut<'_> {
     /// Encodes into `buf` (cleared first).
-    pub fn encode_into(&self, buf: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    pub(crate) fn encode_into(&self, buf: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         buf.clear();
         serde_json::to_writer(buf, self)
     }

@@ -8,4 +8,8 @@ pub mod envelope;
 pub mod keys;
 pub mod producer;
 pub mod retry;
+// The typed script wrappers: public so the script tables in tests/scripts and the
+// `scripts` bench can call each script alone, not an API for applications (they use
+// `Producer`, `Consumer` and `Queue`). Hidden from the docs for that reason.
+#[doc(hidden)]
 pub mod scripts;

@@ -10,7 +10,7 @@
 
 mod seen;
 #[allow(unused_imports)] // not every test binary runs a consumer
-pub use seen::Seen;
+pub(crate) use seen::Seen;
 
 use redis::aio::ConnectionManager;
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ static SERVER: Mutex<Weak<EmbeddedRedis>> = Mutex::new(Weak::new());
 static NEXT_QUEUE: AtomicU64 = AtomicU64::new(0);
 
 /// The shared server, started on first use.
-pub fn server() -> Arc<EmbeddedRedis> {
+pub(crate) fn server() -> Arc<EmbeddedRedis> {
     let mut slot = SERVER.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(s) = slot.upgrade() {
         return s;
@@ -36,13 +36,13 @@ pub fn server() -> Arc<EmbeddedRedis> {
 }
 
 /// A queue name no other test uses: `label` (for reading logs) plus a counter.
-pub fn queue_name(label: &str) -> String {
+pub(crate) fn queue_name(label: &str) -> String {
     let n = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
     format!("t-{label}-{}-{n}", std::process::id())
 }
 
 /// One test's world: the server, its URL, a connection and a queue of its own.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub server: Arc<EmbeddedRedis>,
     pub url: String,
     pub redis: weir::Redis,
@@ -52,13 +52,13 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub async fn new(label: &str) -> Self {
+    pub(crate) async fn new(label: &str) -> Self {
         Self::on(server(), label).await
     }
 
     /// A world with a redis-server of its own, for tests that disturb the server
     /// (kill its clients) or count its commands.
-    pub async fn private(label: &str) -> Self {
+    pub(crate) async fn private(label: &str) -> Self {
         let own = Arc::new(EmbeddedRedis::start().expect("redis-server starts"));
         Self::on(own, label).await
     }
@@ -80,38 +80,38 @@ impl Ctx {
     }
 
     /// A fresh queue on the same server and connection.
-    pub fn other_queue(&self, label: &str) -> (String, QueueKeys) {
+    pub(crate) fn other_queue(&self, label: &str) -> (String, QueueKeys) {
         let q = queue_name(label);
         let k = QueueKeys::new(&q).unwrap();
         (q, k)
     }
 
-    pub fn c(&self) -> ConnectionManager {
+    pub(crate) fn c(&self) -> ConnectionManager {
         self.conn.clone()
     }
 
-    pub fn producer(&self) -> weir::Producer {
+    pub(crate) fn producer(&self) -> weir::Producer {
         weir::Producer::new(self.c(), &self.queue).unwrap()
     }
 
-    pub fn admin(&self) -> weir::Queue {
+    pub(crate) fn admin(&self) -> weir::Queue {
         weir::Queue::new(self.c(), &self.queue).unwrap()
     }
 
-    pub async fn snapshot(&self) -> State {
+    pub(crate) async fn snapshot(&self) -> State {
         snapshot(&mut self.c(), &self.keys).await
     }
 
-    pub async fn stats(&self) -> weir::Stats {
+    pub(crate) async fn stats(&self) -> weir::Stats {
         self.admin().stats().await.unwrap()
     }
 
-    pub async fn now_ms(&self) -> u64 {
+    pub(crate) async fn now_ms(&self) -> u64 {
         redis_now_ms(&mut self.c()).await
     }
 
     /// Runs a raw command (seeding states the library would never write).
-    pub async fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+    pub(crate) async fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         let mut c = redis::cmd(args[0]);
         for a in &args[1..] {
             c.arg(*a);
@@ -121,13 +121,13 @@ impl Ctx {
 }
 
 /// Redis `TIME`, in ms: the clock every script uses.
-pub async fn redis_now_ms(conn: &mut ConnectionManager) -> u64 {
+pub(crate) async fn redis_now_ms(conn: &mut ConnectionManager) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1000 + us / 1000
 }
 
 /// Polls `check` every 20 ms until it holds, up to `limit`; panics with `what` otherwise.
-pub async fn wait_until<F, Fut>(what: &str, limit: Duration, check: F)
+pub(crate) async fn wait_until<F, Fut>(what: &str, limit: Duration, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -138,7 +138,7 @@ where
 
 /// [`wait_until`] for callers that report a timeout themselves (with what they found) or
 /// can go on without: true if `check` held within `limit`.
-pub async fn try_wait_until<F, Fut>(limit: Duration, mut check: F) -> bool
+pub(crate) async fn try_wait_until<F, Fut>(limit: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -157,32 +157,32 @@ where
 
 /// A loopback port the OS just handed out and that nothing listens on now. Another
 /// process could take it before the caller does; tests accept that small chance.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("binds a loopback port");
     listener.local_addr().expect("has an address").port()
 }
 
 /// An envelope exactly as `envelope.rs` writes it (fixed `enqueued_at`, payload `{"n":1}`).
-pub fn env(id: &str, attempt: u32, max: u32, priority: u8) -> String {
+pub(crate) fn env(id: &str, attempt: u32, max: u32, priority: u8) -> String {
     format!(
         r#"{{"attempt":{attempt},"max_attempts":{max},"priority":{priority},"enqueued_at":{ENQUEUED_AT},"id":"{id}","kind":"k","payload":{{"n":1}}}}"#
     )
 }
 
 /// The `enqueued_at` of [`env`].
-pub const ENQUEUED_AT: u64 = 1_700_000_000_000;
+pub(crate) const ENQUEUED_AT: u64 = 1_700_000_000_000;
 /// A lease deadline far in the future (a lease that holds): 2096.
-pub const FUTURE: u64 = 4_000_000_000_000;
+pub(crate) const FUTURE: u64 = 4_000_000_000_000;
 /// A lease deadline long past (a lease that expired).
-pub const PAST: u64 = 1_000;
+pub(crate) const PAST: u64 = 1_000;
 /// Scores at or above `NOW` in an expected [`State`] mean "Redis time during the call,
 /// plus `score - NOW` ms"; [`assert_state`] checks them against the clock window.
-pub const NOW: u64 = 1 << 60;
+pub(crate) const NOW: u64 = 1 << 60;
 
 /// Everything one queue holds, key by key, in a comparable form. Scored sets are sorted
 /// by (score, member).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct State {
+pub(crate) struct State {
     pub ready: [Vec<String>; 3],
     pub delayed: [Vec<(String, u64)>; 3],
     pub jobs: BTreeMap<String, String>,
@@ -214,72 +214,72 @@ fn pairs(v: &[(&str, u64)]) -> Vec<(String, u64)> {
 
 /// Builders for seeding and expecting states.
 impl State {
-    pub fn ready(mut self, p: usize, ids: &[&str]) -> Self {
+    pub(crate) fn ready(mut self, p: usize, ids: &[&str]) -> Self {
         self.ready[p] = ids.iter().map(|s| s.to_string()).collect();
         self
     }
-    pub fn delayed(mut self, p: usize, v: &[(&str, u64)]) -> Self {
+    pub(crate) fn delayed(mut self, p: usize, v: &[(&str, u64)]) -> Self {
         self.delayed[p] = pairs(v);
         self
     }
     /// A job with envelope [`env`]`(id, attempt, max, priority)`.
-    pub fn job(mut self, id: &str, attempt: u32, max: u32, priority: u8) -> Self {
+    pub(crate) fn job(mut self, id: &str, attempt: u32, max: u32, priority: u8) -> Self {
         self.jobs.insert(id.into(), env(id, attempt, max, priority));
         self
     }
-    pub fn raw_job(mut self, id: &str, envelope: &str) -> Self {
+    pub(crate) fn raw_job(mut self, id: &str, envelope: &str) -> Self {
         self.jobs.insert(id.into(), envelope.into());
         self
     }
-    pub fn no_job(mut self, id: &str) -> Self {
+    pub(crate) fn no_job(mut self, id: &str) -> Self {
         self.jobs.remove(id);
         self
     }
-    pub fn lease(mut self, v: &[(&str, u64)]) -> Self {
+    pub(crate) fn lease(mut self, v: &[(&str, u64)]) -> Self {
         self.lease = pairs(v);
         self
     }
-    pub fn dead(mut self, v: &[(&str, u64)]) -> Self {
+    pub(crate) fn dead(mut self, v: &[(&str, u64)]) -> Self {
         self.dead = pairs(v);
         self
     }
-    pub fn error(mut self, id: &str, e: &str) -> Self {
+    pub(crate) fn error(mut self, id: &str, e: &str) -> Self {
         self.errors.insert(id.into(), e.into());
         self
     }
-    pub fn paused(mut self, p: bool) -> Self {
+    pub(crate) fn paused(mut self, p: bool) -> Self {
         self.paused = p;
         self
     }
-    pub fn counter(mut self, name: &str, n: u64) -> Self {
+    pub(crate) fn counter(mut self, name: &str, n: u64) -> Self {
         self.counters.insert(name.into(), n);
         self
     }
     /// A deferral record: `count` deferrals, the first at `first_ms`.
-    pub fn deferral(mut self, id: &str, count: u64, first_ms: u64) -> Self {
+    pub(crate) fn deferral(mut self, id: &str, count: u64, first_ms: u64) -> Self {
         self.deferrals.insert(id.into(), (count, first_ms));
         self
     }
-    pub fn setting(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn setting(mut self, name: &str, value: &str) -> Self {
         self.settings.insert(name.into(), value.into());
         self
     }
-    pub fn started(mut self, id: &str, tag: &str) -> Self {
+    pub(crate) fn started(mut self, id: &str, tag: &str) -> Self {
         self.started.insert(id.into(), tag.into());
         self
     }
-    pub fn suspects(mut self, ids: &[&str]) -> Self {
+    pub(crate) fn suspects(mut self, ids: &[&str]) -> Self {
         self.suspects = ids.iter().map(|s| s.to_string()).collect();
         self
     }
-    pub fn lease_token(mut self, id: &str, token: u64) -> Self {
+    pub(crate) fn lease_token(mut self, id: &str, token: u64) -> Self {
         self.lease_tokens.insert(id.into(), token.to_string());
         self
     }
 }
 
 /// Writes `s` into the (empty) queue `keys`, key by key.
-pub async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &State) {
+pub(crate) async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &State) {
     if s == &State::default() {
         return;
     }
@@ -348,7 +348,7 @@ async fn zset(conn: &mut ConnectionManager, key: &str) -> Vec<(String, u64)> {
 }
 
 /// Reads every key of the queue, checking each has the type `keys.rs` documents.
-pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
+pub(crate) async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
     let k = keys.all();
     let types = [
         "list", "list", "list", "zset", "zset", "zset", "hash", "zset", "zset", "hash", "string", "hash",
@@ -421,7 +421,7 @@ pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
 }
 
 /// Checks a score the script took from Redis `TIME`: `NOW + d` must lie in the window.
-pub fn check_time(what: &str, expected: u64, actual: u64, window: (u64, u64)) {
+pub(crate) fn check_time(what: &str, expected: u64, actual: u64, window: (u64, u64)) {
     let d = expected - NOW;
     assert!(
         actual >= window.0 + d && actual <= window.1 + d,
@@ -443,7 +443,7 @@ fn resolve(what: &str, expected: &mut [(String, u64)], actual: &[(String, u64)],
 
 /// Asserts `actual == expected`, where expected scores `>= NOW` are Redis-time relative
 /// (see [`NOW`]) and `window` is Redis time read just before and just after the call.
-pub fn assert_state(case: &str, actual: &State, expected: &State, window: (u64, u64)) {
+pub(crate) fn assert_state(case: &str, actual: &State, expected: &State, window: (u64, u64)) {
     let mut e = expected.clone();
     for i in 0..3 {
         resolve("delayed", &mut e.delayed[i], &actual.delayed[i], window);
@@ -461,7 +461,7 @@ pub fn assert_state(case: &str, actual: &State, expected: &State, window: (u64, 
 
 /// Seeds `before` into a fresh queue, runs `call`, and checks the state after against
 /// `after`; returns the call's reply for the case to check.
-pub async fn run_case<T, F, Fut>(ctx: &Ctx, case: &str, before: &State, call: F, after: &State) -> T
+pub(crate) async fn run_case<T, F, Fut>(ctx: &Ctx, case: &str, before: &State, call: F, after: &State) -> T
 where
     F: FnOnce(ConnectionManager, QueueKeys) -> Fut,
     Fut: std::future::Future<Output = weir::Result<T>>,

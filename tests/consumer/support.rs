@@ -6,10 +6,10 @@ use tokio::task::JoinHandle;
 use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, NewJob, Registry, Report, RetryPolicy};
 
 /// Generous bound for anything a consumer should do "soon".
-pub const SOON: Duration = Duration::from_secs(15);
+pub(crate) const SOON: Duration = Duration::from_secs(15);
 
 /// Test defaults: small batches, fast retries, a reclaimer that looks often.
-pub fn config(ctx: &Ctx) -> ConsumerConfig {
+pub(crate) fn config(ctx: &Ctx) -> ConsumerConfig {
     let mut c = ConsumerConfig::new(ctx.queue.clone());
     c.concurrency = 8;
     c.shutdown_timeout = Duration::from_secs(10);
@@ -23,13 +23,13 @@ pub fn config(ctx: &Ctx) -> ConsumerConfig {
     c
 }
 
-pub struct Running {
+pub(crate) struct Running {
     pub shutdown: CancellationToken,
     pub task: JoinHandle<weir::Result<Report>>,
     pub handle: Handle,
 }
 
-pub fn start(ctx: &Ctx, config: ConsumerConfig, registry: Registry) -> Running {
+pub(crate) fn start(ctx: &Ctx, config: ConsumerConfig, registry: Registry) -> Running {
     let consumer = Consumer::new(config, ctx.redis.clone(), registry).expect("consumer config is valid");
     let handle = consumer.handle();
     let shutdown = CancellationToken::new();
@@ -43,13 +43,13 @@ pub fn start(ctx: &Ctx, config: ConsumerConfig, registry: Registry) -> Running {
 
 impl Running {
     /// Cancels the consumer and waits for its report.
-    pub async fn stop(self) -> Report {
+    pub(crate) async fn stop(self) -> Report {
         self.shutdown.cancel();
         self.join().await
     }
 
     /// Waits for the consumer to stop by itself (drain mode).
-    pub async fn join(self) -> Report {
+    pub(crate) async fn join(self) -> Report {
         tokio::time::timeout(Duration::from_secs(30), self.task)
             .await
             .expect("consumer stops within 30 s")
@@ -59,20 +59,20 @@ impl Running {
 }
 
 /// Polls the queue's stats until `ok` holds (up to [`SOON`]); returns the last stats.
-pub async fn wait_stats(ctx: &Ctx, what: &str, ok: impl Fn(&weir::Stats) -> bool) -> weir::Stats {
+pub(crate) async fn wait_stats(ctx: &Ctx, what: &str, ok: impl Fn(&weir::Stats) -> bool) -> weir::Stats {
     wait_until(what, SOON, || async { ok(&ctx.stats().await) }).await;
     ctx.stats().await
 }
 
 /// `n` jobs of `kind` with payload `i`, ids `{prefix}{i}`.
-pub fn jobs(kind: &str, prefix: &str, n: usize) -> Vec<NewJob> {
+pub(crate) fn jobs(kind: &str, prefix: &str, n: usize) -> Vec<NewJob> {
     (0..n)
         .map(|i| NewJob::new(kind, &i).unwrap().id(format!("{prefix}{i}")))
         .collect()
 }
 
 /// Asserts nothing is left to do and nothing is leased or stored but the dead.
-pub async fn assert_empty(ctx: &Ctx, dead: usize) {
+pub(crate) async fn assert_empty(ctx: &Ctx, dead: usize) {
     let s = ctx.snapshot().await;
     assert!(s.ready.iter().all(Vec::is_empty), "ready: {:?}", s.ready);
     assert!(s.delayed.iter().all(Vec::is_empty), "delayed: {:?}", s.delayed);

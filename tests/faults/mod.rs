@@ -4,7 +4,7 @@
 //! the suites never collide.
 #![allow(dead_code)]
 
-pub mod proxy;
+pub(crate) mod proxy;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,15 +13,15 @@ use std::time::{Duration, Instant};
 use weir::{NewJob, Producer, Queue, Redis};
 
 /// The `weir` binary under test.
-pub const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+pub(crate) const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 
 /// An admin handle on `queue`.
-pub async fn queue(url: &str, name: &str) -> Queue {
+pub(crate) async fn queue(url: &str, name: &str) -> Queue {
     Queue::new(Redis::open(url).unwrap().connect().await.unwrap(), name).unwrap()
 }
 
 /// A plain multiplexed connection, for seeding and inspecting keys.
-pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+pub(crate) async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
@@ -30,7 +30,7 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
 }
 
 /// Enqueues jobs `{prefix}-{from}` .. `{prefix}-{to - 1}` of kind `kind`, in bulk.
-pub async fn enqueue_range(url: &str, queue: &str, kind: &str, prefix: &str, from: usize, to: usize) {
+pub(crate) async fn enqueue_range(url: &str, queue: &str, kind: &str, prefix: &str, from: usize, to: usize) {
     let p = Producer::new(Redis::open(url).unwrap().connect().await.unwrap(), queue).unwrap();
     let jobs = (from..to).map(|i| {
         NewJob::new(kind, &serde_json::json!({ "n": i }))
@@ -43,7 +43,7 @@ pub async fn enqueue_range(url: &str, queue: &str, kind: &str, prefix: &str, fro
 
 /// Weir's script `name` as `src/queue/scripts/mod.rs` builds it (`lib.lua` followed by
 /// the script's own file).
-pub fn script(name: &str) -> redis::Script {
+pub(crate) fn script(name: &str) -> redis::Script {
     const LIB: &str = include_str!("../../src/queue/scripts/lib.lua");
     let own = match name {
         "extend" => include_str!("../../src/queue/scripts/extend.lua"),
@@ -56,24 +56,24 @@ pub fn script(name: &str) -> redis::Script {
 /// The SHA1 that `EVALSHA` calls of weir's script `name` carry: what the fault proxy looks
 /// for to act on one script's calls. (Load the script first, as [`load_script`] does, or
 /// the first call's `NOSCRIPT` reply is the one acted on.)
-pub fn script_sha(name: &str) -> Vec<u8> {
+pub(crate) fn script_sha(name: &str) -> Vec<u8> {
     script(name).get_hash().as_bytes().to_vec()
 }
 
 /// Loads weir's script `name` into the server at `url` (`SCRIPT LOAD`).
-pub async fn load_script(url: &str, name: &str) {
+pub(crate) async fn load_script(url: &str, name: &str) {
     let mut conn = raw(url).await;
     script(name).load_async(&mut conn).await.unwrap();
 }
 
 /// A child process we started, killed (by its PID) if still running when dropped.
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
 }
 
 impl Proc {
     /// `weir` with `args`, standard output appended to `stdout`, standard error to `stderr`.
-    pub fn weir(args: &[&str], stdout: &Path, stderr: &Path) -> Self {
+    pub(crate) fn weir(args: &[&str], stdout: &Path, stderr: &Path) -> Self {
         let open = |p: &Path| {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -93,19 +93,19 @@ impl Proc {
         Self { child }
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// SIGKILL, and reap.
-    pub fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
     /// SIGTERM (through the `kill` utility: std has no other signal and the tests use no
     /// unsafe code).
-    pub fn sigterm(&self) {
+    pub(crate) fn sigterm(&self) {
         let ok = Command::new("kill")
             .args(["-TERM", &self.pid().to_string()])
             .status()
@@ -115,7 +115,7 @@ impl Proc {
     }
 
     /// Waits up to `timeout` for the exit; None if it is still running.
-    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn wait_timeout(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let started = Instant::now();
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -138,7 +138,7 @@ impl Drop for Proc {
 }
 
 /// Runs `weir` to the end (bounded by `timeout`); returns (exit code, stdout, stderr).
-pub fn run_weir(args: &[&str], stdin: Option<&[u8]>, timeout: Duration) -> (i32, String, String) {
+pub(crate) fn run_weir(args: &[&str], stdin: Option<&[u8]>, timeout: Duration) -> (i32, String, String) {
     use std::io::Write;
     let mut child = Command::new(WEIR)
         .args(args)
@@ -175,7 +175,7 @@ pub fn run_weir(args: &[&str], stdin: Option<&[u8]>, timeout: Duration) -> (i32,
 }
 
 /// Job ids in the lines a `--handler print` consumer wrote to `path`, with run counts.
-pub fn printed_ids(path: &Path) -> HashMap<String, usize> {
+pub(crate) fn printed_ids(path: &Path) -> HashMap<String, usize> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut seen = HashMap::new();
     for line in text.lines().filter(|l| l.starts_with('{')) {

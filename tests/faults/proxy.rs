@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Counts of what the proxy did.
 #[derive(Debug, Default)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Connections accepted.
     pub accepted: AtomicU64,
     /// Connections closed by `drop_all`.
@@ -49,7 +49,7 @@ struct State {
 }
 
 /// A running proxy; stops on drop.
-pub struct Proxy {
+pub(crate) struct Proxy {
     port: u16,
     state: Arc<State>,
     stop: CancellationToken,
@@ -58,7 +58,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Listens on a free loopback port and forwards to `127.0.0.1:upstream_port`.
-    pub fn start(upstream_port: u16) -> Self {
+    pub(crate) fn start(upstream_port: u16) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -91,12 +91,12 @@ impl Proxy {
     }
 
     /// The proxy's URL.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// Closes every open connection at once.
-    pub fn drop_all(&self) {
+    pub(crate) fn drop_all(&self) {
         let mut g = self.state.generation.lock().unwrap();
         g.0.cancel();
         g.0 = CancellationToken::new();
@@ -108,55 +108,55 @@ impl Proxy {
 
     /// Every open connection goes silent for good (bytes are swallowed, nothing is closed),
     /// as when a network path dies without a reset; new connections work.
-    pub fn blackhole_open_connections(&self) {
+    pub(crate) fn blackhole_open_connections(&self) {
         let mut g = self.state.generation.lock().unwrap();
         g.1.store(true, Ordering::SeqCst);
         g.1 = Arc::default();
     }
 
     /// Holds every byte (both ways) while `on`; released bytes flow on in order.
-    pub fn stall(&self, on: bool) {
+    pub(crate) fn stall(&self, on: bool) {
         self.state.stalled.store(on, Ordering::SeqCst);
     }
 
     /// The next chunk Redis sends is forwarded only half, then its connection is closed.
-    pub fn cut_next_reply(&self) {
+    pub(crate) fn cut_next_reply(&self) {
         self.state.cut_next.store(true, Ordering::SeqCst);
     }
 
     /// True once the armed cut has happened.
-    pub fn cut_done(&self) -> bool {
+    pub(crate) fn cut_done(&self) -> bool {
         !self.state.cut_next.load(Ordering::SeqCst)
     }
 
     /// The next request that carries `pattern` reaches Redis, but its reply (and anything
     /// after it on that connection) is swallowed and the connection closed: the call was
     /// applied and the client never learns it.
-    pub fn lose_reply_to(&self, pattern: &[u8]) {
+    pub(crate) fn lose_reply_to(&self, pattern: &[u8]) {
         assert!(pattern.len() <= MAX_PATTERN);
         *self.state.lose_reply.lock().unwrap() = Some(pattern.to_vec());
     }
 
     /// True once the armed lost reply has happened.
-    pub fn reply_lost(&self) -> bool {
+    pub(crate) fn reply_lost(&self) -> bool {
         self.state.counts.lost.load(Ordering::SeqCst) > 0
     }
 
     /// While set, a request carrying `pattern` is never forwarded: its connection is
     /// closed instead (Redis never sees the call). `None` lets them through again.
-    pub fn refuse_requests(&self, pattern: Option<&[u8]>) {
+    pub(crate) fn refuse_requests(&self, pattern: Option<&[u8]>) {
         assert!(pattern.is_none_or(|p| p.len() <= MAX_PATTERN));
         *self.state.refuse.lock().unwrap() = pattern.map(<[u8]>::to_vec);
     }
 
     /// Every chunk Redis sends is held this long before it is forwarded (per connection,
     /// in order): a slow Redis, or a long network path.
-    pub fn set_latency(&self, d: Duration) {
+    pub(crate) fn set_latency(&self, d: Duration) {
         *self.state.latency.lock().unwrap() = d;
     }
 
     /// What the proxy did so far.
-    pub fn counts(&self) -> &Counts {
+    pub(crate) fn counts(&self) -> &Counts {
         &self.state.counts
     }
 }

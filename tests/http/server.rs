@@ -21,14 +21,14 @@ use tokio::net::TcpListener;
 
 /// A request as the server saw it.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub idempotency_key: Option<String>,
     pub content_type: Option<String>,
     pub body: Value,
 }
 
 #[derive(Default)]
-pub struct Server {
+pub(crate) struct Server {
     pub addr: Mutex<Option<SocketAddr>>,
     pub connections: AtomicUsize,
     pub in_flight: AtomicUsize,
@@ -41,7 +41,7 @@ pub struct Server {
 }
 
 impl Server {
-    pub async fn start() -> Arc<Self> {
+    pub(crate) async fn start() -> Arc<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let s = Arc::new(Server {
             addr: Mutex::new(Some(listener.local_addr().unwrap())),
@@ -63,16 +63,16 @@ impl Server {
         s
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/hook", self.addr.lock().unwrap().unwrap())
     }
 
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
     /// Answers 429 (`Retry-After: 1`) to every request for `d` from now.
-    pub fn busy_for(&self, d: Duration) {
+    pub(crate) fn busy_for(&self, d: Duration) {
         *self.busy_until.lock().unwrap() = Some(Instant::now() + d);
     }
 

@@ -11,7 +11,7 @@ use weir::JobError;
 
 /// What happens past the hard limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Overload {
+pub(crate) enum Overload {
     /// Answers 503 after the base latency: a backpressure error.
     Reject,
     /// Never answers in time: the job times out.
@@ -20,7 +20,7 @@ pub enum Overload {
 
 /// The downstream's behaviour during one phase of a scenario.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Profile {
+pub(crate) struct Profile {
     /// Latency at or under the knee (median, before jitter).
     pub base: Duration,
     /// Concurrency past which latency grows as base × n / knee.
@@ -37,7 +37,7 @@ pub struct Profile {
 
 impl Profile {
     /// A downstream with a knee at `knee`, failing past twice that.
-    pub fn knee(knee: usize, base: Duration) -> Self {
+    pub(crate) fn knee(knee: usize, base: Duration) -> Self {
         Self {
             base,
             knee,
@@ -49,24 +49,24 @@ impl Profile {
     }
 
     /// p95 latency under the knee: the median times the jitter's 95th percentile.
-    pub fn no_load_p95(&self) -> Duration {
+    pub(crate) fn no_load_p95(&self) -> Duration {
         self.base.mul_f64((1.645 * self.jitter).exp())
     }
 
     /// Successful jobs/s at the knee.
-    pub fn ideal_rate(&self) -> f64 {
+    pub(crate) fn ideal_rate(&self) -> f64 {
         self.knee as f64 / self.base.as_secs_f64()
     }
 }
 
 /// The downstream: phases by start time, in-flight count, RNG.
-pub struct Downstream {
+pub(crate) struct Downstream {
     phases: Vec<(Duration, Profile)>,
     state: Mutex<(usize, StdRng)>,
 }
 
 impl Downstream {
-    pub fn new(phases: Vec<(Duration, Profile)>, seed: u64) -> Self {
+    pub(crate) fn new(phases: Vec<(Duration, Profile)>, seed: u64) -> Self {
         Self {
             phases,
             state: Mutex::new((0, StdRng::seed_from_u64(seed))),
@@ -74,7 +74,7 @@ impl Downstream {
     }
 
     /// The profile in force at `t` since the start.
-    pub fn profile(&self, t: Duration) -> Profile {
+    pub(crate) fn profile(&self, t: Duration) -> Profile {
         self.phases
             .iter()
             .rev()
@@ -85,7 +85,7 @@ impl Downstream {
 
     /// A request arrives at `t`: how long it takes and how it ends. Call [`Self::end`]
     /// when it is over.
-    pub fn begin(&self, t: Duration) -> (Duration, Result<(), JobError>) {
+    pub(crate) fn begin(&self, t: Duration) -> (Duration, Result<(), JobError>) {
         let p = self.profile(t);
         let mut s = self.state.lock().unwrap();
         s.0 += 1;
@@ -110,7 +110,7 @@ impl Downstream {
         (p.base.mul_f64(load * jitter), result)
     }
 
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.state.lock().unwrap().0 -= 1;
     }
 }

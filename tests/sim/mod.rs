@@ -2,8 +2,8 @@
 //! rule against a simulated downstream, under paused tokio time.
 #![allow(dead_code)]
 
-pub mod downstream;
-pub mod netflix;
-pub mod run;
-pub mod scenarios;
-pub mod stats;
+pub(crate) mod downstream;
+pub(crate) mod netflix;
+pub(crate) mod run;
+pub(crate) mod scenarios;
+pub(crate) mod stats;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
-pub struct NetflixAimd {
+pub(crate) struct NetflixAimd {
     pub limit: usize,
     pub min: usize,
     pub max: usize,
@@ -15,7 +15,7 @@ pub struct NetflixAimd {
 }
 
 impl NetflixAimd {
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             limit: 20,
             min: 20,
@@ -26,7 +26,7 @@ impl NetflixAimd {
     }
 
     /// `AIMDLimit._update`, line for line.
-    pub fn update(&mut self, rtt: Duration, in_flight: usize, dropped: bool) -> usize {
+    pub(crate) fn update(&mut self, rtt: Duration, in_flight: usize, dropped: bool) -> usize {
         let mut l = self.limit;
         if dropped || rtt > self.timeout {
             l = (l as f64 * self.backoff) as usize;

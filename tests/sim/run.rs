@@ -14,7 +14,7 @@ use weir::limiter::{Limiter, LimiterConfig, Signal};
 
 /// Who sets the limit.
 #[derive(Debug, Clone)]
-pub enum Control {
+pub(crate) enum Control {
     /// weir's limiter.
     Adaptive(LimiterConfig),
     /// A fixed limit.
@@ -25,7 +25,7 @@ pub enum Control {
 
 /// Where jobs come from.
 #[derive(Debug, Clone, Copy)]
-pub enum Load {
+pub(crate) enum Load {
     /// An endless backlog: a job starts whenever the limit allows.
     Backlog,
     /// Poisson arrivals at this many jobs/s; arrivals wait for a slot.
@@ -33,7 +33,7 @@ pub enum Load {
 }
 
 #[derive(Debug, Clone)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     pub name: &'static str,
     /// Downstream phases by start time; the first starts at zero.
     pub phases: Vec<(Duration, Profile)>,
@@ -49,7 +49,7 @@ pub struct Scenario {
 
 /// A finished job: when it ended, its latency, how it counted.
 #[derive(Debug, Clone, Copy)]
-pub struct Record {
+pub(crate) struct Record {
     pub end: Duration,
     pub latency: Duration,
     pub signal: Signal,
@@ -57,7 +57,7 @@ pub struct Record {
 
 /// What a run produced.
 #[derive(Debug, Default)]
-pub struct Trace {
+pub(crate) struct Trace {
     pub records: Vec<Record>,
     /// (time, limit, in-flight) every 100 ms.
     pub limits: Vec<(Duration, usize, usize)>,
@@ -117,7 +117,7 @@ impl Ctx {
 }
 
 /// Runs `s` under `control`. Call from a paused-time runtime.
-pub async fn run(s: &Scenario, control: &Control) -> Trace {
+pub(crate) async fn run(s: &Scenario, control: &Control) -> Trace {
     let initial = match control {
         Control::Fixed(n) => *n,
         Control::Netflix(_) => 20,

@@ -8,11 +8,11 @@ use super::run::{Control, Load, Scenario};
 use std::time::Duration;
 use weir::limiter::{LimiterConfig, Target};
 
-pub const BASE: Duration = Duration::from_millis(50);
-pub const TARGET: Duration = Duration::from_millis(75);
+pub(crate) const BASE: Duration = Duration::from_millis(50);
+pub(crate) const TARGET: Duration = Duration::from_millis(75);
 
 /// weir's limiter as the scenarios configure it: defaults, but for `target` and `max`.
-pub fn limiter(target: Target, min: usize, max: usize) -> LimiterConfig {
+pub(crate) fn limiter(target: Target, min: usize, max: usize) -> LimiterConfig {
     let mut c = LimiterConfig::default();
     c.aimd.min = min;
     c.aimd.max = max;
@@ -22,7 +22,7 @@ pub fn limiter(target: Target, min: usize, max: usize) -> LimiterConfig {
 
 /// A scenario plus what it is measured against.
 #[derive(Debug, Clone)]
-pub struct Case {
+pub(crate) struct Case {
     pub scenario: Scenario,
     /// weir's configuration for it.
     pub limiter: LimiterConfig,
@@ -40,7 +40,7 @@ impl Case {
     /// no-load p95 of the first phase); weir without
     /// step acceleration and slow start (classic +1 AIMD); a fixed limit at the ideal;
     /// Netflix's default AIMD.
-    pub fn controls(&self) -> Vec<(&'static str, Control, Duration)> {
+    pub(crate) fn controls(&self) -> Vec<(&'static str, Control, Duration)> {
         let target = self.scenario.target;
         let mut classic = self.limiter.clone();
         classic.aimd.growth_cap = 0.0;
@@ -79,7 +79,7 @@ fn scenario(name: &'static str, phases: Vec<(Duration, Profile)>, secs: u64) -> 
 /// Expect: the limit settles in a sawtooth just around the knee (cut when p95 passes
 /// 75 ms, near 1.27 k); over the last 30 s, throughput ≥ 90 % of k / 50 ms and p95 ≤
 /// 1.2 × 75 ms.
-pub fn knee(k: usize) -> Case {
+pub(crate) fn knee(k: usize) -> Case {
     let mut p = Profile::knee(k, BASE);
     let mut s = scenario("knee", vec![(Duration::ZERO, p)], 60);
     if k == 50 {
@@ -99,7 +99,7 @@ pub fn knee(k: usize) -> Case {
 /// Knee 100 for 60 s, then 50 (capacity halves; hard limit 100) for 30 s, then 100 again
 /// until 150 s. Expect: the limit within 20 % of 50 less than 10 s after the halving, and
 /// within 20 % of 100 less than 30 s after the recovery.
-pub fn capacity_halves() -> Case {
+pub(crate) fn capacity_halves() -> Case {
     let full = Profile::knee(100, BASE);
     let half = Profile::knee(50, BASE);
     let phases = vec![
@@ -119,7 +119,7 @@ pub fn capacity_halves() -> Case {
 /// Flat latency (no knee in reach), max 200; from 30 s to 40 s a third of requests fail.
 /// Expect: the limit at max before the burst, at most half of it within 2 windows of
 /// the burst's start, back at max by the end (70 s).
-pub fn error_burst() -> Case {
+pub(crate) fn error_burst() -> Case {
     let calm = Profile {
         hard: None,
         ..Profile::knee(1_000_000, BASE)
@@ -145,7 +145,7 @@ pub fn error_burst() -> Case {
 /// No knee, heavy jitter (σ = 0.5, p95 ≈ 2.3 × median) around 200 ms, target 600 ms,
 /// max 1000. Expect: noise alone never crosses the target, so the limit climbs to max
 /// and stays there.
-pub fn noise() -> Case {
+pub(crate) fn noise() -> Case {
     let base = Duration::from_millis(200);
     let p = Profile {
         jitter: 0.5,
@@ -165,7 +165,7 @@ pub fn noise() -> Case {
 
 /// Poisson arrivals at 200 jobs/s (10 in flight on average at 50 ms), limit 64, knee far
 /// away. Expect: the limit is never binding, so it never grows; every arrival is served.
-pub fn light_load() -> Case {
+pub(crate) fn light_load() -> Case {
     let p = Profile {
         hard: None,
         ..Profile::knee(1_000_000, BASE)
@@ -183,7 +183,7 @@ pub fn light_load() -> Case {
 
 /// min = max = 40 over a downstream with its knee at 20 (so every window is over the
 /// target). Expect: the limit never moves from 40.
-pub fn fixed_bounds() -> Case {
+pub(crate) fn fixed_bounds() -> Case {
     let p = Profile::knee(20, BASE);
     Case {
         scenario: scenario(

@@ -6,7 +6,7 @@ use std::time::Duration;
 use weir::limiter::Signal;
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Successful jobs per second.
     pub throughput: f64,
     /// p95 latency of successes.
@@ -22,7 +22,7 @@ pub struct Stats {
 }
 
 /// Figures over `[from, to)` seconds.
-pub fn stats(t: &Trace, from: f64, to: f64) -> Stats {
+pub(crate) fn stats(t: &Trace, from: f64, to: f64) -> Stats {
     let inside = |d: Duration| (from..to).contains(&d.as_secs_f64());
     let mut lat: Vec<Duration> = Vec::new();
     let (mut ok, mut err) = (0usize, 0usize);
@@ -68,7 +68,7 @@ pub fn stats(t: &Trace, from: f64, to: f64) -> Stats {
 }
 
 /// Seconds after `after` until the limit is first within `tol` (a fraction) of `want`.
-pub fn time_to_band(t: &Trace, after: f64, want: usize, tol: f64) -> Option<f64> {
+pub(crate) fn time_to_band(t: &Trace, after: f64, want: usize, tol: f64) -> Option<f64> {
     let (lo, hi) = (want as f64 * (1.0 - tol), want as f64 * (1.0 + tol));
     t.limits
         .iter()
@@ -77,7 +77,7 @@ pub fn time_to_band(t: &Trace, after: f64, want: usize, tol: f64) -> Option<f64>
 }
 
 /// Seconds after `after` until the limit is first at or under `at_most`.
-pub fn time_to_at_most(t: &Trace, after: f64, at_most: usize) -> Option<f64> {
+pub(crate) fn time_to_at_most(t: &Trace, after: f64, at_most: usize) -> Option<f64> {
     t.limits
         .iter()
         .find(|l| l.0.as_secs_f64() >= after && l.1 <= at_most)
@@ -85,7 +85,7 @@ pub fn time_to_at_most(t: &Trace, after: f64, at_most: usize) -> Option<f64> {
 }
 
 /// The limit at `at` seconds (last sample at or before it).
-pub fn limit_at(t: &Trace, at: f64) -> usize {
+pub(crate) fn limit_at(t: &Trace, at: f64) -> usize {
     t.limits
         .iter()
         .rev()

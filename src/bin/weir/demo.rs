@@ -15,7 +15,7 @@ const QUEUE: &str = "demo";
 mod backlog;
 
 #[derive(Args, Debug)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Jobs to enqueue and drain.
     #[arg(long, default_value_t = 200_000)]
     pub jobs: u64,
@@ -43,7 +43,7 @@ pub struct DemoArgs {
     pub compare_backlog: bool,
 }
 
-pub async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
     let embedded = match &a.redis_url {
         Some(_) => None,
         None => Some(EmbeddedRedis::start()?),

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
-pub struct DlqArgs {
+pub(crate) struct DlqArgs {
     #[command(subcommand)]
     pub command: DlqCommand,
     #[command(flatten)]
@@ -13,7 +13,7 @@ pub struct DlqArgs {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum DlqCommand {
+pub(crate) enum DlqCommand {
     /// List dead-lettered jobs, newest first.
     List {
         /// How many.
@@ -42,7 +42,7 @@ pub enum DlqCommand {
     Purge,
 }
 
-pub async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
     // A usage error, so checked before Redis is reached.
     if let DlqCommand::Requeue { ids, all: false, .. } = &a.command
         && ids.is_empty()

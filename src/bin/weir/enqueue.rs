@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use weir::{NewJob, Priority, Producer};
 
 #[derive(Args, Debug)]
-pub struct EnqueueArgs {
+pub(crate) struct EnqueueArgs {
     #[command(flatten)]
     pub common: Common,
     /// NDJSON file; standard input when absent or `-`.
@@ -53,7 +53,7 @@ struct Line {
     max_attempts: Option<u32>,
 }
 
-pub async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
     let (name, reader): (String, Box<dyn BufRead + Send>) = match &a.file {
         Some(p) if p.as_os_str() != "-" => {
             let file = std::fs::File::open(p)

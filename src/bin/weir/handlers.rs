@@ -9,7 +9,7 @@ use weir::{Handler, Job, JobResult, Registry};
 
 /// A built-in handler, as `--handler` names it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum BuiltIn {
+pub(crate) enum BuiltIn {
     /// Acks every job at once.
     Noop,
     /// Sleeps, then acks.
@@ -21,7 +21,7 @@ pub enum BuiltIn {
     Http(String),
 }
 
-pub fn parse_handler(s: &str) -> Result<BuiltIn, String> {
+pub(crate) fn parse_handler(s: &str) -> Result<BuiltIn, String> {
     if s.starts_with("http://") || s.starts_with("https://") {
         return Ok(BuiltIn::Http(s.to_owned()));
     }
@@ -38,7 +38,7 @@ pub fn parse_handler(s: &str) -> Result<BuiltIn, String> {
 
 /// How `weir work` calls an HTTP handler.
 #[derive(Debug, Clone, Copy)]
-pub struct HttpOptions {
+pub(crate) struct HttpOptions {
     /// Per-request timeout.
     pub timeout: Duration,
     /// POST arrays of up to this many jobs instead of one job per request.
@@ -47,7 +47,7 @@ pub struct HttpOptions {
 
 impl BuiltIn {
     /// A registry sending every kind to this handler.
-    pub fn registry(&self, http: HttpOptions) -> weir::Result<Registry> {
+    pub(crate) fn registry(&self, http: HttpOptions) -> weir::Result<Registry> {
         if http.batch.is_some() && !matches!(self, BuiltIn::Http(_)) {
             return Err(weir::Error::Config(
                 "--batch-http needs an http:// handler".into(),
@@ -76,7 +76,7 @@ impl BuiltIn {
     /// nothing more: no request is sent, so the service sees nothing it could take for a
     /// job. Skipped when requests go through a proxy (`http_proxy`, `all_proxy`): the
     /// proxy, not the host, is what a connect would reach.
-    pub async fn check_reachable(&self, timeout: Duration) -> weir::Result<()> {
+    pub(crate) async fn check_reachable(&self, timeout: Duration) -> weir::Result<()> {
         let BuiltIn::Http(url) = self else {
             return Ok(());
         };

@@ -18,7 +18,7 @@ fn parse_rate_setting(s: &str) -> Result<RateSetting, weir::limiter::LimiterErro
 
 /// `weir limits`.
 #[derive(Args, Debug)]
-pub struct LimitsArgs {
+pub(crate) struct LimitsArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(subcommand)]
@@ -26,7 +26,7 @@ pub struct LimitsArgs {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum LimitsCommand {
+pub(crate) enum LimitsCommand {
     /// Show the settings stored for the queue.
     Get,
     /// Store settings; running consumers apply them within about a second.
@@ -37,14 +37,14 @@ pub enum LimitsCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct ClearArgs {
+pub(crate) struct ClearArgs {
     /// Remove only the dead-letter cap (back to the default).
     #[arg(long)]
     pub dead_cap: bool,
 }
 
 #[derive(Args, Debug)]
-pub struct SetArgs {
+pub(crate) struct SetArgs {
     /// Lowest concurrency limit (adaptive consumers).
     #[arg(long)]
     pub min_concurrency: Option<usize>,
@@ -69,7 +69,7 @@ pub struct SetArgs {
     pub dead_cap: Option<u64>,
 }
 
-pub async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
     let mut conn = a.common.redis()?.connect().await?;
     let queue = &a.common.queue;
     match a.command {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use weir::Stats;
 
 #[derive(Args, Debug)]
-pub struct StatsArgs {
+pub(crate) struct StatsArgs {
     #[command(flatten)]
     pub common: Common,
     /// Print JSON.
@@ -25,7 +25,7 @@ pub struct StatsArgs {
     pub count: Option<u64>,
 }
 
-pub async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
     let q = a.common.queue_handle().await?;
     if !a.watch {
         let s = q.stats().await?;

@@ -10,7 +10,7 @@ use weir::pool::PoolConfig;
 use weir::{CancellationToken, Consumer, ConsumerConfig, DeferralBudget, FetcherConfig, Report};
 
 #[derive(Args, Debug, Clone)]
-pub struct WorkArgs {
+pub(crate) struct WorkArgs {
     #[command(flatten)]
     pub common: Common,
     /// Handler for every job kind (required: there is no default, since `noop` would
@@ -112,7 +112,7 @@ fn http_defaults() -> HttpConfig {
 impl WorkArgs {
     /// What `weir work` runs with when given no flags but `common` (the library's
     /// defaults, as the flags above read them).
-    pub fn defaults(common: Common) -> Self {
+    pub(crate) fn defaults(common: Common) -> Self {
         let c = ConsumerConfig::default();
         Self {
             common,
@@ -139,7 +139,7 @@ impl WorkArgs {
     }
 
     /// The consumer's configuration (the limiter's settings checked on the way).
-    pub fn config(&self) -> weir::Result<ConsumerConfig> {
+    pub(crate) fn config(&self) -> weir::Result<ConsumerConfig> {
         let mut c = ConsumerConfig::new(self.common.queue.clone());
         c.concurrency = self.concurrency;
         c.lease = self.visibility_timeout;
@@ -163,7 +163,7 @@ impl WorkArgs {
 }
 
 /// Runs the consumer; prints what it did. Returns the report and the elapsed time.
-pub async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
+pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let redis = a.common.redis()?;
     let http = HttpOptions {
         timeout: a.http_timeout,

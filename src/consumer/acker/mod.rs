@@ -61,7 +61,7 @@ pub(crate) struct Acker {
 }
 
 impl Acker {
-    pub fn new(config: AckerConfig, deps: AckerDeps) -> Self {
+    pub(crate) fn new(config: AckerConfig, deps: AckerDeps) -> Self {
         Self {
             config,
             deps,
@@ -76,7 +76,7 @@ impl Acker {
     /// Once `finish` is cancelled (the running jobs are done, or abandoned), it starts no
     /// write until the end: a write that keeps failing then gives way to the final flush,
     /// which gives up at its deadline, so a shutdown never hangs on Redis.
-    pub async fn run(mut self, mut rx: mpsc::Receiver<AckerMsg>, finish: CancellationToken) {
+    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<AckerMsg>, finish: CancellationToken) {
         let mut flush_at: Option<Instant> = None;
         let mut finishing = false;
         loop {

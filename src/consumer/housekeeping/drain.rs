@@ -21,14 +21,14 @@ pub(crate) struct DrainWatch {
 }
 
 impl DrainWatch {
-    pub fn new(conn: HealingConnection, keys: QueueKeys, limit: Arc<Limit>) -> Self {
+    pub(crate) fn new(conn: HealingConnection, keys: QueueKeys, limit: Arc<Limit>) -> Self {
         Self { conn, keys, limit }
     }
 
     /// Cancels `stop` (the consumer's "stop fetching") once the queue is empty, or
     /// returns when something else cancelled it. A failed stats call is tried again at
     /// the next check.
-    pub async fn run(mut self, stop: CancellationToken) {
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,

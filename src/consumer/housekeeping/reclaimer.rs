@@ -66,7 +66,7 @@ pub(crate) struct Reclaimer {
 }
 
 impl Reclaimer {
-    pub fn new(
+    pub(crate) fn new(
         config: ReclaimerConfig,
         budget: DeferralBudget,
         conn: HealingConnection,
@@ -84,7 +84,7 @@ impl Reclaimer {
 
     /// Reclaims once per interval until `shutdown`. A failed call waits for the next
     /// tick, like a successful one: nothing is lost meanwhile (the leases stay expired).
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut trims = TrimLog::default();
         let every = self.config.interval;
         let mut errors = Streak::new(

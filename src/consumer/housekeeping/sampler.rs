@@ -22,7 +22,12 @@ pub(crate) struct Sampler {
 }
 
 impl Sampler {
-    pub fn new(conn: HealingConnection, keys: QueueKeys, limit: Arc<Limit>, metrics: QueueMetrics) -> Self {
+    pub(crate) fn new(
+        conn: HealingConnection,
+        keys: QueueKeys,
+        limit: Arc<Limit>,
+        metrics: QueueMetrics,
+    ) -> Self {
         Self {
             conn,
             keys,
@@ -33,7 +38,7 @@ impl Sampler {
 
     /// Samples until `shutdown`; returns at once if no recorder is installed. A failed
     /// stats call skips one sample (the next one comes a second later anyway).
-    pub async fn run(mut self, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         if !crate::metrics::is_installed() {
             return;
         }

@@ -28,7 +28,7 @@ pub(crate) struct SettingsWatch {
 
 impl SettingsWatch {
     /// Watches the settings of the queue `keys` every `every`.
-    pub fn new(
+    pub(crate) fn new(
         every: Duration,
         conn: HealingConnection,
         keys: &QueueKeys,
@@ -47,7 +47,7 @@ impl SettingsWatch {
     /// Polls until `shutdown`. A failed read is tried again at the next poll, and a
     /// setting that does not parse is reported once; either way the settings in force
     /// stay.
-    pub async fn run(mut self, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         let every = self.every;
         let mut errors = Streak::new(
             "runtime settings",

@@ -16,7 +16,7 @@ pub(crate) struct TrimLog {
 impl TrimLog {
     /// Takes what a call trimmed itself and the queue's `trimmed` counter after it; logs
     /// a streak's start and end. Returns true while trimming.
-    pub fn saw(&mut self, own: u64, total: u64) -> bool {
+    pub(super) fn saw(&mut self, own: u64, total: u64) -> bool {
         // Before the first call the counter's history is unknown: only the call's own
         // trims are news.
         let delta = self.last.map_or(own, |last| total.saturating_sub(last));

@@ -52,7 +52,7 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// Runs jobs until `shutdown`; un-started jobs are left to the acker to release.
-    pub async fn run(self, mut jobs: mpsc::UnboundedReceiver<Vec<Job>>, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, mut jobs: mpsc::UnboundedReceiver<Vec<Job>>, shutdown: CancellationToken) {
         let this = Arc::new(self);
         loop {
             let batch = tokio::select! {

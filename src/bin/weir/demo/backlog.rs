@@ -10,7 +10,7 @@ use weir::{CancellationToken, Consumer, ConsumerConfig, Producer, Redis, Registr
 
 const MEASURED: u64 = 100_000;
 
-pub async fn compare(a: &DemoArgs, producer: &Producer, url: &str) -> weir::Result<ExitCode> {
+pub(super) async fn compare(a: &DemoArgs, producer: &Producer, url: &str) -> weir::Result<ExitCode> {
     let small = {
         let mut elapsed = Duration::ZERO;
         for _ in 0..10 {
