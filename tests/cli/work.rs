@@ -62,19 +62,13 @@ async fn work_without_a_handler_is_a_usage_error_and_touches_nothing() {
 async fn a_job_timeout_under_the_floor_is_refused() {
     let ctx = Ctx::new("cli-jobtimeout").await;
     let ids = seed_jobs(&ctx, 5).await;
+    let q = ctx.queue.as_str();
+    let args = |t| {
+        let work = ["work", "--handler", "noop", "--drain", "--no-metrics", "-q"];
+        [&work[..], &[q, "--job-timeout", t]].concat()
+    };
     for t in ["0s", "0ms", "1us", "9ms"] {
-        let args = [
-            "work",
-            "--handler",
-            "noop",
-            "--drain",
-            "--no-metrics",
-            "-q",
-            &ctx.queue,
-            "--job-timeout",
-            t,
-        ];
-        let o = cli_within(&ctx, &args, LIMIT);
+        let o = cli_within(&ctx, &args(t), LIMIT);
         no_panic(&o);
         let lines = error_lines(&o);
         assert_eq!(o.status.code(), Some(2), "{t}: {lines:?}");
@@ -85,18 +79,7 @@ async fn a_job_timeout_under_the_floor_is_refused() {
         );
         untouched(&ctx, &ids).await;
     }
-    let args = [
-        "work",
-        "--handler",
-        "noop",
-        "--drain",
-        "--no-metrics",
-        "-q",
-        &ctx.queue,
-        "--job-timeout",
-        "10ms",
-    ];
-    let o = cli_within(&ctx, &args, LIMIT);
+    let o = cli_within(&ctx, &args("10ms"), LIMIT);
     assert_eq!(
         o.status.code(),
         Some(0),

@@ -233,8 +233,9 @@ async fn kill_9_at_random_moments_loses_no_job() {
     );
 }
 
-/// `weir work` on the test's queue (short leases), output to `out-{run}` and `err-{run}`.
-fn spawn_worker(ctx: &Ctx, handler: &str, dir: &Path, run: usize, drain: bool) -> Proc {
+/// `weir work` on the test's queue with 2 s leases and `extra` flags, output to
+/// `out-{run}` and `err-{run}` in `dir`.
+fn spawn_weir_work(ctx: &Ctx, handler: &str, extra: &[&str], dir: &Path, run: usize) -> Proc {
     let mut args = vec![
         "work",
         "--redis-url",
@@ -244,21 +245,22 @@ fn spawn_worker(ctx: &Ctx, handler: &str, dir: &Path, run: usize, drain: bool) -
         "--no-metrics",
         "--visibility-timeout",
         "2s",
-        "--concurrency",
-        "8",
-        "--batch",
-        "100",
         "--handler",
         handler,
     ];
-    if drain {
-        args.push("--drain");
-    }
+    args.extend_from_slice(extra);
     Proc::weir(
         &args,
         &dir.join(format!("out-{run}")),
         &dir.join(format!("err-{run}")),
     )
+}
+
+/// The crash tests' worker: concurrency 8, batches of 100, optionally draining.
+fn spawn_worker(ctx: &Ctx, handler: &str, dir: &Path, run: usize, drain: bool) -> Proc {
+    let drain: &[&str] = if drain { &["--drain"] } else { &[] };
+    let extra = [&["--concurrency", "8", "--batch", "100"][..], drain].concat();
+    spawn_weir_work(ctx, handler, &extra, dir, run)
 }
 
 /// The acceptance run of "attempts are charged only for runs that started": `kill -9` of a
@@ -280,28 +282,9 @@ async fn kill_9_with_a_full_buffer_charges_only_started_jobs() {
     ctx.producer().enqueue_bulk(once).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let worker = |handler: &str, drain: bool, run: usize| {
-        let mut args = vec![
-            "work",
-            "--redis-url",
-            &ctx.url,
-            "-q",
-            &ctx.queue,
-            "--no-metrics",
-            "--visibility-timeout",
-            "2s",
-            "--concurrency",
-            "50",
-            "--handler",
-            handler,
-        ];
-        if drain {
-            args.push("--drain");
-        }
-        let (out, err) = (
-            dir.path().join(format!("out-{run}")),
-            dir.path().join(format!("err-{run}")),
-        );
-        Proc::weir(&args, &out, &err)
+        let drain: &[&str] = if drain { &["--drain"] } else { &[] };
+        let extra = [&["--concurrency", "50"][..], drain].concat();
+        spawn_weir_work(&ctx, handler, &extra, dir.path(), run)
     };
     let mut doomed = worker("sleep:1h", false, 0);
     // Full: 50 running, 100 more fetched and waiting for a slot, all leased.
