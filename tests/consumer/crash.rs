@@ -233,34 +233,22 @@ async fn kill_9_at_random_moments_loses_no_job() {
     );
 }
 
-/// `weir work` on the test's queue with 2 s leases and `extra` flags, output to
-/// `out-{run}` and `err-{run}` in `dir`.
-fn spawn_weir_work(ctx: &Ctx, handler: &str, extra: &[&str], dir: &Path, run: usize) -> Proc {
-    let mut args = vec![
-        "work",
-        "--redis-url",
-        &ctx.url,
-        "-q",
-        &ctx.queue,
-        "--no-metrics",
-        "--visibility-timeout",
-        "2s",
-        "--handler",
-        handler,
-    ];
-    args.extend_from_slice(extra);
-    Proc::weir(
-        &args,
-        &dir.join(format!("out-{run}")),
-        &dir.join(format!("err-{run}")),
-    )
-}
-
 /// The crash tests' worker: concurrency 8, batches of 100, optionally draining.
 fn spawn_worker(ctx: &Ctx, handler: &str, dir: &Path, run: usize, drain: bool) -> Proc {
     let drain: &[&str] = if drain { &["--drain"] } else { &[] };
-    let extra = [&["--concurrency", "8", "--batch", "100"][..], drain].concat();
-    spawn_weir_work(ctx, handler, &extra, dir, run)
+    let extra = [
+        &[
+            "--visibility-timeout",
+            "2s",
+            "--concurrency",
+            "8",
+            "--batch",
+            "100",
+        ][..],
+        drain,
+    ]
+    .concat();
+    weir_work(ctx, handler, &extra, dir, &run.to_string())
 }
 
 /// The acceptance run of "attempts are charged only for runs that started": `kill -9` of a
@@ -283,8 +271,8 @@ async fn kill_9_with_a_full_buffer_charges_only_started_jobs() {
     let dir = tempfile::tempdir().unwrap();
     let worker = |handler: &str, drain: bool, run: usize| {
         let drain: &[&str] = if drain { &["--drain"] } else { &[] };
-        let extra = [&["--concurrency", "50"][..], drain].concat();
-        spawn_weir_work(&ctx, handler, &extra, dir.path(), run)
+        let extra = [&["--visibility-timeout", "2s", "--concurrency", "50"][..], drain].concat();
+        weir_work(&ctx, handler, &extra, dir.path(), &run.to_string())
     };
     let mut doomed = worker("sleep:1h", false, 0);
     // Full: 50 running, 100 more fetched and waiting for a slot, all leased.

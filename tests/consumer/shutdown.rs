@@ -8,7 +8,7 @@
 
 use crate::common::*;
 use crate::faults::proxy::Proxy;
-use crate::faults::{Proc, printed_ids, script_sha};
+use crate::faults::{printed_ids, script_sha};
 use crate::support::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -216,29 +216,18 @@ async fn sigterm_while_busy(label: &str, handler: &str, shutdown_timeout: &str) 
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
-    let mut p = Proc::weir(
-        &[
-            "work",
-            "--redis-url",
-            &ctx.url,
-            "-q",
-            &ctx.queue,
-            "--no-metrics",
-            "--handler",
-            handler,
-            "--concurrency",
-            "16",
-            "--batch",
-            "100",
-            "--visibility-timeout",
-            "60s",
-            "--shutdown-timeout",
-            shutdown_timeout,
-        ],
-        &out,
-        &err,
-    );
+    let (out, err) = (dir.path().join("out-w"), dir.path().join("err-w"));
+    let extra = [
+        "--concurrency",
+        "16",
+        "--batch",
+        "100",
+        "--visibility-timeout",
+        "60s",
+        "--shutdown-timeout",
+        shutdown_timeout,
+    ];
+    let mut p = weir_work(&ctx, handler, &extra, dir.path(), "w");
     // Busy: the buffer is full and every slot runs a job.
     wait_until("the consumer busy", Duration::from_secs(30), || async {
         ctx.stats().await.in_flight >= 32

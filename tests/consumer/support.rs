@@ -1,6 +1,7 @@
 //! Starting and stopping consumers. (Handlers that record what they saw: [`Seen`].)
 
 use crate::common::*;
+use crate::faults::Proc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, NewJob, Registry, Report, RetryPolicy};
@@ -79,4 +80,25 @@ pub(crate) async fn assert_empty(ctx: &Ctx, dead: usize) {
     assert!(s.lease.is_empty(), "leased: {:?}", s.lease);
     assert_eq!(s.dead.len(), dead, "dead: {:?}", s.dead);
     assert_eq!(s.jobs.len(), dead, "only dead jobs keep their envelope");
+}
+
+/// A `weir work` process on the test's queue with `handler` and `extra` flags (no metrics
+/// server), its output in `out-{name}` and `err-{name}` under `dir`.
+pub(crate) fn weir_work(ctx: &Ctx, handler: &str, extra: &[&str], dir: &std::path::Path, name: &str) -> Proc {
+    let base = [
+        "work",
+        "--redis-url",
+        &ctx.url,
+        "-q",
+        &ctx.queue,
+        "--no-metrics",
+        "--handler",
+        handler,
+    ];
+    let args = [&base[..], extra].concat();
+    Proc::weir(
+        &args,
+        &dir.join(format!("out-{name}")),
+        &dir.join(format!("err-{name}")),
+    )
 }
