@@ -9,8 +9,16 @@
 //! a call was stuck are not fired back to back afterwards (as `Burst` would: a burst
 //! extends the same leases several times for nothing). Each call may take at most one
 //! beat; a failed beat leaves a lease at least a third of its length before it expires.
+//!
+//! Each beat also refreshes this consumer's entry in the queue's worker registry (`weir
+//! workers`: its limit and running jobs now), sent together with the first extend call so
+//! a beat stays one round trip; the entry is written when the heartbeat starts and removed
+//! when it stops, and expires after three beats (at least [`MIN_WORKER_TTL`]) if the
+//! process dies.
 
 use crate::consumer::leases::Leases;
+use crate::limiter::limit::Limit;
+use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
 use crate::queue::scripts;
 use crate::redis::conn::HealingConnection;
@@ -23,6 +31,19 @@ use tokio_util::sync::CancellationToken;
 /// Most ids per `extend` call.
 const EXTEND_CHUNK: usize = 2000;
 
+/// The shortest time a worker registry entry lives without a beat: short leases beat
+/// often, and one late beat must not make a live consumer vanish from `weir workers`.
+pub(crate) const MIN_WORKER_TTL: Duration = Duration::from_secs(2);
+
+/// How long the removal of the registry entry may take at shutdown (it expires anyway).
+const DEREGISTER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// This consumer in the worker registry: its record and what changes in it.
+pub(crate) struct Registration {
+    pub(crate) record: WorkerRecord,
+    pub(crate) limit: Arc<Limit>,
+}
+
 /// The heartbeat task.
 pub(crate) struct Heartbeat {
     conn: HealingConnection,
@@ -32,6 +53,9 @@ pub(crate) struct Heartbeat {
     leases: Arc<Leases>,
     /// Failed beats: the first of a run is logged, and the recovery.
     errors: Streak,
+    registration: Registration,
+    /// Failed registry writes, logged the same way.
+    registry_errors: Streak,
 }
 
 impl Heartbeat {
@@ -40,6 +64,7 @@ impl Heartbeat {
         keys: QueueKeys,
         lease: Duration,
         leases: Arc<Leases>,
+        registration: Registration,
     ) -> Self {
         Self {
             conn,
@@ -48,6 +73,8 @@ impl Heartbeat {
             leases,
             // The wait it computes is not used: the next try is the next beat.
             errors: Streak::new("heartbeat", Backoff::CALL),
+            registration,
+            registry_errors: Streak::new("worker registry", Backoff::CALL),
         }
     }
 
@@ -57,11 +84,40 @@ impl Heartbeat {
         let every = (self.lease / 3).max(Duration::from_millis(10));
         let mut beats = tokio::time::interval_at(Instant::now() + every, every);
         beats.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let ttl = (every * 3).max(MIN_WORKER_TTL);
+        let registered = self.register(ttl);
+        self.registered(tokio::time::timeout(every, registered).await);
         loop {
             tokio::select! {
                 biased;
-                _ = stop.cancelled() => return,
-                _ = beats.tick() => self.beat(every).await,
+                _ = stop.cancelled() => break,
+                _ = beats.tick() => self.beat(every, ttl).await,
+            }
+        }
+        let gone = self.register(Duration::ZERO);
+        self.registered(tokio::time::timeout(DEREGISTER_TIMEOUT, gone).await);
+    }
+
+    /// Writes this consumer's registry entry to live `ttl` (zero: removes it). A future
+    /// of its own, on a clone of the connection, so a beat sends it beside an extend.
+    fn register(&self, ttl: Duration) -> impl Future<Output = crate::Result<u64>> + use<> {
+        let (mut conn, keys) = (self.conn.clone(), self.keys.clone());
+        let r = &self.registration;
+        let (id, fields) = (
+            r.record.id.clone(),
+            r.record.fields(r.limit.get(), r.limit.in_flight()),
+        );
+        async move { scripts::worker_beat(&mut conn, &keys, &id, ttl.as_millis() as u64, &fields).await }
+    }
+
+    fn registered(&mut self, r: Result<crate::Result<u64>, tokio::time::error::Elapsed>) {
+        match r {
+            Ok(Ok(_)) => self.registry_errors.succeeded(),
+            Ok(Err(e)) => {
+                self.registry_errors.failed(&e);
+            }
+            Err(_) => {
+                self.registry_errors.failed(&"no reply within a beat");
             }
         }
     }
@@ -69,50 +125,68 @@ impl Heartbeat {
     /// Extends the leases that need it: those whose deadline was set at least half a beat
     /// ago (a lease taken since has nearly its whole length ahead). Lost leases are
     /// forgotten.
-    async fn beat(&mut self, every: Duration) {
-        let Some(old) = Instant::now().checked_sub(every / 2) else {
-            return;
+    async fn beat(&mut self, every: Duration, ttl: Duration) {
+        let due: Vec<(String, u64)> = match Instant::now().checked_sub(every / 2) {
+            Some(old) => self.due(old),
+            None => Vec::new(),
         };
-        let due: Vec<(String, u64)> = self.leases.with(|t| {
+        let registered = tokio::time::timeout(every, self.register(ttl));
+        let mut chunks = due.chunks(EXTEND_CHUNK);
+        let Some(first) = chunks.next() else {
+            return self.registered(registered.await);
+        };
+        // Both requests go out together on the multiplexed connection: one round trip.
+        let (registered, ()) = tokio::join!(registered, self.extend(first, every));
+        self.registered(registered);
+        for chunk in chunks {
+            self.extend(chunk, every).await;
+        }
+    }
+
+    /// The leases whose deadline was set at or before `old`.
+    fn due(&self, old: Instant) -> Vec<(String, u64)> {
+        self.leases.with(|t| {
             t.leases
                 .iter()
                 .filter(|(_, l)| l.renewed <= old)
                 .map(|(id, l)| (id.clone(), l.token))
                 .collect()
-        });
+        })
+    }
+
+    /// Extends the leases of `chunk` in one call.
+    async fn extend(&mut self, chunk: &[(String, u64)], every: Duration) {
         let vt = self.lease.as_millis() as u64;
-        for chunk in due.chunks(EXTEND_CHUNK) {
-            let pairs: Vec<(&str, u64)> = chunk.iter().map(|(id, t)| (id.as_str(), *t)).collect();
-            let sent = Instant::now();
-            let call = scripts::extend(&mut self.conn, &self.keys, vt, &pairs);
-            match tokio::time::timeout(every, call).await {
-                Ok(Ok((_, lost))) => {
-                    self.errors.succeeded();
-                    self.leases.with(|t| {
-                        for (id, _) in chunk {
-                            if let Some(l) = t.leases.get_mut(id) {
-                                l.renewed = sent;
-                            }
+        let pairs: Vec<(&str, u64)> = chunk.iter().map(|(id, t)| (id.as_str(), *t)).collect();
+        let sent = Instant::now();
+        let call = scripts::extend(&mut self.conn, &self.keys, vt, &pairs);
+        match tokio::time::timeout(every, call).await {
+            Ok(Ok((_, lost))) => {
+                self.errors.succeeded();
+                self.leases.with(|t| {
+                    for (id, _) in chunk {
+                        if let Some(l) = t.leases.get_mut(id) {
+                            l.renewed = sent;
                         }
-                        for id in &lost {
-                            t.leases.remove(id);
-                        }
-                    });
-                    if !lost.is_empty() {
-                        tracing::warn!(
-                            count = lost.len(),
-                            "leases lost: they expired before the heartbeat reached them; their jobs run again"
-                        );
                     }
+                    for id in &lost {
+                        t.leases.remove(id);
+                    }
+                });
+                if !lost.is_empty() {
+                    tracing::warn!(
+                        count = lost.len(),
+                        "leases lost: they expired before the heartbeat reached them (their jobs run again), or their jobs were deleted"
+                    );
                 }
-                // Tried again at the next beat, with the same tokens: if this call was
-                // applied and only its reply lost, the leases are still this process's.
-                Ok(Err(e)) => {
-                    self.errors.failed(&e);
-                }
-                Err(_) => {
-                    self.errors.failed(&"no reply within a beat");
-                }
+            }
+            // Tried again at the next beat, with the same tokens: if this call was
+            // applied and only its reply lost, the leases are still this process's.
+            Ok(Err(e)) => {
+                self.errors.failed(&e);
+            }
+            Err(_) => {
+                self.errors.failed(&"no reply within a beat");
             }
         }
     }

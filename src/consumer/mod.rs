@@ -39,7 +39,7 @@ pub use handle::{Backlog, Handle, Report};
 use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::fetcher::Fetcher;
-use crate::consumer::heartbeat::Heartbeat;
+use crate::consumer::heartbeat::{Heartbeat, Registration};
 use crate::consumer::housekeeping::{DrainWatch, Reclaimer, Sampler, SettingsWatch};
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::Pool;
@@ -51,6 +51,7 @@ use crate::handler::Registry;
 use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, RateGate};
 use crate::metrics::{LimiterMetrics, QueueMetrics};
+use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
 use crate::redis::conn::{HealingConnection, Redis};
 use std::sync::Arc;
@@ -166,7 +167,7 @@ impl Consumer {
         keys: QueueKeys,
     ) -> Started {
         let c = &self.config;
-        // This run's tag, in the start marks of the jobs it runs.
+        // This run's tag, in the start marks of the jobs it runs: its worker id too.
         let tag = format!("{:016x}", rand::random::<u64>());
         let metrics = if c.metrics {
             QueueMetrics::new(&c.queue, crate::queue::scripts::SCRIPT_NAMES)
@@ -193,7 +194,11 @@ impl Consumer {
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));
-        let heartbeat = Heartbeat::new(beat_conn, keys.clone(), c.lease, leases.clone());
+        let registration = Registration {
+            record: WorkerRecord::new(tag.clone()),
+            limit: self.limit.clone(),
+        };
+        let heartbeat = Heartbeat::new(beat_conn, keys.clone(), c.lease, leases.clone(), registration);
         let heartbeat = tasks.spawn("heartbeat", heartbeat.run(steps.stop_housekeeping.clone()));
         let fetcher = Fetcher {
             config: c.fetcher.clone(),

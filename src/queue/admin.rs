@@ -1,4 +1,20 @@
-//! Operator calls on one queue: stats, the dead-letter queue, pause and resume.
+//! Operator calls: on one queue ([`Queue`]: stats, jobs by state, one job, deletes,
+//! run-now, the dead-letter queue, pause and resume, its workers) and on the set of queues
+//! ([`Queues`]: the registry and the overview).
+//!
+//! This is the layer the `weir` command line and the web UI share: each call returns one
+//! of the serde types in [`types`], whose JSON is what `--json` prints and the UI's
+//! `/api/` returns (the format is documented in `docs/cli-json.md`).
+
+mod jobs;
+mod registry;
+pub mod types;
+mod workers;
+
+pub use jobs::{KIND_WINDOW, MAX_PAGE};
+pub use registry::Queues;
+pub use workers::MAX_WORKERS;
+pub(crate) use workers::WorkerRecord;
 
 use crate::error::Result;
 use crate::queue::keys::QueueKeys;

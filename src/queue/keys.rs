@@ -32,6 +32,24 @@ pub(crate) fn validate_token(what: &'static str, value: &str, max: usize) -> Res
     Ok(())
 }
 
+/// SET of every queue name enqueued to (the queue registry `weir queues` reads). One key
+/// for the whole Redis, outside every queue's hash tag: `enqueue` adds the queue's name to
+/// it in the same call, so on Redis Cluster it would need a slot of its own (weir runs on
+/// a single Redis today).
+pub const QUEUES: &str = "weir:queues";
+
+/// STRING: when the one-off SCAN for queues created before the registry ran (epoch ms).
+pub const QUEUES_SCANNED: &str = "weir:queues:scanned";
+
+/// The queue name in one of its keys (`weir:{Q}:...` gives `Q`): for the one-off SCAN
+/// that finds queues created before the registry.
+pub fn queue_of_key(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("weir:{")?;
+    let end = rest.find("}:")?;
+    let name = &rest[..end];
+    validate_queue_name(name).ok().map(|_| name)
+}
+
 /// How many keys a queue has (the length of [`QueueKeys::all`]).
 pub const KEY_COUNT: usize = 18;
 
@@ -132,6 +150,18 @@ impl QueueKeys {
         &self.all[16]
     }
 
+    /// ZSET worker id -> the time its entry expires, ms: the consumers registered on the
+    /// queue (`weir workers`). Not in [`QueueKeys::all`]: only the worker scripts use it.
+    pub fn workers(&self) -> String {
+        format!("weir:{{{}}}:workers", self.name)
+    }
+
+    /// HASH of one consumer's record (host, pid, version, ...), expiring unless its
+    /// heartbeat refreshes it.
+    pub fn worker(&self, id: &str) -> String {
+        format!("weir:{{{}}}:worker:{id}", self.name)
+    }
+
     /// The key holding the queue's settings (HASH): the dead-letter cap and the runtime
     /// limits running consumers apply.
     pub fn settings(&self) -> String {
@@ -158,5 +188,15 @@ mod tests {
             assert!(err.contains("queue name"), "{err}");
         }
         assert!(QueueKeys::new("a-b_c.d:e").is_ok());
+    }
+
+    #[test]
+    fn queue_names_come_back_from_keys() {
+        assert_eq!(queue_of_key("weir:{emails}:ready:high"), Some("emails"));
+        assert_eq!(queue_of_key("weir:{a:b}:jobs"), Some("a:b"));
+        assert_eq!(queue_of_key(&QueueKeys::new("w").unwrap().worker("x")), Some("w"));
+        for other in ["weir:queues", "weir:{}:jobs", "other:{q}:jobs", "weir:{q"] {
+            assert_eq!(queue_of_key(other), None, "{other}");
+        }
     }
 }

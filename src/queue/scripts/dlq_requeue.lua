@@ -18,11 +18,7 @@ for i = 1, #ids do
   local id = ids[i]
   local env = redis.call('HGET', K.jobs, id)
   if redis.call('ZREM', K.dead, id) == 1 and env then
-    local attempt, _, p = header(env)
-    if attempt then env = with_attempt(env, 0) else p = 2 end
-    redis.call('HSET', K.jobs, id, env)
-    redis.call('HDEL', K.errors, id)
-    redis.call('RPUSH', K.ready[p], id)
+    revive(id, env, false, true)
     requeued = requeued + 1
   else
     out[#out + 1] = id

@@ -1,6 +1,7 @@
 -- enqueue: adds a batch of jobs; caller-chosen ids that already exist are refused.
 --
--- KEYS: the queue's keys (lib.lua); touches ready[1..3], delayed[1..3], jobs, counters, wake.
+-- KEYS: the queue's keys (lib.lua); touches ready[1..3], delayed[1..3], jobs, counters, wake;
+--   then KEYS[19]: the queue registry (SET of queue names, keys.rs's QUEUES).
 -- ARGV: one or more sections, each of jobs that share their options:
 --   priority (0 high, 1 normal, 2 low), delay (ms, >= 0), run_at (epoch ms, 0 = none),
 --   unique (1 = ids chosen by the caller: check each; 0 = ids weir generated, unique by
@@ -72,4 +73,7 @@ end
 -- 2. wake idle consumers once per call
 count('enqueued', added)
 if added > 0 then redis.call('PUBLISH', K.wake, 'enqueue') end
+
+-- 3. the queue registry (`weir queues`): one SADD per call; the name is the hash tag
+redis.call('SADD', KEYS[19], string.match(KEYS[1], '^weir:{(.*)}:'))
 return dups

@@ -3,7 +3,7 @@
 use super::{ENQUEUE, call, into_strings, invocation};
 use crate::error::{Error, Result};
 use crate::queue::envelope::Priority;
-use crate::queue::keys::QueueKeys;
+use crate::queue::keys::{QUEUES, QueueKeys};
 use redis::Value;
 use redis::aio::ConnectionLike;
 
@@ -43,6 +43,7 @@ pub async fn enqueue<C: ConnectionLike>(
         return Ok(Vec::new());
     }
     let mut inv = invocation(&ENQUEUE, keys);
+    inv.key(QUEUES);
     let same = |a: &EnqueueArg, b: &EnqueueArg| {
         (a.priority, a.delay_ms, a.run_at_ms, a.unique) == (b.priority, b.delay_ms, b.run_at_ms, b.unique)
     };
@@ -89,6 +90,7 @@ async fn enqueue_plain<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, jobs: 
         .arg("enqueued")
         .arg(jobs.len());
     p.cmd("PUBLISH").arg(keys.wake_channel()).arg("enqueue");
+    p.cmd("SADD").arg(QUEUES).arg(keys.name());
     let r = p.query_async::<()>(conn).await.map_err(Error::from);
     crate::metrics::record_script(keys.name(), "enqueue", started, &r);
     r

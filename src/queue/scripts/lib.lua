@@ -86,6 +86,30 @@ local function with_attempt(env, attempt)
   return (string.gsub(env, '^{"attempt":%d+,', '{"attempt":' .. attempt .. ',', 1))
 end
 
+-- The kind of an envelope weir wrote (the field after the header and the id), or nil.
+local KIND = '^{"attempt":%d+,"max_attempts":%d+,"priority":%d,"enqueued_at":%d+,"id":"[^"]*","kind":"([^"]*)"'
+local function env_kind(env)
+  return string.match(env, KIND)
+end
+
+-- Puts a job (already out of the dead-letter queue or delayed) on its ready list, at the
+-- front or the back. `fresh`: a new attempt count, its last error and deferral record
+-- gone (a requeue from the dead-letter queue). An envelope weir did not write goes to
+-- normal as it is.
+local function revive(id, env, front, fresh)
+  local attempt, _, p = header(env)
+  if not attempt then
+    p = 2
+  elseif fresh then
+    redis.call('HSET', K.jobs, id, with_attempt(env, 0))
+  end
+  if fresh then
+    redis.call('HDEL', K.errors, id)
+    redis.call('HDEL', K.deferrals, id)
+  end
+  if front then redis.call('LPUSH', K.ready[p], id) else redis.call('RPUSH', K.ready[p], id) end
+end
+
 -- Moves one job (already out of ready/delayed/lease) to the dead-letter queue; its
 -- deferral record goes (a job requeued from there starts with a fresh budget).
 local function bury(id, reason, now)

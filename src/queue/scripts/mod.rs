@@ -7,7 +7,7 @@
 //! The wrappers are grouped by who calls them: [`enqueue`](enqueue()) (the producer), the
 //! lease calls a consumer makes (`lease.rs`: fetch, reclaim, extend, release,
 //! start_suspect; `settle.rs`: outcomes and start marks) and the operator calls
-//! (`admin.rs`). This file holds what they share:
+//! (`admin.rs`, `inspect.rs`). This file holds what they share:
 //! the script list, the call that records each round trip, and reply decoding.
 
 use crate::error::{Error, Result};
@@ -18,10 +18,14 @@ use std::sync::LazyLock;
 
 mod admin;
 mod enqueue;
+mod inspect;
 mod lease;
 mod settle;
 pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
 pub use enqueue::{EnqueueArg, enqueue};
+pub use inspect::{
+    BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
+};
 pub use lease::{Fetched, Reclaimed, extend, fetch, reclaim, release, start_suspect};
 pub use settle::{Settle, Settled, StartMarks, dead_letter_raw, settle, settle_marked};
 
@@ -53,6 +57,12 @@ scripts! {
     DLQ_PURGE = "dlq_purge",
     PAUSE = "pause",
     STATS = "stats",
+    JOBS_PAGE = "jobs_page",
+    JOB_SHOW = "job_show",
+    JOBS_DELETE = "jobs_delete",
+    JOB_RUN_NOW = "job_run_now",
+    DLQ_BULK = "dlq_bulk",
+    WORKER_BEAT = "worker_beat",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {

@@ -1,0 +1,173 @@
+//! The queue registry: every queue in this Redis, for `weir queues` and the UI's overview.
+//!
+//! `enqueue` adds a queue's name to the registry set (`keys::QUEUES`) in the same call that
+//! stores its jobs, so it is found without `KEYS` or `SCAN`. Queues created before the
+//! registry existed are found once by a SCAN of the key space ([`Queues::rescan`]), which
+//! records that it ran (`keys::QUEUES_SCANNED`); [`Queues::list`] runs it the first time.
+
+use super::Queue;
+use super::types::{JSON_VERSION, QueueList, QueueSummary, Rates, ReadyCounts, Timestamp};
+use crate::error::Result;
+use crate::queue::keys::{QUEUES, QUEUES_SCANNED, queue_of_key};
+use crate::queue::scripts::Stats;
+use redis::aio::ConnectionManager;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Keys asked for per SCAN step of the one-off migration.
+const SCAN_COUNT: usize = 1000;
+
+/// Admin handle on the set of queues.
+#[derive(Clone)]
+pub struct Queues {
+    conn: ConnectionManager,
+}
+
+impl std::fmt::Debug for Queues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queues").finish_non_exhaustive()
+    }
+}
+
+impl Queues {
+    /// A handle over `conn`.
+    pub fn new(conn: ConnectionManager) -> Self {
+        Self { conn }
+    }
+
+    /// The registered queue names, sorted.
+    pub async fn names(&self) -> Result<Vec<String>> {
+        let names: BTreeSet<String> = redis::cmd("SMEMBERS")
+            .arg(QUEUES)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(names.into_iter().collect())
+    }
+
+    /// Whether the one-off SCAN for queues older than the registry has run.
+    pub async fn scanned(&self) -> Result<bool> {
+        let n: u64 = redis::cmd("EXISTS")
+            .arg(QUEUES_SCANNED)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Finds queues by a SCAN of every key (`weir:{Q}:*`), adds them to the registry and
+    /// records that it ran; returns how many names were new. A one-off migration: it walks
+    /// the whole key space, in steps of [`SCAN_COUNT`] keys, so Redis is never blocked
+    /// for long, but it takes a while on a big Redis.
+    pub async fn rescan(&self) -> Result<u64> {
+        let mut conn = self.conn.clone();
+        let mut cursor: u64 = 0;
+        let mut found = BTreeSet::new();
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg("weir:{*}:*")
+                .arg("COUNT")
+                .arg(SCAN_COUNT)
+                .query_async(&mut conn)
+                .await?;
+            found.extend(keys.iter().filter_map(|k| queue_of_key(k)).map(str::to_owned));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        let mut added = 0;
+        if !found.is_empty() {
+            added = redis::cmd("SADD")
+                .arg(QUEUES)
+                .arg(&found)
+                .query_async(&mut conn)
+                .await?;
+        }
+        let now = Timestamp::from(SystemTime::now()).as_ms();
+        redis::cmd("SET")
+            .arg(QUEUES_SCANNED)
+            .arg(now)
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(added)
+    }
+
+    /// Removes `name` from the registry (its keys stay; a later enqueue adds it back).
+    /// True if it was registered.
+    pub async fn forget(&self, name: &str) -> Result<bool> {
+        crate::queue::keys::validate_queue_name(name)?;
+        let n: u64 = redis::cmd("SREM")
+            .arg(QUEUES)
+            .arg(name)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Every registered queue with its sizes (running the one-off [`Queues::rescan`] if it
+    /// never ran). With a `rate_window`, the counters are read a second time that much
+    /// later and each queue gets per-second rates: the counters' differences over the
+    /// time between the two reads, measured on this process's monotonic clock (from reply
+    /// to reply, so it is off by at most one round trip). Without one, `rates` is `None`.
+    pub async fn list(&self, rate_window: Option<Duration>) -> Result<QueueList> {
+        if !self.scanned().await? {
+            self.rescan().await?;
+        }
+        let handles = self
+            .names()
+            .await?
+            .iter()
+            .map(|n| Queue::new(self.conn.clone(), n))
+            .collect::<Result<Vec<_>>>()?;
+        let first = read_all(&handles).await?;
+        let mut queues: Vec<QueueSummary> = first.iter().map(|(q, s)| summary(q, s)).collect();
+        if let Some(window) = rate_window.filter(|w| !w.is_zero()) {
+            let at = Instant::now();
+            tokio::time::sleep(window).await;
+            let second = read_all(&handles).await?;
+            let took = at.elapsed();
+            queues = first
+                .iter()
+                .zip(&second)
+                .map(|((_, a), (q, b))| QueueSummary {
+                    rates: Some(Rates::between(&a.counters, &b.counters, took)),
+                    ..summary(q, b)
+                })
+                .collect();
+        }
+        Ok(QueueList {
+            version: JSON_VERSION,
+            now: Timestamp::from(SystemTime::now()),
+            queues,
+        })
+    }
+}
+
+/// Every queue's stats, read concurrently (pipelined on the shared connection).
+async fn read_all(handles: &[Queue]) -> Result<Vec<(String, Stats)>> {
+    let reads = handles.iter().map(|q| async move {
+        let s = q.stats().await?;
+        Ok::<_, crate::Error>((q.keys().name().to_owned(), s))
+    });
+    futures_util::future::try_join_all(reads).await
+}
+
+fn summary(name: &str, s: &Stats) -> QueueSummary {
+    QueueSummary {
+        name: name.to_owned(),
+        ready: ReadyCounts {
+            high: s.ready[0],
+            normal: s.ready[1],
+            low: s.ready[2],
+            total: s.ready_total(),
+        },
+        delayed: s.delayed,
+        in_flight: s.in_flight,
+        dead: s.dead,
+        paused: s.paused,
+        oldest_ready_age_ms: s.oldest_ready_age_ms,
+        rates: None,
+        counters: s.counters.clone(),
+    }
+}

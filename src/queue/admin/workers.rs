@@ -1,0 +1,119 @@
+//! The worker registry: each consumer's record (host, pid, version, start, its
+//! concurrency limit and running jobs), written by its heartbeat and read by `weir
+//! workers` and the UI.
+//!
+//! Layout (keys.rs): a ZSET per queue, worker id -> when its entry expires (ms), and a
+//! HASH per worker with its record, expiring at the same time. Every beat refreshes both
+//! (`worker_beat.lua`) and drops the entries of workers that stopped beating; a consumer
+//! that stops removes its own. A consumer killed with -9 stays listed until its entry
+//! expires: three heartbeats.
+
+use super::Queue;
+use super::types::{JSON_VERSION, Timestamp, Worker, WorkerList};
+use crate::error::Result;
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+/// Most workers one listing returns.
+pub const MAX_WORKERS: usize = 1000;
+
+/// What a consumer says of itself in the registry; the parts that change (the limit and
+/// the running jobs) are given at each beat.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerRecord {
+    /// The consumer's tag: its worker id.
+    pub(crate) id: String,
+    host: String,
+    pid: u32,
+    started_ms: u64,
+}
+
+impl WorkerRecord {
+    /// This process's record, as consumer `id`, starting now.
+    pub(crate) fn new(id: String) -> Self {
+        Self {
+            id,
+            host: host_name(),
+            pid: std::process::id(),
+            started_ms: Timestamp::from(SystemTime::now()).as_ms(),
+        }
+    }
+
+    /// The record's fields, with the limit and running jobs now.
+    pub(crate) fn fields(&self, limit: usize, running: usize) -> [(&'static str, String); 6] {
+        [
+            ("host", self.host.clone()),
+            ("pid", self.pid.to_string()),
+            ("version", env!("CARGO_PKG_VERSION").to_owned()),
+            ("started_ms", self.started_ms.to_string()),
+            ("limit", limit.to_string()),
+            ("running", running.to_string()),
+        ]
+    }
+}
+
+/// The host's name: the kernel's (Linux), else `$HOSTNAME`, else `unknown`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl Queue {
+    /// The live consumers of this queue (at most [`MAX_WORKERS`]), oldest entry first.
+    /// Two round trips: the registry, then the records.
+    pub async fn workers(&self) -> Result<WorkerList> {
+        let mut conn = self.conn.clone();
+        let ((secs, micros), entries): ((u64, u64), Vec<(String, u64)>) = redis::pipe()
+            .cmd("TIME")
+            .cmd("ZRANGE")
+            .arg(self.keys.workers())
+            .arg(0)
+            .arg(MAX_WORKERS - 1)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await?;
+        let now = secs * 1000 + micros / 1000;
+        let live: Vec<(String, u64)> = entries.into_iter().filter(|(_, exp)| *exp >= now).collect();
+        let mut p = redis::pipe();
+        for (id, _) in &live {
+            p.cmd("HGETALL").arg(self.keys.worker(id));
+        }
+        let records: Vec<HashMap<String, String>> = if live.is_empty() {
+            Vec::new()
+        } else {
+            p.query_async(&mut conn).await?
+        };
+        let workers = live
+            .into_iter()
+            .zip(records)
+            .filter(|(_, r)| !r.is_empty())
+            .map(|((id, exp), r)| worker(id, exp, &r))
+            .collect();
+        Ok(WorkerList {
+            version: JSON_VERSION,
+            queue: self.keys.name().to_owned(),
+            now: Timestamp(now),
+            workers,
+        })
+    }
+}
+
+fn worker(id: String, expires_ms: u64, r: &HashMap<String, String>) -> Worker {
+    let num = |k: &str| r.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let text = |k: &str| r.get(k).cloned().unwrap_or_default();
+    Worker {
+        id,
+        host: text("host"),
+        pid: num("pid") as u32,
+        weir_version: text("version"),
+        started_at: Timestamp(num("started_ms")),
+        concurrency_limit: num("limit"),
+        running: num("running"),
+        last_beat: Timestamp(num("last_beat_ms")),
+        expires_at: Timestamp(expires_ms),
+    }
+}

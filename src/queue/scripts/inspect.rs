@@ -1,0 +1,223 @@
+//! Wrappers of the inspection and action scripts behind `weir jobs`, `weir job`, the
+//! filtered dead-letter calls and the worker registry. Not on the hot path; one typed
+//! wrapper per script, as elsewhere. `queue::admin` builds the public types from these
+//! replies.
+
+use super::{
+    DLQ_BULK, JOB_RUN_NOW, JOB_SHOW, JOBS_DELETE, JOBS_PAGE, WORKER_BEAT, as_u64, call, into_string,
+    invocation, opt_string, reply_err,
+};
+use crate::error::Result;
+use crate::queue::keys::QueueKeys;
+use redis::Value;
+use redis::aio::ConnectionLike;
+
+/// One entry of a [`jobs_page`] reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageEntry {
+    /// Job id.
+    pub id: String,
+    /// Its envelope (none if it went meanwhile).
+    pub envelope: Option<String>,
+    /// Due time (delayed), lease deadline (in flight) or dead-lettered-at (dead), ms.
+    pub score: Option<u64>,
+    /// Last error or dead-letter reason.
+    pub error: Option<String>,
+    /// Start mark: the tag of the consumer running it.
+    pub mark: Option<String>,
+    /// 0: a suspect (ready) or not by priority (in flight, dead); 1..=3: the priority
+    /// (high, normal, low) of the list or set it is in.
+    pub segment: u8,
+}
+
+/// A [`jobs_page`] reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// Redis time of the call, ms.
+    pub now_ms: u64,
+    /// Entries remain past `offsets`.
+    pub more: bool,
+    /// Where the next page starts (see `jobs_page.lua`).
+    pub offsets: [u64; 3],
+    /// The jobs, in page order.
+    pub entries: Vec<PageEntry>,
+}
+
+/// One page of the jobs in `state` (`ready`, `delayed`, `in_flight` or `dead`) from
+/// `offsets`: at most `limit` jobs of `kind` (empty: any), looking at most at `window`
+/// entries.
+#[allow(clippy::too_many_arguments)]
+pub async fn jobs_page<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    state: &str,
+    offsets: [u64; 3],
+    limit: usize,
+    window: usize,
+    kind: &str,
+) -> Result<Page> {
+    let mut inv = invocation(&JOBS_PAGE, keys);
+    inv.arg(state)
+        .arg(&offsets[..])
+        .arg(limit)
+        .arg(window.max(limit))
+        .arg(kind);
+    let reply: Vec<Value> = call("jobs_page", keys, &mut inv, conn).await?;
+    if reply.len() < 5 || !(reply.len() - 5).is_multiple_of(6) {
+        return Err(reply_err("jobs_page", format!("{} values", reply.len())));
+    }
+    let n = |i: usize| as_u64("jobs_page", &reply[i]);
+    let (now_ms, more, offsets) = (n(0)?, n(1)? == 1, [n(2)?, n(3)?, n(4)?]);
+    let mut entries = Vec::with_capacity((reply.len() - 5) / 6);
+    let mut it = reply.into_iter().skip(5);
+    while let (Some(id), Some(env), Some(score), Some(err), Some(mark), Some(seg)) =
+        (it.next(), it.next(), it.next(), it.next(), it.next(), it.next())
+    {
+        entries.push(PageEntry {
+            id: opt_string(id).unwrap_or_default(),
+            envelope: opt_string(env),
+            score: opt_u64("jobs_page", &score)?,
+            error: opt_string(err),
+            mark: opt_string(mark),
+            segment: as_u64("jobs_page", &seg)? as u8,
+        });
+    }
+    Ok(Page {
+        now_ms,
+        more,
+        offsets,
+        entries,
+    })
+}
+
+/// A [`job_show`] reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    /// Redis time of the call, ms.
+    pub now_ms: u64,
+    /// `ready`, `delayed`, `in_flight`, `dead` or `missing`.
+    pub state: String,
+    /// The envelope as stored.
+    pub envelope: Option<String>,
+    /// Lease deadline, due time or dead-lettered-at, ms.
+    pub score: Option<u64>,
+    /// Last error or dead-letter reason.
+    pub error: Option<String>,
+    /// Start mark: the tag of the consumer running it (`tag:s` for a suspect).
+    pub mark: Option<String>,
+    /// The fetch token of an extended lease.
+    pub token: Option<String>,
+    /// The deferral record: `count first_ms`.
+    pub deferral: Option<String>,
+}
+
+/// One job, wherever it is.
+pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<Shown> {
+    let reply: Vec<Value> = call("job_show", keys, invocation(&JOB_SHOW, keys).arg(id), conn).await?;
+    let [now, state, env, score, err, mark, token, deferral]: [Value; 8] = reply
+        .try_into()
+        .map_err(|r: Vec<Value>| reply_err("job_show", format!("{} values", r.len())))?;
+    Ok(Shown {
+        now_ms: as_u64("job_show", &now)?,
+        state: into_string("job_show", state)?,
+        envelope: opt_string(env),
+        score: opt_u64("job_show", &score)?,
+        error: opt_string(err),
+        mark: opt_string(mark),
+        token: opt_string(token),
+        deferral: opt_string(deferral),
+    })
+}
+
+/// Deletes jobs by id (`only_dead`: only dead-lettered ones); returns each id with the
+/// state it was deleted from, or `missing`.
+pub async fn jobs_delete<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    only_dead: bool,
+    ids: &[String],
+) -> Result<Vec<(String, String)>> {
+    let mut inv = invocation(&JOBS_DELETE, keys);
+    inv.arg(if only_dead { "dead" } else { "any" });
+    for id in ids {
+        inv.arg(id);
+    }
+    let reply: Vec<Value> = call("jobs_delete", keys, &mut inv, conn).await?;
+    let mut out = Vec::with_capacity(reply.len() / 2);
+    let mut it = reply.into_iter();
+    while let (Some(id), Some(state)) = (it.next(), it.next()) {
+        out.push((
+            into_string("jobs_delete", id)?,
+            into_string("jobs_delete", state)?,
+        ));
+    }
+    Ok(out)
+}
+
+/// Moves a delayed or dead job to the front of ready; returns the state it was in.
+pub async fn job_run_now<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<String> {
+    call("job_run_now", keys, invocation(&JOB_RUN_NOW, keys).arg(id), conn).await
+}
+
+/// A [`dlq_bulk`] reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BulkStep {
+    /// Jobs requeued or deleted by this call.
+    pub acted: u64,
+    /// The rank the next call starts at.
+    pub next: u64,
+    /// No entry past this call's window can match.
+    pub done: bool,
+}
+
+/// Requeues (`requeue`) or deletes the dead-lettered jobs in one window from `rank`
+/// (oldest first) that are at least `min_age_ms` old (0: any) and of `kind` (empty: any).
+pub async fn dlq_bulk<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    requeue: bool,
+    rank: u64,
+    window: usize,
+    min_age_ms: u64,
+    kind: &str,
+) -> Result<BulkStep> {
+    let mut inv = invocation(&DLQ_BULK, keys);
+    inv.arg(if requeue { "requeue" } else { "delete" })
+        .arg(rank)
+        .arg(window.max(1))
+        .arg(min_age_ms)
+        .arg(kind);
+    let r: Vec<u64> = call("dlq_bulk", keys, &mut inv, conn).await?;
+    match r[..] {
+        [acted, next, done] => Ok(BulkStep {
+            acted,
+            next,
+            done: done == 1,
+        }),
+        _ => Err(reply_err("dlq_bulk", format!("{} values", r.len()))),
+    }
+}
+
+/// Registers or refreshes worker `id` for `ttl_ms` with the record `fields`, or with a
+/// `ttl_ms` of 0 removes it; returns how many expired entries were dropped.
+pub async fn worker_beat<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    id: &str,
+    ttl_ms: u64,
+    fields: &[(&str, String)],
+) -> Result<u64> {
+    let mut inv = invocation(&WORKER_BEAT, keys);
+    inv.key(keys.workers()).key(keys.worker(id)).arg(id).arg(ttl_ms);
+    for (k, v) in fields {
+        inv.arg(*k).arg(v);
+    }
+    call("worker_beat", keys, &mut inv, conn).await
+}
+
+fn opt_u64(script: &'static str, v: &Value) -> Result<Option<u64>> {
+    match v {
+        Value::Nil | Value::Boolean(false) => Ok(None),
+        other => as_u64(script, other).map(Some),
+    }
+}

@@ -1,0 +1,31 @@
+-- job_run_now: moves a delayed or dead-lettered job to the front of its ready list, for
+-- `weir job run-now` and the UI.
+--
+-- KEYS: the queue's keys (lib.lua); touches delayed[1..3], dead, jobs, errors, deferrals,
+--   ready[1..3], wake; reads lease.
+-- ARGV[1]: job id
+-- Returns: the state the job was in: 'delayed' (moved, its attempt count kept: a retry
+--   runs now instead of later), 'dead' (moved with a fresh attempt count, as a requeue),
+--   'in_flight' or 'ready' (left as it is), or 'missing'.
+
+local id = ARGV[1]
+local env = redis.call('HGET', K.jobs, id)
+if not env then return 'missing' end
+local state = nil
+if redis.call('ZREM', K.dead, id) == 1 then
+  revive(id, env, true, true)
+  state = 'dead'
+else
+  for p = 1, 3 do
+    if not state and redis.call('ZREM', K.delayed[p], id) == 1 then
+      redis.call('LPUSH', K.ready[p], id)
+      state = 'delayed'
+    end
+  end
+end
+if state then
+  redis.call('PUBLISH', K.wake, 'run-now')
+  return state
+end
+if redis.call('ZSCORE', K.lease, id) then return 'in_flight' end
+return 'ready'

@@ -1,0 +1,33 @@
+-- job_show: one job, wherever it is, for `weir job show` and the UI.
+--
+-- KEYS: the queue's keys (lib.lua); reads jobs, lease, lease_tokens, started, dead,
+--   delayed[1..3], errors, deferrals.
+-- ARGV[1]: job id
+-- Returns: { now_ms, state, envelope (or false), score (or false), last error (or false),
+--   start mark (or false), lease token (or false), deferral record (or false) }
+--   state: 'in_flight' (score: lease deadline), 'dead' (score: dead-lettered at),
+--   'delayed' (score: due time), 'ready' (an envelope in no lease or set: it waits in a
+--   ready list or among the suspects; found without scanning them), or 'missing'.
+--   lease token: the fetch token of an extended lease (else the lease's first deadline
+--   was its token).
+
+local id = ARGV[1]
+local now = now_ms()
+local env = redis.call('HGET', K.jobs, id)
+local state, score = 'missing', false
+local lease = redis.call('ZSCORE', K.lease, id)
+local dead = redis.call('ZSCORE', K.dead, id)
+if lease then
+  state, score = 'in_flight', tonumber(lease)
+elseif dead then
+  state, score = 'dead', tonumber(dead)
+else
+  for p = 1, 3 do
+    local due = redis.call('ZSCORE', K.delayed[p], id)
+    if due then state, score = 'delayed', tonumber(due) end
+  end
+  if state == 'missing' and env then state = 'ready' end
+end
+return { now, state, env or false, score, redis.call('HGET', K.errors, id),
+  redis.call('HGET', K.started, id), redis.call('HGET', K.lease_tokens, id),
+  redis.call('HGET', K.deferrals, id) }
