@@ -416,7 +416,13 @@ pub(crate) async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> 
         .unwrap();
     let pattern = format!("weir:{{{}}}:*", keys.name());
     let found: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(conn).await.unwrap();
-    s.stray = found.into_iter().filter(|f| !k.contains(f)).collect();
+    // The worker registry (keys.rs's `workers` and `worker`) is the consumers', not the
+    // queue's state.
+    let worker_prefix = keys.worker("");
+    s.stray = found
+        .into_iter()
+        .filter(|f| !k.contains(f) && *f != keys.workers() && !f.starts_with(&worker_prefix))
+        .collect();
     s
 }
 
