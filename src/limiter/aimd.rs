@@ -189,6 +189,21 @@ pub enum Reason {
     Baseline,
 }
 
+/// In log lines: `p95 120ms over the 100ms target`, `error rate 12.0% over the threshold`,
+/// `probe`, `not binding`, `baseline`.
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: &Duration| humantime::format_duration(Duration::from_millis(d.as_millis() as u64));
+        match self {
+            Reason::Latency { p95, target } => write!(f, "p95 {} over the {} target", ms(p95), ms(target)),
+            Reason::Errors { rate } => write!(f, "error rate {:.1}% over the threshold", rate * 100.0),
+            Reason::Probe => f.write_str("probe"),
+            Reason::NotBinding => f.write_str("not binding"),
+            Reason::Baseline => f.write_str("baseline"),
+        }
+    }
+}
+
 /// One decision: `from == to` when the limit holds (or is at a bound).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Decision {

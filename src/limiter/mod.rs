@@ -172,7 +172,7 @@ impl Limiter {
         tracing::debug!(
             from = d.from,
             to = d.to,
-            reason = ?d.reason,
+            reason = %d.reason,
             samples = summary.samples(),
             p50_ms = summary.p50.as_secs_f64() * 1e3,
             p95_ms = summary.p95.as_secs_f64() * 1e3,
@@ -182,11 +182,11 @@ impl Limiter {
         );
         let (at, reported) = inner.logged;
         if d.to != reported && now.saturating_duration_since(at) >= INFO_EVERY {
-            let target = inner
-                .rule
-                .target()
-                .map(|t| humantime::format_duration(t).to_string());
-            tracing::info!(from = reported, to = d.to, reason = ?d.reason, target_p95 = ?target, "concurrency limit changed");
+            let target = inner.rule.target().map_or_else(
+                || "not measured yet".into(),
+                |t| humantime::format_duration(t).to_string(),
+            );
+            tracing::info!(from = reported, to = d.to, reason = %d.reason, target_p95 = %target, "concurrency limit changed");
             inner.logged = (now, d.to);
         }
         d

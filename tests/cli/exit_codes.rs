@@ -44,7 +44,7 @@ async fn one_when_the_command_could_not_be_carried_out() {
     let dir = dir.path().display();
     for line in [
         format!("stats --redis-url {dead}"),
-        format!("dlq purge --redis-url {dead}"),
+        format!("dlq purge --yes --redis-url {dead}"),
         format!("limits get --redis-url {dead}"),
         format!("pause --redis-url {dead}"),
         format!("work --handler noop --redis-url {dead}"),
@@ -77,6 +77,11 @@ async fn two_when_the_command_line_is_wrong() {
         "dlq",
         "dlq requeue",
         "dlq requeue --all some-id",
+        "dlq purge",
+        "dlq delete a b",
+        "job delete a b",
+        "jobs",
+        "jobs --state sleeping",
         "limits set --rate fast",
         "pause extra",
         "demo --jobs many",
@@ -94,7 +99,7 @@ async fn three_when_the_command_was_done_in_part() {
     no_panic(&o);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     assert!(
-        text(&o.stderr).contains("1 lines not loaded"),
+        text(&o.stderr).contains("1 line not loaded"),
         "{}",
         text(&o.stderr)
     );

@@ -77,7 +77,7 @@ async fn dlq_list_requeue_purge() {
 
     let o = cli(&ctx, &["dlq", "requeue", "a", "zz", "-q", q], "");
     assert_eq!(o.status.code(), Some(3), "done in part");
-    assert!(text(&o.stdout).contains("requeued 1 jobs"));
+    assert!(text(&o.stdout).contains("requeued 1 job\n"));
     assert!(text(&o.stderr).contains("not in the dead-letter queue: zz"));
     let s = ctx.snapshot().await;
     assert_eq!(s.ready[1], ["a"]);
@@ -92,6 +92,10 @@ async fn dlq_list_requeue_purge() {
 
     bury(&ctx, &["d", "e"]).await;
     let o = cli(&ctx, &["dlq", "purge", "-q", q], "");
+    assert_eq!(o.status.code(), Some(2), "purge asks, and there is no terminal");
+    assert!(text(&o.stderr).contains("pass --yes"), "{}", text(&o.stderr));
+    assert_eq!(ctx.stats().await.dead, 2);
+    let o = cli(&ctx, &["dlq", "purge", "--yes", "-q", q], "");
     assert!(text(&o.stdout).contains("purged 2 jobs"), "{}", text(&o.stdout));
     let s = ctx.stats().await;
     assert_eq!((s.dead, s.ready[1]), (0, 3));

@@ -1,8 +1,11 @@
-//! `weir dlq list|requeue|purge`: the dead-letter queue.
+//! `weir dlq list|requeue|delete|purge`: the dead-letter queue.
 
-use crate::Common;
+use crate::output::{confirm, count, json, unattended};
+use crate::{Common, parse_duration};
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
+use std::time::Duration;
+use weir::Queue;
 
 #[derive(Args, Debug)]
 pub(crate) struct DlqArgs {
@@ -10,6 +13,35 @@ pub(crate) struct DlqArgs {
     pub command: DlqCommand,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// Which dead-lettered jobs a bulk action takes.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct Filter {
+    /// Only jobs of this kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only jobs dead-lettered at least this long ago (e.g. 1h).
+    #[arg(long, value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
+}
+
+impl Filter {
+    fn is_empty(&self) -> bool {
+        self.kind.is_none() && self.older_than.is_none()
+    }
+
+    /// The filter in words: ` of kind K dead-lettered over 1h ago`.
+    fn describe(&self) -> String {
+        let mut s = String::new();
+        if let Some(k) = &self.kind {
+            s += &format!(" of kind {k}");
+        }
+        if let Some(d) = self.older_than {
+            s += &format!(" dead-lettered over {} ago", humantime::format_duration(d));
+        }
+        s
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -26,54 +58,170 @@ pub(crate) enum DlqCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Requeue dead-lettered jobs with a fresh attempt count: the ids given, or with --all
-    /// every one (oldest first, up to --limit).
+    /// Requeue dead-lettered jobs with a fresh attempt count: the ids given, every one
+    /// with --all (oldest first, up to --limit), or those --kind and/or --older-than take.
     Requeue {
         /// Job ids.
+        #[arg(conflicts_with_all = ["all", "kind", "older_than"])]
         ids: Vec<String>,
         /// Requeue all (up to --limit).
-        #[arg(long, conflicts_with = "ids")]
+        #[arg(long, conflicts_with_all = ["kind", "older_than"])]
         all: bool,
         /// Most jobs requeued with --all.
         #[arg(long, default_value_t = 10_000)]
         limit: usize,
+        #[command(flatten)]
+        filter: Filter,
+        /// Print JSON (docs/cli-json.md).
+        #[arg(long)]
+        json: bool,
     },
-    /// Delete every dead-lettered job.
-    Purge,
+    /// Delete dead-lettered jobs by id. More than one asks for confirmation.
+    Delete {
+        /// Job ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+        /// Print JSON (docs/cli-json.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete every dead-lettered job, or those --kind and/or --older-than take. Asks for
+    /// confirmation.
+    Purge {
+        #[command(flatten)]
+        filter: Filter,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+        /// Print JSON (docs/cli-json.md).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub(crate) async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
     // A usage error, so checked before Redis is reached.
-    if let DlqCommand::Requeue { ids, all: false, .. } = &a.command
+    if let DlqCommand::Requeue {
+        ids,
+        all: false,
+        filter,
+        ..
+    } = &a.command
         && ids.is_empty()
+        && filter.is_empty()
     {
-        return Err(weir::Error::Config("give job ids to requeue, or --all".into()));
+        return Err(weir::Error::Config(
+            "give job ids to requeue, --all, or --kind/--older-than".into(),
+        ));
+    }
+    let queue = a.common.queue.clone();
+    match &a.command {
+        DlqCommand::Delete { ids, yes, .. } => crate::jobs::confirm_many(ids, &queue, *yes)?,
+        DlqCommand::Purge { yes, .. } => unattended("purging the dead-letter queue", *yes)?,
+        _ => {}
     }
     let q = a.common.queue_handle().await?;
     match a.command {
-        DlqCommand::List { limit, offset, json } => {
-            for d in q.dead_jobs(offset, limit).await? {
-                if json {
-                    println!("{}", serde_json::to_string(&d)?);
-                } else {
-                    println!(
-                        "{}  {}  {}",
-                        d.id,
-                        d.dead_at_ms,
-                        d.reason.as_deref().unwrap_or("-")
-                    );
-                }
+        DlqCommand::List { limit, offset, json } => list(&q, limit, offset, json).await?,
+        DlqCommand::Requeue {
+            ids,
+            limit,
+            filter,
+            json: as_json,
+            ..
+        } => {
+            if !filter.is_empty() {
+                let r = q
+                    .dead_where(true, filter.kind.as_deref(), filter.older_than)
+                    .await?;
+                return bulk_done(&r, as_json, "requeued", &filter);
             }
-        }
-        DlqCommand::Requeue { ids, limit, .. } => {
             let (n, missing) = q.requeue_dead(&ids, limit).await?;
-            println!("requeued {n} jobs");
+            if as_json {
+                json(&serde_json::json!({
+                    "version": weir::admin::types::JSON_VERSION,
+                    "queue": queue, "action": "requeue", "count": n, "missing": missing,
+                }))?;
+            } else {
+                println!("requeued {}", count(n, "job"));
+            }
             if !missing.is_empty() {
-                eprintln!("not in the dead-letter queue: {}", missing.join(", "));
+                if !as_json {
+                    eprintln!("not in the dead-letter queue: {}", missing.join(", "));
+                }
                 return Ok(ExitCode::from(crate::exit::PARTIAL));
             }
         }
-        DlqCommand::Purge => println!("purged {} jobs", q.purge_dead().await?),
+        DlqCommand::Delete { ids, json, .. } => {
+            return crate::jobs::report(&q.delete_jobs(&ids, true).await?, json);
+        }
+        DlqCommand::Purge { filter, yes, json } => return purge(&q, &filter, yes, json).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn list(q: &Queue, limit: usize, offset: usize, json: bool) -> weir::Result<()> {
+    for d in q.dead_jobs(offset, limit).await? {
+        if json {
+            println!("{}", serde_json::to_string(&d)?);
+        } else {
+            println!(
+                "{}  {}  {}",
+                d.id,
+                d.dead_at_ms,
+                d.reason.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn purge(q: &Queue, filter: &Filter, yes: bool, as_json: bool) -> weir::Result<ExitCode> {
+    let name = q.keys().name().to_owned();
+    if filter.is_empty() {
+        let dead = q.stats().await?.dead;
+        confirm(
+            &format!(
+                "purge {} from the dead-letter queue of {name}",
+                count(dead, "job")
+            ),
+            yes,
+        )?;
+        let n = q.purge_dead().await?;
+        let r = weir::admin::types::BulkActed {
+            version: weir::admin::types::JSON_VERSION,
+            queue: name,
+            action: "delete",
+            kind: None,
+            older_than_ms: None,
+            count: n,
+        };
+        return bulk_done(&r, as_json, "purged", filter);
+    }
+    let what = format!(
+        "delete the dead-lettered jobs{} from queue {name}",
+        filter.describe()
+    );
+    confirm(&what, yes)?;
+    let r = q
+        .dead_where(false, filter.kind.as_deref(), filter.older_than)
+        .await?;
+    bulk_done(&r, as_json, "purged", filter)
+}
+
+fn bulk_done(
+    r: &weir::admin::types::BulkActed,
+    as_json: bool,
+    verb: &str,
+    filter: &Filter,
+) -> weir::Result<ExitCode> {
+    if as_json {
+        json(r)?;
+    } else {
+        println!("{verb} {}{}", count(r.count, "job"), filter.describe());
     }
     Ok(ExitCode::SUCCESS)
 }

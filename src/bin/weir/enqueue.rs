@@ -2,7 +2,7 @@
 //! the input's size), bulk enqueue calls out, bad lines reported by number. A read error
 //! ends the input: exit 1; lines not loaded: exit 3.
 
-use crate::{Common, parse_duration, parse_priority};
+use crate::{Common, parse_duration, parse_priority, parse_time};
 use clap::Args;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -23,8 +23,11 @@ pub(crate) struct EnqueueArgs {
     #[arg(long)]
     pub kind: Option<String>,
     /// Default delay before jobs are ready (e.g. 30s).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
     pub delay: Option<Duration>,
+    /// Default time jobs become ready, RFC 3339 (e.g. 2026-12-02T00:00:00Z).
+    #[arg(long, value_parser = parse_time)]
+    pub at: Option<std::time::SystemTime>,
     /// Default priority: high, normal or low.
     #[arg(long, value_parser = parse_priority, default_value = "normal")]
     pub priority: Priority,
@@ -49,6 +52,9 @@ struct Line {
     /// A duration string ("30s") or milliseconds.
     #[serde(default)]
     delay: Option<serde_json::Value>,
+    /// When the job becomes ready, RFC 3339 (instead of `delay`).
+    #[serde(default)]
+    run_at: Option<String>,
     #[serde(default)]
     max_attempts: Option<u32>,
 }
@@ -87,8 +93,8 @@ pub(crate) async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "enqueued {} jobs into {} in {secs:.2}s ({:.0} jobs/s)",
-        loaded.stored,
+        "enqueued {} into {} in {secs:.2}s ({:.0} jobs/s)",
+        crate::output::count(loaded.stored, "job"),
         a.common.queue,
         loaded.stored as f64 / secs.max(1e-9)
     );
@@ -198,32 +204,20 @@ impl Iterator for Lines<'_> {
 fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
     if let Some(kind) = &a.kind {
         let payload = RawValue::from_string(line).map_err(|e| format!("payload is not JSON: {e}"))?;
-        let mut job = NewJob::from_raw(kind.clone(), payload).priority(a.priority);
-        if let Some(d) = a.delay {
-            job = job.delay(d);
-        }
-        return Ok(job);
+        let job = NewJob::from_raw(kind.clone(), payload).priority(a.priority);
+        return Ok(default_time(a, job));
     }
     let l: Line = serde_json::from_str(&line).map_err(|e| format!("not a job line: {e}"))?;
     let mut job = NewJob::from_raw(l.kind, l.payload).priority(a.priority);
     if let Some(p) = l.priority {
         job = job.priority(p.parse()?);
     }
-    match l.delay {
-        Some(serde_json::Value::String(s)) => job = job.delay(parse_duration(&s)?),
-        Some(serde_json::Value::Number(n)) => {
-            let ms = n
-                .as_u64()
-                .ok_or_else(|| format!("delay {n} must be whole milliseconds"))?;
-            job = job.delay(Duration::from_millis(ms));
-        }
-        Some(other) => return Err(format!("delay {other} must be a duration string or milliseconds")),
-        None => {
-            if let Some(d) = a.delay {
-                job = job.delay(d);
-            }
-        }
-    }
+    job = match (l.delay, l.run_at) {
+        (Some(_), Some(_)) => return Err("give delay or run_at, not both".into()),
+        (Some(d), None) => job.delay(line_delay(d)?),
+        (None, Some(t)) => job.run_at(parse_time(&t)?),
+        (None, None) => default_time(a, job),
+    };
     if let Some(id) = l.id {
         job = job.id(id);
     }
@@ -231,6 +225,27 @@ fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
         job = job.max_attempts(n);
     }
     Ok(job)
+}
+
+/// A job line's `delay`: a duration string ("30s") or whole milliseconds.
+fn line_delay(d: serde_json::Value) -> Result<Duration, String> {
+    match d {
+        serde_json::Value::String(s) => parse_duration(&s),
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .map(Duration::from_millis)
+            .ok_or_else(|| format!("delay {n} must be whole milliseconds")),
+        other => Err(format!("delay {other} must be a duration string or milliseconds")),
+    }
+}
+
+/// `job` with the command line's `--delay` or `--at`, if given.
+fn default_time(a: &EnqueueArgs, job: NewJob) -> NewJob {
+    match (a.delay, a.at) {
+        (Some(d), _) => job.delay(d),
+        (None, Some(t)) => job.run_at(t),
+        (None, None) => job,
+    }
 }
 
 /// Reports what was not loaded; the exit code: 1 if the input could not be read to its
@@ -246,8 +261,8 @@ fn report_problems(loaded: &Loaded, input: &str) -> weir::Result<ExitCode> {
     if !dups.is_empty() {
         let shown: Vec<_> = dups.iter().take(10).map(String::as_str).collect();
         eprintln!(
-            "skipped {} jobs whose id already exists: {}",
-            dups.len(),
+            "skipped {} whose id already exists: {}",
+            crate::output::count(dups.len() as u64, "job"),
             shown.join(", ")
         );
     }
@@ -259,7 +274,7 @@ fn report_problems(loaded: &Loaded, input: &str) -> weir::Result<ExitCode> {
     }
     let not_loaded = bad.len() + failed.iter().map(|(l, _)| l.len()).sum::<usize>();
     if not_loaded > 0 {
-        eprintln!("{not_loaded} lines not loaded");
+        eprintln!("{} not loaded", crate::output::count(not_loaded as u64, "line"));
     }
     if let Some(e) = read_error {
         return Err(crate::failure(format!("cannot read {input}: {e}")));

@@ -1,14 +1,19 @@
-//! The `weir` command line: enqueue, work, limits, stats, dlq, pause/resume, demo.
+//! The `weir` command line: enqueue, work, limits, stats, queues, jobs, job, workers, dlq,
+//! pause/resume, demo, completions.
 
 mod demo;
 mod dlq;
 mod enqueue;
+mod envs;
 mod handlers;
+mod jobs;
 mod limits;
+mod output;
+mod queues;
 mod stats;
 mod work;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -38,16 +43,39 @@ Exit codes:
   3  done in part: weir enqueue did not load some lines, or weir dlq requeue did not find
      some ids (each is named on standard error)";
 
+/// `weir --version`: the version, the commit it was built from and the build date
+/// (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("WEIR_GIT_COMMIT"),
+    ", built ",
+    env!("WEIR_BUILD_DATE"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "weir",
-    version,
+    version = VERSION,
     about = "Drain Redis job queues as fast as Redis can move them",
     after_help = EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines as text (coloured on a terminal) or as JSON objects.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written to standard error.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines; ANSI colours only when standard error is a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 // Parsed once per process: the size of the largest variant does not matter.
@@ -62,7 +90,15 @@ enum Command {
     Limits(limits::LimitsArgs),
     /// Show the queue's sizes and counters.
     Stats(stats::StatsArgs),
-    /// Inspect, requeue or purge the dead-letter queue.
+    /// List every queue in this Redis with its sizes and rates.
+    Queues(queues::QueuesArgs),
+    /// List a page of a queue's jobs in one state.
+    Jobs(jobs::JobsArgs),
+    /// Show, delete or run now one job (or a few) by id.
+    Job(jobs::JobArgs),
+    /// List the live consumers of a queue.
+    Workers(queues::WorkersArgs),
+    /// Inspect, requeue, delete or purge the dead-letter queue.
     Dlq(dlq::DlqArgs),
     /// Pause the queue: consumers stop fetching; running jobs finish.
     Pause(Common),
@@ -70,6 +106,12 @@ enum Command {
     Resume(Common),
     /// Start a private redis-server, enqueue a bulk workload, drain it, print throughput.
     Demo(demo::DemoArgs),
+    /// Print a shell completion script: `weir completions bash > /etc/bash_completion.d/weir`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Options every subcommand takes.
@@ -124,21 +166,84 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("invalid duration {s:?} ({e}); write it like 500ms, 2s or 5m"))
 }
 
+/// Parses an RFC 3339 time: `2026-12-02T00:00:00Z`, with fractional seconds or a
+/// numeric offset (`2026-12-02T01:00:00+01:00`) if wanted.
+pub fn parse_time(s: &str) -> Result<std::time::SystemTime, String> {
+    let bad = |e: &dyn std::fmt::Display| {
+        format!("invalid time {s:?} ({e}); write it in RFC 3339, like 2026-12-02T00:00:00Z")
+    };
+    let t = s.trim();
+    let b = t.as_bytes();
+    let n = b.len();
+    // A numeric offset `+HH:MM`/`-HH:MM`: parse the rest as UTC, then shift by it.
+    let (utc, offset) = if n > 6 && matches!(b[n - 6], b'+' | b'-') && b[n - 3] == b':' {
+        let (h, m) = (t[n - 5..n - 3].parse::<u64>(), t[n - 2..].parse::<u64>());
+        let (Ok(h), Ok(m)) = (h, m) else {
+            return Err(bad(&"bad offset"));
+        };
+        let secs = Duration::from_secs(h * 3600 + m * 60);
+        (format!("{}Z", &t[..n - 6]), Some((b[n - 6] == b'+', secs)))
+    } else {
+        (t.replace('z', "Z"), None)
+    };
+    let at = humantime::parse_rfc3339(&utc).map_err(|e| bad(&e))?;
+    Ok(match offset {
+        Some((true, d)) => at - d,
+        Some((false, d)) => at + d,
+        None => at,
+    })
+}
+
 /// Parses a priority: high, normal or low.
 pub fn parse_priority(s: &str) -> Result<Priority, String> {
     s.parse()
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-                .unwrap_or_else(|_| "weir=info,warn".into()),
-        )
+/// Logs to standard error: `WEIR_LOG` filters (default `weir=info,warn`); colours only on
+/// a terminal.
+fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "weir=info,warn".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().with_current_span(false).init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_in_utc_and_with_offsets() {
+        let utc = parse_time("2026-12-02T00:00:00Z").unwrap();
+        assert_eq!(parse_time("2026-12-02T01:00:00+01:00").unwrap(), utc);
+        assert_eq!(parse_time("2026-12-01T19:30:00-04:30").unwrap(), utc);
+        assert_eq!(
+            parse_time("2026-12-02T00:00:00.250Z").unwrap(),
+            utc + Duration::from_millis(250)
+        );
+        for bad in [
+            "tomorrow",
+            "2026-12-02",
+            "2026-13-02T00:00:00Z",
+            "2026-12-02T00:00:00+1:00",
+        ] {
+            let e = parse_time(bad).unwrap_err();
+            assert!(e.contains("RFC 3339"), "{bad}: {e}");
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let matches = envs::command::<Cli>().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    init_logs(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -152,10 +257,19 @@ fn main() -> ExitCode {
             Command::Work(a) => work::run(a).await.map(|_| ExitCode::SUCCESS),
             Command::Limits(a) => limits::run(a).await,
             Command::Stats(a) => stats::run(a).await,
+            Command::Queues(a) => queues::run(a).await,
+            Command::Jobs(a) => jobs::run_list(a).await,
+            Command::Job(a) => jobs::run_job(a).await,
+            Command::Workers(a) => queues::run_workers(a).await,
             Command::Dlq(a) => dlq::run(a).await,
             Command::Pause(c) => pause(c, true).await,
             Command::Resume(c) => pause(c, false).await,
             Command::Demo(a) => demo::run(a).await,
+            Command::Completions { shell } => {
+                let mut cmd = envs::command::<Cli>();
+                clap_complete::generate(shell, &mut cmd, "weir", &mut std::io::stdout());
+                Ok(ExitCode::SUCCESS)
+            }
         }
     });
     match result {

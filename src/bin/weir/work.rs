@@ -185,14 +185,16 @@ pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_signals(shutdown.clone()));
     if a.limits.adaptive || a.limits.rate().is_some() {
-        tracing::info!(adaptive = a.limits.adaptive, rate = ?a.limits.rate().map(|r| r.to_string()), "limits");
+        let rate = a.limits.rate().map_or_else(|| "off".into(), |r| r.to_string());
+        tracing::info!(adaptive = a.limits.adaptive, rate = %rate, "limits");
     }
     let started = Instant::now();
     let report = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();
     let done = report.acked + report.retried + report.deferred + report.dead;
     let summary = format!(
-        "processed {done} jobs in {:.2}s ({:.0} jobs/s): {} acked, {} retried, {} deferred, {} dead-lettered, {} released",
+        "processed {} in {:.2}s ({:.0} jobs/s): {} acked, {} retried, {} deferred, {} dead-lettered, {} released",
+        crate::output::count(done, "job"),
         elapsed.as_secs_f64(),
         done as f64 / elapsed.as_secs_f64().max(1e-9),
         report.acked,

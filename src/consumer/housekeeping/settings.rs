@@ -121,7 +121,9 @@ impl SettingsWatch {
             let (gate, base) = &self.rate;
             let rate = s.rate(*base);
             match gate.set(rate) {
-                Ok(()) => tracing::info!(rate = ?rate.map(|r| r.to_string()), "runtime rate applied"),
+                Ok(()) => {
+                    tracing::info!(rate = %rate.map_or_else(|| "off".into(), |r| r.to_string()), "runtime rate applied")
+                }
                 Err(e) => tracing::warn!(error = %e, "runtime rate refused; keeping the current one"),
             }
         }

@@ -1,0 +1,285 @@
+//! `weir jobs` (a page of a queue's jobs in one state) and `weir job show|delete|run-now`
+//! (one job, or a few, by id).
+
+use crate::Common;
+use crate::output::{age, confirm, count, json, table, when};
+use clap::{Args, Subcommand, ValueEnum};
+use std::process::ExitCode;
+use std::time::Duration;
+use weir::admin::types::{JobDetail, JobPage, JobState, JobSummary, JobsActed};
+
+/// A state on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum StateArg {
+    /// Waiting to be fetched.
+    Ready,
+    /// Waiting for their due time (scheduled, or retries).
+    Delayed,
+    /// Leased by a consumer.
+    #[value(name = "in-flight", alias = "in_flight")]
+    InFlight,
+    /// In the dead-letter queue.
+    Dead,
+}
+
+impl From<StateArg> for JobState {
+    fn from(s: StateArg) -> Self {
+        match s {
+            StateArg::Ready => JobState::Ready,
+            StateArg::Delayed => JobState::Delayed,
+            StateArg::InFlight => JobState::InFlight,
+            StateArg::Dead => JobState::Dead,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct JobsArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Which jobs.
+    #[arg(long, value_enum)]
+    pub state: StateArg,
+    /// Only jobs of this kind (a page then looks at 1000 entries at most, and may hold
+    /// fewer jobs than --limit: go on with its cursor).
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Jobs per page, 1 to 1000.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Where to start: the cursor the previous page printed.
+    #[arg(long)]
+    pub cursor: Option<String>,
+    /// Print JSON (docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) async fn run_list(a: JobsArgs) -> weir::Result<ExitCode> {
+    let q = a.common.queue_handle().await?;
+    let page = q
+        .jobs(a.state.into(), a.kind.as_deref(), a.limit, a.cursor.as_deref())
+        .await?;
+    if a.json {
+        json(&page)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", render_page(&page));
+    if let Some(c) = &page.next_cursor {
+        println!("more: --cursor {c}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_page(p: &JobPage) -> String {
+    if p.jobs.is_empty() {
+        return format!("no {} jobs on this page\n", p.state);
+    }
+    let time_col = match p.state {
+        JobState::Ready => "AGE",
+        JobState::Delayed => "DUE",
+        JobState::InFlight => "LEASE ENDS",
+        JobState::Dead => "DEAD SINCE",
+    };
+    let mut rows = vec![
+        ["ID", "KIND", "ATTEMPT", time_col, "LAST ERROR"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for j in &p.jobs {
+        rows.push(vec![
+            j.id.clone(),
+            j.kind.clone().unwrap_or_else(|| "?".into()),
+            attempts(j),
+            time_of(j, p),
+            j.last_error
+                .as_deref()
+                .map(one_line)
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    table(&rows)
+}
+
+fn attempts(j: &JobSummary) -> String {
+    match (j.attempt, j.max_attempts) {
+        (Some(a), Some(m)) => format!("{a}/{m}"),
+        _ => "?".into(),
+    }
+}
+
+/// The time that matters in `p`'s state, relative to the page's `now`.
+fn time_of(j: &JobSummary, p: &JobPage) -> String {
+    let rel = |t: Option<weir::admin::types::Timestamp>, ahead: bool| match t {
+        Some(t) if ahead => format!("in {}", age(t.until(p.now))),
+        Some(t) => format!("{} ago", age(t.age(p.now))),
+        None => "-".into(),
+    };
+    match p.state {
+        JobState::Ready => j.age_ms.map_or("-".into(), |ms| age(Duration::from_millis(ms))),
+        JobState::Delayed => rel(j.due_at, true),
+        JobState::InFlight => rel(j.lease_deadline, true),
+        JobState::Dead => rel(j.dead_at, false),
+    }
+}
+
+/// An error message on one line, cut to 80 characters.
+fn one_line(s: &str) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &flat[..i]),
+        None => flat,
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct JobArgs {
+    #[command(subcommand)]
+    pub command: JobCommand,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum JobCommand {
+    /// Show one job: its state, envelope, attempts, last error, lease.
+    Show {
+        /// Job id.
+        id: String,
+        /// Print JSON (docs/cli-json.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete jobs (ready, delayed, dead, or running: a running job finishes, but its
+    /// outcome is dropped and it is not retried). More than one asks for confirmation.
+    Delete {
+        /// Job ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+        /// Print JSON (docs/cli-json.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move delayed or dead-lettered jobs to the front of the ready list (a dead job with
+    /// a fresh attempt count).
+    RunNow {
+        /// Job ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+        /// Print JSON (docs/cli-json.md).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) async fn run_job(a: JobArgs) -> weir::Result<ExitCode> {
+    let queue = a.common.queue.clone();
+    if let JobCommand::Delete { ids, yes, .. } = &a.command {
+        confirm_many(ids, &queue, *yes)?;
+    }
+    let q = a.common.queue_handle().await?;
+    let (acted, as_json) = match a.command {
+        JobCommand::Show { id, json: as_json } => {
+            let Some(d) = q.job(&id).await? else {
+                return Err(crate::failure(format!("no job {id} in queue {queue}")));
+            };
+            if as_json {
+                json(&d)?;
+            } else {
+                print!("{}", render_detail(&d));
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        JobCommand::Delete { ids, json, .. } => (q.delete_jobs(&ids, false).await?, json),
+        JobCommand::RunNow { ids, json } => (q.run_now(&ids).await?, json),
+    };
+    report(&acted, as_json)
+}
+
+/// Asks before deleting more than one job (before Redis is reached: a refusal is a usage
+/// error).
+pub(crate) fn confirm_many(ids: &[String], queue: &str, yes: bool) -> weir::Result<()> {
+    if ids.len() < 2 {
+        return Ok(());
+    }
+    confirm(
+        &format!("delete {} from queue {queue}", count(ids.len() as u64, "job")),
+        yes,
+    )
+}
+
+/// Prints what an action by id did; exit 3 if some ids were skipped.
+pub(crate) fn report(acted: &JobsActed, as_json: bool) -> weir::Result<ExitCode> {
+    if as_json {
+        json(acted)?;
+    } else {
+        let verb = match acted.action {
+            "delete" => "deleted",
+            "run_now" => "moved to the front of ready",
+            other => other,
+        };
+        println!("{} {verb}", count(acted.done.len() as u64, "job"));
+        for d in &acted.done {
+            println!("  {} (was {})", d.id, d.from);
+        }
+        for s in &acted.skipped {
+            eprintln!("{}: {}", s.id, s.reason);
+        }
+    }
+    if acted.skipped.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(crate::exit::PARTIAL))
+    }
+}
+
+fn render_detail(d: &JobDetail) -> String {
+    let j = &d.job;
+    let mut o = String::new();
+    let mut line = |k: &str, v: String| o += &format!("{k:<12}{v}\n");
+    line("id", j.id.clone());
+    line("queue", d.queue.clone());
+    let suspect = if j.suspect { " (suspect: runs alone)" } else { "" };
+    line("state", format!("{}{suspect}", j.state));
+    line(
+        "kind",
+        j.kind.clone().unwrap_or_else(|| "? (not a weir envelope)".into()),
+    );
+    line("priority", j.priority.unwrap_or("?").into());
+    line("attempts", attempts(j));
+    if let Some(t) = j.enqueued_at {
+        line("enqueued", when(t, d.now));
+    }
+    for (k, t) in [("due", j.due_at), ("dead since", j.dead_at)] {
+        if let Some(t) = t {
+            line(k, when(t, d.now));
+        }
+    }
+    if let Some(l) = &d.lease {
+        line("lease ends", when(l.deadline, d.now));
+        let holder = match &l.worker {
+            Some(w) => format!("consumer {w} (running; see weir workers)"),
+            None => "a consumer that has not started it yet".into(),
+        };
+        line("held by", holder);
+    }
+    if let Some(f) = &d.deferrals {
+        line(
+            "deferred",
+            format!("{} since {}", count(f.count, "time"), when(f.first_at, d.now)),
+        );
+    }
+    line("last error", j.last_error.clone().unwrap_or_else(|| "-".into()));
+    let env = match (&d.envelope, &d.envelope_text) {
+        (Some(e), _) => serde_json::from_str::<serde_json::Value>(e.get())
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .unwrap_or_else(|_| e.get().to_owned()),
+        (None, Some(t)) => format!("{t}\n(not valid JSON)"),
+        (None, None) => "-".into(),
+    };
+    o += &format!("envelope\n{env}\n");
+    o
+}

@@ -1,0 +1,158 @@
+//! `weir queues` (every queue in this Redis, from the registry enqueue keeps) and `weir
+//! workers` (the live consumers of a queue, from the registry their heartbeats keep).
+
+use crate::output::{age, count, json, table, when};
+use crate::{Common, parse_duration};
+use clap::Args;
+use std::process::ExitCode;
+use std::time::Duration;
+use weir::admin::Queues;
+use weir::admin::types::{QueueList, WorkerList};
+
+#[derive(Args, Debug)]
+pub(crate) struct QueuesArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Print JSON (docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Rates come from two reads of the counters this far apart (0s: no rates, one read).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub rate_window: Duration,
+    /// Look for queues created before the registry (a SCAN of every key) first. It runs
+    /// by itself the first time; this runs it again.
+    #[arg(long)]
+    pub rescan: bool,
+    /// Remove a queue from the list (its keys stay; an enqueue lists it again).
+    #[arg(long, value_name = "QUEUE")]
+    pub forget: Option<String>,
+}
+
+pub(crate) async fn run(a: QueuesArgs) -> weir::Result<ExitCode> {
+    let queues = Queues::new(a.common.redis()?.connect().await?);
+    if let Some(name) = &a.forget {
+        let was = queues.forget(name).await?;
+        let note = if was { "no longer listed" } else { "was not listed" };
+        eprintln!("queue {name} {note}");
+    }
+    if a.rescan {
+        let added = queues.rescan().await?;
+        eprintln!("rescan found {} not listed before", count(added, "queue"));
+    }
+    let list = queues.list(Some(a.rate_window)).await?;
+    if a.json {
+        json(&list)?;
+    } else {
+        print!("{}", render_queues(&list));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_queues(list: &QueueList) -> String {
+    if list.queues.is_empty() {
+        return "no queues yet (a queue is listed from its first enqueue)\n".into();
+    }
+    let mut rows = vec![
+        [
+            "QUEUE",
+            "READY",
+            "HIGH/NORMAL/LOW",
+            "DELAYED",
+            "IN FLIGHT",
+            "DEAD",
+            "PAUSED",
+            "OLDEST",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    let with_rates = list.queues.iter().any(|q| q.rates.is_some());
+    if with_rates {
+        rows[0].extend(["ENQUEUED/S", "ACKED/S", "FAILED/S"].map(String::from));
+    }
+    for q in &list.queues {
+        let r = &q.ready;
+        let mut row = vec![
+            q.name.clone(),
+            r.total.to_string(),
+            format!("{}/{}/{}", r.high, r.normal, r.low),
+            q.delayed.to_string(),
+            q.in_flight.to_string(),
+            q.dead.to_string(),
+            if q.paused { "yes" } else { "no" }.into(),
+            if r.total == 0 {
+                "-".into()
+            } else {
+                age(Duration::from_millis(q.oldest_ready_age_ms))
+            },
+        ];
+        if let Some(rt) = &q.rates {
+            let f = |x: f64| format!("{x:.0}");
+            row.extend([
+                f(rt.enqueued_per_s),
+                f(rt.acked_per_s),
+                f(rt.retried_per_s + rt.dead_per_s),
+            ]);
+        }
+        rows.push(row);
+    }
+    table(&rows)
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct WorkersArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Print JSON (docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) async fn run_workers(a: WorkersArgs) -> weir::Result<ExitCode> {
+    let list = a.common.queue_handle().await?.workers().await?;
+    if a.json {
+        json(&list)?;
+    } else {
+        print!("{}", render_workers(&list));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_workers(list: &WorkerList) -> String {
+    if list.workers.is_empty() {
+        return format!("no live consumers on queue {}\n", list.queue);
+    }
+    let mut rows = vec![
+        [
+            "ID",
+            "HOST",
+            "PID",
+            "VERSION",
+            "STARTED",
+            "LIMIT",
+            "RUNNING",
+            "LAST BEAT",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for w in &list.workers {
+        rows.push(vec![
+            w.id.clone(),
+            w.host.clone(),
+            w.pid.to_string(),
+            w.weir_version.clone(),
+            when(w.started_at, list.now),
+            w.concurrency_limit.to_string(),
+            w.running.to_string(),
+            format!("{} ago", age(w.last_beat.age(list.now))),
+        ]);
+    }
+    let mut out = format!(
+        "{} on queue {}\n",
+        count(list.workers.len() as u64, "consumer"),
+        list.queue
+    );
+    out += &table(&rows);
+    out
+}
