@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin;
 mod dead_cap;
 mod enqueue;
 mod errors;

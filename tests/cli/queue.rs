@@ -27,7 +27,7 @@ async fn stats_json_parses() {
     );
 }
 
-async fn bury(ctx: &Ctx, ids: &[&str]) {
+pub(crate) async fn bury(ctx: &Ctx, ids: &[&str]) {
     let jobs = ids
         .iter()
         .map(|id| weir::NewJob::new("k", &1).unwrap().id(*id).max_attempts(2));
