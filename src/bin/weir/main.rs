@@ -215,31 +215,6 @@ fn init_logs(format: LogFormat) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_parse_in_utc_and_with_offsets() {
-        let utc = parse_time("2026-12-02T00:00:00Z").unwrap();
-        assert_eq!(parse_time("2026-12-02T01:00:00+01:00").unwrap(), utc);
-        assert_eq!(parse_time("2026-12-01T19:30:00-04:30").unwrap(), utc);
-        assert_eq!(
-            parse_time("2026-12-02T00:00:00.250Z").unwrap(),
-            utc + Duration::from_millis(250)
-        );
-        for bad in [
-            "tomorrow",
-            "2026-12-02",
-            "2026-13-02T00:00:00Z",
-            "2026-12-02T00:00:00+1:00",
-        ] {
-            let e = parse_time(bad).unwrap_err();
-            assert!(e.contains("RFC 3339"), "{bad}: {e}");
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let matches = envs::command::<Cli>().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -313,4 +288,29 @@ async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {
         println!("queue {} was already {state}", c.queue);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_in_utc_and_with_offsets() {
+        let utc = parse_time("2026-12-02T00:00:00Z").unwrap();
+        assert_eq!(parse_time("2026-12-02T01:00:00+01:00").unwrap(), utc);
+        assert_eq!(parse_time("2026-12-01T19:30:00-04:30").unwrap(), utc);
+        assert_eq!(
+            parse_time("2026-12-02T00:00:00.250Z").unwrap(),
+            utc + Duration::from_millis(250)
+        );
+        for bad in [
+            "tomorrow",
+            "2026-12-02",
+            "2026-13-02T00:00:00Z",
+            "2026-12-02T00:00:00+1:00",
+        ] {
+            let e = parse_time(bad).unwrap_err();
+            assert!(e.contains("RFC 3339"), "{bad}: {e}");
+        }
+    }
 }
