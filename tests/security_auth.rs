@@ -17,9 +17,9 @@ const WRONG: &str = "Wrong-88ab01-secret";
 
 /// The ACL of docs/security.md: keep the two in step.
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
-    +exists +set +del +llen +lindex +lpop +rpush +lpush +hget +hmget +hset +hsetnx \
-    +hdel +hgetall +hincrby +hlen +zadd +zrem +zcard +zscore +zmscore +zrange +zrangebyscore +zrevrange +zpopmin \
-    +publish";
+    +exists +set +del +pexpire +scan +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
+    +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
+    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +publish";
 
 fn http_get(port: u16) -> String {
     use std::io::{Read, Write};
@@ -151,6 +151,13 @@ async fn weir_works_with_exactly_the_documented_acl() {
         assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
         out
     };
+    // Done in part (exit 3): an id the command could not act on.
+    let part = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--redis-url", &url, "-q", q]);
+        let (code, out, err) = run_weir(&all, None, T);
+        assert_eq!(code, 3, "{args:?}\n{out}\n{err}");
+    };
     let lines = "{\"kind\":\"a\",\"payload\":1}\n{\"kind\":\"a\",\"payload\":2,\"delay\":\"50ms\"}\n\
                  {\"kind\":\"a\",\"payload\":3,\"id\":\"given-1\"}\n";
     ok(&["enqueue"], Some(lines.as_bytes()));
@@ -170,11 +177,20 @@ async fn weir_works_with_exactly_the_documented_acl() {
     ok(&["resume"], None);
     std::thread::sleep(Duration::from_millis(100));
     ok(&["limits", "set", "--dead-cap", "1"], None);
+    ok(&["jobs", "--state", "ready"], None);
+    ok(&["job", "show", "given-1"], None);
+    part(&["job", "run-now", "given-1"]);
+    ok(&["job", "delete", "given-1"], None);
     ok(&["work", "--handler", "noop", "--drain", "--no-metrics"], None);
     ok(&["dlq", "list"], None);
     ok(&["dlq", "requeue", "--all"], None);
+    ok(&["queues", "--rescan", "--rate-window", "10ms"], None);
+    ok(&["queues", "--forget", "gone", "--rate-window", "0s"], None);
+    ok(&["workers"], None);
     ok(&["work", "--handler", "noop", "--drain", "--no-metrics"], None);
-    ok(&["dlq", "purge"], None);
+    ok(&["dlq", "requeue", "--kind", "a"], None);
+    part(&["dlq", "delete", "none"]);
+    ok(&["dlq", "purge", "--yes"], None);
     ok(&["limits", "clear", "--dead-cap"], None);
 
     let denied: Vec<redis::Value> = redis::cmd("ACL")
