@@ -30,8 +30,9 @@ pub mod exit {
     /// not parse or is out of range. Clap exits with it for what it checks; values weir
     /// refuses later (ranges, names) get it too, before anything is touched.
     pub const USAGE: u8 = 2;
-    /// Done in part: `weir enqueue` did not load some lines, or `weir dlq requeue` did not
-    /// find some ids; each is named on standard error.
+    /// Done in part: `weir enqueue` did not load some lines, or `weir dlq requeue`, `dlq
+    /// delete`, `job delete` or `job run-now` could not act on some ids; each is named on
+    /// standard error.
     pub const PARTIAL: u8 = 3;
 }
 
@@ -40,8 +41,8 @@ Exit codes:
   0  done
   1  runtime failure: Redis, a file or the handler could not be reached or read
   2  usage error: unknown option, missing argument, value that does not parse or is out of range
-  3  done in part: weir enqueue did not load some lines, or weir dlq requeue did not find
-     some ids (each is named on standard error)";
+  3  done in part: weir enqueue did not load some lines, or weir dlq requeue, dlq delete,
+     job delete or job run-now could not act on some ids (each is named on standard error)";
 
 /// `weir --version`: the version, the commit it was built from and the build date
 /// (build.rs).
