@@ -366,10 +366,16 @@ async fn workers_lists_a_running_consumer_until_it_stops() {
         .args([
             "work",
             "--handler",
-            "noop",
+            "sleep:20s",
             "--no-metrics",
             "--concurrency",
             "7",
+        ])
+        .args([
+            "--visibility-timeout",
+            "1s",
+            "--shutdown-timeout",
+            "100ms",
             "-q",
             q,
         ])
@@ -383,9 +389,15 @@ async fn workers_lists_a_running_consumer_until_it_stops() {
         let v = cli_json(&ctx, &["workers", "--json", "-q", q], 0);
         v["workers"].as_array().unwrap().clone()
     };
-    wait_until("the consumer registers", Duration::from_secs(20), || async {
-        !listed().await.is_empty()
-    })
+    for i in 0..3 {
+        enqueue(&ctx, "k", &format!("j{i}")).await;
+    }
+    // the heartbeat (every 333 ms with a 1 s lease) reports the jobs running
+    wait_until(
+        "the consumer reports 3 jobs running",
+        Duration::from_secs(20),
+        || async { listed().await.first().is_some_and(|w| w["running"] == 3) },
+    )
     .await;
     let w = listed().await[0].clone();
     assert_eq!(
