@@ -32,7 +32,7 @@
 //! | feature      | adds                                                      | pulls in |
 //! |--------------|-----------------------------------------------------------|----------|
 //! | `cli`        | the crates of the `weir` binary                           | clap, indicatif, tracing-subscriber |
-//! | `http`       | `handler::http`: the HTTP handler                         | reqwest, httpdate |
+//! | `http`       | `handler::http`: the HTTP(S) handler, signed requests     | reqwest, httpdate, rustls, ring |
 //! | `prometheus` | `metrics::install`: the Prometheus exporter               | metrics-exporter-prometheus |
 //! | `embedded`   | `EmbeddedRedis`: a private redis-server                   | tempfile |
 //! | `simd`       | `envelope::decode_simd`, for the `envelope` benchmark     | simd-json |

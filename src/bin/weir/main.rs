@@ -174,7 +174,8 @@ fn exit_code(e: &weir::Error) -> u8 {
     use weir::Error;
     match e {
         Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) => exit::USAGE,
-        Error::Http(weir::http::HttpError::Url { .. }) => exit::USAGE,
+        Error::Http(weir::http::HttpError::Url { .. } | weir::http::HttpError::Header { .. }) => exit::USAGE,
+        Error::Http(weir::http::HttpError::Env(_)) => exit::USAGE,
         _ => exit::FAILURE,
     }
 }
