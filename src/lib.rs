@@ -73,6 +73,7 @@ pub use consumer::{Consumer, ConsumerConfig, Handle, Report};
 pub use error::{Error, Result};
 pub use handler::{BatchHandler, Handler, JobError, JobResult, Registry, handler_fn};
 pub use queue::admin::Queue;
+pub use queue::cron::{Schedule, Schedules};
 pub use queue::envelope::{Job, Priority};
 pub use queue::producer::{BulkReport, NewJob, Producer};
 pub use queue::scripts::{DeadJob, Stats};

@@ -1,5 +1,6 @@
-//! The `weir` command line: enqueue, work, limits, stats, dlq, pause/resume, demo.
+//! The `weir` command line: enqueue, work, limits, stats, dlq, cron, pause/resume, demo.
 
+mod cron;
 mod demo;
 mod dlq;
 mod enqueue;
@@ -64,6 +65,8 @@ enum Command {
     Stats(stats::StatsArgs),
     /// Inspect, requeue or purge the dead-letter queue.
     Dlq(dlq::DlqArgs),
+    /// Periodic jobs: add, list or remove schedules (the queue's consumers fire them).
+    Cron(cron::CronArgs),
     /// Pause the queue: consumers stop fetching; running jobs finish.
     Pause(Common),
     /// Resume a paused queue.
@@ -153,6 +156,7 @@ fn main() -> ExitCode {
             Command::Limits(a) => limits::run(a).await,
             Command::Stats(a) => stats::run(a).await,
             Command::Dlq(a) => dlq::run(a).await,
+            Command::Cron(a) => cron::run(a).await,
             Command::Pause(c) => pause(c, true).await,
             Command::Resume(c) => pause(c, false).await,
             Command::Demo(a) => demo::run(a).await,

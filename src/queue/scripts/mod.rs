@@ -17,10 +17,12 @@ use redis::aio::ConnectionLike;
 use std::sync::LazyLock;
 
 mod admin;
+mod cron;
 mod enqueue;
 mod lease;
 mod settle;
 pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
+pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue};
 pub use lease::{Fetched, Reclaimed, extend, fetch, reclaim, release, start_suspect};
 pub use settle::{Settle, Settled, StartMarks, dead_letter_raw, settle, settle_marked};
@@ -53,6 +55,8 @@ scripts! {
     DLQ_PURGE = "dlq_purge",
     PAUSE = "pause",
     STATS = "stats",
+    CRON_SET = "cron_set",
+    CRON_FIRE = "cron_fire",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {
