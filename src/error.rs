@@ -168,7 +168,7 @@ pub enum LimiterError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpError {
-    /// The URL does not parse, or is not `http://`.
+    /// The URL does not parse, or is not `http://` or `https://`.
     #[error("invalid handler URL {url:?}: {reason}")]
     Url {
         /// The URL given.
@@ -179,4 +179,34 @@ pub enum HttpError {
     /// The client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    /// A configured header that cannot be sent (the message never shows its value).
+    #[error("invalid header {name:?}: {reason}")]
+    Header {
+        /// The header's name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An environment variable named for a header or a secret is unset or empty.
+    #[error("{0}")]
+    Env(String),
+    /// The CA file for `https://` could not be read or holds no certificate.
+    #[error("cannot read the CA file {}: {reason}", path.display())]
+    Ca {
+        /// Its path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// TLS could not be set up (no system roots, say).
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The handler's host did not take a connection or a TLS handshake at start.
+    #[error("cannot reach the handler at {url}: {reason}")]
+    Unreachable {
+        /// The handler's URL.
+        url: String,
+        /// What failed.
+        reason: String,
+    },
 }

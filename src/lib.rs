@@ -32,7 +32,7 @@
 //! | feature      | adds                                                      | pulls in |
 //! |--------------|-----------------------------------------------------------|----------|
 //! | `cli`        | the crates of the `weir` binary                           | clap, indicatif, tracing-subscriber |
-//! | `http`       | `handler::http`: the HTTP handler                         | reqwest, httpdate |
+//! | `http`       | `handler::http`: the HTTP(S) handler, signed requests     | reqwest, httpdate, rustls, ring |
 //! | `prometheus` | `metrics::install`: the Prometheus exporter               | metrics-exporter-prometheus |
 //! | `embedded`   | `EmbeddedRedis`: a private redis-server                   | tempfile |
 //! | `simd`       | `envelope::decode_simd`, for the `envelope` benchmark     | simd-json |
@@ -73,6 +73,7 @@ pub use consumer::{Consumer, ConsumerConfig, Handle, Report};
 pub use error::{Error, Result};
 pub use handler::{BatchHandler, Handler, JobError, JobResult, Registry, handler_fn};
 pub use queue::admin::{Queue, Queues};
+pub use queue::cron::{Schedule, Schedules};
 pub use queue::envelope::{Job, Priority};
 pub use queue::producer::{BulkReport, NewJob, Producer};
 pub use queue::scripts::{DeadJob, Stats};

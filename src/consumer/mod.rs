@@ -11,7 +11,8 @@
 //!    `acker.final_flush_timeout`), then releases the leases of jobs that never ran back
 //!    to the front of ready (a job whose outcome is known is never released: if its
 //!    outcome could not be written, its lease expires and reclaim brings it back);
-//! 6. housekeeping (the heartbeat, the reclaimer, the runtime settings watch, ...) stops.
+//! 6. housekeeping (the heartbeat, the reclaimer, the runtime settings watch, the cron
+//!    task, ...) stops.
 //!
 //! A task that panics starts the same order at step 1 (see `tasks.rs`), so the others
 //! still settle what they hold; the consumer then returns the failure.
@@ -40,7 +41,7 @@ use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::fetcher::Fetcher;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
-use crate::consumer::housekeeping::{DrainWatch, Reclaimer, Sampler, SettingsWatch};
+use crate::consumer::housekeeping::{CronTask, DrainWatch, Reclaimer, Sampler, SettingsWatch};
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::Pool;
 use crate::consumer::runs::Runs;
@@ -264,6 +265,10 @@ impl Consumer {
             metrics.clone(),
         );
         let reclaimer = tasks.spawn("reclaimer", reclaimer.run(stop.clone()));
+        tasks.spawn(
+            "cron",
+            CronTask::new(conn.clone(), keys.clone()).run(stop.clone()),
+        );
         if let Some(every) = c.settings_poll {
             let limiter = self.limiter.clone().zip(c.limiter.clone());
             let rate = (self.rate.clone(), c.rate);

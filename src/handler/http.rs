@@ -11,9 +11,12 @@
 //! | other 4xx, 3xx (redirects are not followed) | dead-lettered with the status and the first 512 bytes of the body | ignored |
 //!
 //! Each job is sent as `{"id","kind","attempt","max_attempts","trace_id"?,"payload"}` with
-//! `Idempotency-Key: <job id>` (delivery is at-least-once). Connections are pooled and
+//! `Idempotency-Key: <job id>` (delivery is at-least-once), the configured extra headers
+//! (`headers.rs`: values may come from environment variables and stay redacted) and,
+//! given a signing secret, `X-Weir-Signature` (`sign.rs`). Connections are pooled and
 //! kept alive; bodies are read (up to 64 KiB) so a connection goes back to the pool.
-//! Plain `http://` only: the build leaves TLS out to keep C crypto off the build.
+//! `https://` runs on rustls with the `ring` provider (`tls.rs`), trusting the system's
+//! roots or only a private CA ([`HttpConfig::ca_file`]).
 
 use crate::handler::{BatchHandler, Handler, JobError, JobResult};
 use crate::queue::envelope::Job;
@@ -22,8 +25,16 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{Response, StatusCode};
 use serde::Serialize;
 use serde_json::value::RawValue;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+mod headers;
+mod sign;
+mod tls;
+pub use headers::{HttpHeader, Secret};
+pub use sign::SIGNATURE_HEADER;
+use sign::Signer;
 
 /// Longest `Retry-After` honoured.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
@@ -44,6 +55,13 @@ pub struct HttpConfig {
     pub timeout: Duration,
     /// Most jobs per POST when batched (default 100).
     pub max_batch: usize,
+    /// Extra headers sent with every request (default none).
+    pub headers: Vec<HttpHeader>,
+    /// For `https://`: a PEM file of the CA(s) to trust instead of the system's roots
+    /// (default none: the system's roots).
+    pub ca_file: Option<PathBuf>,
+    /// Sign every request body with this secret (see [`SIGNATURE_HEADER`]; default none).
+    pub sign_secret: Option<Secret>,
 }
 
 impl HttpConfig {
@@ -53,6 +71,9 @@ impl HttpConfig {
             url: url.into(),
             timeout: Duration::from_secs(30),
             max_batch: 100,
+            headers: Vec::new(),
+            ca_file: None,
+            sign_secret: None,
         }
     }
 }
@@ -67,26 +88,29 @@ pub struct HttpHandler {
 struct Inner {
     client: reqwest::Client,
     url: reqwest::Url,
+    /// For `https://`: the client's TLS settings, which the start-up probe uses too.
+    tls: Option<Arc<rustls::ClientConfig>>,
+    signer: Option<Signer>,
     config: HttpConfig,
 }
 
 impl HttpHandler {
-    /// A handler for `config.url`; checks the URL.
+    /// A handler for `config.url`; checks the URL, and for `https://` reads the CA file.
     pub fn new(config: HttpConfig) -> Result<Self, HttpError> {
         let bad = |reason: String| HttpError::Url {
             url: config.url.clone(),
             reason,
         };
         let url = reqwest::Url::parse(&config.url).map_err(|e| bad(e.to_string()))?;
-        match url.scheme() {
-            "http" => {}
-            "https" => {
-                return Err(bad(
-                    "https is not built in (no TLS); use http://, e.g. to a local TLS proxy".into(),
-                ));
-            }
-            s => return Err(bad(format!("scheme {s:?} is not http"))),
-        }
+        let roots = match url.scheme() {
+            "http" => None,
+            "https" => Some(tls::roots(config.ca_file.as_deref())?),
+            s => return Err(bad(format!("scheme {s:?} is not http or https"))),
+        };
+        let https = roots.is_some();
+        let tls = Arc::new(tls::client_config(
+            roots.unwrap_or_else(rustls::RootCertStore::empty),
+        )?);
         if config.max_batch == 0 {
             return Err(bad("batch size must be at least 1".into()));
         }
@@ -96,10 +120,48 @@ impl HttpHandler {
             // A redirected POST may become a GET without the job: treat 3xx as final.
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("weir/", env!("CARGO_PKG_VERSION")))
+            .tls_backend_preconfigured(rustls::ClientConfig::clone(&tls))
             .build()?;
+        let signer = config.sign_secret.as_ref().map(Signer::new);
         Ok(Self {
-            inner: Arc::new(Inner { client, url, config }),
+            inner: Arc::new(Inner {
+                client,
+                url,
+                tls: https.then_some(tls),
+                signer,
+                config,
+            }),
         })
+    }
+
+    /// Checks that the handler's host takes connections and, for `https://`, completes a
+    /// TLS handshake with the configured roots: a typo, a service that is not up or a
+    /// wrong CA is one error before any job is fetched, rather than every job failing.
+    /// No request is sent, so the service sees nothing it could take for a job. Skipped
+    /// when requests go through a proxy (`http_proxy`, `https_proxy`, `all_proxy`): the
+    /// proxy, not the host, is what a connect would reach.
+    pub async fn probe(&self, timeout: Duration) -> Result<(), HttpError> {
+        let url = &self.inner.url;
+        let vars = ["http_proxy", "https_proxy", "all_proxy"];
+        let proxied = vars.iter().any(|v| {
+            [v.to_string(), v.to_uppercase()]
+                .iter()
+                .any(|v| std::env::var_os(v).is_some_and(|p| !p.is_empty()))
+        });
+        if proxied {
+            tracing::debug!("requests go through a proxy: the handler's host is not checked");
+            return Ok(());
+        }
+        let fail = |reason: String| HttpError::Unreachable {
+            url: url.to_string(),
+            reason,
+        };
+        let host = url.host_str().ok_or_else(|| fail("the URL has no host".into()))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']'); // IPv6 literal
+        let port = url.port_or_known_default().unwrap_or(80);
+        tls::probe(host, port, self.inner.tls.clone(), timeout)
+            .await
+            .map_err(fail)
     }
 
     /// The batch form: one POST of a JSON array per call, one outcome for all its jobs.
@@ -172,6 +234,16 @@ impl Inner {
             .header(CONTENT_TYPE, "application/json");
         if let Some(k) = key {
             req = req.header("idempotency-key", k);
+        }
+        for h in &self.config.headers {
+            let (name, value) = h.pair();
+            req = req.header(name, value);
+        }
+        if let Some(s) = &self.signer {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            req = req.header(SIGNATURE_HEADER, s.header(now.as_secs(), &body));
         }
         match req.body(body).send().await {
             Ok(resp) => outcome(resp).await,
@@ -279,11 +351,32 @@ mod tests {
     }
 
     #[test]
-    fn only_http_urls() {
-        let e = HttpHandler::new(HttpConfig::new("https://example.com/")).unwrap_err();
-        assert!(e.to_string().contains("https is not built in"), "{e}");
+    fn http_and_https_urls_only() {
+        let e = HttpHandler::new(HttpConfig::new("ftp://example.com/")).unwrap_err();
+        assert!(e.to_string().contains("is not http or https"), "{e}");
         let e = HttpHandler::new(HttpConfig::new("not a url")).unwrap_err();
         assert!(e.to_string().contains("invalid handler URL"), "{e}");
         assert!(HttpHandler::new(HttpConfig::new("http://127.0.0.1:9/hook")).is_ok());
+        let mut c = HttpConfig::new("https://127.0.0.1:9/hook");
+        c.ca_file = Some("/nonexistent/ca.pem".into());
+        let e = HttpHandler::new(c).unwrap_err().to_string();
+        assert!(
+            e.starts_with("cannot read the CA file /nonexistent/ca.pem"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets() {
+        let mut c = HttpConfig::new("http://127.0.0.1:9/hook");
+        c.headers
+            .push(HttpHeader::secret("X-Key", Secret::new("hunter2")).unwrap());
+        c.headers
+            .push(HttpHeader::new("Authorization", "Bearer hunter3").unwrap());
+        c.sign_secret = Some(Secret::new("hunter4"));
+        let h = HttpHandler::new(c).unwrap();
+        let shown = format!("{h:?}");
+        assert!(!shown.contains("hunter"), "{shown}");
+        assert!(shown.contains("x-key: <redacted>"), "{shown}");
     }
 }

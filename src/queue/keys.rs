@@ -167,6 +167,18 @@ impl QueueKeys {
     pub fn settings(&self) -> String {
         self.all[17].clone()
     }
+
+    /// HASH schedule name -> schedule JSON (`queue/cron.rs`). Not in [`QueueKeys::all`]:
+    /// only the cron scripts take it, after the queue's keys.
+    pub fn cron(&self) -> String {
+        format!("weir:{{{}}}:cron", self.name)
+    }
+
+    /// HASH schedule name -> last fired tick, ms since the epoch. Not in
+    /// [`QueueKeys::all`]: only the cron scripts take it, after [`QueueKeys::cron`].
+    pub fn cron_fired(&self) -> String {
+        format!("weir:{{{}}}:cron_fired", self.name)
+    }
 }
 
 #[cfg(test)]

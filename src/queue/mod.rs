@@ -4,6 +4,7 @@
 //! Everything here speaks to Redis in one round trip per batch; nothing here runs jobs.
 
 pub mod admin;
+pub mod cron;
 pub mod envelope;
 pub mod keys;
 pub mod producer;

@@ -139,11 +139,23 @@ impl Drop for Proc {
 
 /// Runs `weir` to the end (bounded by `timeout`); returns (exit code, stdout, stderr).
 pub(crate) fn run_weir(args: &[&str], stdin: Option<&[u8]>, timeout: Duration) -> (i32, String, String) {
+    run_weir_env(args, &[], stdin, timeout)
+}
+
+/// [`run_weir`] with extra environment variables (`WEIR_LOG` among them overrides the
+/// default `weir=info,warn`).
+pub(crate) fn run_weir_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+) -> (i32, String, String) {
     use std::io::Write;
     let mut child = Command::new(WEIR)
         .args(args)
         .env_remove("REDIS_URL")
         .env("WEIR_LOG", "weir=info,warn")
+        .envs(env.iter().copied())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {

@@ -1,10 +1,12 @@
 //! The handlers `weir work` has built in: `noop`, `sleep:<duration>`, `print[:<duration>]`
-//! and an HTTP URL (each job POSTed there; see `weir::http`).
+//! and an HTTP(S) URL (each job POSTed there; see `weir::http`), with the HTTP flags.
 
 use crate::parse_duration;
+use clap::Args;
 use futures_util::future::BoxFuture;
+use std::path::PathBuf;
 use std::time::Duration;
-use weir::http::{HttpConfig, HttpHandler};
+use weir::http::{HttpConfig, HttpHandler, HttpHeader, Secret};
 use weir::{Handler, Job, JobResult, Registry};
 
 /// A built-in handler, as `--handler` names it.
@@ -31,92 +33,109 @@ pub(crate) fn parse_handler(s: &str) -> Result<BuiltIn, String> {
         Some(("sleep", d)) => Ok(BuiltIn::Sleep(parse_duration(d)?)),
         Some(("print", d)) => Ok(BuiltIn::Print(parse_duration(d)?)),
         _ => Err(format!(
-            "unknown handler {s:?}: use noop, sleep:<duration>, print[:<duration>] or an http:// URL"
+            "unknown handler {s:?}: use noop, sleep:<duration>, print[:<duration>] or an http(s):// URL"
         )),
     }
 }
 
-/// How `weir work` calls an HTTP handler.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct HttpOptions {
-    /// Per-request timeout.
-    pub timeout: Duration,
-    /// POST arrays of up to this many jobs instead of one job per request.
-    pub batch: Option<usize>,
+/// How `weir work` calls an HTTP handler (its `--http-*`, `--header` and
+/// `--sign-secret-env` flags).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct HttpArgs {
+    /// HTTP handler: per-request timeout.
+    #[arg(long, default_value = shown(http_defaults().timeout), value_parser = parse_duration)]
+    pub http_timeout: Duration,
+    /// HTTP handler: POST JSON arrays of up to N jobs (default 100) instead of one per request.
+    #[arg(
+        long,
+        value_name = "N",
+        num_args = 0..=1,
+        default_missing_value = http_defaults().max_batch.to_string()
+    )]
+    pub batch_http: Option<usize>,
+    /// HTTP handler: a header sent with every request, as 'Name: value' (repeatable).
+    /// `$VAR` or `${VAR}` in the value is read from the environment (`$$` is a literal
+    /// `$`), so secrets stay out of the command line: --header 'Authorization: Bearer
+    /// $TOKEN' (in single quotes). Such values, and those of Authorization and Cookie,
+    /// are never logged.
+    #[arg(long, value_name = "'NAME: VALUE'")]
+    pub header: Vec<String>,
+    /// HTTP handler, https://: PEM file of the CA(s) to trust instead of the system's roots.
+    #[arg(long, value_name = "FILE", env = "WEIR_HTTP_CA")]
+    pub http_ca: Option<PathBuf>,
+    /// HTTP handler: sign each request body with the secret in this environment variable:
+    /// header `X-Weir-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
+    #[arg(long, value_name = "VAR")]
+    pub sign_secret_env: Option<String>,
+}
+
+impl HttpArgs {
+    /// The flags' defaults (the library's).
+    pub(crate) fn defaults() -> Self {
+        Self {
+            http_timeout: http_defaults().timeout,
+            batch_http: None,
+            header: Vec::new(),
+            http_ca: None,
+            sign_secret_env: None,
+        }
+    }
+
+    /// The handler's settings for `url`; reads the variables the headers and the secret
+    /// name.
+    fn config(&self, url: &str) -> weir::Result<HttpConfig> {
+        let mut config = HttpConfig::new(url);
+        config.timeout = self.http_timeout;
+        config.max_batch = self.batch_http.unwrap_or(config.max_batch);
+        config.headers = self
+            .header
+            .iter()
+            .map(|h| HttpHeader::parse(h))
+            .collect::<Result<_, _>>()?;
+        config.ca_file = self.http_ca.clone();
+        if let Some(var) = &self.sign_secret_env {
+            config.sign_secret = Some(Secret::from_env(var)?);
+        }
+        Ok(config)
+    }
+}
+
+/// A default duration as `--help` shows it (and `parse_duration` reads it back).
+pub(crate) fn shown(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// The HTTP handler's defaults.
+pub(crate) fn http_defaults() -> HttpConfig {
+    HttpConfig::new(String::new())
 }
 
 impl BuiltIn {
-    /// A registry sending every kind to this handler.
-    pub(crate) fn registry(&self, http: HttpOptions) -> weir::Result<Registry> {
-        if http.batch.is_some() && !matches!(self, BuiltIn::Http(_)) {
+    /// A registry sending every kind to this handler, and the HTTP handler if it is one
+    /// (for [`HttpHandler::probe`]).
+    pub(crate) fn registry(&self, http: &HttpArgs) -> weir::Result<(Registry, Option<HttpHandler>)> {
+        let http_only = http.batch_http.is_some()
+            || !http.header.is_empty()
+            || http.http_ca.is_some()
+            || http.sign_secret_env.is_some();
+        if http_only && !matches!(self, BuiltIn::Http(_)) {
             return Err(weir::Error::Config(
-                "--batch-http needs an http:// handler".into(),
+                "--batch-http, --header, --http-ca and --sign-secret-env need an http(s):// handler".into(),
             ));
         }
         Ok(match self {
-            BuiltIn::Noop => Registry::new().fallback(Local(None)),
-            BuiltIn::Sleep(d) => Registry::new().fallback(Local(Some(*d))),
-            BuiltIn::Print(d) => Registry::new().fallback(Print(*d)),
+            BuiltIn::Noop => (Registry::new().fallback(Local(None)), None),
+            BuiltIn::Sleep(d) => (Registry::new().fallback(Local(Some(*d))), None),
+            BuiltIn::Print(d) => (Registry::new().fallback(Print(*d)), None),
             BuiltIn::Http(url) => {
-                let mut config = HttpConfig::new(url);
-                config.timeout = http.timeout;
-                config.max_batch = http.batch.unwrap_or(config.max_batch);
-                let h = HttpHandler::new(config)?;
-                match http.batch {
-                    Some(_) => Registry::new().fallback_batch(h.batched()),
-                    None => Registry::new().fallback(h),
-                }
+                let h = HttpHandler::new(http.config(url)?)?;
+                let registry = match http.batch_http {
+                    Some(_) => Registry::new().fallback_batch(h.clone().batched()),
+                    None => Registry::new().fallback(h.clone()),
+                };
+                (registry, Some(h))
             }
         })
-    }
-
-    /// For an HTTP handler, checks that its host takes TCP connections, so a typo in the
-    /// URL or a service that is not up is one line of error (exit 1) before any job is
-    /// fetched, rather than every job failing into the dead-letter queue. A connect and
-    /// nothing more: no request is sent, so the service sees nothing it could take for a
-    /// job. Skipped when requests go through a proxy (`http_proxy`, `all_proxy`): the
-    /// proxy, not the host, is what a connect would reach.
-    pub(crate) async fn check_reachable(&self, timeout: Duration) -> weir::Result<()> {
-        let BuiltIn::Http(url) = self else {
-            return Ok(());
-        };
-        let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some_and(|p| !p.is_empty()));
-        if proxied {
-            tracing::debug!("requests go through a proxy: the handler's host is not checked");
-            return Ok(());
-        }
-        let fail = |why: String| {
-            crate::failure(format!(
-                "cannot reach the handler at {url}: {why}; no job was fetched"
-            ))
-        };
-        // The registry parsed the URL already; a URL without a host fails here, not later.
-        let parsed = reqwest::Url::parse(url).map_err(|e| fail(e.to_string()))?;
-        let host = parsed
-            .host_str()
-            .ok_or_else(|| fail("the URL has no host".into()))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']'); // IPv6 literal
-        let port = parsed.port_or_known_default().unwrap_or(80);
-        let connect = async {
-            let mut last = None;
-            for addr in tokio::net::lookup_host((host, port)).await? {
-                match tokio::net::TcpStream::connect(addr).await {
-                    Ok(_) => return Ok(()),
-                    Err(e) => last = Some(e),
-                }
-            }
-            Err(last.unwrap_or_else(|| std::io::Error::other("the host name has no address")))
-        };
-        match tokio::time::timeout(timeout, connect).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(fail(e.to_string())),
-            Err(_) => Err(fail(format!(
-                "no connection within {}",
-                humantime::format_duration(timeout)
-            ))),
-        }
     }
 }
 

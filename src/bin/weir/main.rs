@@ -1,6 +1,7 @@
 //! The `weir` command line: enqueue, work, limits, stats, queues, jobs, job, workers, dlq,
-//! pause/resume, demo, completions.
+//! cron, pause/resume, demo, completions.
 
+mod cron;
 mod demo;
 mod dlq;
 mod enqueue;
@@ -101,6 +102,8 @@ enum Command {
     Workers(queues::WorkersArgs),
     /// Inspect, requeue, delete or purge the dead-letter queue.
     Dlq(dlq::DlqArgs),
+    /// Periodic jobs: add, list or remove schedules (the queue's consumers fire them).
+    Cron(cron::CronArgs),
     /// Pause the queue: consumers stop fetching; running jobs finish.
     Pause(Common),
     /// Resume a paused queue.
@@ -238,6 +241,7 @@ fn main() -> ExitCode {
             Command::Job(a) => jobs::run_job(a).await,
             Command::Workers(a) => queues::run_workers(a).await,
             Command::Dlq(a) => dlq::run(a).await,
+            Command::Cron(a) => cron::run(a).await,
             Command::Pause(c) => pause(c, true).await,
             Command::Resume(c) => pause(c, false).await,
             Command::Demo(a) => demo::run(a).await,
@@ -264,7 +268,8 @@ fn exit_code(e: &weir::Error) -> u8 {
     use weir::Error;
     match e {
         Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) => exit::USAGE,
-        Error::Http(weir::http::HttpError::Url { .. }) => exit::USAGE,
+        Error::Http(weir::http::HttpError::Url { .. } | weir::http::HttpError::Header { .. }) => exit::USAGE,
+        Error::Http(weir::http::HttpError::Env(_)) => exit::USAGE,
         _ => exit::FAILURE,
     }
 }

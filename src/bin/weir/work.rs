@@ -1,10 +1,9 @@
 //! `weir work`: runs a consumer with a built-in handler.
 
-use crate::handlers::{BuiltIn, HttpOptions, parse_handler};
+use crate::handlers::{BuiltIn, HttpArgs, parse_handler, shown};
 use crate::{Common, parse_duration};
 use clap::Args;
 use std::time::{Duration, Instant};
-use weir::http::HttpConfig;
 use weir::limiter::LimiterOptions;
 use weir::pool::PoolConfig;
 use weir::{CancellationToken, Consumer, ConsumerConfig, DeferralBudget, FetcherConfig, Report};
@@ -14,24 +13,15 @@ pub(crate) struct WorkArgs {
     #[command(flatten)]
     pub common: Common,
     /// Handler for every job kind (required: there is no default, since `noop` would
-    /// delete every job): a URL to POST each job to (http://host/path): 2xx acks, 429/503
+    /// delete every job): a URL to POST each job to (http://host/path or https://...): 2xx acks, 429/503
     /// back off, other 5xx and timeouts retry, other 4xx dead-letter; `noop` (ack at once);
     /// `sleep:<duration>` (e.g. sleep:50ms); `print` or `print:<duration>` (sleep, then
     /// write the job as one JSON line `{"id","kind","attempt","payload"}` to standard
     /// output before acking it).
     #[arg(long, value_parser = parse_handler)]
     pub handler: BuiltIn,
-    /// HTTP handler: per-request timeout.
-    #[arg(long, default_value = shown(http_defaults().timeout), value_parser = parse_duration)]
-    pub http_timeout: Duration,
-    /// HTTP handler: POST JSON arrays of up to N jobs (default 100) instead of one per request.
-    #[arg(
-        long,
-        value_name = "N",
-        num_args = 0..=1,
-        default_missing_value = http_defaults().max_batch.to_string()
-    )]
-    pub batch_http: Option<usize>,
+    #[command(flatten)]
+    pub http: HttpArgs,
     /// Jobs running at once (with --adaptive, the starting limit).
     #[arg(long, short, default_value_t = ConsumerConfig::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
@@ -99,16 +89,6 @@ fn dead_cap_moved(_: &str) -> Result<u64, String> {
     )
 }
 
-/// A default duration as `--help` shows it (and `parse_duration` reads it back).
-fn shown(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
-}
-
-/// The HTTP handler's defaults.
-fn http_defaults() -> HttpConfig {
-    HttpConfig::new(String::new())
-}
-
 impl WorkArgs {
     /// What `weir work` runs with when given no flags but `common` (the library's
     /// defaults, as the flags above read them).
@@ -117,8 +97,7 @@ impl WorkArgs {
         Self {
             common,
             handler: BuiltIn::Noop,
-            http_timeout: http_defaults().timeout,
-            batch_http: None,
+            http: HttpArgs::defaults(),
             concurrency: c.concurrency,
             limits: LimiterOptions::default(),
             batch: c.fetcher.batch,
@@ -165,16 +144,17 @@ impl WorkArgs {
 /// Runs the consumer; prints what it did. Returns the report and the elapsed time.
 pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let redis = a.common.redis()?;
-    let http = HttpOptions {
-        timeout: a.http_timeout,
-        batch: a.batch_http,
-    };
-    let consumer = Consumer::new(a.config()?, redis.clone(), a.handler.registry(http)?)?;
+    let (registry, http) = a.handler.registry(&a.http)?;
+    let consumer = Consumer::new(a.config()?, redis.clone(), registry)?;
     // Reach Redis before anything else, so a wrong URL is one line of error and nothing more.
     drop(redis.connect().await?);
-    // Then the handler, before any job is fetched: a typo must not drain the queue into
-    // the dead-letter queue.
-    a.handler.check_reachable(a.http_timeout).await?;
+    // Then the handler, before any job is fetched: a typo or a wrong CA must not drain the
+    // queue into the dead-letter queue.
+    if let Some(h) = http {
+        h.probe(a.http.http_timeout)
+            .await
+            .map_err(|e| crate::failure(format!("{e}; no job was fetched")))?;
+    }
     if !a.no_metrics && !weir::metrics::is_installed() {
         // A consumer without its metrics endpoint still does its job: say so and go on.
         match weir::metrics::install(a.metrics_addr) {
@@ -259,13 +239,16 @@ mod tests {
         let built = WorkArgs::defaults(parsed.common.clone());
         assert_eq!(format!("{:?}", built.config().unwrap()), library);
         assert_eq!(
-            (parsed.http_timeout, parsed.metrics_addr),
-            (built.http_timeout, built.metrics_addr)
+            (parsed.http.http_timeout, parsed.metrics_addr),
+            (built.http.http_timeout, built.metrics_addr)
         );
         let batched = Cli::try_parse_from(["weir", "--handler", "noop", "--batch-http"])
             .unwrap()
             .work;
-        assert_eq!(batched.batch_http, Some(http_defaults().max_batch));
+        assert_eq!(
+            batched.http.batch_http,
+            Some(crate::handlers::http_defaults().max_batch)
+        );
     }
 
     #[test]

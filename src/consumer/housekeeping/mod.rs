@@ -5,17 +5,20 @@
 //! - `SettingsWatch` (settings.rs): applies the runtime settings an operator stores for the
 //!   queue;
 //! - `Sampler` (sampler.rs): publishes queue depths and the local limit as metrics;
-//! - `DrainWatch` (drain.rs): in drain mode, stops the consumer once the queue is empty.
+//! - `DrainWatch` (drain.rs): in drain mode, stops the consumer once the queue is empty;
+//! - `CronTask` (cron.rs): fires the queue's periodic jobs.
 //!
 //! (The lease heartbeat is a task of its own, `consumer/heartbeat.rs`, beside the acker:
 //! both work on the table of leases held.)
 
+mod cron;
 mod drain;
 mod reclaimer;
 mod sampler;
 mod settings;
 mod trims;
 
+pub(crate) use cron::CronTask;
 pub(crate) use drain::DrainWatch;
 pub(crate) use reclaimer::Reclaimer;
 pub use reclaimer::ReclaimerConfig;

@@ -17,11 +17,13 @@ use redis::aio::ConnectionLike;
 use std::sync::LazyLock;
 
 mod admin;
+mod cron;
 mod enqueue;
 mod inspect;
 mod lease;
 mod settle;
 pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
+pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue};
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
@@ -63,6 +65,8 @@ scripts! {
     JOB_RUN_NOW = "job_run_now",
     DLQ_BULK = "dlq_bulk",
     WORKER_BEAT = "worker_beat",
+    CRON_SET = "cron_set",
+    CRON_FIRE = "cron_fire",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {
