@@ -45,7 +45,11 @@ async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
 
     // the same file again: the fixed id is a duplicate
     let o = cli(&ctx, &["enqueue", "--queue", &ctx.queue], &input);
-    assert!(text(&o.stderr).contains("skipped 1 jobs whose id already exists: fixed"));
+    assert!(
+        text(&o.stderr).contains(
+            "skipped 1 duplicate jobs (a job with the id exists, or the unique key is held): fixed"
+        )
+    );
 }
 
 #[tokio::test]

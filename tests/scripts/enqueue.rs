@@ -13,6 +13,7 @@ fn arg(id: &str, p: Priority, delay_ms: u64, run_at_ms: u64) -> EnqueueArg {
         run_at_ms,
         envelope: env(id, 0, 3, p as u8).into_bytes(),
         unique: true,
+        unique_for_ms: 0,
     }
 }
 

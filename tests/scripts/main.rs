@@ -14,6 +14,7 @@ mod lease;
 mod reclaim;
 mod settle;
 mod trim;
+mod unique;
 mod wake;
 
 /// Index of the high-priority key among the per-priority keys.

@@ -246,7 +246,7 @@ fn report_problems(loaded: &Loaded, input: &str) -> weir::Result<ExitCode> {
     if !dups.is_empty() {
         let shown: Vec<_> = dups.iter().take(10).map(String::as_str).collect();
         eprintln!(
-            "skipped {} jobs whose id already exists: {}",
+            "skipped {} duplicate jobs (a job with the id exists, or the unique key is held): {}",
             dups.len(),
             shown.join(", ")
         );

@@ -18,6 +18,8 @@
 --   KEYS[16]    HASH  id -> 'count first_ms': deferrals (not-charged returns) of a job
 --   KEYS[17]    HASH  id -> fetch token, only for leases that were extended
 --   KEYS[18]    HASH  queue settings (dead_cap, and the runtime limits consumers poll)
+--   KEYS[19]    prefix (not a key): KEYS[19] .. unique key is a STRING holding the id of the
+--                     job that took that key, expiring (PX) at the end of its window
 local K = {
   ready = { KEYS[1], KEYS[2], KEYS[3] },
   delayed = { KEYS[4], KEYS[5], KEYS[6] },
@@ -33,6 +35,7 @@ local K = {
   deferrals = KEYS[16],
   lease_tokens = KEYS[17],
   settings = KEYS[18],
+  unique = KEYS[19],
 }
 
 -- Redis server time in ms: workers' clocks never matter.
@@ -86,9 +89,29 @@ local function with_attempt(env, attempt)
   return (string.gsub(env, '^{"attempt":%d+,', '{"attempt":' .. attempt .. ',', 1))
 end
 
--- Moves one job (already out of ready/delayed/lease) to the dead-letter queue; its
--- deferral record goes (a job requeued from there starts with a fresh budget).
+-- The unique key an envelope carries (its "unique_key" field), or nil. The fields before
+-- "payload" are numbers and plain tokens (keys.rs's alphabet), and "payload" is the last
+-- field, so the first ',"payload":' ends the header and nothing in a payload can match.
+local function unique_key(env)
+  local stop = string.find(env, ',"payload":', 1, true)
+  if not stop then return nil end
+  return string.match(string.sub(env, 1, stop), ',"unique_key":"([^"]+)"')
+end
+
+-- Frees the unique key job `id` holds, if it still holds it (the window may have ended
+-- and another job taken the key since).
+local function free_unique(id)
+  local env = redis.call('HGET', K.jobs, id)
+  local key = env and unique_key(env)
+  if key and redis.call('GET', K.unique .. key) == id then redis.call('DEL', K.unique .. key) end
+end
+
+-- Moves one job (already out of ready/delayed/lease; its envelope still stored) to the
+-- dead-letter queue; its deferral record goes (a job requeued from there starts with a
+-- fresh budget), and so does the unique key it holds: a job that failed for good does
+-- not block a new one for the rest of its window.
 local function bury(id, reason, now)
+  free_unique(id)
   redis.call('ZADD', K.dead, now, id)
   redis.call('HSET', K.errors, id, reason)
   redis.call('HDEL', K.deferrals, id)
