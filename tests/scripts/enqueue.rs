@@ -148,6 +148,26 @@ async fn enqueue_table() {
     }
 }
 
+/// The same table through `FCALL weir_enqueue`, as a producer in another language calls
+/// it: the library's function leaves the state the script leaves.
+#[tokio::test]
+async fn enqueue_table_through_the_functions_library() {
+    let ctx = Ctx::new("enqueue-fcall").await;
+    weir::queue::functions::ensure(&mut ctx.c()).await.unwrap();
+    for c in cases() {
+        let jobs = c.jobs.clone();
+        let dups = run_case(
+            &ctx,
+            c.name,
+            &c.before,
+            |mut conn, k| async move { crate::functions::fcall_enqueue(&mut conn, &k, &jobs).await },
+            &c.after,
+        )
+        .await;
+        assert_eq!(dups, c.dups, "case {:?} through FCALL: duplicates", c.name);
+    }
+}
+
 #[tokio::test]
 async fn test_envelopes_match_what_the_producer_writes() {
     let ctx = Ctx::new("envfmt").await;

@@ -10,6 +10,7 @@ mod defer;
 mod dlq;
 mod enqueue;
 mod fetch;
+mod functions;
 mod lease;
 mod reclaim;
 mod settle;

@@ -1,8 +1,10 @@
-//! The `weir` command line: enqueue, work, limits, stats, dlq, pause/resume, demo.
+//! The `weir` command line: enqueue, work, limits, stats, dlq, pause/resume, demo,
+//! functions.
 
 mod demo;
 mod dlq;
 mod enqueue;
+mod functions;
 mod handlers;
 mod limits;
 mod stats;
@@ -70,6 +72,9 @@ enum Command {
     Resume(Common),
     /// Start a private redis-server, enqueue a bulk workload, drain it, print throughput.
     Demo(demo::DemoArgs),
+    /// Load or show the `weir` Redis Functions library that producers in other languages
+    /// call (FCALL weir_enqueue; docs/protocol.md).
+    Functions(functions::FunctionsArgs),
 }
 
 /// Options every subcommand takes.
@@ -156,6 +161,7 @@ fn main() -> ExitCode {
             Command::Pause(c) => pause(c, true).await,
             Command::Resume(c) => pause(c, false).await,
             Command::Demo(a) => demo::run(a).await,
+            Command::Functions(a) => functions::run(a).await,
         }
     });
     match result {
