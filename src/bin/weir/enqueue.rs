@@ -34,6 +34,11 @@ pub(crate) struct EnqueueArgs {
     /// Envelope size limit in bytes.
     #[arg(long, default_value_t = weir::envelope::DEFAULT_MAX_ENVELOPE_BYTES)]
     pub max_envelope_bytes: usize,
+    /// Default uniqueness window (e.g. 1h): a job whose unique key (its `unique_key`, else
+    /// its id) was enqueued within the window, by any producer, is skipped as a duplicate,
+    /// even if that job is done.
+    #[arg(long, value_parser = parse_duration)]
+    pub unique_for: Option<Duration>,
 }
 
 /// One NDJSON line without `--kind`.
@@ -51,6 +56,12 @@ struct Line {
     delay: Option<serde_json::Value>,
     #[serde(default)]
     max_attempts: Option<u32>,
+    /// Uniqueness window: a duration string ("1h") or milliseconds.
+    #[serde(default)]
+    unique_for: Option<serde_json::Value>,
+    /// The key the window dedupes on (default: the id).
+    #[serde(default)]
+    unique_key: Option<String>,
 }
 
 pub(crate) async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
@@ -198,39 +209,52 @@ impl Iterator for Lines<'_> {
 fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
     if let Some(kind) = &a.kind {
         let payload = RawValue::from_string(line).map_err(|e| format!("payload is not JSON: {e}"))?;
-        let mut job = NewJob::from_raw(kind.clone(), payload).priority(a.priority);
-        if let Some(d) = a.delay {
-            job = job.delay(d);
-        }
-        return Ok(job);
+        let job = NewJob::from_raw(kind.clone(), payload).priority(a.priority);
+        return Ok(with_defaults(job, a.delay, a.unique_for));
     }
     let l: Line = serde_json::from_str(&line).map_err(|e| format!("not a job line: {e}"))?;
     let mut job = NewJob::from_raw(l.kind, l.payload).priority(a.priority);
     if let Some(p) = l.priority {
         job = job.priority(p.parse()?);
     }
-    match l.delay {
-        Some(serde_json::Value::String(s)) => job = job.delay(parse_duration(&s)?),
-        Some(serde_json::Value::Number(n)) => {
-            let ms = n
-                .as_u64()
-                .ok_or_else(|| format!("delay {n} must be whole milliseconds"))?;
-            job = job.delay(Duration::from_millis(ms));
-        }
-        Some(other) => return Err(format!("delay {other} must be a duration string or milliseconds")),
-        None => {
-            if let Some(d) = a.delay {
-                job = job.delay(d);
-            }
-        }
-    }
+    let delay = duration_field("delay", l.delay)?.or(a.delay);
+    let unique_for = duration_field("unique_for", l.unique_for)?.or(a.unique_for);
+    job = with_defaults(job, delay, unique_for);
     if let Some(id) = l.id {
         job = job.id(id);
     }
     if let Some(n) = l.max_attempts {
         job = job.max_attempts(n);
     }
+    if let Some(k) = l.unique_key {
+        job = job.unique_key(k);
+    }
     Ok(job)
+}
+
+fn with_defaults(mut job: NewJob, delay: Option<Duration>, unique_for: Option<Duration>) -> NewJob {
+    if let Some(d) = delay {
+        job = job.delay(d);
+    }
+    if let Some(w) = unique_for {
+        job = job.unique_for(w);
+    }
+    job
+}
+
+/// A duration field of a job line: a duration string ("30s") or whole milliseconds.
+fn duration_field(name: &str, v: Option<serde_json::Value>) -> Result<Option<Duration>, String> {
+    match v {
+        None => Ok(None),
+        Some(serde_json::Value::String(s)) => parse_duration(&s).map(Some),
+        Some(serde_json::Value::Number(n)) => n
+            .as_u64()
+            .map(|ms| Some(Duration::from_millis(ms)))
+            .ok_or_else(|| format!("{name} {n} must be whole milliseconds")),
+        Some(other) => Err(format!(
+            "{name} {other} must be a duration string or milliseconds"
+        )),
+    }
 }
 
 /// Reports what was not loaded; the exit code: 1 if the input could not be read to its
