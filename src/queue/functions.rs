@@ -121,17 +121,7 @@ enum Found {
 }
 
 async fn probe<C: ConnectionLike>(conn: &mut C) -> Result<Found> {
-    let reply = redis::cmd("FCALL_RO")
-        .arg(VERSION_FUNCTION)
-        .arg(0)
-        .query_async::<(u32, String, String)>(conn)
-        .await;
-    match reply {
-        Ok((protocol, weir_version, build)) => Ok(Found::Ours(LibraryInfo {
-            protocol,
-            weir_version,
-            build,
-        })),
+    match version(conn).await {
         Err(e) if e.to_string().contains("Function not found") => {
             let libs: Vec<redis::Value> = redis::cmd("FUNCTION")
                 .arg("LIST")
@@ -139,17 +129,34 @@ async fn probe<C: ConnectionLike>(conn: &mut C) -> Result<Found> {
                 .arg(LIBRARY)
                 .query_async(conn)
                 .await?;
-            Ok(if libs.iter().any(named_weir) {
-                Found::Foreign
-            } else {
-                Found::None
-            })
+            if !libs.iter().any(named_weir) {
+                return Ok(Found::None);
+            }
+            // Loaded since the first call (another process starting), or not weir's.
+            match version(conn).await {
+                Err(e) if e.to_string().contains("Function not found") => Ok(Found::Foreign),
+                r => Ok(Found::Ours(r?)),
+            }
         }
         Err(e) if e.to_string().contains("unknown command") => Err(library_error(
             "this Redis has no Functions (FCALL): weir needs Redis 7.0 or newer",
         )),
-        Err(e) => Err(e.into()),
+        r => Ok(Found::Ours(r?)),
     }
+}
+
+/// `FCALL_RO weir_version 0`.
+async fn version<C: ConnectionLike>(conn: &mut C) -> redis::RedisResult<LibraryInfo> {
+    let (protocol, weir_version, build) = redis::cmd("FCALL_RO")
+        .arg(VERSION_FUNCTION)
+        .arg(0)
+        .query_async::<(u32, String, String)>(conn)
+        .await?;
+    Ok(LibraryInfo {
+        protocol,
+        weir_version,
+        build,
+    })
 }
 
 /// Whether a `FUNCTION LIST` entry (RESP2: name, value, ...) is the library `weir`:
@@ -203,8 +210,12 @@ pub async fn load<C: ConnectionLike>(conn: &mut C, replace: bool) -> Result<Load
     if replace {
         cmd.arg("REPLACE");
     }
-    cmd.arg(code()).query_async::<String>(conn).await?;
-    Ok(previous.map_or(Loaded::Loaded, Loaded::Replaced))
+    match cmd.arg(code()).query_async::<String>(conn).await {
+        Ok(_) => Ok(previous.map_or(Loaded::Loaded, Loaded::Replaced)),
+        // Another process loaded a library since the probe: judge that one.
+        Err(e) if !replace && e.to_string().contains("already exists") => Box::pin(load(conn, false)).await,
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A consumer's start-up check: loads the library if it is missing and refuses one that
@@ -217,14 +228,13 @@ pub async fn ensure<C: ConnectionLike>(conn: &mut C) -> Result<Option<LibraryInf
     let info = match loaded(conn).await {
         Ok(Some(info)) => info,
         Ok(None) => match load(conn, false).await {
-            Ok(_) => {
+            Ok(Loaded::Loaded) => {
                 tracing::info!(library = %LibraryInfo::ours(), "loaded the weir Functions library");
                 LibraryInfo::ours()
             }
-            // Another consumer loaded one first: check that one.
-            Err(Error::Redis(e)) if e.to_string().contains("already exists") => {
-                return Box::pin(ensure(conn)).await;
-            }
+            Ok(_) => LibraryInfo::ours(),
+            // Another process loaded a library of another build first: check that one.
+            Err(Error::Library(_)) => return Box::pin(ensure(conn)).await,
             Err(e) => return refused(e),
         },
         Err(e) => return refused(e),
