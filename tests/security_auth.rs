@@ -19,7 +19,7 @@ const WRONG: &str = "Wrong-88ab01-secret";
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
     +exists +set +del +llen +lindex +lpop +rpush +lpush +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +zadd +zrem +zcard +zscore +zmscore +zrange +zrangebyscore +zrevrange +zpopmin \
-    +publish";
+    +publish +fcall_ro +function|list +function|load";
 
 fn http_get(port: u16) -> String {
     use std::io::{Read, Write};

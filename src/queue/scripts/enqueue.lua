@@ -42,7 +42,9 @@ local function token(s)
 end
 
 -- 1. check every section and envelope header before anything is written (a script that
---    fails half way keeps its writes)
+--    fails half way keeps its writes); note each windowed job's unique key (by the
+--    position of its id in ARGV)
+local ukeys = {}
 local i = 1
 while i <= #ARGV do
   local p, n = whole(ARGV[i]), whole(ARGV[i + 5])
@@ -66,10 +68,11 @@ while i <= #ARGV do
       return fail('the envelope of job ' .. id .. ' does not open with the header for its id and priority')
     end
     if window then
-      local key = unique_key(env)
+      local key = unique_key(env, e)
       if not (key and token(key)) then
         return fail('job ' .. id .. ' has unique_for but its envelope has no valid unique_key')
       end
+      ukeys[j] = key
     end
   end
   i = i + 6 + 2 * n
@@ -84,9 +87,9 @@ local function dup(id)
   dups[nd] = id
 end
 
--- Takes job `id`'s unique key for `ttl` ms; false if another job holds it.
-local function take(id, env, ttl)
-  return redis.call('SET', K.unique .. unique_key(env), id, 'NX', 'PX', ttl) ~= false
+-- Takes the unique key of the job at ARGV[j] for `ttl` ms; false if another job holds it.
+local function take(j, ttl)
+  return redis.call('SET', K.unique .. ukeys[j], ARGV[j], 'NX', 'PX', ttl) ~= false
 end
 
 -- Stores a section's envelopes; returns the ids stored, in order. `ttl`: how long unique
@@ -96,7 +99,7 @@ local function store(first, n, check, ttl)
   if ttl > 0 then
     for j = first, first + 2 * n - 1, 2 do
       local id, env = ARGV[j], ARGV[j + 1]
-      if (check and redis.call('HEXISTS', K.jobs, id) == 1) or not take(id, env, ttl) then
+      if (check and redis.call('HEXISTS', K.jobs, id) == 1) or not take(j, ttl) then
         dup(id)
       else
         redis.call('HSET', K.jobs, id, env)
