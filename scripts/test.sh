@@ -37,6 +37,9 @@ msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
 rustup run "$msrv" rustc --version >/dev/null 2>&1 || rustup toolchain install "$msrv" --profile minimal
 CARGO_TARGET_DIR=target/msrv cargo +"$msrv" check --workspace --lib --bins --locked
 
+# The producer packages in clients/ (a venv under target/clients, `npm ci`), for
+# tests/clients.rs, which drains what they enqueue with a real `weir work`.
+bash scripts/ensure-clients.sh
 cargo test --workspace
 
 # Smoke runs of what people run for figures: the benchmarks (each once, --test mode) and

@@ -33,8 +33,9 @@ pub enum Error {
         /// The limit in bytes.
         limit: usize,
     },
-    /// A job id that already exists in the queue.
-    #[error("job id {0:?} already exists in the queue")]
+    /// A job not enqueued because a job with its id exists in the queue, or its unique key
+    /// is held (see `NewJob::unique_for`).
+    #[error("job {0:?} not enqueued: a job with its id exists in the queue, or its unique key is held")]
     Duplicate(String),
     /// The payload could not be encoded as JSON.
     #[error("cannot encode payload: {0}")]
@@ -101,6 +102,10 @@ pub enum Error {
         /// The policy in force.
         policy: String,
     },
+    /// The weir Functions library in Redis cannot be used, or Redis has no Functions: the
+    /// message says what is loaded and what to do.
+    #[error("{0}")]
+    Library(String),
     /// A background task of a consumer panicked; the consumer stopped, after flushing the
     /// outcomes and releasing the leases its other tasks held.
     #[error("consumer task {task} failed: {detail}")]

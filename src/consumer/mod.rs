@@ -116,6 +116,7 @@ impl Consumer {
         let keys = QueueKeys::new(&c.queue)?;
         let conn = self.redis.connect_healing().await?;
         crate::redis::eviction::check(&mut conn.clone(), c.allow_eviction).await?;
+        crate::queue::functions::ensure(&mut conn.clone()).await?;
         // The heartbeat's own: no call queued on the other can delay it.
         let beat_conn = self.redis.connect_healing().await?;
         // Logged once connected, so an unreachable Redis gives only the one error line.

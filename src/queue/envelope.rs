@@ -68,6 +68,10 @@ pub(crate) struct EnvelopeOut<'a> {
     pub kind: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<&'a str>,
+    /// Set when the job has a uniqueness window: the key it holds (`scripts/lib.lua`
+    /// reads it to free the key when the job is dead-lettered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique_key: Option<&'a str>,
     pub payload: &'a RawValue,
 }
 
@@ -99,6 +103,10 @@ pub struct Job {
     /// Optional trace id carried from the producer.
     #[serde(default)]
     pub trace_id: Option<String>,
+    /// The unique key the job holds, when it was enqueued with a uniqueness window
+    /// ([`NewJob::unique_for`](crate::NewJob::unique_for)).
+    #[serde(default)]
+    pub unique_key: Option<String>,
     /// The payload, as raw JSON text.
     pub payload: Box<RawValue>,
     /// The job was running when a consumer died (not part of the envelope: the fetch says
@@ -224,6 +232,8 @@ struct SimdEnvelope {
     kind: String,
     #[serde(default)]
     trace_id: Option<String>,
+    #[serde(default)]
+    unique_key: Option<String>,
     payload: simd_json::OwnedValue,
 }
 
@@ -250,6 +260,7 @@ pub fn decode_simd(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeEr
         id: env.id,
         kind: env.kind,
         trace_id: env.trace_id,
+        unique_key: env.unique_key,
         payload,
         suspect: false,
     };
@@ -287,6 +298,7 @@ mod tests {
             id: "j1",
             kind: "email",
             trace_id: None,
+            unique_key: None,
             payload: &payload,
         };
         let mut buf = Vec::new();

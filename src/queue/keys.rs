@@ -51,7 +51,7 @@ pub fn queue_of_key(key: &str) -> Option<&str> {
 }
 
 /// How many keys a queue has (the length of [`QueueKeys::all`]).
-pub const KEY_COUNT: usize = 18;
+pub const KEY_COUNT: usize = 19;
 
 /// The keys of one queue, in the order scripts expect them.
 #[derive(Debug, Clone)]
@@ -86,6 +86,7 @@ impl QueueKeys {
                 k("deferrals"),      // HASH: id -> 'count first_ms' (deferral record)
                 k("lease_tokens"),   // HASH: id -> fetch token, for extended leases only
                 k("settings"),       // HASH: queue settings (dead_cap, runtime limits)
+                k("unique:"),        // prefix (not a key): STRING per unique key -> job id, PX
             ],
         })
     }
@@ -178,6 +179,13 @@ impl QueueKeys {
     /// [`QueueKeys::all`]: only the cron scripts take it, after [`QueueKeys::cron`].
     pub fn cron_fired(&self) -> String {
         format!("weir:{{{}}}:cron_fired", self.name)
+    }
+
+    /// The prefix of the unique-window keys (not a key itself): `<prefix><unique key>` is
+    /// a STRING holding the id of the job that took the key, with an expiry (PX) at the end
+    /// of its window. Scripts append the unique key, so these keys share the hash tag.
+    pub fn unique_prefix(&self) -> &str {
+        &self.all[18]
     }
 }
 

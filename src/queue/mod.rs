@@ -1,11 +1,13 @@
 //! The Redis side of the queue: key names, the job envelope, the Lua scripts and their
-//! typed wrappers, the producer, operator actions and the retry policy.
+//! typed wrappers, the Functions library built from them, the producer, operator actions and
+//! the retry policy.
 //!
 //! Everything here speaks to Redis in one round trip per batch; nothing here runs jobs.
 
 pub mod admin;
 pub mod cron;
 pub mod envelope;
+pub mod functions;
 pub mod keys;
 pub mod producer;
 pub mod retry;

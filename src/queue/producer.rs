@@ -39,6 +39,8 @@ pub struct NewJob {
     run_at: Option<SystemTime>,
     max_attempts: Option<u32>,
     trace_id: Option<String>,
+    unique_for: Duration,
+    unique_key: Option<String>,
 }
 
 impl NewJob {
@@ -63,6 +65,8 @@ impl NewJob {
             run_at: None,
             max_attempts: None,
             trace_id: None,
+            unique_for: Duration::ZERO,
+            unique_key: None,
         }
     }
 
@@ -101,6 +105,25 @@ impl NewJob {
         self.trace_id = Some(t.into());
         self
     }
+
+    /// A uniqueness window: the job is refused (reported as a duplicate) if a job with the
+    /// same unique key (its [`unique_key`](Self::unique_key), else its id) was enqueued
+    /// within `window`, by any producer in any language, whether that job is still
+    /// waiting, running or done. The window starts when the job is due (now, or after its
+    /// delay). A dead-lettered job frees its key early. Zero (the default) means none;
+    /// whole milliseconds count.
+    pub fn unique_for(mut self, window: Duration) -> Self {
+        self.unique_for = window;
+        self
+    }
+
+    /// The key [`unique_for`](Self::unique_for) dedupes on, instead of the id (1 to 128
+    /// characters from `[A-Za-z0-9_.:-]`: hash longer keys). Without a window it does
+    /// nothing.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
 }
 
 /// What a bulk enqueue did.
@@ -108,7 +131,7 @@ impl NewJob {
 pub struct BulkReport {
     /// Jobs stored.
     pub enqueued: u64,
-    /// Ids refused because a job with that id exists.
+    /// Ids refused because a job with that id exists, or its unique key is held.
     pub duplicates: Vec<String>,
 }
 
@@ -307,6 +330,15 @@ fn encode_job(
     if let Some(t) = &job.trace_id {
         validate_token("trace id", t, MAX_ID_LEN)?;
     }
+    let unique_for_ms = job.unique_for.as_millis() as u64;
+    let unique_key = match (unique_for_ms, &job.unique_key) {
+        (0, _) => None,
+        (_, Some(k)) => {
+            validate_token("unique key", k, MAX_ID_LEN)?;
+            Some(k.as_str())
+        }
+        (_, None) => Some(id.as_str()),
+    };
     let max_attempts = job.max_attempts.unwrap_or(default_max_attempts).max(1);
     let env = EnvelopeOut {
         attempt: 0,
@@ -316,6 +348,7 @@ fn encode_job(
         id: &id,
         kind: &job.kind,
         trace_id: job.trace_id.as_deref(),
+        unique_key,
         payload: &job.payload,
     };
     env.encode_into(buf)?;
@@ -342,5 +375,6 @@ fn encode_job(
         run_at_ms,
         envelope: buf.clone(),
         unique,
+        unique_for_ms,
     })
 }

@@ -45,7 +45,10 @@ async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
 
     // the same file again: the fixed id is a duplicate
     let o = cli(&ctx, &["enqueue", "--queue", &ctx.queue], &input);
-    assert!(text(&o.stderr).contains("skipped 1 job whose id already exists: fixed"));
+    assert!(
+        text(&o.stderr)
+            .contains("skipped 1 duplicate job (a job with the id exists, or the unique key is held): fixed")
+    );
 }
 
 #[tokio::test]
@@ -174,4 +177,41 @@ async fn enqueue_memory_stays_flat_in_the_input_size() {
     let _: i64 = ctx
         .cmd(&["DEL", ctx.keys.jobs(), ctx.keys.ready(weir::Priority::Normal)])
         .await;
+}
+
+#[tokio::test]
+async fn unique_for_skips_keys_enqueued_within_the_window_from_the_flag_or_the_line() {
+    let ctx = Ctx::new("cli-uniq").await;
+    let input = [
+        r#"{"kind":"k","payload":1,"unique_key":"order-1"}"#,
+        r#"{"kind":"k","payload":2,"unique_key":"order-1"}"#,
+        r#"{"kind":"k","payload":3,"id":"order-2"}"#,
+        r#"{"kind":"k","payload":4,"id":"x","unique_key":"order-2","unique_for":60000}"#,
+        r#"{"kind":"k","payload":5,"unique_key":"bad key"}"#,
+    ]
+    .join("\n");
+    let o = cli(
+        &ctx,
+        &["enqueue", "--queue", &ctx.queue, "--unique-for", "1h"],
+        &input,
+    );
+    no_panic(&o);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(out.contains("enqueued 2 jobs"), "{out}");
+    assert!(err.contains("skipped 2 duplicate jobs"), "{err}");
+    assert!(err.contains("line 5: invalid unique key \"bad key\""), "{err}");
+    let s = ctx.snapshot().await;
+    assert_eq!(s.unique.len(), 2, "{:?}", s.unique);
+    assert_eq!(s.unique["order-2"], "order-2");
+    let o = cli(
+        &ctx,
+        &["enqueue", "--queue", &ctx.queue],
+        r#"{"kind":"k","payload":1,"unique_for":"1h","unique_key":"order-1"}"#,
+    );
+    assert!(
+        text(&o.stderr).contains("skipped 1 duplicate jobs"),
+        "{}",
+        text(&o.stderr)
+    );
 }

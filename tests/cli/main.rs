@@ -10,6 +10,7 @@ mod enqueue;
 mod errors;
 mod eviction;
 mod exit_codes;
+mod functions;
 mod queue;
 mod work;
 

@@ -202,7 +202,11 @@ pub(crate) struct State {
     pub suspects: Vec<String>,
     /// Tokens of extended leases: id -> fetch token.
     pub lease_tokens: BTreeMap<String, String>,
-    /// Keys under the queue's prefix that `QueueKeys::all` does not name (should be none).
+    /// Unique-window keys: unique key -> id of the job holding it. Each must expire
+    /// ([`snapshot`] checks it has a TTL): windows are bounded by time.
+    pub unique: BTreeMap<String, String>,
+    /// Keys under the queue's prefix that `QueueKeys::all` does not name and that are
+    /// not unique-window keys (should be none).
     pub stray: Vec<String>,
 }
 
@@ -276,6 +280,11 @@ impl State {
         self.lease_tokens.insert(id.into(), token.to_string());
         self
     }
+    /// Job `id` holds unique key `key` (seeded with an hour's window).
+    pub(crate) fn unique(mut self, key: &str, id: &str) -> Self {
+        self.unique.insert(key.into(), id.into());
+        self
+    }
 }
 
 /// Writes `s` into the (empty) queue `keys`, key by key.
@@ -326,6 +335,10 @@ pub(crate) async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &Sta
     for (id, token) in &s.lease_tokens {
         p.hset(keys.lease_tokens(), id, token).ignore();
     }
+    for (key, id) in &s.unique {
+        let k = format!("{}{key}", keys.unique_prefix());
+        p.cmd("SET").arg(k).arg(id).arg("PX").arg(3_600_000).ignore();
+    }
     let _: () = p.query_async(conn).await.unwrap();
 }
 
@@ -352,7 +365,7 @@ pub(crate) async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> 
     let k = keys.all();
     let types = [
         "list", "list", "list", "zset", "zset", "zset", "hash", "zset", "zset", "hash", "string", "hash",
-        "none", "hash", "list", "hash", "hash", "hash",
+        "none", "hash", "list", "hash", "hash", "hash", "none",
     ];
     for (key, want) in k.iter().zip(types) {
         let t = key_type(conn, key).await;
@@ -419,10 +432,25 @@ pub(crate) async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> 
     // The worker registry (keys.rs's `workers` and `worker`) is the consumers', not the
     // queue's state.
     let worker_prefix = keys.worker("");
-    s.stray = found
+    let found = found
         .into_iter()
-        .filter(|f| !k.contains(f) && *f != keys.workers() && !f.starts_with(&worker_prefix))
-        .collect();
+        .filter(|f| !k.contains(f) && *f != keys.workers() && !f.starts_with(&worker_prefix));
+    for f in found {
+        let Some(key) = f.strip_prefix(keys.unique_prefix()) else {
+            s.stray.push(f);
+            continue;
+        };
+        let (id, ttl): (String, i64) = redis::pipe()
+            .get(&f)
+            .cmd("PTTL")
+            .arg(&f)
+            .query_async(conn)
+            .await
+            .unwrap();
+        assert!(ttl > 0, "unique key {f} has no expiry (PTTL {ttl})");
+        s.unique.insert(key.to_owned(), id);
+    }
+    s.stray.sort();
     s
 }
 

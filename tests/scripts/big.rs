@@ -38,6 +38,7 @@ async fn enqueue_all(ctx: &Ctx) -> Vec<EnqueueArg> {
             run_at_ms: 0,
             envelope: env(id, 0, 1, 1).into_bytes(),
             unique: true,
+            unique_for_ms: 0,
         })
         .collect();
     assert!(scripts::enqueue(&mut c, k, &args).await.unwrap().is_empty());

@@ -13,6 +13,7 @@ fn arg(id: &str, p: Priority, delay_ms: u64, run_at_ms: u64) -> EnqueueArg {
         run_at_ms,
         envelope: env(id, 0, 3, p as u8).into_bytes(),
         unique: true,
+        unique_for_ms: 0,
     }
 }
 
@@ -144,6 +145,26 @@ async fn enqueue_table() {
         )
         .await;
         assert_eq!(dups, c.dups, "case {:?}: duplicates", c.name);
+    }
+}
+
+/// The same table through `FCALL weir_enqueue`, as a producer in another language calls
+/// it: the library's function leaves the state the script leaves.
+#[tokio::test]
+async fn enqueue_table_through_the_functions_library() {
+    let ctx = Ctx::new("enqueue-fcall").await;
+    weir::queue::functions::ensure(&mut ctx.c()).await.unwrap();
+    for c in cases() {
+        let jobs = c.jobs.clone();
+        let dups = run_case(
+            &ctx,
+            c.name,
+            &c.before,
+            |mut conn, k| async move { crate::functions::fcall_enqueue(&mut conn, &k, &jobs).await },
+            &c.after,
+        )
+        .await;
+        assert_eq!(dups, c.dups, "case {:?} through FCALL: duplicates", c.name);
     }
 }
 

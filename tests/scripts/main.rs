@@ -10,11 +10,13 @@ mod defer;
 mod dlq;
 mod enqueue;
 mod fetch;
+mod functions;
 mod inspect;
 mod lease;
 mod reclaim;
 mod settle;
 mod trim;
+mod unique;
 mod wake;
 
 /// Index of the high-priority key among the per-priority keys.

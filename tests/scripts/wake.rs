@@ -50,6 +50,7 @@ async fn calls_that_make_work_ready_wake_idle_consumers() {
         run_at_ms: 0,
         envelope: env(id, 0, 3, 1).into_bytes(),
         unique: true,
+        unique_for_ms: 0,
     };
     let empty = State::default();
     let enq = wakes(&ctx, empty.clone(), |mut c, k| async move {

@@ -37,6 +37,11 @@ pub(crate) struct EnqueueArgs {
     /// Envelope size limit in bytes.
     #[arg(long, default_value_t = weir::envelope::DEFAULT_MAX_ENVELOPE_BYTES)]
     pub max_envelope_bytes: usize,
+    /// Default uniqueness window (e.g. 1h): a job whose unique key (its `unique_key`, else
+    /// its id) was enqueued within the window, by any producer, is skipped as a duplicate,
+    /// even if that job is done.
+    #[arg(long, value_parser = parse_duration)]
+    pub unique_for: Option<Duration>,
 }
 
 /// One NDJSON line without `--kind`.
@@ -57,6 +62,12 @@ struct Line {
     run_at: Option<String>,
     #[serde(default)]
     max_attempts: Option<u32>,
+    /// Uniqueness window: a duration string ("1h") or milliseconds.
+    #[serde(default)]
+    unique_for: Option<serde_json::Value>,
+    /// The key the window dedupes on (default: the id).
+    #[serde(default)]
+    unique_key: Option<String>,
 }
 
 pub(crate) async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
@@ -205,7 +216,7 @@ fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
     if let Some(kind) = &a.kind {
         let payload = RawValue::from_string(line).map_err(|e| format!("payload is not JSON: {e}"))?;
         let job = NewJob::from_raw(kind.clone(), payload).priority(a.priority);
-        return Ok(default_time(a, job));
+        return Ok(with_unique(default_time(a, job), a.unique_for));
     }
     let l: Line = serde_json::from_str(&line).map_err(|e| format!("not a job line: {e}"))?;
     let mut job = NewJob::from_raw(l.kind, l.payload).priority(a.priority);
@@ -214,28 +225,46 @@ fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
     }
     job = match (l.delay, l.run_at) {
         (Some(_), Some(_)) => return Err("give delay or run_at, not both".into()),
-        (Some(d), None) => job.delay(line_delay(d)?),
+        (Some(d), None) => job.delay(duration_field("delay", d)?),
         (None, Some(t)) => job.run_at(parse_time(&t)?),
         (None, None) => default_time(a, job),
     };
+    let unique_for = l
+        .unique_for
+        .map(|w| duration_field("unique_for", w))
+        .transpose()?;
+    job = with_unique(job, unique_for.or(a.unique_for));
     if let Some(id) = l.id {
         job = job.id(id);
     }
     if let Some(n) = l.max_attempts {
         job = job.max_attempts(n);
     }
+    if let Some(k) = l.unique_key {
+        job = job.unique_key(k);
+    }
     Ok(job)
 }
 
-/// A job line's `delay`: a duration string ("30s") or whole milliseconds.
-fn line_delay(d: serde_json::Value) -> Result<Duration, String> {
-    match d {
+/// A duration field of a job line: a duration string ("30s") or whole milliseconds.
+fn duration_field(name: &str, v: serde_json::Value) -> Result<Duration, String> {
+    match v {
         serde_json::Value::String(s) => parse_duration(&s),
         serde_json::Value::Number(n) => n
             .as_u64()
             .map(Duration::from_millis)
-            .ok_or_else(|| format!("delay {n} must be whole milliseconds")),
-        other => Err(format!("delay {other} must be a duration string or milliseconds")),
+            .ok_or_else(|| format!("{name} {n} must be whole milliseconds")),
+        other => Err(format!(
+            "{name} {other} must be a duration string or milliseconds"
+        )),
+    }
+}
+
+/// `job` with a uniqueness window, if one is given.
+fn with_unique(job: NewJob, unique_for: Option<Duration>) -> NewJob {
+    match unique_for {
+        Some(w) => job.unique_for(w),
+        None => job,
     }
 }
 
@@ -261,8 +290,8 @@ fn report_problems(loaded: &Loaded, input: &str) -> weir::Result<ExitCode> {
     if !dups.is_empty() {
         let shown: Vec<_> = dups.iter().take(10).map(String::as_str).collect();
         eprintln!(
-            "skipped {} whose id already exists: {}",
-            crate::output::count(dups.len() as u64, "job"),
+            "skipped {} (a job with the id exists, or the unique key is held): {}",
+            crate::output::count(dups.len() as u64, "duplicate job"),
             shown.join(", ")
         );
     }

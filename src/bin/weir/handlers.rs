@@ -154,14 +154,25 @@ impl Handler for Print {
     }
 }
 
+/// A line of `print`: the payload as the producer wrote it, byte for byte (a JSON value
+/// would round big numbers and reorder keys).
+#[derive(serde::Serialize)]
+struct Printed<'a> {
+    id: &'a str,
+    kind: &'a str,
+    attempt: u32,
+    payload: &'a serde_json::value::RawValue,
+}
+
 fn print_job(job: &Job) -> JobResult {
     use std::io::Write;
-    let line = serde_json::json!({
-        "id": job.id,
-        "kind": job.kind,
-        "attempt": job.attempt,
-        "payload": &*job.payload,
-    });
+    let line = Printed {
+        id: &job.id,
+        kind: &job.kind,
+        attempt: job.attempt,
+        payload: &job.payload,
+    };
+    let line = serde_json::to_string(&line).map_err(|e| weir::JobError::fatal(e.to_string()))?;
     writeln!(std::io::stdout().lock(), "{line}")
         .map_err(|e| weir::JobError::retry(format!("cannot write to standard output: {e}")))
 }

@@ -1,11 +1,12 @@
 //! The `weir` command line: enqueue, work, limits, stats, queues, jobs, job, workers, dlq,
-//! cron, pause/resume, demo, completions.
+//! cron, pause/resume, demo, functions, completions.
 
 mod cron;
 mod demo;
 mod dlq;
 mod enqueue;
 mod envs;
+mod functions;
 mod handlers;
 mod jobs;
 mod limits;
@@ -116,6 +117,9 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Load or show the `weir` Redis Functions library that producers in other languages
+    /// call (FCALL weir_enqueue; docs/protocol.md).
+    Functions(functions::FunctionsArgs),
 }
 
 /// Options every subcommand takes.
@@ -250,6 +254,7 @@ fn main() -> ExitCode {
                 clap_complete::generate(shell, &mut cmd, "weir", &mut std::io::stdout());
                 Ok(ExitCode::SUCCESS)
             }
+            Command::Functions(a) => functions::run(a).await,
         }
     });
     match result {

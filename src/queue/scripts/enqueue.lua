@@ -1,62 +1,155 @@
--- enqueue: adds a batch of jobs; caller-chosen ids that already exist are refused.
+-- enqueue: adds a batch of jobs; caller-chosen ids that already exist, and jobs whose
+-- unique key is taken, are refused. This is the public `weir_enqueue` of the Functions
+-- library too (docs/protocol.md states the contract; change both together).
 --
--- KEYS: the queue's keys (lib.lua); touches ready[1..3], delayed[1..3], jobs, counters, wake;
---   then KEYS[19]: the queue registry (SET of queue names, keys.rs's QUEUES).
+-- KEYS: the queue's keys (lib.lua); touches ready[1..3], delayed[1..3], jobs, counters,
+--   wake, and the unique keys (K.unique .. key); then KEYS[20] (NQ + 1): the queue registry (SET of
+--   queue names, keys.rs's QUEUES).
 -- ARGV: one or more sections, each of jobs that share their options:
 --   priority (0 high, 1 normal, 2 low), delay (ms, >= 0), run_at (epoch ms, 0 = none),
 --   unique (1 = ids chosen by the caller: check each; 0 = ids weir generated, unique by
---   construction: stored in bulk), n (jobs in the section), then n pairs of
---   id, envelope (JSON, header as envelope.rs writes it).
--- Returns: the ids not enqueued because a job with that id exists (array).
+--   construction: stored in bulk), unique_for (ms, 0 = none: the window of each job's
+--   unique key, which its envelope's "unique_key" field names), n (jobs in the section),
+--   then n pairs of id, envelope (JSON, header as envelope.rs writes it).
+-- Returns: the ids not enqueued (array): a job with that id exists, or the job's unique
+--   key is taken (a job with that key was enqueued within its window).
+-- Errors (nothing is stored): 'ERR weir enqueue: ...' for a malformed section or an
+--   envelope whose header does not match its id and priority, or that lacks the
+--   unique_key a section with unique_for needs.
 --
--- A batch of generated ids that are all ready now does not come here: `enqueue_plain`
--- (scripts/enqueue.rs) stores it with plain commands in MULTI/EXEC. This file is the
--- source of truth; tests/scripts/enqueue.rs checks both paths against one expected state
--- (`routed()`), so a change here is a change there.
+-- A unique key, once taken, is held until its window ends: unique_for after the job is
+-- due (now + delay, or run_at), whether the job is waiting, running or done. Only a
+-- dead-lettered job frees it early (lib.lua's bury).
+--
+-- A batch of generated ids that are all ready now, without windows, does not come here:
+-- `enqueue_plain` (scripts/enqueue.rs) stores it with plain commands in MULTI/EXEC. This
+-- file is the source of truth; tests/scripts/enqueue.rs checks both paths against one
+-- expected state (`routed()`), so a change here is a change there.
+
+local function fail(msg)
+  return redis.error_reply('ERR weir enqueue: ' .. msg)
+end
+
+-- A whole number >= 0 (from its argument string), or nil.
+local function whole(arg)
+  local x = tonumber(arg)
+  if x and x >= 0 and x == math.floor(x) then return x end
+  return nil
+end
+
+-- Ids and unique keys: 1 to 128 characters of keys.rs's alphabet.
+local function token(s)
+  return #s <= 128 and string.find(s, '^[%w_.:%-]+$') ~= nil
+end
+
+-- 1. check every section and envelope header before anything is written (a script that
+--    fails half way keeps its writes); note each windowed job's unique key (by the
+--    position of its id in ARGV)
+local ukeys = {}
+local i = 1
+while i <= #ARGV do
+  local p, n = whole(ARGV[i]), whole(ARGV[i + 5])
+  if not (p and p <= 2) then return fail('priority must be 0, 1 or 2 (argument ' .. i .. ')') end
+  if not (whole(ARGV[i + 1]) and whole(ARGV[i + 2]) and whole(ARGV[i + 4])) then
+    return fail('delay, run_at and unique_for must be whole numbers >= 0 (section at argument ' .. i .. ')')
+  end
+  if not (ARGV[i + 3] == '0' or ARGV[i + 3] == '1') then
+    return fail('unique must be 0 or 1 (section at argument ' .. i .. ')')
+  end
+  if not (n and i + 5 + 2 * n <= #ARGV) then
+    return fail('the section at argument ' .. i .. ' announces more jobs than it holds')
+  end
+  local head = '^{"attempt":%d+,"max_attempts":%d+,"priority":' .. p .. ',"enqueued_at":%d+,"id":"'
+  local window = whole(ARGV[i + 4]) > 0
+  for j = i + 6, i + 5 + 2 * n, 2 do
+    local id, env = ARGV[j], ARGV[j + 1]
+    if not token(id) then return fail('invalid job id ' .. string.format('%q', string.sub(id, 1, 200))) end
+    local _, e = string.find(env, head)
+    if not e or string.sub(env, e + 1, e + #id + 1) ~= id .. '"' then
+      return fail('the envelope of job ' .. id .. ' does not open with the header for its id and priority')
+    end
+    if window then
+      local key = unique_key(env, e)
+      if not (key and token(key)) then
+        return fail('job ' .. id .. ' has unique_for but its envelope has no valid unique_key')
+      end
+      ukeys[j] = key
+    end
+  end
+  i = i + 6 + 2 * n
+end
 
 local dups, nd = {}, 0
 local added = 0
 local now = nil
 
--- Stores a section's envelopes; returns the ids stored, in order.
-local function store(first, n, unique)
+local function dup(id)
+  nd = nd + 1
+  dups[nd] = id
+end
+
+-- Takes the unique key of the job at ARGV[j] for `ttl` ms; false if another job holds it.
+local function take(j, ttl)
+  return redis.call('SET', K.unique .. ukeys[j], ARGV[j], 'NX', 'PX', ttl) ~= false
+end
+
+-- Stores a section's envelopes; returns the ids stored, in order. `ttl`: how long unique
+-- keys are held (0 = the section has no window).
+local function store(first, n, check, ttl)
   local ids, ni = {}, 0
-  if unique then
-    for i = first, first + 2 * n - 1, 2 do
-      if redis.call('HSETNX', K.jobs, ARGV[i], ARGV[i + 1]) == 1 then
-        ni = ni + 1
-        ids[ni] = ARGV[i]
+  if ttl > 0 then
+    for j = first, first + 2 * n - 1, 2 do
+      local id, env = ARGV[j], ARGV[j + 1]
+      if (check and redis.call('HEXISTS', K.jobs, id) == 1) or not take(j, ttl) then
+        dup(id)
       else
-        nd = nd + 1
-        dups[nd] = ARGV[i]
+        redis.call('HSET', K.jobs, id, env)
+        ni = ni + 1
+        ids[ni] = id
+      end
+    end
+    return ids
+  end
+  if check then
+    for j = first, first + 2 * n - 1, 2 do
+      if redis.call('HSETNX', K.jobs, ARGV[j], ARGV[j + 1]) == 1 then
+        ni = ni + 1
+        ids[ni] = ARGV[j]
+      else
+        dup(ARGV[j])
       end
     end
     return ids
   end
   local pairs_ = {}
-  for i = first, first + 2 * n - 1, 2 do
+  for j = first, first + 2 * n - 1, 2 do
     ni = ni + 1
-    ids[ni] = ARGV[i]
-    pairs_[2 * ni - 1] = ARGV[i]
-    pairs_[2 * ni] = ARGV[i + 1]
+    ids[ni] = ARGV[j]
+    pairs_[2 * ni - 1] = ARGV[j]
+    pairs_[2 * ni] = ARGV[j + 1]
   end
   call_chunked('HSET', K.jobs, pairs_)
   return ids
 end
 
--- 1. each section: store the envelopes, then push the ids to ready or delayed in bulk
-local i = 1
+-- 2. each section: store the envelopes, then push the ids to ready or delayed in bulk
+i = 1
 while i <= #ARGV do
   local p = tonumber(ARGV[i]) + 1
   local delay, run_at = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  local n = tonumber(ARGV[i + 4])
-  local ids = store(i + 5, n, ARGV[i + 3] == '1')
+  local window, n = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local due = nil
+  if run_at > 0 or delay > 0 or window > 0 then
+    now = now or now_ms()
+    due = run_at
+    if due == 0 then due = now + delay end
+  end
+  local ttl = 0
+  if window > 0 then ttl = window + math.max(due - now, 0) end
+  local ids = store(i + 6, n, ARGV[i + 3] == '1', ttl)
   added = added + #ids
   if #ids > 0 then
     if run_at > 0 or delay > 0 then
-      now = now or now_ms()
-      local due = run_at
-      if due == 0 then due = now + delay end
       local scored = {}
       for k = 1, #ids do
         scored[2 * k - 1] = due
@@ -67,13 +160,13 @@ while i <= #ARGV do
       call_chunked('RPUSH', K.ready[p], ids)
     end
   end
-  i = i + 5 + 2 * n
+  i = i + 6 + 2 * n
 end
 
--- 2. wake idle consumers once per call
+-- 3. wake idle consumers once per call
 count('enqueued', added)
 if added > 0 then redis.call('PUBLISH', K.wake, 'enqueue') end
 
 -- 3. the queue registry (`weir queues`): one SADD per call; the name is the hash tag
-redis.call('SADD', KEYS[19], string.match(KEYS[1], '^weir:{(.*)}:'))
+redis.call('SADD', KEYS[NQ + 1], string.match(KEYS[1], '^weir:{(.*)}:'))
 return dups

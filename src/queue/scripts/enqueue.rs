@@ -23,9 +23,14 @@ pub struct EnqueueArg {
     /// The caller chose the id: refuse it if a job with that id exists. Ids weir
     /// generates are unique by construction and skip the check (stored in bulk).
     pub unique: bool,
+    /// The window of the job's unique key, ms (0 = none). With a window, the envelope
+    /// names the key (its `unique_key` field), and the job is refused while another job
+    /// holds that key.
+    pub unique_for_ms: u64,
 }
 
-/// Enqueues a batch in one call; returns the ids refused as duplicates.
+/// Enqueues a batch in one call; returns the ids refused as duplicates (the id exists, or
+/// the job's unique key is held).
 ///
 /// Consecutive jobs that share their options travel as one section (see `enqueue.lua`),
 /// so a bulk load sends two values per job.
@@ -37,22 +42,22 @@ pub async fn enqueue<C: ConnectionLike>(
     if !jobs.is_empty()
         && jobs
             .iter()
-            .all(|j| !j.unique && j.delay_ms == 0 && j.run_at_ms == 0)
+            .all(|j| !j.unique && j.delay_ms == 0 && j.run_at_ms == 0 && j.unique_for_ms == 0)
     {
         enqueue_plain(conn, keys, jobs).await?;
         return Ok(Vec::new());
     }
     let mut inv = invocation(&ENQUEUE, keys);
     inv.key(QUEUES);
-    let same = |a: &EnqueueArg, b: &EnqueueArg| {
-        (a.priority, a.delay_ms, a.run_at_ms, a.unique) == (b.priority, b.delay_ms, b.run_at_ms, b.unique)
-    };
+    let options = |j: &EnqueueArg| (j.priority, j.delay_ms, j.run_at_ms, j.unique, j.unique_for_ms);
+    let same = |a: &EnqueueArg, b: &EnqueueArg| options(a) == options(b);
     for section in jobs.chunk_by(same) {
         let j = &section[0];
         inv.arg(j.priority as u8)
             .arg(j.delay_ms)
             .arg(j.run_at_ms)
             .arg(u8::from(j.unique))
+            .arg(j.unique_for_ms)
             .arg(section.len());
         for j in section {
             inv.arg(&j.id).arg(&j.envelope);

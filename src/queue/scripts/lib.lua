@@ -18,6 +18,8 @@
 --   KEYS[16]    HASH  id -> 'count first_ms': deferrals (not-charged returns) of a job
 --   KEYS[17]    HASH  id -> fetch token, only for leases that were extended
 --   KEYS[18]    HASH  queue settings (dead_cap, and the runtime limits consumers poll)
+--   KEYS[19]    prefix (not a key): KEYS[19] .. unique key is a STRING holding the id of the
+--                     job that took that key, expiring (PX) at the end of its window
 local K = {
   ready = { KEYS[1], KEYS[2], KEYS[3] },
   delayed = { KEYS[4], KEYS[5], KEYS[6] },
@@ -33,7 +35,10 @@ local K = {
   deferrals = KEYS[16],
   lease_tokens = KEYS[17],
   settings = KEYS[18],
+  unique = KEYS[19],
 }
+-- How many of KEYS are the queue's own (keys.rs's KEY_COUNT); a script's extra keys follow.
+local NQ = 19
 
 -- Redis server time in ms: workers' clocks never matter.
 local function now_ms()
@@ -112,7 +117,35 @@ end
 
 -- Moves one job (already out of ready/delayed/lease) to the dead-letter queue; its
 -- deferral record goes (a job requeued from there starts with a fresh budget).
+-- The unique key an envelope carries (its "unique_key" field), or nil; `from` (default 1)
+-- is where to start looking. The fields before "payload" are numbers and plain tokens
+-- (keys.rs's alphabet), and "payload" is the last field, so the first ',"payload":' ends
+-- the header and nothing in a payload can match. Plain finds only: a pattern scan of the
+-- header cost several microseconds per job.
+local function unique_key(env, from)
+  local stop = string.find(env, ',"payload":', from or 1, true)
+  if not stop then return nil end
+  local s, f = string.find(env, ',"unique_key":"', from or 1, true)
+  if not s or s > stop then return nil end
+  local q = string.find(env, '"', f + 1, true)
+  if not q or q > stop then return nil end
+  return string.sub(env, f + 1, q - 1)
+end
+
+-- Frees the unique key job `id` holds, if it still holds it (the window may have ended
+-- and another job taken the key since).
+local function free_unique(id)
+  local env = redis.call('HGET', K.jobs, id)
+  local key = env and unique_key(env)
+  if key and redis.call('GET', K.unique .. key) == id then redis.call('DEL', K.unique .. key) end
+end
+
+-- Moves one job (already out of ready/delayed/lease; its envelope still stored) to the
+-- dead-letter queue; its deferral record goes (a job requeued from there starts with a
+-- fresh budget), and so does the unique key it holds: a job that failed for good does
+-- not block a new one for the rest of its window.
 local function bury(id, reason, now)
+  free_unique(id)
   redis.call('ZADD', K.dead, now, id)
   redis.call('HSET', K.errors, id, reason)
   redis.call('HDEL', K.deferrals, id)

@@ -31,10 +31,29 @@ pub use inspect::{
 pub use lease::{Fetched, Reclaimed, extend, fetch, reclaim, release, start_suspect};
 pub use settle::{Settle, Settled, StartMarks, dead_letter_raw, settle, settle_marked};
 
+/// The shared prelude every script opens with.
+pub const LIB: &str = include_str!("lib.lua");
+
+/// One script's own source (without [`LIB`]), as the Functions library registers it
+/// (`queue::functions`).
+#[derive(Debug)]
+pub struct Source {
+    /// The file name without `.lua`; the library's function is `weir_<name>`.
+    pub name: &'static str,
+    /// The script's own file.
+    pub body: &'static str,
+    /// The script writes nothing (marked `(read_only)` in the list): its function gets
+    /// the `no-writes` flag, so it may run on replicas and with `FCALL_RO`.
+    pub read_only: bool,
+}
+
 /// Declares every script once: a `static` per script (`lib.lua` + `<file>.lua`, built on
-/// first use) and [`SCRIPT_NAMES`], the file names in the same order.
+/// first use), [`SCRIPT_NAMES`], the file names in the same order, and [`SOURCES`], the
+/// same sources for the Functions library, so the scripts and the library cannot differ.
 macro_rules! scripts {
-    ($($name:ident = $file:literal,)+) => {
+    (@read_only read_only) => { true };
+    (@read_only) => { false };
+    ($($name:ident = $file:literal $(($flag:ident))?,)+) => {
         $(
             static $name: LazyLock<redis::Script> = LazyLock::new(|| {
                 redis::Script::new(concat!(include_str!("lib.lua"), include_str!(concat!($file, ".lua"))))
@@ -43,6 +62,13 @@ macro_rules! scripts {
 
         /// Every script's name, as used in metric labels.
         pub const SCRIPT_NAMES: &[&str] = &[$($file),+];
+
+        /// Every script's own source, in the same order.
+        pub const SOURCES: &[Source] = &[$(Source {
+            name: $file,
+            body: include_str!(concat!($file, ".lua")),
+            read_only: scripts!(@read_only $($flag)?),
+        }),+];
     };
 }
 
@@ -54,11 +80,11 @@ scripts! {
     EXTEND = "extend",
     RELEASE = "release",
     START_SUSPECT = "start_suspect",
-    DLQ_LIST = "dlq_list",
+    DLQ_LIST = "dlq_list" (read_only),
     DLQ_REQUEUE = "dlq_requeue",
     DLQ_PURGE = "dlq_purge",
     PAUSE = "pause",
-    STATS = "stats",
+    STATS = "stats" (read_only),
     JOBS_PAGE = "jobs_page",
     JOB_SHOW = "job_show",
     JOBS_DELETE = "jobs_delete",

@@ -1,15 +1,15 @@
 -- worker_beat: registers or refreshes a consumer in the queue's worker registry (`weir
 -- workers`), or removes it; drops the entries of consumers that stopped beating.
 --
--- KEYS: the queue's keys (lib.lua), then KEYS[19]: the workers ZSET (worker id -> when
---   its entry expires, ms), KEYS[20]: this worker's HASH (expires with it)
+-- KEYS: the queue's keys (lib.lua), then KEYS[20]: the workers ZSET (worker id -> when
+--   its entry expires, ms), KEYS[21]: this worker's HASH (expires with it)
 -- ARGV[1]: worker id
 -- ARGV[2]: time to live, ms (0 = remove the entry: the consumer stops)
 -- ARGV[3..]: field, value pairs of the record (host, pid, version, started_ms, limit,
 --   running, ...)
 -- Returns: the number of expired entries dropped from the registry.
 
-local workers, record = KEYS[19], KEYS[20]
+local workers, record = KEYS[NQ + 1], KEYS[NQ + 2]
 local id, ttl = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
 if ttl == 0 then

@@ -1,0 +1,50 @@
+import type Redis from 'ioredis';
+
+/** The protocol this package speaks (weir's docs/protocol.md). */
+export const PROTOCOL: 1;
+/** Jobs per FCALL in enqueueBulk. */
+export const BULK_CHUNK: number;
+
+/** A job weir would refuse, or a Redis without a usable weir library. */
+export class WeirError extends Error {}
+
+/** The keys of `queue`, in the order weir_enqueue takes them. */
+export function queueKeys(queue: string): string[];
+
+export interface JobOptions {
+  /** A chosen id: refused while a job with it exists. */
+  id?: string;
+  priority?: 'high' | 'normal' | 'low';
+  /** Delay before the job is ready, ms. */
+  delay?: number;
+  /** When the job is due: a Date or epoch ms. */
+  runAt?: Date | number;
+  maxAttempts?: number;
+  traceId?: string;
+  /** A uniqueness window, ms. */
+  uniqueFor?: number;
+  /** What the window dedupes on (default: the id). */
+  uniqueKey?: string;
+  /** The payload as JSON text, stored byte for byte (instead of `payload`). */
+  payloadJson?: string;
+}
+
+export interface Job extends JobOptions {
+  kind: string;
+  payload?: unknown;
+}
+
+export interface BulkReport {
+  enqueued: number;
+  duplicates: string[];
+}
+
+export class Producer {
+  constructor(redis: Redis, queue: string, options?: { defaultMaxAttempts?: number; maxEnvelopeBytes?: number });
+  /** Resolves to the job id, or null if it was skipped as a duplicate. */
+  enqueue(kind: string, payload?: unknown, options?: JobOptions): Promise<string | null>;
+  enqueueIn(delayMs: number, kind: string, payload?: unknown, options?: JobOptions): Promise<string | null>;
+  enqueueAt(when: Date | number, kind: string, payload?: unknown, options?: JobOptions): Promise<string | null>;
+  enqueueBulk(jobs: Iterable<Job>): Promise<BulkReport>;
+  checkLibrary(): Promise<void>;
+}

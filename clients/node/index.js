@@ -1,0 +1,199 @@
+'use strict';
+// Enqueue jobs into weir queues from Node.js: a thin wrapper over `FCALL weir_enqueue`.
+// The contract (envelope, keys, arguments) is weir's protocol 1, stated in weir's
+// docs/protocol.md. The library must be loaded in Redis (`weir functions load`, or any
+// `weir work` consumer at start); the first call checks that it speaks protocol 1.
+
+const crypto = require('crypto');
+
+/** The protocol this package speaks (docs/protocol.md). */
+const PROTOCOL = 1;
+/** Jobs per FCALL in enqueueBulk, and envelope bytes per call. */
+const BULK_CHUNK = 1000;
+const BULK_CHUNK_BYTES = 1 << 20;
+const DEFAULT_MAX_ATTEMPTS = 5;
+const DEFAULT_MAX_ENVELOPE_BYTES = 1 << 20;
+
+// The queue's keys, in the order weir_enqueue takes them (weir's src/queue/keys.rs).
+const KEY_SUFFIXES = [
+  'ready:high', 'ready:normal', 'ready:low',
+  'delayed:high', 'delayed:normal', 'delayed:low',
+  'jobs', 'lease', 'dead', 'errors', 'paused', 'counters', 'wake',
+  'started', 'suspects', 'deferrals', 'lease_tokens', 'settings', 'unique:',
+];
+// The queue registry (weir's keys.rs QUEUES): weir_enqueue takes it after the queue's keys.
+const QUEUES = 'weir:queues';
+const PRIORITIES = { high: 0, normal: 1, low: 2 };
+const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** A job weir would refuse, or a Redis without a usable weir library. */
+class WeirError extends Error {}
+
+function token(what, value) {
+  if (typeof value !== 'string' || !TOKEN.test(value)) {
+    throw new WeirError(`invalid ${what} ${JSON.stringify(value)}: use 1 to 128 characters from A-Z a-z 0-9 _ . : -`);
+  }
+  return value;
+}
+
+/** The keys of `queue`, in the order weir_enqueue takes them. */
+function queueKeys(queue) {
+  token('queue name', queue);
+  return KEY_SUFFIXES.map((s) => `weir:{${queue}}:${s}`);
+}
+
+function wholeMs(what, ms) {
+  if (ms === undefined || ms === null) return 0;
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+    throw new WeirError(`${what} must be a number of milliseconds >= 0`);
+  }
+  return Math.floor(ms);
+}
+
+function runAtMs(when) {
+  if (when === undefined || when === null) return 0;
+  const ms = when instanceof Date ? when.getTime() : when;
+  return Math.max(1, wholeMs('runAt', ms));
+}
+
+const PREFIX = crypto.randomBytes(8).toString('hex');
+let next = 0;
+function newId() {
+  return `${PREFIX}-${(next++).toString(16)}`;
+}
+
+function payloadJson(job) {
+  if (job.payloadJson !== undefined) {
+    try {
+      JSON.parse(job.payloadJson);
+    } catch (e) {
+      throw new WeirError(`payloadJson is not JSON: ${e.message}`);
+    }
+    return job.payloadJson;
+  }
+  const text = JSON.stringify(job.payload === undefined ? null : job.payload);
+  if (text === undefined) throw new WeirError('cannot encode payload as JSON');
+  return text;
+}
+
+/**
+ * Enqueues jobs into one weir queue over an ioredis client.
+ *
+ * Job options (enqueue's `options`, or the fields of an enqueueBulk job beside `kind` and
+ * `payload`): id, priority ('high' | 'normal' | 'low'), delay (ms), runAt (Date or epoch
+ * ms), maxAttempts, traceId, uniqueFor (ms: a job whose unique key was enqueued within the
+ * window, by any producer in any language, is skipped, even if that job is done),
+ * uniqueKey (what the window dedupes on; default the id), payloadJson (the payload as
+ * JSON text, stored byte for byte) instead of payload.
+ */
+class Producer {
+  constructor(redis, queue, { defaultMaxAttempts = DEFAULT_MAX_ATTEMPTS, maxEnvelopeBytes = DEFAULT_MAX_ENVELOPE_BYTES } = {}) {
+    this.redis = redis;
+    this.queue = queue;
+    this.keys = [...queueKeys(queue), QUEUES];
+    this.defaultMaxAttempts = Math.max(1, defaultMaxAttempts);
+    this.maxEnvelopeBytes = maxEnvelopeBytes;
+    this.checked = false;
+  }
+
+  /** Enqueues one job; resolves to its id, or null if it was skipped as a duplicate. */
+  async enqueue(kind, payload, options = {}) {
+    const job = this.prepare({ ...options, kind, payload }, Date.now());
+    const dups = await this.call([job]);
+    return dups.length ? null : job.id;
+  }
+
+  /** Enqueues one job to run after `delayMs`. */
+  enqueueIn(delayMs, kind, payload, options = {}) {
+    return this.enqueue(kind, payload, { ...options, delay: delayMs });
+  }
+
+  /** Enqueues one job to run at `when` (a Date or epoch ms). */
+  enqueueAt(when, kind, payload, options = {}) {
+    return this.enqueue(kind, payload, { ...options, runAt: when });
+  }
+
+  /**
+   * Enqueues many jobs ({kind, payload, ...options}), up to BULK_CHUNK per call. Every job
+   * is checked before anything is sent: a bad one throws WeirError with nothing enqueued.
+   * Resolves to {enqueued, duplicates}.
+   */
+  async enqueueBulk(jobs) {
+    const now = Date.now();
+    const prepared = Array.from(jobs, (j) => this.prepare(j, now));
+    const report = { enqueued: 0, duplicates: [] };
+    let i = 0;
+    while (i < prepared.length) {
+      let end = i;
+      let bytes = 0;
+      while (end < prepared.length && end - i < BULK_CHUNK && bytes < BULK_CHUNK_BYTES) {
+        bytes += prepared[end].envelope.length;
+        end += 1;
+      }
+      const dups = await this.call(prepared.slice(i, end));
+      report.enqueued += end - i - dups.length;
+      report.duplicates.push(...dups);
+      i = end;
+    }
+    return report;
+  }
+
+  /** Checks that Redis has a weir library of this package's protocol (done once, before
+   * the first enqueue). */
+  async checkLibrary() {
+    let reply;
+    try {
+      reply = await this.redis.call('FCALL_RO', 'weir_version', 0);
+    } catch (e) {
+      if (String(e.message).includes('Function not found')) {
+        throw new WeirError('the weir Functions library is not loaded in this Redis: run `weir functions load` (or start a weir consumer)');
+      }
+      throw e;
+    }
+    const [protocol, version] = reply;
+    if (Number(protocol) !== PROTOCOL) {
+      throw new WeirError(`the weir library in Redis speaks protocol ${protocol} (weir ${version}); this package speaks protocol ${PROTOCOL}`);
+    }
+    this.checked = true;
+  }
+
+  async call(jobs) {
+    if (!this.checked) await this.checkLibrary();
+    const args = [];
+    let s = 0;
+    while (s < jobs.length) {
+      let e = s + 1;
+      while (e < jobs.length && jobs[e].section === jobs[s].section) e += 1;
+      args.push(...jobs[s].section.split(' '), e - s);
+      for (let k = s; k < e; k += 1) args.push(jobs[k].id, jobs[k].envelope);
+      s = e;
+    }
+    return this.redis.call('FCALL', 'weir_enqueue', this.keys.length, ...this.keys, ...args);
+  }
+
+  prepare(job, nowMs) {
+    token('job kind', job.kind);
+    const chosen = job.id !== undefined && job.id !== null;
+    const id = chosen ? token('job id', job.id) : newId();
+    const priority = PRIORITIES[job.priority === undefined ? 'normal' : job.priority];
+    if (priority === undefined) throw new WeirError(`unknown priority ${JSON.stringify(job.priority)}: use high, normal or low`);
+    const maxAttempts = Math.max(1, job.maxAttempts || this.defaultMaxAttempts);
+    const window = wholeMs('uniqueFor', job.uniqueFor);
+    let head = `{"attempt":0,"max_attempts":${maxAttempts},"priority":${priority},"enqueued_at":${nowMs},"id":"${id}","kind":"${job.kind}"`;
+    if (job.traceId !== undefined && job.traceId !== null) head += `,"trace_id":"${token('trace id', job.traceId)}"`;
+    if (window > 0) {
+      const key = job.uniqueKey === undefined || job.uniqueKey === null ? id : token('unique key', job.uniqueKey);
+      head += `,"unique_key":"${key}"`;
+    }
+    const envelope = Buffer.from(`${head},"payload":${payloadJson(job)}}`, 'utf8');
+    if (envelope.length > this.maxEnvelopeBytes) {
+      throw new WeirError(`job ${JSON.stringify(id)} is ${envelope.length} bytes, over the limit of ${this.maxEnvelopeBytes} bytes`);
+    }
+    // priority, delay ms, run_at ms, id chosen (0/1), unique_for ms: one string, so
+    // consecutive jobs that share it travel as one section
+    const section = [priority, wholeMs('delay', job.delay), runAtMs(job.runAt), chosen ? 1 : 0, window].join(' ');
+    return { id, section, envelope };
+  }
+}
+
+module.exports = { Producer, WeirError, queueKeys, PROTOCOL, BULK_CHUNK };

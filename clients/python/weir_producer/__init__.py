@@ -1,0 +1,229 @@
+"""Enqueue jobs into weir queues from Python: a thin wrapper over ``FCALL weir_enqueue``.
+
+The contract (envelope, keys, arguments) is weir's protocol 1, stated in weir's
+docs/protocol.md. The library must be loaded in Redis (``weir functions load``, or any
+``weir work`` consumer at start); the first call checks that it speaks protocol 1.
+"""
+
+import itertools
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Iterable, List, Optional, Union
+
+__all__ = ["Producer", "Job", "BulkReport", "WeirError", "queue_keys", "PROTOCOL"]
+
+#: The protocol this package speaks (docs/protocol.md).
+PROTOCOL = 1
+#: Jobs per FCALL in ``enqueue_bulk``, and envelope bytes per call.
+BULK_CHUNK = 1000
+BULK_CHUNK_BYTES = 1 << 20
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_MAX_ENVELOPE_BYTES = 1 << 20
+
+# The queue's keys, in the order weir_enqueue takes them (weir's src/queue/keys.rs).
+KEY_SUFFIXES = (
+    "ready:high", "ready:normal", "ready:low",
+    "delayed:high", "delayed:normal", "delayed:low",
+    "jobs", "lease", "dead", "errors", "paused", "counters", "wake",
+    "started", "suspects", "deferrals", "lease_tokens", "settings", "unique:",
+)
+#: The queue registry (weir's keys.rs QUEUES): weir_enqueue takes it after the queue's keys.
+QUEUES = "weir:queues"
+PRIORITIES = {"high": 0, "normal": 1, "low": 2}
+_TOKEN = re.compile(r"[A-Za-z0-9_.:-]{1,128}\Z")
+Duration = Union[int, float, timedelta]
+When = Union[int, float, datetime]
+
+
+class WeirError(Exception):
+    """A job weir would refuse, or a Redis without a usable weir library."""
+
+
+def queue_keys(queue: str) -> List[str]:
+    """The keys of ``queue``, in the order weir_enqueue takes them."""
+    _token("queue name", queue)
+    return ["weir:{%s}:%s" % (queue, s) for s in KEY_SUFFIXES]
+
+
+def _token(what: str, value: str) -> str:
+    if not isinstance(value, str) or not _TOKEN.match(value):
+        raise WeirError(f"invalid {what} {value!r}: use 1 to 128 characters from A-Z a-z 0-9 _ . : -")
+    return value
+
+
+def _ms(what: str, d: Optional[Duration]) -> int:
+    if d is None:
+        return 0
+    secs = d.total_seconds() if isinstance(d, timedelta) else float(d)
+    if secs < 0:
+        raise WeirError(f"{what} must not be negative")
+    return int(secs * 1000)
+
+
+_PREFIX = secrets.token_hex(8)
+_NEXT = itertools.count()
+
+
+def _new_id() -> str:
+    return "%s-%x" % (_PREFIX, next(_NEXT))
+
+
+@dataclass
+class Job:
+    """One job for ``Producer.enqueue_bulk``; the options are those of ``enqueue``."""
+
+    kind: str
+    payload: Any = None
+    payload_json: Optional[str] = None
+    id: Optional[str] = None
+    priority: str = "normal"
+    delay: Optional[Duration] = None
+    run_at: Optional[When] = None
+    max_attempts: Optional[int] = None
+    trace_id: Optional[str] = None
+    unique_for: Optional[Duration] = None
+    unique_key: Optional[str] = None
+
+
+@dataclass
+class BulkReport:
+    """What ``enqueue_bulk`` did: jobs stored, and the ids skipped as duplicates."""
+
+    enqueued: int = 0
+    duplicates: List[str] = field(default_factory=list)
+
+
+@dataclass
+class _Prepared:
+    id: str
+    section: tuple  # priority, delay ms, run_at ms, id chosen (0/1), unique_for ms
+    envelope: bytes
+
+
+class Producer:
+    """Enqueues jobs into one weir queue over a redis-py client (``redis.Redis``)."""
+
+    def __init__(self, redis, queue: str, *, default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 max_envelope_bytes: int = DEFAULT_MAX_ENVELOPE_BYTES):
+        self.redis = redis
+        self.queue = queue
+        self.keys = queue_keys(queue) + [QUEUES]
+        self.default_max_attempts = max(1, default_max_attempts)
+        self.max_envelope_bytes = max_envelope_bytes
+        self._checked = False
+
+    def enqueue(self, kind: str, payload: Any = None, **options) -> Optional[str]:
+        """Enqueues one job; returns its id, or None if it was skipped as a duplicate."""
+        job = self._prepare(Job(kind, payload, **options), _now_ms())
+        dups = self._call([job])
+        return None if dups else job.id
+
+    def enqueue_in(self, delay: Duration, kind: str, payload: Any = None, **options) -> Optional[str]:
+        """Enqueues one job to run after ``delay`` (seconds or a timedelta)."""
+        return self.enqueue(kind, payload, delay=delay, **options)
+
+    def enqueue_at(self, when: When, kind: str, payload: Any = None, **options) -> Optional[str]:
+        """Enqueues one job to run at ``when`` (epoch seconds or a datetime)."""
+        return self.enqueue(kind, payload, run_at=when, **options)
+
+    def enqueue_bulk(self, jobs: Iterable[Job]) -> BulkReport:
+        """Enqueues many jobs, up to BULK_CHUNK per call. Every job is checked before
+        anything is sent: a bad one raises WeirError with nothing enqueued."""
+        now = _now_ms()
+        prepared = [self._prepare(j, now) for j in jobs]
+        report = BulkReport()
+        chunk, size = [], 0
+        for p in prepared + [None]:
+            if p is None or len(chunk) == BULK_CHUNK or size >= BULK_CHUNK_BYTES:
+                if chunk:
+                    dups = self._call(chunk)
+                    report.enqueued += len(chunk) - len(dups)
+                    report.duplicates.extend(dups)
+                chunk, size = [], 0
+            if p is not None:
+                chunk.append(p)
+                size += len(p.envelope)
+        return report
+
+    def check_library(self) -> None:
+        """Checks that Redis has a weir library of this package's protocol (done once,
+        before the first enqueue)."""
+        import redis as redis_py
+
+        try:
+            protocol, version, _build = self.redis.fcall_ro("weir_version", 0)
+        except redis_py.ResponseError as e:
+            if "Function not found" in str(e):
+                raise WeirError("the weir Functions library is not loaded in this Redis: "
+                                "run `weir functions load` (or start a weir consumer)") from e
+            raise
+        if int(protocol) != PROTOCOL:
+            version = version.decode() if isinstance(version, bytes) else version
+            raise WeirError(f"the weir library in Redis speaks protocol {protocol} (weir {version}); "
+                            f"this package speaks protocol {PROTOCOL}")
+        self._checked = True
+
+    def _call(self, jobs: List[_Prepared]) -> List[str]:
+        if not self._checked:
+            self.check_library()
+        args: list = []
+        for section, group in itertools.groupby(jobs, key=lambda j: j.section):
+            group = list(group)
+            args.extend(section)
+            args.append(len(group))
+            for j in group:
+                args.append(j.id)
+                args.append(j.envelope)
+        dups = self.redis.fcall("weir_enqueue", len(self.keys), *self.keys, *args)
+        return [d.decode() if isinstance(d, bytes) else d for d in dups]
+
+    def _prepare(self, job: Job, now_ms: int) -> _Prepared:
+        _token("job kind", job.kind)
+        chosen = job.id is not None
+        job_id = _token("job id", job.id) if chosen else _new_id()
+        if job.priority not in PRIORITIES:
+            raise WeirError(f"unknown priority {job.priority!r}: use high, normal or low")
+        priority = PRIORITIES[job.priority]
+        max_attempts = max(1, job.max_attempts or self.default_max_attempts)
+        window = _ms("unique_for", job.unique_for)
+        head = '{"attempt":0,"max_attempts":%d,"priority":%d,"enqueued_at":%d,"id":"%s","kind":"%s"' % (
+            max_attempts, priority, now_ms, job_id, job.kind)
+        if job.trace_id is not None:
+            head += ',"trace_id":"%s"' % _token("trace id", job.trace_id)
+        if window > 0:
+            key = job_id if job.unique_key is None else _token("unique key", job.unique_key)
+            head += ',"unique_key":"%s"' % key
+        envelope = (head + ',"payload":' + _payload_json(job) + "}").encode()
+        if len(envelope) > self.max_envelope_bytes:
+            raise WeirError(f"job {job_id!r} is {len(envelope)} bytes, over the limit of "
+                            f"{self.max_envelope_bytes} bytes")
+        section = (priority, _ms("delay", job.delay), _run_at_ms(job.run_at), int(chosen), window)
+        return _Prepared(job_id, section, envelope)
+
+
+def _payload_json(job: Job) -> str:
+    if job.payload_json is not None:
+        try:
+            json.loads(job.payload_json)
+        except ValueError as e:
+            raise WeirError(f"payload_json is not JSON: {e}") from None
+        return job.payload_json
+    try:
+        return json.dumps(job.payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise WeirError(f"cannot encode payload: {e}") from None
+
+
+def _run_at_ms(when: Optional[When]) -> int:
+    if when is None:
+        return 0
+    secs = when.timestamp() if isinstance(when, datetime) else float(when)
+    return max(1, int(secs * 1000))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

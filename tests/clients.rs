@@ -1,0 +1,232 @@
+//! The producer packages in clients/ (Python and Node) against a real redis-server and a
+//! real `weir work`: every job they enqueue through `FCALL weir_enqueue` runs once, with
+//! its payload byte for byte as sent; unique windows hold across a Rust and a Python
+//! producer. scripts/ensure-clients.sh installs the packages (a venv, `npm ci`).
+
+mod common;
+
+use common::*;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Once;
+use std::time::Duration;
+use weir::NewJob;
+
+const JOBS: usize = 10_000;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Installs the packages once per run of this binary (quick when they are up to date).
+fn ensure_clients() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let o = Command::new("bash")
+            .arg(root().join("scripts/ensure-clients.sh"))
+            .output()
+            .expect("bash runs");
+        assert!(
+            o.status.success(),
+            "scripts/ensure-clients.sh failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    });
+}
+
+fn python() -> Command {
+    ensure_clients();
+    Command::new(root().join("target/clients/venv/bin/python"))
+}
+
+fn node() -> Command {
+    ensure_clients();
+    Command::new("node")
+}
+
+fn driver(name: &str) -> PathBuf {
+    root().join("tests/clients").join(name)
+}
+
+fn ok(what: &str, o: Output) -> String {
+    assert!(
+        o.status.success(),
+        "{what} failed ({}): {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn weir(ctx: &Ctx, args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env("REDIS_URL", &ctx.url)
+        .env_remove("WEIR_LOG")
+        .output()
+        .expect("weir runs");
+    ok(&format!("weir {args:?}"), o)
+}
+
+#[derive(Deserialize)]
+struct Printed {
+    id: String,
+    attempt: u32,
+    payload: Box<RawValue>,
+}
+
+/// Drains the queue with `weir work --handler print --drain`: id -> payload, as run.
+fn drain(ctx: &Ctx) -> HashMap<String, String> {
+    let out = weir(
+        ctx,
+        &[
+            "work",
+            "--queue",
+            &ctx.queue,
+            "--handler",
+            "print",
+            "--drain",
+            "--no-metrics",
+        ],
+    );
+    let mut ran = HashMap::new();
+    for line in out.lines() {
+        let p: Printed = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(p.attempt, 0, "job {} ran more than once", p.id);
+        let again = ran.insert(p.id.clone(), p.payload.get().to_owned());
+        assert!(again.is_none(), "job {} ran twice", p.id);
+    }
+    ran
+}
+
+/// Checks what ran against the driver's `id<TAB>payload` lines ('*': an id the package
+/// generated, matched by payload): every job ran once, every payload byte for byte.
+fn compare(sent: &str, mut ran: HashMap<String, String>) {
+    let sent: Vec<(&str, &str)> = sent.lines().map(|l| l.split_once('\t').unwrap()).collect();
+    assert_eq!(sent.len(), JOBS);
+    assert_eq!(ran.len(), JOBS, "jobs run");
+    let mut by_payload: HashMap<String, usize> = HashMap::new();
+    for (id, payload) in &sent {
+        if *id == "*" {
+            *by_payload.entry(payload.to_string()).or_default() += 1;
+            continue;
+        }
+        let got = ran.remove(*id).unwrap_or_else(|| panic!("job {id} did not run"));
+        assert_eq!(got.as_bytes(), payload.as_bytes(), "payload of job {id}");
+    }
+    let mut rest: HashMap<String, usize> = HashMap::new();
+    for payload in ran.into_values() {
+        *rest.entry(payload).or_default() += 1;
+    }
+    assert_eq!(rest, by_payload, "payloads of the jobs with generated ids");
+}
+
+async fn drained_byte_for_byte(label: &str, producer: Command) {
+    let ctx = Ctx::new(label).await;
+    assert!(weir(&ctx, &["functions", "load"]).contains("weir library"));
+    let mut producer = producer;
+    let sent = ok(
+        label,
+        producer
+            .args([&ctx.url, &ctx.queue, "all", &JOBS.to_string()])
+            .output()
+            .unwrap(),
+    );
+    compare(&sent, drain(&ctx));
+    let s = ctx.stats().await;
+    assert_eq!(
+        (s.counters.get("acked").copied(), s.dead),
+        (Some(JOBS as u64), 0),
+        "{s:?}"
+    );
+}
+
+#[tokio::test]
+async fn python_jobs_run_once_with_their_payloads_byte_for_byte() {
+    let mut p = python();
+    p.arg(driver("produce.py"));
+    drained_byte_for_byte("py", p).await;
+}
+
+#[tokio::test]
+async fn node_jobs_run_once_with_their_payloads_byte_for_byte() {
+    let mut n = node();
+    n.arg(driver("produce.js"));
+    drained_byte_for_byte("js", n).await;
+}
+
+/// The Rust producer enqueues the same 1,000 keys with a window of an hour, in the
+/// background of the Python script; returns (enqueued, duplicates).
+async fn rust_unique(ctx: &Ctx) -> (u64, usize) {
+    let jobs = (0..1000).map(|i| {
+        let key = format!("key-{i}");
+        NewJob::new("uniq", &serde_json::json!({"key": key, "from": "rust"}))
+            .unwrap()
+            .unique_key(key)
+            .unique_for(Duration::from_secs(3600))
+    });
+    let r = ctx.producer().enqueue_bulk(jobs).await.unwrap();
+    (r.enqueued, r.duplicates.len())
+}
+
+/// The Python script enqueues the 1,000 keys; returns (enqueued, duplicates).
+fn python_unique(url: &str, queue: &str) -> (u64, usize) {
+    let out = ok(
+        "produce.py unique",
+        python()
+            .arg(driver("produce.py"))
+            .args([url, queue, "unique", "1000"])
+            .output()
+            .unwrap(),
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    (
+        v["enqueued"].as_u64().unwrap(),
+        v["duplicates"].as_u64().unwrap() as usize,
+    )
+}
+
+#[tokio::test]
+async fn rust_and_python_producers_share_unique_windows() {
+    let ctx = Ctx::new("uniq-2").await;
+    weir(&ctx, &["functions", "load"]);
+    let (url, queue) = (ctx.url.clone(), ctx.queue.clone());
+    let py = std::thread::spawn(move || python_unique(&url, &queue));
+    let (rust_enq, rust_dups) = rust_unique(&ctx).await;
+    let (py_enq, py_dups) = py.join().unwrap();
+    assert_eq!(
+        rust_enq + py_enq,
+        1000,
+        "one job per key: rust {rust_enq}, python {py_enq}"
+    );
+    assert_eq!(rust_dups + py_dups, 1000);
+
+    let ran = drain(&ctx);
+    assert_eq!(ran.len(), 1000, "1,000 jobs run");
+    let keys: std::collections::HashSet<String> = ran
+        .values()
+        .map(|p| {
+            serde_json::from_str::<serde_json::Value>(p).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(keys.len(), 1000, "one run per key");
+    assert_eq!(ctx.stats().await.counters.get("acked").copied(), Some(1000));
+
+    assert_eq!(
+        rust_unique(&ctx).await,
+        (0, 1000),
+        "done within the window: skipped"
+    );
+    assert_eq!(
+        python_unique(&ctx.url, &ctx.queue),
+        (0, 1000),
+        "done within the window: skipped"
+    );
+    assert_eq!(ctx.snapshot().await.unique.len(), 1000);
+}

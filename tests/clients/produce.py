@@ -1,0 +1,80 @@
+"""Enqueues jobs through the weir-producer package, for tests/clients.rs.
+
+usage: produce.py REDIS_URL QUEUE MODE N
+  all     N jobs through every call of the package (enqueue, enqueue_in, enqueue_at,
+          enqueue_bulk; priorities, chosen ids, raw JSON); prints `id<TAB>payload` per job
+  unique  jobs for keys key-0 .. key-(N-1) with a window of an hour, in bulk; prints
+          {"enqueued": E, "duplicates": D}
+"""
+
+import json
+import sys
+from datetime import datetime, timedelta, timezone
+
+import redis
+from weir_producer import Job, Producer
+
+PRIORITIES = ["high", "normal", "low"]
+
+
+def payload(i):
+    """Payloads of many shapes: unicode, escapes, big and float numbers, nesting."""
+    shapes = [
+        {"i": i, "s": "h\u00e9llo \u2713 \"quoted\" \\ back\tslash\n", "emoji": "\U0001F600"},
+        [i, 12345678901234567890 + i, 0.1 * i, -1e-300, True, None],
+        {"nested": {"deeper": [{"i": i}, [], {}]}, "empty": ""},
+        "just a string %d \u2028 separator" % i,
+        i * 7919,
+    ]
+    return shapes[i % len(shapes)]
+
+
+def all_calls(p, n):
+    out = []
+    bulk = []
+    for i in range(n):
+        opts = {"priority": PRIORITIES[i % 3]}
+        if i % 10 == 0:
+            job_id = p.enqueue("py", payload(i), id="py-%d" % i, **opts)
+            out.append((job_id, json.dumps(payload(i), separators=(",", ":"), ensure_ascii=False)))
+        elif i % 10 == 1:
+            job_id = p.enqueue_in(timedelta(milliseconds=200), "py", payload(i), **opts)
+            out.append((job_id, json.dumps(payload(i), separators=(",", ":"), ensure_ascii=False)))
+        elif i % 10 == 2:
+            when = datetime.now(timezone.utc) + timedelta(milliseconds=300)
+            raw = '{ "raw" : [%d, 1.50, "kept as written"] }' % i
+            job_id = p.enqueue_at(when, "py", payload_json=raw, **opts)
+            out.append((job_id, raw))
+        elif i % 2 == 0:
+            bulk.append(Job("py", payload(i), id="pyb-%d" % i, **opts))
+        else:
+            bulk.append(Job("py", payload(i), **opts))
+    report = p.enqueue_bulk(bulk)
+    assert report.enqueued == len(bulk) and not report.duplicates, report
+    return out, bulk
+
+
+def main():
+    url, queue, mode, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    p = Producer(redis.Redis.from_url(url), queue)
+    if mode == "all":
+        out, bulk = all_calls(p, n)
+        for job_id, text in out:
+            assert job_id, "a single enqueue was skipped"
+            print("%s\t%s" % (job_id, text))
+        for job in bulk:
+            # generated ids are not returned by enqueue_bulk: '*' (the test matches those
+            # by payload; every payload differs)
+            text = json.dumps(job.payload, separators=(",", ":"), ensure_ascii=False)
+            print("%s\t%s" % (job.id or "*", text))
+    elif mode == "unique":
+        jobs = [Job("uniq", {"key": "key-%d" % i, "from": "python"}, unique_key="key-%d" % i,
+                    unique_for=timedelta(hours=1)) for i in range(n)]
+        report = p.enqueue_bulk(jobs)
+        print(json.dumps({"enqueued": report.enqueued, "duplicates": len(report.duplicates)}))
+    else:
+        sys.exit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()
