@@ -210,7 +210,7 @@ async fn unique_for_skips_keys_enqueued_within_the_window_from_the_flag_or_the_l
         r#"{"kind":"k","payload":1,"unique_for":"1h","unique_key":"order-1"}"#,
     );
     assert!(
-        text(&o.stderr).contains("skipped 1 duplicate jobs"),
+        text(&o.stderr).contains("skipped 1 duplicate job ("),
         "{}",
         text(&o.stderr)
     );
