@@ -1,5 +1,5 @@
 //! The `weir` command line: enqueue, work, limits, stats, queues, jobs, job, workers, dlq,
-//! pause/resume, demo, completions.
+//! pause/resume, ui, demo, completions.
 
 mod demo;
 mod dlq;
@@ -11,6 +11,7 @@ mod limits;
 mod output;
 mod queues;
 mod stats;
+mod ui;
 mod work;
 
 use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -104,6 +105,9 @@ enum Command {
     Pause(Common),
     /// Resume a paused queue.
     Resume(Common),
+    /// Serve the web UI: queues, jobs, the dead-letter queue, limits and workers, with
+    /// JSON under /api/.
+    Ui(ui::UiArgs),
     /// Start a private redis-server, enqueue a bulk workload, drain it, print throughput.
     Demo(demo::DemoArgs),
     /// Print a shell completion script: `weir completions bash > /etc/bash_completion.d/weir`.
@@ -215,31 +219,6 @@ fn init_logs(format: LogFormat) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_parse_in_utc_and_with_offsets() {
-        let utc = parse_time("2026-12-02T00:00:00Z").unwrap();
-        assert_eq!(parse_time("2026-12-02T01:00:00+01:00").unwrap(), utc);
-        assert_eq!(parse_time("2026-12-01T19:30:00-04:30").unwrap(), utc);
-        assert_eq!(
-            parse_time("2026-12-02T00:00:00.250Z").unwrap(),
-            utc + Duration::from_millis(250)
-        );
-        for bad in [
-            "tomorrow",
-            "2026-12-02",
-            "2026-13-02T00:00:00Z",
-            "2026-12-02T00:00:00+1:00",
-        ] {
-            let e = parse_time(bad).unwrap_err();
-            assert!(e.contains("RFC 3339"), "{bad}: {e}");
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let matches = envs::command::<Cli>().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -264,6 +243,7 @@ fn main() -> ExitCode {
             Command::Dlq(a) => dlq::run(a).await,
             Command::Pause(c) => pause(c, true).await,
             Command::Resume(c) => pause(c, false).await,
+            Command::Ui(a) => ui::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Completions { shell } => {
                 let mut cmd = envs::command::<Cli>();
@@ -313,4 +293,29 @@ async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {
         println!("queue {} was already {state}", c.queue);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_in_utc_and_with_offsets() {
+        let utc = parse_time("2026-12-02T00:00:00Z").unwrap();
+        assert_eq!(parse_time("2026-12-02T01:00:00+01:00").unwrap(), utc);
+        assert_eq!(parse_time("2026-12-01T19:30:00-04:30").unwrap(), utc);
+        assert_eq!(
+            parse_time("2026-12-02T00:00:00.250Z").unwrap(),
+            utc + Duration::from_millis(250)
+        );
+        for bad in [
+            "tomorrow",
+            "2026-12-02",
+            "2026-13-02T00:00:00Z",
+            "2026-12-02T00:00:00+1:00",
+        ] {
+            let e = parse_time(bad).unwrap_err();
+            assert!(e.contains("RFC 3339"), "{bad}: {e}");
+        }
+    }
 }
