@@ -35,9 +35,9 @@ pub(crate) fn job_tools(app: &App, queue: &str, j: &JobSummary) -> Markup {
     }
 }
 
-/// The dead tab: the jobs with a checkbox each, the actions on the selected ones, and
-/// the actions on every dead job a filter takes.
-pub(crate) fn dead_tools(app: &App, queue: &str, jobs: &JobPage) -> Markup {
+/// The dead tab: the jobs with a checkbox each (then `pager`), the actions on the
+/// selected ones, and the actions on every dead job a filter takes.
+pub(crate) fn dead_tools(app: &App, queue: &str, jobs: &JobPage, pager: Markup) -> Markup {
     html! {
         form #dead-ids.bulk method="post" action="/dead/requeue" {
             (csrf(app))
@@ -47,12 +47,13 @@ pub(crate) fn dead_tools(app: &App, queue: &str, jobs: &JobPage) -> Markup {
             button.danger type="submit" formaction="/dead/delete" { "Delete selected" }
         }
         (job_table(jobs, Some("dead-ids")))
+        (pager)
         form.bulk.filterbulk method="post" action="/dead/requeue" {
             (csrf(app))
             input type="hidden" name="queue" value=(queue);
             input type="hidden" name="scope" value="filter";
             span { "Every dead job" }
-            label { " of kind " input type="text" name="kind" placeholder="any" size="12"; }
+            label { "of kind " input type="text" name="kind" placeholder="any" size="12"; }
             label { " dead for over " input type="text" name="older_than" placeholder="e.g. 1h" size="8"; }
             button type="submit" formaction="/dead/requeue" { "Requeue all matching" }
             button.danger type="submit" formaction="/dead/delete" { "Delete all matching" }

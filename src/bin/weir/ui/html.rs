@@ -54,7 +54,7 @@ fn frame(app: &App, title: &str, nav: &str, body: Markup, live: bool) -> Respons
                     @if refresh > 0 {
                         label.refresh title="Pages reload themselves unless you are filling in a form" {
                             input #auto-refresh type="checkbox" checked;
-                            " refresh every " (age(app.refresh()))
+                            " refresh every " (humantime::format_duration(app.refresh()))
                         }
                     }
                 }

@@ -142,9 +142,8 @@ pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) ->
             (q.flash())
             (tabs(name, state, &stats))
             (kind_filter(name, state, q.kind()))
-            @if state == JobState::Dead { (super::actions::dead_tools(&app, name, &jobs)) }
-            @else { (job_table(&jobs, None)) }
-            (pager(&jobs, limit))
+            @if state == JobState::Dead { (super::actions::dead_tools(&app, name, &jobs, pager(&jobs, limit))) }
+            @else { (job_table(&jobs, None)) (pager(&jobs, limit)) }
         };
         Ok(page(&app, name, "queues", body))
     };
