@@ -55,7 +55,7 @@ impl Queues {
 
     /// Finds queues by a SCAN of every key (`weir:{Q}:*`), adds them to the registry and
     /// records that it ran; returns how many names were new. A one-off migration: it walks
-    /// the whole key space, in steps of [`SCAN_COUNT`] keys, so Redis is never blocked
+    /// the whole key space, in steps of `SCAN_COUNT` (1000) keys, so Redis is never blocked
     /// for long, but it takes a while on a big Redis.
     pub async fn rescan(&self) -> Result<u64> {
         let mut conn = self.conn.clone();
