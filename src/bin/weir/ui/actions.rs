@@ -195,13 +195,17 @@ fn ids(p: &Posted) -> Result<Vec<String>, Failure> {
     Ok(ids)
 }
 
-/// Where to go after the action: the form's `back` when it is a path on this server,
-/// else `default`.
+/// Where to go after the action: the form's `back` when it is a path on this server
+/// (never another site, and nothing a header cannot hold), else `default`.
 fn back(p: &Posted, default: &str) -> String {
     match p.get("back") {
-        Some(b) if b.starts_with('/') && !b.starts_with("//") && !b.contains('\\') => b.to_owned(),
+        Some(b) if local_path(b) => b.to_owned(),
         _ => default.to_owned(),
     }
+}
+
+fn local_path(b: &str) -> bool {
+    b.starts_with('/') && !b.starts_with("//") && b.bytes().all(|c| c.is_ascii_graphic() && c != b'\\')
 }
 
 /// The confirmation page: `question`, the ids (some), and a form that posts the same
@@ -237,4 +241,24 @@ fn confirm(
         }
     };
     still(app, "Confirm", "queues", body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_followed_back() {
+        assert!(local_path("/queue?queue=a&state=dead"));
+        for bad in [
+            "https://evil.example/",
+            "//evil.example/",
+            "/\\evil.example",
+            "/a\r\nSet-Cookie: x",
+            "queue",
+            "",
+        ] {
+            assert!(!local_path(bad), "{bad:?}");
+        }
+    }
 }
