@@ -3,7 +3,7 @@
 # The tests start their own redis-servers on free ports; nothing else needs to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export WEIR_EXTRA_PACKAGES="${WEIR_EXTRA_PACKAGES:-} prometheus fonts-dejavu-core"
+export WEIR_EXTRA_PACKAGES="${WEIR_EXTRA_PACKAGES:-} prometheus fonts-dejavu-core chromium"
 bash scripts/ensure-deps.sh
 
 cargo fmt --all -- --check
@@ -41,6 +41,13 @@ CARGO_TARGET_DIR=target/msrv cargo +"$msrv" check --workspace --lib --bins --loc
 # tests/clients.rs, which drains what they enqueue with a real `weir work`.
 bash scripts/ensure-clients.sh
 cargo test --workspace
+
+# The web UI in a real browser: Debian's chromium (/usr/bin/chromium) driven by
+# playwright-core (no browser download), against a real redis-server, `weir work` and
+# `weir ui` (tests/ui/browser/ui.test.mjs; WEIR_UI_SCREENSHOTS=docs/ui rewrites the
+# screenshots of docs/ui).
+cargo build --quiet --bin weir
+(cd tests/ui/browser && npm ci --silent --no-audit --no-fund && WEIR_BIN="$PWD/../../../target/debug/weir" npm test --silent)
 
 # Smoke runs of what people run for figures: the benchmarks (each once, --test mode) and
 # the quick start on a small workload.

@@ -36,6 +36,29 @@ pub enum RateSetting {
     Limit(Rate),
 }
 
+impl RateSetting {
+    /// This setting with `burst` (a cap gets it; `off` stays off).
+    pub fn with_burst(self, burst: u32) -> Self {
+        match self {
+            RateSetting::Off => RateSetting::Off,
+            RateSetting::Limit(r) => RateSetting::Limit(r.with_burst(burst)),
+        }
+    }
+}
+
+impl std::str::FromStr for RateSetting {
+    type Err = crate::limiter::LimiterError;
+
+    /// `off`, or a rate as [`Rate`] parses it (`500/s`, `30/m`).
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        if s.trim() == "off" {
+            Ok(RateSetting::Off)
+        } else {
+            s.parse().map(RateSetting::Limit)
+        }
+    }
+}
+
 /// The runtime settings of a queue; `None` fields are not set.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
@@ -138,6 +161,21 @@ impl Settings {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Stores `update`'s set fields for `queue` once the settings they make (the stored
+    /// ones with `update` on top) pass [`Settings::validate`]; returns those settings. What
+    /// `weir limits set` and the web UI's limits form do: nothing is written when the
+    /// result would be refused.
+    pub async fn update<C: ConnectionLike + Send + Sync>(
+        conn: &mut C,
+        queue: &str,
+        update: &Settings,
+    ) -> Result<Settings> {
+        let merged = Self::load(conn, queue).await?.merge(update);
+        merged.validate()?;
+        update.store(conn, queue).await?;
+        Ok(merged)
     }
 
     /// Removes every setting of `queue`.

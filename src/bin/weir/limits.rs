@@ -8,14 +8,6 @@ use std::process::ExitCode;
 use weir::limiter::Target;
 use weir::settings::{DEFAULT_DEAD_CAP, RateSetting, Settings};
 
-fn parse_rate_setting(s: &str) -> Result<RateSetting, weir::limiter::LimiterError> {
-    if s.trim() == "off" {
-        Ok(RateSetting::Off)
-    } else {
-        s.parse().map(RateSetting::Limit)
-    }
-}
-
 /// `weir limits`.
 #[derive(Args, Debug)]
 pub(crate) struct LimitsArgs {
@@ -58,7 +50,7 @@ pub(crate) struct SetArgs {
     #[arg(long)]
     pub error_threshold: Option<f64>,
     /// Jobs/s cap per consumer (500/s, 30/m), or `off` to lift the consumers' own cap.
-    #[arg(long, value_parser = parse_rate_setting)]
+    #[arg(long, value_parser = str::parse::<RateSetting>)]
     pub rate: Option<RateSetting>,
     /// Burst for --rate.
     #[arg(long, requires = "rate")]
@@ -77,21 +69,15 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
         LimitsCommand::Clear(c) if c.dead_cap => Settings::clear_dead_cap(&mut conn, queue).await?,
         LimitsCommand::Clear(_) => Settings::clear(&mut conn, queue).await?,
         LimitsCommand::Set(s) => {
-            let rate = match (s.rate, s.burst) {
-                (Some(RateSetting::Limit(r)), Some(b)) => Some(RateSetting::Limit(r.with_burst(b))),
-                (r, _) => r,
-            };
             let update = Settings {
                 min: s.min_concurrency,
                 max: s.max_concurrency,
                 target_p95: s.target_p95,
                 error_threshold: s.error_threshold,
-                rate,
+                rate: s.rate.map(|r| s.burst.map_or(r, |b| r.with_burst(b))),
                 dead_cap: s.dead_cap,
             };
-            let merged = Settings::load(&mut conn, queue).await?.merge(&update);
-            merged.validate()?;
-            update.store(&mut conn, queue).await?;
+            Settings::update(&mut conn, queue, &update).await?;
         }
     }
     let now = Settings::load(&mut conn, queue).await?;

@@ -1,5 +1,5 @@
 //! The `weir` command line: enqueue, work, limits, stats, queues, jobs, job, workers, dlq,
-//! cron, pause/resume, demo, functions, completions.
+//! cron, pause/resume, ui, demo, functions, completions.
 
 mod cron;
 mod demo;
@@ -13,6 +13,7 @@ mod limits;
 mod output;
 mod queues;
 mod stats;
+mod ui;
 mod work;
 
 use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -109,6 +110,9 @@ enum Command {
     Pause(Common),
     /// Resume a paused queue.
     Resume(Common),
+    /// Serve the web UI: queues, jobs, the dead-letter queue, limits and workers, with
+    /// JSON under /api/.
+    Ui(ui::UiArgs),
     /// Start a private redis-server, enqueue a bulk workload, drain it, print throughput.
     Demo(demo::DemoArgs),
     /// Print a shell completion script: `weir completions bash > /etc/bash_completion.d/weir`.
@@ -248,6 +252,7 @@ fn main() -> ExitCode {
             Command::Cron(a) => cron::run(a).await,
             Command::Pause(c) => pause(c, true).await,
             Command::Resume(c) => pause(c, false).await,
+            Command::Ui(a) => ui::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Completions { shell } => {
                 let mut cmd = envs::command::<Cli>();

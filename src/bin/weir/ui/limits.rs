@@ -1,0 +1,145 @@
+//! The limits page: a queue's settings (what `weir limits get` shows), the form that
+//! stores them (`weir limits set`: [`Settings::update`], the same call) and the clear
+//! buttons (`weir limits clear [--dead-cap]`), with each live consumer's limit now.
+
+use super::guard::Posted;
+use super::html::{after, button, csrf, page, query};
+use super::pages::{PageQuery, done, render, workers_table};
+use super::state::{App, Failure};
+use axum::extract::{Query, State};
+use axum::response::Response;
+use maud::{Markup, html};
+use std::str::FromStr;
+use weir::settings::{DEFAULT_DEAD_CAP, RateSetting, Settings};
+
+/// The form's fields: name, label, example.
+const FIELDS: [(&str, &str, &str); 7] = [
+    ("min_concurrency", "Lowest concurrency (adaptive)", "4"),
+    ("max_concurrency", "Highest concurrency (adaptive)", "200"),
+    ("target_p95", "p95 target (adaptive)", "250ms or 1.5x"),
+    (
+        "error_threshold",
+        "Error-rate threshold, 0 to 1 (adaptive)",
+        "0.05",
+    ),
+    ("rate", "Jobs/s cap per consumer", "500/s, 30/m or off"),
+    ("burst", "Burst for the rate", "100"),
+    ("dead_cap", "Dead-letter cap", "10000"),
+];
+
+async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
+    let name = q.queue()?;
+    let workers = app.queue(name)?.workers().await?;
+    let now = Settings::load(&mut app.conn(), name).await?;
+    let stored = now.to_fields();
+    let fields = [("queue", name)];
+    let body = html! {
+        div.head {
+            h1 { "Limits of " (name) }
+            div.tools {
+                a.button href={ "/queue?" (query(&fields)) } { "Queue" }
+                (button(app, "/limits/clear", &[("queue", name), ("only", "dead_cap")], "Reset dead-letter cap", ""))
+                (button(app, "/limits/clear", &fields, "Clear all", "danger"))
+            }
+        }
+        (q.flash())
+        p.muted { "Stored in Redis; every consumer of the queue applies them within about a second. \
+                   A limit not set leaves each consumer's own flag in force." }
+        (form(app, name, &stored))
+        h2 { "Consumers now" }
+        (workers_table(std::slice::from_ref(&workers)))
+    };
+    Ok(page(app, &format!("Limits of {name}"), "queues", body))
+}
+
+fn form(app: &App, name: &str, stored: &[(&str, String)]) -> Markup {
+    let value = |f: &str| stored.iter().find(|(k, _)| *k == f).map(|(_, v)| v.as_str());
+    html! {
+        form.limits method="post" action="/limits/set" {
+            (csrf(app))
+            input type="hidden" name="queue" value=(name);
+            table.data {
+                thead { tr { th { "Setting" } th { "Now" } th { "Set to" } } }
+                tbody {
+                    @for (field, text, example) in FIELDS {
+                        tr {
+                            td { label for=(field) { (text) } br; code.muted { (field) } }
+                            td.now { (now_text(field, value(field))) }
+                            td { input id=(field) type="text" name=(field) placeholder=(example) size="14"; }
+                        }
+                    }
+                }
+            }
+            p { button.primary type="submit" { "Store" } " " span.muted { "Blank fields stay as they are." } }
+        }
+    }
+}
+
+fn now_text(field: &str, v: Option<&str>) -> String {
+    match (field, v) {
+        (_, Some(v)) => v.to_owned(),
+        ("dead_cap", None) => format!("{DEFAULT_DEAD_CAP} (default)"),
+        (_, None) => "not set".into(),
+    }
+}
+
+pub(crate) async fn show(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
+    render(&app, view(&app, &q).await)
+}
+
+/// Stores the fields given, once the settings they make pass the checks `weir limits set`
+/// makes.
+pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
+    let r = async {
+        let name = p.queue()?;
+        let burst: Option<u32> = field(&p, "burst")?;
+        let update = Settings {
+            min: field(&p, "min_concurrency")?,
+            max: field(&p, "max_concurrency")?,
+            target_p95: field(&p, "target_p95")?,
+            error_threshold: field(&p, "error_threshold")?,
+            rate: field::<RateSetting>(&p, "rate")?.map(|r| burst.map_or(r, |b| r.with_burst(b))),
+            dead_cap: field(&p, "dead_cap")?,
+        };
+        if burst.is_some() && update.rate.is_none() {
+            return Err(Failure::bad_request("a burst goes with a rate: give both"));
+        }
+        if update == Settings::default() {
+            return Err(Failure::bad_request("nothing to store: every field was blank"));
+        }
+        Settings::update(&mut app.conn(), name, &update).await?;
+        Ok(after(&limits_link(name), "limits_set", 0, 0))
+    };
+    done(&app, r.await)
+}
+
+/// Removes every setting, or (`only=dead_cap`) the dead-letter cap.
+pub(crate) async fn clear(State(app): State<App>, p: Posted) -> Response {
+    let r = async {
+        let name = p.queue()?;
+        match p.get("only") {
+            Some("dead_cap") => Settings::clear_dead_cap(&mut app.conn(), name).await?,
+            _ => Settings::clear(&mut app.conn(), name).await?,
+        }
+        Ok(after(&limits_link(name), "limits_cleared", 0, 0))
+    };
+    done(&app, r.await)
+}
+
+fn limits_link(name: &str) -> String {
+    format!("/limits?{}", query(&[("queue", name)]))
+}
+
+/// The form field `name` parsed, `None` when blank; a value that does not parse is a 400
+/// naming the field.
+fn field<T: FromStr>(p: &Posted, name: &str) -> Result<Option<T>, Failure>
+where
+    T::Err: std::fmt::Display,
+{
+    p.get(name)
+        .map(|v| {
+            v.parse::<T>()
+                .map_err(|e| Failure::bad_request(format!("{name} = {v:?}: {e}")))
+        })
+        .transpose()
+}

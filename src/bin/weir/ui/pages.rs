@@ -1,0 +1,399 @@
+//! The read pages: the queues overview, a queue's jobs by state (its `dead` tab is the
+//! dead-letter queue, with its actions), one job, and the workers.
+
+use super::html::{age_ms, button, flash, job_link, page, query, queue_link, when};
+use super::state::{App, Failure};
+use axum::extract::{Query, State};
+use axum::response::Response;
+use maud::{Markup, html};
+use serde::Deserialize;
+use weir::Stats;
+use weir::admin::types::{JobPage, JobState, JobSummary, QueueList, WorkerList};
+
+/// Jobs per page unless `limit` says otherwise.
+const PAGE: usize = 50;
+
+/// The query of every page: which queue, state, kind and page, and an action's flash.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct PageQuery {
+    pub(crate) queue: Option<String>,
+    pub(crate) state: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) cursor: Option<String>,
+    pub(crate) limit: Option<usize>,
+    pub(crate) id: Option<String>,
+    did: Option<String>,
+    n: Option<u64>,
+    skipped: Option<u64>,
+}
+
+impl PageQuery {
+    pub(crate) fn queue(&self) -> Result<&str, Failure> {
+        self.queue
+            .as_deref()
+            .filter(|q| !q.is_empty())
+            .ok_or_else(|| Failure::bad_request("no queue given (?queue=NAME)"))
+    }
+
+    /// The state asked for (ready when none).
+    pub(crate) fn state(&self) -> Result<JobState, Failure> {
+        match self.state.as_deref().filter(|s| !s.is_empty()) {
+            None => Ok(JobState::Ready),
+            Some(s) => JobState::parse(s).ok_or_else(|| {
+                Failure::bad_request(format!("unknown state {s:?}: ready, delayed, in_flight or dead"))
+            }),
+        }
+    }
+
+    pub(crate) fn kind(&self) -> Option<&str> {
+        self.kind.as_deref().filter(|k| !k.is_empty())
+    }
+
+    pub(crate) fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref().filter(|c| !c.is_empty())
+    }
+
+    pub(crate) fn flash(&self) -> Markup {
+        flash(
+            self.did.as_deref(),
+            self.n.unwrap_or(0),
+            self.skipped.unwrap_or(0),
+        )
+    }
+}
+
+/// A page handler's answer: the page, or the error page.
+pub(crate) fn render(app: &App, r: Result<Response, Failure>) -> Response {
+    r.unwrap_or_else(|f| super::html::error_page(app, &f, true))
+}
+
+/// An action's answer: its redirect or confirmation page, or an error page that does not
+/// reload itself.
+pub(crate) fn done(app: &App, r: Result<Response, Failure>) -> Response {
+    r.unwrap_or_else(|f| super::html::error_page(app, &f, false))
+}
+
+pub(crate) async fn not_found(State(app): State<App>) -> Response {
+    render(&app, Err(Failure::not_found("no such page")))
+}
+
+pub(crate) async fn overview(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
+    let r = async {
+        let list = app.queue_list().await?;
+        Ok(page(&app, "Queues", "queues", overview_body(&list, q.flash())))
+    };
+    render(&app, r.await)
+}
+
+fn overview_body(list: &QueueList, flash: Markup) -> Markup {
+    let rate = |q: &weir::admin::types::QueueSummary, f: fn(&weir::admin::types::Rates) -> f64| {
+        q.rates
+            .as_ref()
+            .map_or("–".to_owned(), |r| format!("{:.1}", f(r)))
+    };
+    html! {
+        h1 { "Queues" }
+        (flash)
+        @if list.queues.is_empty() {
+            p.empty { "No queues yet: a queue is listed from its first enqueue." }
+        } @else {
+            table.data #queues {
+                thead { tr {
+                    th { "Queue" } th.n { "Ready" } th.n { "High / normal / low" } th.n { "Delayed" }
+                    th.n { "In flight" } th.n { "Dead" } th.n { "Oldest ready" }
+                    th.n { "Enqueued/s" } th.n { "Acked/s" } th.n { "Failed/s" } th.n { "Acked" }
+                } }
+                tbody {
+                    @for q in &list.queues {
+                        tr data-queue=(q.name) {
+                            td {
+                                a href=(queue_link(&q.name, "ready")) { (q.name) }
+                                @if q.paused { " " span.badge.paused { "paused" } }
+                            }
+                            td.n { (q.ready.total) }
+                            td.n.muted { (q.ready.high) " / " (q.ready.normal) " / " (q.ready.low) }
+                            td.n { a href=(queue_link(&q.name, "delayed")) { (q.delayed) } }
+                            td.n { a href=(queue_link(&q.name, "in_flight")) { (q.in_flight) } }
+                            td.n { a href=(queue_link(&q.name, "dead")) class=[(q.dead > 0).then_some("bad")] { (q.dead) } }
+                            td.n { (age_ms(q.oldest_ready_age_ms)) }
+                            td.n { (rate(q, |r| r.enqueued_per_s)) }
+                            td.n { (rate(q, |r| r.acked_per_s)) }
+                            td.n { (rate(q, |r| r.retried_per_s + r.dead_per_s)) }
+                            td.n.acked { (q.counters.get("acked").copied().unwrap_or(0)) }
+                        }
+                    }
+                }
+            }
+            p.muted { "Rates are over the time since this server's previous read of the counters." }
+        }
+    }
+}
+
+pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
+    let r = async {
+        let name = q.queue()?;
+        let state = q.state()?;
+        let handle = app.queue(name)?;
+        let limit = q.limit.unwrap_or(PAGE);
+        let stats = handle.stats().await?;
+        let jobs = handle.jobs(state, q.kind(), limit, q.cursor()).await?;
+        let body = html! {
+            (queue_head(&app, name, &stats))
+            (q.flash())
+            (tabs(name, state, &stats))
+            (kind_filter(name, state, q.kind()))
+            @if state == JobState::Dead { (super::actions::dead_tools(&app, name, &jobs, pager(&jobs, limit))) }
+            @else { (job_table(&jobs, None)) (pager(&jobs, limit)) }
+        };
+        Ok(page(&app, name, "queues", body))
+    };
+    render(&app, r.await)
+}
+
+fn queue_head(app: &App, name: &str, s: &Stats) -> Markup {
+    let fields = [("queue", name)];
+    html! {
+        div.head {
+            h1 { "Queue " (name) @if s.paused { " " span.badge.paused { "paused" } } }
+            div.tools {
+                @if s.paused { (button(app, "/queue/resume", &fields, "Resume", "primary")) }
+                @else { (button(app, "/queue/pause", &fields, "Pause", "")) }
+                a.button href={ "/limits?" (query(&fields)) } { "Limits" }
+                a.button href={ "/workers?" (query(&fields)) } { "Workers" }
+            }
+        }
+        dl.cards {
+            div { dt { "Ready" } dd { (s.ready_total()) } }
+            div { dt { "Delayed" } dd { (s.delayed) } }
+            div { dt { "In flight" } dd { (s.in_flight) } }
+            div { dt { "Dead" } dd { (s.dead) small { " / cap " (s.dead_cap) } } }
+            div { dt { "Deferred" } dd { (s.deferred) } }
+            div { dt { "Oldest ready" } dd { (age_ms(s.oldest_ready_age_ms)) } }
+        }
+        p.counters.muted {
+            @for (k, v) in &s.counters { span { (k) " " b { (v) } } " " }
+        }
+    }
+}
+
+fn tabs(name: &str, on: JobState, s: &Stats) -> Markup {
+    let n = |st: JobState| match st {
+        JobState::Ready => s.ready_total(),
+        JobState::Delayed => s.delayed,
+        JobState::InFlight => s.in_flight,
+        JobState::Dead => s.dead,
+    };
+    html! {
+        nav.tabs {
+            @for st in JobState::ALL {
+                a href=(queue_link(name, st.as_str())) class=[(st == on).then_some("on")] {
+                    (label(st)) " " span.count { (n(st)) }
+                }
+            }
+        }
+    }
+}
+
+/// A state as the tabs name it.
+pub(crate) fn label(s: JobState) -> &'static str {
+    match s {
+        JobState::Ready => "Ready",
+        JobState::Delayed => "Delayed",
+        JobState::InFlight => "In flight",
+        JobState::Dead => "Dead",
+    }
+}
+
+fn kind_filter(name: &str, state: JobState, kind: Option<&str>) -> Markup {
+    html! {
+        form.filter method="get" action="/queue" {
+            input type="hidden" name="queue" value=(name);
+            input type="hidden" name="state" value=(state.as_str());
+            label { "Kind " input type="text" name="kind" value=(kind.unwrap_or("")) placeholder="any"; }
+            button type="submit" { "Filter" }
+            @if kind.is_some() { " " a href=(queue_link(name, state.as_str())) { "clear" } }
+        }
+    }
+}
+
+/// The jobs of a page; with `select`, a checkbox per row for the form of that id.
+pub(crate) fn job_table(p: &JobPage, select: Option<&str>) -> Markup {
+    let when_head = match p.state {
+        JobState::Ready => "Enqueued",
+        JobState::Delayed => "Due",
+        JobState::InFlight => "Lease ends",
+        JobState::Dead => "Dead since",
+    };
+    if p.jobs.is_empty() {
+        return html! { p.empty { "No " (label(p.state).to_lowercase()) " jobs here." } };
+    }
+    html! {
+        table.data.jobs {
+            thead { tr {
+                @if select.is_some() { th { input type="checkbox" data-select-all title="Select all"; } }
+                th { "Id" } th { "Kind" } th.n { "Attempt" } th { (when_head) }
+                @if p.state == JobState::InFlight { th { "Worker" } }
+                th { "Last error" }
+            } }
+            tbody {
+                @for j in &p.jobs { (job_row(p, j, select)) }
+            }
+        }
+    }
+}
+
+fn job_row(p: &JobPage, j: &JobSummary, select: Option<&str>) -> Markup {
+    let at = match p.state {
+        JobState::Ready => j.enqueued_at,
+        JobState::Delayed => j.due_at,
+        JobState::InFlight => j.lease_deadline,
+        JobState::Dead => j.dead_at,
+    };
+    html! {
+        tr data-job=(j.id) {
+            @if let Some(form) = select {
+                td { input type="checkbox" name="id" value=(j.id) form=(form) aria-label={ "select " (j.id) }; }
+            }
+            td.id { a href=(job_link(&p.queue, &j.id)) { (j.id) } @if j.suspect { " " span.badge { "suspect" } } }
+            td { (j.kind.as_deref().unwrap_or("?")) }
+            td.n { (attempts(j)) }
+            td { (when(at, p.now)) }
+            @if p.state == JobState::InFlight { td.id { (j.worker.as_deref().unwrap_or("–")) } }
+            td.err title=(j.last_error.as_deref().unwrap_or("")) { (j.last_error.as_deref().unwrap_or("")) }
+        }
+    }
+}
+
+fn attempts(j: &JobSummary) -> String {
+    match (j.attempt, j.max_attempts) {
+        (Some(a), Some(m)) => format!("{a}/{m}"),
+        _ => "?".into(),
+    }
+}
+
+fn pager(p: &JobPage, limit: usize) -> Markup {
+    let limit = limit.to_string();
+    let base = [
+        ("queue", p.queue.as_str()),
+        ("state", p.state.as_str()),
+        ("kind", p.kind.as_deref().unwrap_or("")),
+        ("limit", limit.as_str()),
+    ];
+    let next = p.next_cursor.as_deref().map(|c| {
+        let mut next = base.to_vec();
+        next.push(("cursor", c));
+        query(&next)
+    });
+    html! {
+        nav.pager {
+            a href={ "/queue?" (query(&base)) } { "First page" }
+            @if let Some(next) = next { a href={ "/queue?" (next) } { "Next page →" } }
+        }
+    }
+}
+
+pub(crate) async fn job(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
+    let r = async {
+        let name = q.queue()?;
+        let id = q.id.as_deref().unwrap_or("");
+        let Some(d) = app.queue(name)?.job(id).await? else {
+            return Err(Failure::not_found(format!("no job {id} in queue {name}")));
+        };
+        let body = html! {
+            div.head {
+                h1 { "Job " (id) }
+                div.tools { (super::actions::job_tools(&app, name, &d.job)) }
+            }
+            (q.flash())
+            (job_facts(&d))
+        };
+        Ok(page(&app, id, "queues", body))
+    };
+    render(&app, r.await)
+}
+
+fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
+    let j = &d.job;
+    let envelope = match (&d.envelope, &d.envelope_text) {
+        (Some(e), _) => serde_json::from_str::<serde_json::Value>(e.get())
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .unwrap_or_else(|_| e.get().to_owned()),
+        (None, Some(t)) => t.clone(),
+        (None, None) => String::new(),
+    };
+    html! {
+        dl.facts {
+            dt { "Queue" } dd { a href=(queue_link(&d.queue, j.state.as_str())) { (d.queue) } }
+            dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } }
+            dt { "Kind" } dd { (j.kind.as_deref().unwrap_or("? (not a weir envelope)")) }
+            dt { "Priority" } dd { (j.priority.unwrap_or("?")) }
+            dt { "Attempts" } dd { (attempts(j)) }
+            dt { "Enqueued" } dd { (when(j.enqueued_at, d.now)) }
+            @if j.due_at.is_some() { dt { "Due" } dd { (when(j.due_at, d.now)) } }
+            @if j.dead_at.is_some() { dt { "Dead since" } dd { (when(j.dead_at, d.now)) } }
+            @if let Some(l) = &d.lease {
+                dt { "Lease ends" } dd { (when(Some(l.deadline), d.now)) }
+                dt { "Held by" } dd {
+                    @match &l.worker {
+                        Some(w) => { "consumer " code { (w) } " (running)" }
+                        None => { "a consumer that has not started it yet" }
+                    }
+                }
+            }
+            @if let Some(f) = &d.deferrals {
+                dt { "Deferred" } dd { (crate::output::count(f.count, "time")) ", first " (when(Some(f.first_at), d.now)) }
+            }
+            dt { "Last error" } dd { pre.err { (j.last_error.as_deref().unwrap_or("–")) } }
+        }
+        h2 { "Envelope" @if d.envelope.is_none() && d.envelope_text.is_some() { " (not valid JSON)" } }
+        pre.envelope { (envelope) }
+    }
+}
+
+pub(crate) async fn workers(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
+    let r = async {
+        let names = match q.queue.as_deref().filter(|n| !n.is_empty()) {
+            Some(n) => vec![n.to_owned()],
+            None => app.queues().names().await?,
+        };
+        let mut lists = Vec::new();
+        for n in &names {
+            lists.push(app.queue(n)?.workers().await?);
+        }
+        let title = match q.queue.as_deref() {
+            Some(n) if !n.is_empty() => format!("Workers of {n}"),
+            _ => "Workers".to_owned(),
+        };
+        let body = html! { h1 { (title) } (workers_table(&lists)) };
+        Ok(page(&app, &title, "workers", body))
+    };
+    render(&app, r.await)
+}
+
+/// The live consumers of the queues in `lists`, one row each.
+pub(crate) fn workers_table(lists: &[WorkerList]) -> Markup {
+    let total: usize = lists.iter().map(|l| l.workers.len()).sum();
+    html! {
+        @if total == 0 {
+            p.empty { "No live consumers." }
+        } @else {
+            table.data #workers {
+                thead { tr {
+                    th { "Queue" } th { "Id" } th { "Host" } th.n { "Pid" } th { "Version" }
+                    th { "Started" } th.n { "Limit" } th.n { "Running" } th { "Last beat" }
+                } }
+                tbody {
+                    @for l in lists { @for w in &l.workers {
+                        tr {
+                            td { a href=(queue_link(&l.queue, "in_flight")) { (l.queue) } }
+                            td.id { (w.id) } td { (w.host) } td.n { (w.pid) } td { (w.weir_version) }
+                            td { (when(Some(w.started_at), l.now)) }
+                            td.n { (w.concurrency_limit) } td.n { (w.running) }
+                            td { (when(Some(w.last_beat), l.now)) }
+                        }
+                    } }
+                }
+            }
+        }
+    }
+}
