@@ -21,6 +21,7 @@ mod limits;
 mod observed;
 mod plot;
 mod report;
+mod running;
 mod sampler;
 mod scenarios;
 mod target;
