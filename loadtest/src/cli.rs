@@ -91,10 +91,19 @@ pub struct DrainArgs {
     pub common: Common,
     /// Run untracked and tracked drains side by side (alternating order) and report the
     /// tracking's cost.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["compare_bare", "compare_backlog"])]
     pub compare_tracking: bool,
-    /// Pairs of runs for --compare-tracking (rates reported: the medians).
-    #[arg(long, default_value_t = 3)]
+    /// Run weir's enqueue and drain side by side with raw RPUSH and a bare reliable drain
+    /// (Lua LPOP + ZADD lease, Lua ZREM ack) against the same Redis, alternating, and
+    /// report rates, Redis CPU per job and memory as ratios.
+    #[arg(long, conflicts_with = "compare_backlog")]
+    pub compare_bare: bool,
+    /// Drain rate with 1,000,000 jobs waiting against 10,000 waiting (--jobs drained off
+    /// the top of each, in rounds of 10,000; default 100,000).
+    #[arg(long)]
+    pub compare_backlog: bool,
+    /// Pairs of runs of a comparison (figures reported: the medians).
+    #[arg(long, visible_alias = "reps", default_value_t = 3)]
     pub rounds: usize,
 }
 
@@ -102,9 +111,10 @@ pub struct DrainArgs {
 pub struct SteadyArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Jobs enqueued per second.
-    #[arg(long, default_value_t = 5000)]
-    pub rate: u64,
+    /// Jobs enqueued per second [default: 5000] (`--rate` is each consumer's cap, as in
+    /// `weir work`).
+    #[arg(long)]
+    pub enqueue_rate: Option<u64>,
 }
 
 /// The simulated downstream, as options (shared with the consumer processes).

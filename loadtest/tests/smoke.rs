@@ -86,6 +86,79 @@ fn drain_accounts_for_every_job() {
     }
 }
 
+/// The time series' in-flight columns show the jobs that ran: with no-op handlers a
+/// batch's jobs run in a burst of about a millisecond, which a single reading per window
+/// mostly misses.
+#[test]
+fn drain_series_shows_the_jobs_running() {
+    let (_r, dir) = run(&["drain", "--jobs", "20000", "--concurrency", "64"]);
+    let csv = std::fs::read_to_string(dir.path().join("timeseries.csv")).expect("timeseries.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (mean, max, tput) = (col("in_flight"), col("in_flight_max"), col("throughput"));
+    let busy: Vec<Vec<f64>> = lines
+        .map(|l| {
+            l.split(',')
+                .map(|c| c.parse().expect("number"))
+                .collect::<Vec<f64>>()
+        })
+        .filter(|r| r[tput] > 0.0)
+        .collect();
+    assert!(!busy.is_empty(), "{csv}");
+    for r in &busy {
+        assert!(
+            r[mean] <= r[max] + 1e-9 && r[max] <= 64.0,
+            "mean <= peak <= limit: {r:?}"
+        );
+    }
+    let peak = busy.iter().map(|r| r[max]).fold(0.0, f64::max);
+    assert!(peak > 0.0, "some window saw jobs running:\n{csv}");
+}
+
+/// The harness's consumer cap is `--rate`, as in `weir work` (`--rate-limit` still parses);
+/// `steady --rate N`, which once meant the enqueue rate, is refused without
+/// `--enqueue-rate`.
+#[test]
+fn one_name_for_the_rate_cap() {
+    let out = Command::new(BIN)
+        .args(["steady", "--rate", "500", "--quiet"])
+        .output()
+        .expect("run weir-loadtest");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--enqueue-rate"), "{err}");
+    let (r, _dir) = run(&["drain", "--jobs", "500", "--rate-limit", "100000/s"]);
+    assert_eq!(r["limits"]["rate_limit"], "100000/s (burst 100000)", "{r}");
+}
+
+/// `--jobs` below what the script needs: the run stops when they are enqueued, says so,
+/// reports only the phases that ran, and the ideal over what ran.
+#[test]
+fn downstream_capped_by_jobs_reports_what_ran() {
+    let (r, _dir) = run(&[
+        "downstream",
+        "--fixed",
+        "--capacity",
+        "40@2s,10@2s",
+        "--base-latency",
+        "10ms",
+        "--concurrency",
+        "40",
+        "--jobs",
+        "6000",
+    ]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    assert!(r["capped"].is_string(), "{r}");
+    let phases = r["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 1, "only the first phase ran: {r}");
+    // 6000 jobs at 4000/s (the first phase's ideal) run out within the first phase
+    // (2000 of them are its starting backlog, topped up from the feed).
+    assert_eq!(phases[0]["complete"], false, "{r}");
+    assert_eq!(num(&r, "ideal_jobs_per_s"), 4000.0, "the ideal of what ran: {r}");
+    assert!(num(&r, "throughput_vs_ideal_pct") <= 105.0, "{r}");
+}
+
 #[test]
 fn drain_compares_tracking_side_by_side() {
     let (r, _dir) = run(&["drain", "--jobs", "2000", "--compare-tracking", "--rounds", "1"]);
@@ -99,12 +172,12 @@ fn steady_reports_end_to_end_latency() {
     // In-process consumer with the adaptive limiter and a jobs/s cap above the rate.
     let (r, _dir) = run(&[
         "steady",
-        "--rate",
+        "--enqueue-rate",
         "500",
         "--duration",
         "2s",
         "--adaptive",
-        "--rate-limit",
+        "--rate",
         "5000/s",
     ]);
     assert_eq!(num(&r, "lost"), 0.0);
