@@ -98,10 +98,16 @@ pub struct DrainArgs {
     /// report rates, Redis CPU per job and memory as ratios.
     #[arg(long, conflicts_with = "compare_backlog")]
     pub compare_bare: bool,
-    /// Drain rate with 1,000,000 jobs waiting against 10,000 waiting (--jobs drained off
-    /// the top of each, in rounds of 10,000; default 100,000).
+    /// Drain rate with --big-backlog jobs waiting against --small-backlog waiting (--jobs
+    /// drained from each in rounds of --small-backlog; default 10 rounds).
     #[arg(long)]
     pub compare_backlog: bool,
+    /// --compare-backlog: jobs waiting on the small side, and drained per round.
+    #[arg(long, default_value_t = 10_000)]
+    pub small_backlog: u64,
+    /// --compare-backlog: jobs waiting on the big side.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub big_backlog: u64,
     /// Pairs of runs of a comparison (figures reported: the medians).
     #[arg(long, visible_alias = "reps", default_value_t = 3)]
     pub rounds: usize,

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod accounting;
+mod bare;
 mod child;
 mod cli;
 mod cpu;

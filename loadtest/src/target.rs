@@ -34,14 +34,18 @@ impl Target {
 
     /// Deletes a queue's keys on a shared server (a private one just goes away).
     pub async fn cleanup(&self, queue: &str) {
-        if self.embedded.is_some() {
-            return;
+        if self.embedded.is_none() {
+            self.remove(queue).await;
         }
+    }
+
+    /// Deletes a queue's keys (UNLINK: a big queue is freed in the background).
+    pub async fn remove(&self, queue: &str) {
         let Ok(keys) = weir::keys::QueueKeys::new(queue) else {
             return;
         };
         let mut conn = self.conn.clone();
-        let mut del = redis::cmd("DEL");
+        let mut del = redis::cmd("UNLINK");
         del.arg(&keys.all()[..]).arg(keys.settings());
         if let Err(e) = del.query_async::<()>(&mut conn).await {
             eprintln!("could not delete the keys of queue {queue}: {e}");

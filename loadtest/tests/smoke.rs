@@ -13,12 +13,19 @@ const BIN: &str = env!("CARGO_BIN_EXE_weir-loadtest");
 /// the directory.
 fn run(args: &[&str]) -> (Value, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = Command::new(BIN)
-        .args(args)
-        .args(["--quiet", "--out"])
-        .arg(dir.path())
-        .output()
-        .expect("run weir-loadtest");
+    let result = result_of(args, Some(dir.path()));
+    check_files(dir.path(), &result);
+    (result, dir)
+}
+
+/// Runs the harness with `args` (and `--out DIR`); returns the RESULT json.
+fn result_of(args: &[&str], dir: Option<&Path>) -> Value {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).arg("--quiet");
+    if let Some(dir) = dir {
+        cmd.arg("--out").arg(dir);
+    }
+    let out = cmd.output().expect("run weir-loadtest");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -30,9 +37,7 @@ fn run(args: &[&str]) -> (Value, tempfile::TempDir) {
     let json = last
         .strip_prefix("RESULT ")
         .unwrap_or_else(|| panic!("last line is not RESULT: {last:?}"));
-    let result: Value = serde_json::from_str(json).expect("RESULT is JSON");
-    check_files(dir.path(), &result);
-    (result, dir)
+    serde_json::from_str(json).expect("RESULT is JSON")
 }
 
 fn check_files(dir: &Path, result: &Value) {
@@ -157,6 +162,68 @@ fn downstream_capped_by_jobs_reports_what_ran() {
     assert_eq!(phases[0]["complete"], false, "{r}");
     assert_eq!(num(&r, "ideal_jobs_per_s"), 4000.0, "the ideal of what ran: {r}");
     assert!(num(&r, "throughput_vs_ideal_pct") <= 105.0, "{r}");
+}
+
+/// weir against raw RPUSH and the bare reliable drain: every figure there, per round and
+/// as medians, and weir's own run fully accounted.
+#[test]
+fn drain_compares_with_the_bare_queue() {
+    let (r, _dir) = run(&["drain", "--jobs", "3000", "--compare-bare", "--reps", "2"]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    let c = &r["compare_bare"];
+    assert_eq!(num(c, "rounds"), 2.0, "{r}");
+    for side in ["weir_median", "bare_median"] {
+        for key in [
+            "enqueue_jobs_per_s",
+            "drain_jobs_per_s",
+            "redis_total_us",
+            "drain_peak_rss_mb",
+        ] {
+            assert!(num(&c[side], key) > 0.0, "{side}.{key} in {r}");
+        }
+        let s = &c[side];
+        let sum = num(s, "redis_enqueue_us") + num(s, "redis_drain_us");
+        assert!((sum - num(s, "redis_total_us")).abs() < 0.01, "{side}: {s}");
+    }
+    for key in ["enqueue_vs_rpush", "drain_vs_bare", "redis_cpu_per_job_vs_bare"] {
+        assert!(num(&c["weir_vs_bare_median"], key) > 0.0, "{key} in {r}");
+    }
+    assert_eq!(c["weir_vs_bare_rounds"].as_array().map(Vec::len), Some(2), "{r}");
+    assert!(r["redis_cpu_us_per_job"]["total"].as_f64().is_some(), "{r}");
+}
+
+/// Drain rate with a big backlog against a small one (small sizes here).
+#[test]
+fn drain_compares_backlog_sizes() {
+    let r = result_of(
+        &[
+            "drain",
+            "--compare-backlog",
+            "--jobs",
+            "2000",
+            "--small-backlog",
+            "1000",
+            "--big-backlog",
+            "20000",
+            "--reps",
+            "1",
+        ],
+        None,
+    );
+    let c = &r["compare_backlog"];
+    assert_eq!(
+        (num(c, "jobs_per_side"), num(c, "big_waiting")),
+        (2000.0, 20000.0),
+        "{r}"
+    );
+    for key in [
+        "small_drain_jobs_per_s",
+        "big_drain_jobs_per_s",
+        "big_vs_small_drain",
+        "big_peak_rss_mb",
+    ] {
+        assert!(num(c, key) > 0.0, "{key} in {r}");
+    }
 }
 
 #[test]
