@@ -1,6 +1,6 @@
 //! The bare reliable queue weir is measured against: the least Redis work a reliable,
-//! batched consumer cannot avoid. Enqueue is raw RPUSH of items (chunks of
-//! [`CHUNK`], [`IN_FLIGHT`] commands in flight, as weir's bulk enqueue sends its chunks);
+//! batched consumer cannot avoid. Enqueue is raw RPUSH of items (chunks of [`CHUNK`], by
+//! default [`IN_FLIGHT`] commands in flight: weir's bulk enqueue's chunk and pipeline);
 //! the drain is [`TASKS`] tasks on one multiplexed connection, each a loop of one Lua
 //! fetch (LPOP [`BATCH`] items, ZADD them to a lease set with a deadline from Redis
 //! `TIME`) and one Lua ack (ZREM them). No envelope, no jobs hash, no attempts, no
@@ -11,10 +11,10 @@ use redis::Script;
 use redis::aio::ConnectionManager;
 use std::time::{Duration, Instant};
 
-/// Items per RPUSH.
-pub const CHUNK: usize = 1000;
-/// RPUSH commands in flight.
-pub const IN_FLIGHT: usize = 4;
+/// Items per RPUSH: as many as weir's bulk enqueue puts in one call.
+pub const CHUNK: usize = weir::producer::BULK_CHUNK;
+/// RPUSH commands in flight by default: as many as weir's bulk enqueue keeps.
+pub const IN_FLIGHT: usize = weir::producer::BULK_PIPELINE;
 /// Fetch-and-ack loops draining at once.
 pub const TASKS: usize = 4;
 /// Items per fetch.
@@ -63,8 +63,14 @@ impl Bare {
         }
     }
 
-    /// Pushes `n` items, `item(i)` for `i` in `0..n`; returns the time taken.
-    pub async fn enqueue(&self, n: u64, item: impl Fn(u64) -> Vec<u8>) -> anyhow::Result<Duration> {
+    /// Pushes `n` items, `item(i)` for `i` in `0..n`, `in_flight` commands at a time;
+    /// returns the time taken.
+    pub async fn enqueue(
+        &self,
+        n: u64,
+        in_flight: usize,
+        item: impl Fn(u64) -> Vec<u8>,
+    ) -> anyhow::Result<Duration> {
         let started = Instant::now();
         let chunks = (0..n).step_by(CHUNK).map(|from| {
             let to = (from + CHUNK as u64).min(n);
@@ -77,7 +83,7 @@ impl Bare {
             async move { cmd.query_async::<u64>(&mut conn).await }
         });
         stream::iter(chunks)
-            .buffer_unordered(IN_FLIGHT)
+            .buffer_unordered(in_flight.max(1))
             .try_for_each(|_| async { Ok(()) })
             .await?;
         Ok(started.elapsed())

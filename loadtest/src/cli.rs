@@ -102,6 +102,10 @@ pub struct DrainArgs {
     /// drained from each in rounds of --small-backlog; default 10 rounds).
     #[arg(long)]
     pub compare_backlog: bool,
+    /// --compare-bare: raw RPUSH commands in flight (each of weir's bulk-enqueue chunk
+    /// size); the default is as many as weir's bulk enqueue keeps, 1 waits for each.
+    #[arg(long, default_value_t = crate::bare::IN_FLIGHT)]
+    pub rpush_in_flight: usize,
     /// --compare-backlog: jobs waiting on the small side, and drained per round.
     #[arg(long, default_value_t = 10_000)]
     pub small_backlog: u64,

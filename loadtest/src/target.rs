@@ -39,13 +39,15 @@ impl Target {
         }
     }
 
-    /// Deletes a queue's keys (UNLINK: a big queue is freed in the background).
+    /// Deletes a queue's keys. DEL, not UNLINK: a big queue's memory is freed before the
+    /// call returns, not by a background thread whose CPU time would count in the next
+    /// measurement's `INFO cpu`.
     pub async fn remove(&self, queue: &str) {
         let Ok(keys) = weir::keys::QueueKeys::new(queue) else {
             return;
         };
         let mut conn = self.conn.clone();
-        let mut del = redis::cmd("UNLINK");
+        let mut del = redis::cmd("DEL");
         del.arg(&keys.all()[..]).arg(keys.settings());
         if let Err(e) = del.query_async::<()>(&mut conn).await {
             eprintln!("could not delete the keys of queue {queue}: {e}");

@@ -182,6 +182,10 @@ pub async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
             "small_peak_rss_mb": med(&smalls, |s| s.drain_peak_rss_mb),
             "big_peak_rss_mb": med(&bigs, |s| s.drain_peak_rss_mb),
             "big_vs_small_drain": ratio,
+            "big_vs_small_redis_cpu": round(
+                med(&bigs, |s| s.redis_cpu_us_per_job) / med(&smalls, |s| s.redis_cpu_us_per_job).max(1e-9),
+                3
+            ),
             "small_reps": smalls, "big_reps": bigs, "big_vs_small_reps": ratios,
         }),
     );

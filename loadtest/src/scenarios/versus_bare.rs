@@ -95,13 +95,13 @@ async fn weir_side(target: &Target, c: &Common) -> anyhow::Result<(Side, drain::
 
 /// One bare round on fresh keys: RPUSH of `jobs` items (id and the same payload), then
 /// the bare drain.
-async fn bare_side(target: &Target, c: &Common, jobs: u64) -> anyhow::Result<Side> {
+async fn bare_side(target: &Target, c: &Common, jobs: u64, in_flight: usize) -> anyhow::Result<Side> {
     let conn = weir::Redis::open(&target.url)?.connect().await?;
     let q = Bare::new(conn, &Target::fresh_queue("bare"));
     let body = payload(c.payload_bytes, c.seed);
     let item = |i: u64| format!(r#"{{"id":"lt-{i}","payload":{}}}"#, body.get()).into_bytes();
     let before = redis_cpu(&target.conn).await;
-    let pushed = q.enqueue(jobs, item).await?;
+    let pushed = q.enqueue(jobs, in_flight, item).await?;
     let enqueued = redis_cpu(&target.conn).await;
     reset_peak_rss();
     let (acked, drained) = q.drain().await?;
@@ -130,7 +130,7 @@ pub async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
         jobs.min(WARM_UP_JOBS)
     );
     weir_side(target, &warm).await?;
-    bare_side(target, &warm, jobs.min(WARM_UP_JOBS)).await?;
+    bare_side(target, &warm, jobs.min(WARM_UP_JOBS), a.rpush_in_flight).await?;
     let (mut weirs, mut bares, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let mut last = None;
     for round_no in 0..a.rounds.max(1) {
@@ -142,7 +142,7 @@ pub async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
                 pair[0] = Some(side);
                 last = Some(o);
             } else {
-                pair[1] = Some(bare_side(target, &a.common, jobs).await?);
+                pair[1] = Some(bare_side(target, &a.common, jobs, a.rpush_in_flight).await?);
             }
         }
         let (Some(w), Some(b)) = (pair[0], pair[1]) else {
@@ -166,7 +166,7 @@ pub async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
     }
     let o = last.ok_or_else(|| anyhow::anyhow!("no weir round ran"))?;
     let mut r = drain::report(&a.common, jobs, &o);
-    put_comparison(&mut r, &weirs, &bares, &ratios);
+    put_comparison(&mut r, &weirs, &bares, &ratios, a.rpush_in_flight);
     r.put("redis", target.describe());
     Ok((r, o.rows))
 }
@@ -184,7 +184,7 @@ fn medians(sides: &[Side]) -> Side {
     }
 }
 
-fn put_comparison(r: &mut Report, weirs: &[Side], bares: &[Side], ratios: &[Ratios]) {
+fn put_comparison(r: &mut Report, weirs: &[Side], bares: &[Side], ratios: &[Ratios], in_flight: usize) {
     let (w, b) = (medians(weirs), medians(bares));
     let m = |f: fn(&Ratios) -> f64| round(median(&ratios.iter().map(f).collect::<Vec<_>>()), 3);
     let ratio = Ratios {
@@ -208,7 +208,7 @@ fn put_comparison(r: &mut Report, weirs: &[Side], bares: &[Side], ratios: &[Rati
             "warm_up": "one round of each, not counted",
             "bare": {
                 "tasks": bare::TASKS, "batch": bare::BATCH,
-                "rpush_chunk": bare::CHUNK, "rpush_in_flight": bare::IN_FLIGHT,
+                "rpush_chunk": bare::CHUNK, "rpush_in_flight": in_flight,
             },
             "weir_median": w,
             "bare_median": b,
