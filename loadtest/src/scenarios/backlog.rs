@@ -163,32 +163,37 @@ pub async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
         ratios.push(ratio);
     }
     let mut r = super::base_report("drain", c, rounds * s.small);
+    put_comparison(&mut r, s, rounds, [&smalls, &bigs], &ratios);
+    r.put("redis", target.describe());
+    Ok((r, Vec::new()))
+}
+
+/// The medians of both sides and of the reps' ratios (printed and in the report).
+fn put_comparison(r: &mut Report, s: Sizes, rounds: u64, [smalls, bigs]: [&[Side]; 2], ratios: &[f64]) {
     let med = |v: &[Side], f: fn(&Side) -> f64| round(median(&v.iter().map(f).collect::<Vec<_>>()), 3);
-    let ratio = round(median(&ratios), 3);
+    let ratio = round(median(ratios), 3);
     eprintln!(
         "median of the reps' ratios, {} waiting over {} waiting: {ratio:.3}x",
         s.big, s.small
     );
-    r.drain_jobs_per_s = Some(med(&bigs, |s| s.drain_jobs_per_s));
+    r.drain_jobs_per_s = Some(med(bigs, |x| x.drain_jobs_per_s));
     r.put(
         "compare_backlog",
         serde_json::json!({
             "small_waiting": s.small, "big_waiting": s.big,
             "jobs_per_side": rounds * s.small, "rounds_of": s.small, "reps": ratios.len(),
-            "small_drain_jobs_per_s": med(&smalls, |s| s.drain_jobs_per_s),
-            "big_drain_jobs_per_s": med(&bigs, |s| s.drain_jobs_per_s),
-            "small_redis_cpu_us_per_job": med(&smalls, |s| s.redis_cpu_us_per_job),
-            "big_redis_cpu_us_per_job": med(&bigs, |s| s.redis_cpu_us_per_job),
-            "small_peak_rss_mb": med(&smalls, |s| s.drain_peak_rss_mb),
-            "big_peak_rss_mb": med(&bigs, |s| s.drain_peak_rss_mb),
+            "small_drain_jobs_per_s": med(smalls, |x| x.drain_jobs_per_s),
+            "big_drain_jobs_per_s": med(bigs, |x| x.drain_jobs_per_s),
+            "small_redis_cpu_us_per_job": med(smalls, |x| x.redis_cpu_us_per_job),
+            "big_redis_cpu_us_per_job": med(bigs, |x| x.redis_cpu_us_per_job),
+            "small_peak_rss_mb": med(smalls, |x| x.drain_peak_rss_mb),
+            "big_peak_rss_mb": med(bigs, |x| x.drain_peak_rss_mb),
             "big_vs_small_drain": ratio,
             "big_vs_small_redis_cpu": round(
-                med(&bigs, |s| s.redis_cpu_us_per_job) / med(&smalls, |s| s.redis_cpu_us_per_job).max(1e-9),
+                med(bigs, |x| x.redis_cpu_us_per_job) / med(smalls, |x| x.redis_cpu_us_per_job).max(1e-9),
                 3
             ),
             "small_reps": smalls, "big_reps": bigs, "big_vs_small_reps": ratios,
         }),
     );
-    r.put("redis", target.describe());
-    Ok((r, Vec::new()))
 }

@@ -117,9 +117,8 @@ pub async fn once(
     let observed = Arc::new(Observed::new(jobs, track));
     // Killed consumers' jobs come back as failed attempts: never let them run out.
     let attempts = if kills.is_some() { 1000 } else { 5 };
+    let (feed, enqueue_rate, redis_enqueue_s) = enqueue(target, c, &queue, jobs, attempts).await?;
     let redis_before = redis_cpu(&target.conn).await;
-    let (feed, enqueue_rate) = enqueue(target, c, &queue, jobs, attempts).await?;
-    let redis_enqueued = redis_cpu(&target.conn).await;
 
     let cap = c.duration.unwrap_or(DEFAULT_CAP);
     reset_peak_rss();
@@ -131,15 +130,7 @@ pub async fn once(
         kills.is_some(),
         observed.clone(),
     )?;
-    let sampler = Sampler::start(SamplerConfig {
-        observed: observed.clone(),
-        gauges: fleet.gauges(),
-        conn: target.conn.clone(),
-        queue: queue.clone(),
-        ideal: None,
-        total: Some(jobs),
-        quiet: c.quiet,
-    });
+    let sampler = drain_sampler(target, c, &queue, &fleet, &observed, jobs);
     let stop_watch = CancellationToken::new();
     let done = watch_done(observed.clone(), jobs, stop_watch.clone());
     let plan = kills.map(|kills| chaos::Plan {
@@ -151,8 +142,8 @@ pub async fn once(
     let (totals, finished, chaos) = wait(fleet, plan, &observed, target, &queue, cap).await?;
     let ended = Instant::now();
     let cost = Cost {
-        redis_enqueue_s: spent(redis_before, redis_enqueued),
-        redis_drain_s: spent(redis_enqueued, redis_cpu(&target.conn).await),
+        redis_enqueue_s,
+        redis_drain_s: spent(redis_before, redis_cpu(&target.conn).await),
         drain_peak_rss: peak_rss(),
     };
     stop_watch.cancel();
@@ -177,19 +168,46 @@ pub async fn once(
     })
 }
 
-/// Enqueues jobs `0..jobs` into `queue` in bulk; returns the feed and the enqueue rate.
+/// The time series of a drain: a progress bar of `jobs`, no ideal.
+fn drain_sampler(
+    target: &Target,
+    c: &Common,
+    queue: &str,
+    fleet: &Fleet,
+    observed: &Arc<Observed>,
+    jobs: u64,
+) -> Sampler {
+    Sampler::start(SamplerConfig {
+        observed: observed.clone(),
+        gauges: fleet.gauges(),
+        conn: target.conn.clone(),
+        queue: queue.to_owned(),
+        ideal: None,
+        total: Some(jobs),
+        quiet: c.quiet,
+    })
+}
+
+/// Enqueues jobs `0..jobs` into `queue` in bulk; returns the feed, the enqueue rate and
+/// the Redis CPU seconds it took.
 async fn enqueue(
     target: &Target,
     c: &Common,
     queue: &str,
     jobs: u64,
     attempts: u32,
-) -> anyhow::Result<(Feed, f64)> {
+) -> anyhow::Result<(Feed, f64, Option<f64>)> {
     let payload = payload(c.payload_bytes, c.seed);
     let mut feed = Feed::new(target.conn.clone(), queue, payload, jobs, attempts)?;
+    let before = redis_cpu(&target.conn).await;
     let t = Instant::now();
     feed.push_all().await?;
-    Ok((feed, rate(jobs, t.elapsed())))
+    let took = t.elapsed();
+    Ok((
+        feed,
+        rate(jobs, took),
+        spent(before, redis_cpu(&target.conn).await),
+    ))
 }
 
 /// Waits for the fleet to drain the queue, killing processes on the way if `plan` says.
