@@ -35,7 +35,7 @@
 //! | `http`       | `handler::http`: the HTTP(S) handler, signed requests     | reqwest, httpdate, rustls, ring |
 //! | `prometheus` | `metrics::install`: the Prometheus exporter               | metrics-exporter-prometheus |
 //! | `embedded`   | `EmbeddedRedis`: a private redis-server                   | tempfile |
-//! | `simd`       | `envelope::decode_simd`, for the `envelope` benchmark     | simd-json |
+//! | `simd`       | [`Job::payload`] decodes large payloads with simd-json   | simd-json |
 //! | `tls`        | `rediss://` URLs and [`TlsFiles`]                         | rustls |
 //!
 //! Without `prometheus`, every metric is still recorded through the `metrics` facade, for

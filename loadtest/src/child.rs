@@ -9,6 +9,7 @@
 
 use crate::cli::DownstreamOpts;
 use crate::handler::{self, LoadHandler, Sink, Work};
+use crate::running::Probe;
 use crate::wire::{FOREIGN, Frame};
 use clap::Args;
 use std::sync::{Arc, Mutex};
@@ -113,6 +114,10 @@ impl PipeSink {
 
 /// Writes reports and gauges to stdout until `stop`, then a last flush.
 async fn writer(sink: Arc<PipeSink>, limit: Arc<weir::limit::Limit>, stop: CancellationToken) {
+    let probe = {
+        let limit = limit.clone();
+        Probe::start(move || limit.in_flight() as u64)
+    };
     let mut stdout = tokio::io::stdout();
     let mut status = tokio::time::interval(STATUS_EVERY);
     let mut out = Vec::new();
@@ -120,11 +125,15 @@ async fn writer(sink: Arc<PipeSink>, limit: Arc<weir::limit::Limit>, stop: Cance
         let mut stopping = false;
         tokio::select! {
             _ = sink.wake.notified() => {}
-            _ = status.tick() => Frame::Status {
-                limit: limit.get() as u64,
-                in_flight: limit.in_flight() as u64,
+            _ = status.tick() => {
+                let r = probe.take(limit.in_flight() as u64);
+                Frame::Status {
+                    limit: limit.get() as u64,
+                    in_flight: r.mean,
+                    in_flight_max: r.max,
+                }
+                .encode(&mut out)
             }
-            .encode(&mut out),
             _ = stop.cancelled() => stopping = true,
         }
         let generation = sink.take(&mut out);

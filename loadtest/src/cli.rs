@@ -91,10 +91,29 @@ pub struct DrainArgs {
     pub common: Common,
     /// Run untracked and tracked drains side by side (alternating order) and report the
     /// tracking's cost.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["compare_bare", "compare_backlog"])]
     pub compare_tracking: bool,
-    /// Pairs of runs for --compare-tracking (rates reported: the medians).
-    #[arg(long, default_value_t = 3)]
+    /// Run weir's enqueue and drain side by side with raw RPUSH and a bare reliable drain
+    /// (Lua LPOP + ZADD lease, Lua ZREM ack) against the same Redis, alternating, and
+    /// report rates, Redis CPU per job and memory as ratios.
+    #[arg(long, conflicts_with = "compare_backlog")]
+    pub compare_bare: bool,
+    /// Drain rate with --big-backlog jobs waiting against --small-backlog waiting (--jobs
+    /// drained from each in rounds of --small-backlog; default 10 rounds).
+    #[arg(long)]
+    pub compare_backlog: bool,
+    /// --compare-bare: raw RPUSH commands in flight (each of weir's bulk-enqueue chunk
+    /// size); the default is as many as weir's bulk enqueue keeps, 1 waits for each.
+    #[arg(long, default_value_t = crate::bare::IN_FLIGHT)]
+    pub rpush_in_flight: usize,
+    /// --compare-backlog: jobs waiting on the small side, and drained per round.
+    #[arg(long, default_value_t = 10_000)]
+    pub small_backlog: u64,
+    /// --compare-backlog: jobs waiting on the big side.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub big_backlog: u64,
+    /// Pairs of runs of a comparison (figures reported: the medians).
+    #[arg(long, visible_alias = "reps", default_value_t = 3)]
     pub rounds: usize,
 }
 
@@ -102,9 +121,10 @@ pub struct DrainArgs {
 pub struct SteadyArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Jobs enqueued per second.
-    #[arg(long, default_value_t = 5000)]
-    pub rate: u64,
+    /// Jobs enqueued per second [default: 5000] (`--rate` is each consumer's cap, as in
+    /// `weir work`).
+    #[arg(long)]
+    pub enqueue_rate: Option<u64>,
 }
 
 /// The simulated downstream, as options (shared with the consumer processes).

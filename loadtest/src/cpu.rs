@@ -1,7 +1,9 @@
-//! CPU time of this process (all threads), from `/proc/self/stat`: wall-clock rates on a
-//! shared machine swing with the neighbours' load, CPU time per job much less, so the
-//! tracking comparison reports both.
+//! What a run costs besides wall-clock time: CPU time of this process (all threads), from
+//! `/proc/self/stat`; Redis's own CPU time, from `INFO cpu`; this process's peak resident
+//! memory, from `/proc/self/status`. Wall-clock rates on a shared machine swing with the
+//! neighbours' load, CPU time per job much less, so comparisons report both.
 
+use redis::aio::ConnectionManager;
 use std::time::Duration;
 
 /// Linux reports `utime`/`stime` in USER_HZ ticks, 100 per second on every mainstream
@@ -20,8 +22,73 @@ pub fn process_cpu() -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 1000 / TICKS_PER_S))
 }
 
+/// Redis's CPU time so far (`used_cpu_sys + used_cpu_user` of `INFO cpu`, all its
+/// threads), in seconds; `None` if the server does not say (an ACL without INFO, say).
+/// On a shared server it counts every client's work.
+pub async fn redis_cpu(conn: &ConnectionManager) -> Option<f64> {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(&mut conn.clone())
+        .await
+        .ok()?;
+    parse_redis_cpu(&info)
+}
+
+fn parse_redis_cpu(info: &str) -> Option<f64> {
+    let field = |name: &str| -> Option<f64> {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(field("used_cpu_sys")? + field("used_cpu_user")?)
+}
+
+/// Starts a new peak of this process's resident memory (Linux: `5` into
+/// `/proc/self/clear_refs` resets `VmHWM` to the current size); false if it cannot.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// This process's peak resident memory since the last [`reset_peak_rss`] (or its start),
+/// in bytes.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn redis_cpu_is_system_plus_user() {
+        let info =
+            "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\nused_cpu_sys_children:9.0\r\n";
+        assert_eq!(super::parse_redis_cpu(info), Some(3.75));
+        assert_eq!(super::parse_redis_cpu("# CPU\r\n"), None);
+    }
+
+    #[test]
+    fn peak_rss_follows_a_reset() {
+        let before = super::peak_rss().expect("VmHWM");
+        let big = vec![1u8; 64 << 20];
+        std::hint::black_box(&big);
+        let during = super::peak_rss().expect("VmHWM");
+        assert!(during >= before + (60 << 20), "{before} -> {during}");
+        drop(big);
+        if super::reset_peak_rss() {
+            assert!(super::peak_rss().expect("VmHWM") < during);
+        }
+    }
+
     #[test]
     fn cpu_time_grows() {
         let a = super::process_cpu().expect("/proc/self/stat");

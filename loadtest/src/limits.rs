@@ -2,9 +2,9 @@
 //! limiter, and an optional jobs/s cap. The types, parsers, defaults, range checks and
 //! the building of the limiter are the library's (`weir::limiter::LimiterOptions`, which
 //! `weir work` flattens), so every value means what it means for `weir work --adaptive`.
-//! The harness keeps its own flags around them: `--rate-limit` (its `--rate` is steady's
-//! enqueue rate), and no clap `requires = "adaptive"`, as `downstream` turns the adaptive
-//! limiter on by itself.
+//! The flags are `weir work`'s (`--rate` is the jobs/s cap, as there; `--rate-limit`, its
+//! old name here, stays as a hidden alias), without clap's `requires = "adaptive"`, as
+//! `downstream` turns the adaptive limiter on by itself.
 
 use clap::Args;
 use weir::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
@@ -31,11 +31,11 @@ pub struct LimitOpts {
     /// [default: 0.05].
     #[arg(long, value_name = "RATE")]
     pub error_threshold: Option<f64>,
-    /// Cap on jobs started per second by each consumer: 500/s, 30/m (weir work's --rate;
-    /// `--rate` is steady's enqueue rate).
-    #[arg(long, value_name = "N/s")]
+    /// Cap on jobs started per second by each consumer: 500/s, 30/m (as weir work's
+    /// --rate; steady's enqueue rate is --enqueue-rate).
+    #[arg(long = "rate", alias = "rate-limit", value_name = "N/s")]
     pub rate_limit: Option<Rate>,
-    /// Jobs that may start back to back under --rate-limit [default: the rate's count].
+    /// Jobs that may start back to back under --rate [default: the rate's count].
     #[arg(long, requires = "rate_limit")]
     pub burst: Option<u32>,
 }
@@ -97,7 +97,7 @@ pub fn args(limiter: Option<&LimiterConfig>, rate: Option<Rate>) -> Vec<String> 
     }
     if let Some(r) = rate {
         v.extend([
-            "--rate-limit".to_owned(),
+            "--rate".to_owned(),
             r.spec(),
             "--burst".to_owned(),
             r.burst.to_string(),

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod accounting;
+mod bare;
 mod child;
 mod cli;
 mod cpu;
@@ -21,6 +22,7 @@ mod limits;
 mod observed;
 mod plot;
 mod report;
+mod running;
 mod sampler;
 mod scenarios;
 mod target;

@@ -54,10 +54,13 @@ impl Observed {
 }
 
 /// Live gauges of the consumers, summed over a fleet.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Gauges {
     /// Concurrency limit (sum over consumers).
     pub limit: u64,
-    /// Jobs running now (sum over consumers).
-    pub in_flight: u64,
+    /// Jobs running, mean over the window since the last reading (sum over consumers; see
+    /// `running`).
+    pub in_flight: f64,
+    /// The most jobs running at once in that window (sum of each consumer's peak).
+    pub in_flight_max: u64,
 }

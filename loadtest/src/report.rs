@@ -134,7 +134,8 @@ impl Report {
         std::fs::write(dir.join("result.json"), json + "\n")
             .with_context(|| format!("cannot write {}", dir.join("result.json").display()))?;
         write_csv(&dir.join("timeseries.csv"), rows)?;
-        crate::plot::charts(dir, &self.scenario, rows)
+        let target = self.extra.get("target_p95_ms").and_then(Value::as_f64);
+        crate::plot::charts(dir, &self.scenario, rows, target)
     }
 }
 
@@ -144,15 +145,16 @@ fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     );
     writeln!(
         f,
-        "t_s,throughput,in_flight,limit,p50_ms,p95_ms,p99_ms,queue_depth,ideal,capacity,errors_per_s"
+        "t_s,throughput,in_flight,in_flight_max,limit,p50_ms,p95_ms,p99_ms,queue_depth,ideal,capacity,errors_per_s"
     )?;
     for r in rows {
         writeln!(
             f,
-            "{:.3},{:.1},{},{},{:.3},{:.3},{:.3},{},{:.1},{},{:.1}",
+            "{:.3},{:.1},{:.1},{},{},{:.3},{:.3},{:.3},{},{:.1},{},{:.1}",
             r.t_s,
             r.throughput,
             r.in_flight,
+            r.in_flight_max,
             r.limit,
             r.p50_ms,
             r.p95_ms,

@@ -23,7 +23,10 @@ pub struct Row {
     pub t_s: f64,
     /// Jobs processed per second in this window.
     pub throughput: f64,
-    pub in_flight: u64,
+    /// Jobs running: the mean over the window of readings taken every millisecond.
+    pub in_flight: f64,
+    /// The most jobs running at once in the window (of those readings).
+    pub in_flight_max: u64,
     pub limit: u64,
     pub p50_ms: f64,
     pub p95_ms: f64,
@@ -124,6 +127,7 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
             t_s: t,
             throughput: (done - last_done) as f64 / dt,
             in_flight: g.in_flight,
+            in_flight_max: g.in_flight_max,
             limit: g.limit,
             p50_ms: s.p50_ms,
             p95_ms: s.p95_ms,
@@ -136,7 +140,7 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
         (last_t, last_done, last_err) = (t, done, errors);
         bar.set_position(done);
         bar.set_message(format!(
-            "{:.0}/s · limit {} · in flight {} · queue {}",
+            "{:.0}/s · limit {} · in flight {:.0} · queue {}",
             row.throughput, row.limit, row.in_flight, row.queue_depth
         ));
         // A last partial window shorter than 20 ms would only add noise to the series.

@@ -9,14 +9,18 @@ use std::io::{self, Read};
 pub const FOREIGN: u64 = u64::MAX;
 
 /// One frame.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Frame {
     /// Jobs processed: (index, end-to-end latency µs).
     Jobs(Vec<(u64, u64)>),
     /// Failed handler calls since the last frame.
     Errors(u64),
-    /// Gauges: limit, in-flight.
-    Status { limit: u64, in_flight: u64 },
+    /// Gauges: limit, jobs running (mean and peak since the last status; see `running`).
+    Status {
+        limit: u64,
+        in_flight: f64,
+        in_flight_max: u64,
+    },
     /// The consumer's final report: acked, retried, dead, lost leases, released.
     Report([u64; 5]),
 }
@@ -42,10 +46,15 @@ impl Frame {
                 out.push(ERRORS);
                 out.extend_from_slice(&n.to_le_bytes());
             }
-            Frame::Status { limit, in_flight } => {
+            Frame::Status {
+                limit,
+                in_flight,
+                in_flight_max,
+            } => {
                 out.push(STATUS);
                 out.extend_from_slice(&limit.to_le_bytes());
-                out.extend_from_slice(&in_flight.to_le_bytes());
+                out.extend_from_slice(&in_flight.to_bits().to_le_bytes());
+                out.extend_from_slice(&in_flight_max.to_le_bytes());
             }
             Frame::Report(r) => {
                 out.push(REPORT);
@@ -80,7 +89,8 @@ impl Frame {
             ERRORS => Frame::Errors(read_u64(r)?),
             STATUS => Frame::Status {
                 limit: read_u64(r)?,
-                in_flight: read_u64(r)?,
+                in_flight: f64::from_bits(read_u64(r)?),
+                in_flight_max: read_u64(r)?,
             },
             REPORT => {
                 let mut v = [0u64; 5];
@@ -124,7 +134,8 @@ mod tests {
             Frame::Errors(3),
             Frame::Status {
                 limit: 64,
-                in_flight: 17,
+                in_flight: 17.25,
+                in_flight_max: 60,
             },
             Frame::Report([1, 2, 3, 4, 5]),
         ];

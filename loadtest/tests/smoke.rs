@@ -13,12 +13,19 @@ const BIN: &str = env!("CARGO_BIN_EXE_weir-loadtest");
 /// the directory.
 fn run(args: &[&str]) -> (Value, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = Command::new(BIN)
-        .args(args)
-        .args(["--quiet", "--out"])
-        .arg(dir.path())
-        .output()
-        .expect("run weir-loadtest");
+    let result = result_of(args, Some(dir.path()));
+    check_files(dir.path(), &result);
+    (result, dir)
+}
+
+/// Runs the harness with `args` (and `--out DIR`); returns the RESULT json.
+fn result_of(args: &[&str], dir: Option<&Path>) -> Value {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).arg("--quiet");
+    if let Some(dir) = dir {
+        cmd.arg("--out").arg(dir);
+    }
+    let out = cmd.output().expect("run weir-loadtest");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -30,9 +37,7 @@ fn run(args: &[&str]) -> (Value, tempfile::TempDir) {
     let json = last
         .strip_prefix("RESULT ")
         .unwrap_or_else(|| panic!("last line is not RESULT: {last:?}"));
-    let result: Value = serde_json::from_str(json).expect("RESULT is JSON");
-    check_files(dir.path(), &result);
-    (result, dir)
+    serde_json::from_str(json).expect("RESULT is JSON")
 }
 
 fn check_files(dir: &Path, result: &Value) {
@@ -86,6 +91,141 @@ fn drain_accounts_for_every_job() {
     }
 }
 
+/// The time series' in-flight columns show the jobs that ran: with no-op handlers a
+/// batch's jobs run in a burst of about a millisecond, which a single reading per window
+/// mostly misses.
+#[test]
+fn drain_series_shows_the_jobs_running() {
+    let (_r, dir) = run(&["drain", "--jobs", "20000", "--concurrency", "64"]);
+    let csv = std::fs::read_to_string(dir.path().join("timeseries.csv")).expect("timeseries.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (mean, max, tput) = (col("in_flight"), col("in_flight_max"), col("throughput"));
+    let busy: Vec<Vec<f64>> = lines
+        .map(|l| {
+            l.split(',')
+                .map(|c| c.parse().expect("number"))
+                .collect::<Vec<f64>>()
+        })
+        .filter(|r| r[tput] > 0.0)
+        .collect();
+    assert!(!busy.is_empty(), "{csv}");
+    for r in &busy {
+        assert!(
+            r[mean] <= r[max] + 1e-9 && r[max] <= 64.0,
+            "mean <= peak <= limit: {r:?}"
+        );
+    }
+    let peak = busy.iter().map(|r| r[max]).fold(0.0, f64::max);
+    assert!(peak > 0.0, "some window saw jobs running:\n{csv}");
+}
+
+/// The harness's consumer cap is `--rate`, as in `weir work` (`--rate-limit` still parses);
+/// `steady --rate N`, which once meant the enqueue rate, is refused without
+/// `--enqueue-rate`.
+#[test]
+fn one_name_for_the_rate_cap() {
+    let out = Command::new(BIN)
+        .args(["steady", "--rate", "500", "--quiet"])
+        .output()
+        .expect("run weir-loadtest");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--enqueue-rate"), "{err}");
+    let (r, _dir) = run(&["drain", "--jobs", "500", "--rate-limit", "100000/s"]);
+    assert_eq!(r["limits"]["rate_limit"], "100000/s (burst 100000)", "{r}");
+}
+
+/// `--jobs` below what the script needs: the run stops when they are enqueued, says so,
+/// reports only the phases that ran, and the ideal over what ran.
+#[test]
+fn downstream_capped_by_jobs_reports_what_ran() {
+    let (r, _dir) = run(&[
+        "downstream",
+        "--fixed",
+        "--capacity",
+        "40@2s,10@2s",
+        "--base-latency",
+        "10ms",
+        "--concurrency",
+        "40",
+        "--jobs",
+        "6000",
+    ]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    assert!(r["capped"].is_string(), "{r}");
+    let phases = r["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 1, "only the first phase ran: {r}");
+    // 6000 jobs at 4000/s (the first phase's ideal) run out within the first phase
+    // (2000 of them are its starting backlog, topped up from the feed).
+    assert_eq!(phases[0]["complete"], false, "{r}");
+    assert_eq!(num(&r, "ideal_jobs_per_s"), 4000.0, "the ideal of what ran: {r}");
+    assert!(num(&r, "throughput_vs_ideal_pct") <= 105.0, "{r}");
+}
+
+/// weir against raw RPUSH and the bare reliable drain: every figure there, per round and
+/// as medians, and weir's own run fully accounted.
+#[test]
+fn drain_compares_with_the_bare_queue() {
+    let (r, _dir) = run(&["drain", "--jobs", "3000", "--compare-bare", "--reps", "2"]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    let c = &r["compare_bare"];
+    assert_eq!(num(c, "rounds"), 2.0, "{r}");
+    for side in ["weir_median", "bare_median"] {
+        for key in [
+            "enqueue_jobs_per_s",
+            "drain_jobs_per_s",
+            "redis_total_us",
+            "drain_peak_rss_mb",
+        ] {
+            assert!(num(&c[side], key) > 0.0, "{side}.{key} in {r}");
+        }
+        let s = &c[side];
+        let sum = num(s, "redis_enqueue_us") + num(s, "redis_drain_us");
+        assert!((sum - num(s, "redis_total_us")).abs() < 0.01, "{side}: {s}");
+    }
+    for key in ["enqueue_vs_rpush", "drain_vs_bare", "redis_cpu_per_job_vs_bare"] {
+        assert!(num(&c["weir_vs_bare_median"], key) > 0.0, "{key} in {r}");
+    }
+    assert_eq!(c["weir_vs_bare_rounds"].as_array().map(Vec::len), Some(2), "{r}");
+    assert!(r["redis_cpu_us_per_job"]["total"].as_f64().is_some(), "{r}");
+}
+
+/// Drain rate with a big backlog against a small one (small sizes here).
+#[test]
+fn drain_compares_backlog_sizes() {
+    let r = result_of(
+        &[
+            "drain",
+            "--compare-backlog",
+            "--jobs",
+            "2000",
+            "--small-backlog",
+            "1000",
+            "--big-backlog",
+            "20000",
+            "--reps",
+            "1",
+        ],
+        None,
+    );
+    let c = &r["compare_backlog"];
+    assert_eq!(
+        (num(c, "jobs_per_side"), num(c, "big_waiting")),
+        (2000.0, 20000.0),
+        "{r}"
+    );
+    for key in [
+        "small_drain_jobs_per_s",
+        "big_drain_jobs_per_s",
+        "big_vs_small_drain",
+        "big_peak_rss_mb",
+    ] {
+        assert!(num(c, key) > 0.0, "{key} in {r}");
+    }
+}
+
 #[test]
 fn drain_compares_tracking_side_by_side() {
     let (r, _dir) = run(&["drain", "--jobs", "2000", "--compare-tracking", "--rounds", "1"]);
@@ -99,12 +239,12 @@ fn steady_reports_end_to_end_latency() {
     // In-process consumer with the adaptive limiter and a jobs/s cap above the rate.
     let (r, _dir) = run(&[
         "steady",
-        "--rate",
+        "--enqueue-rate",
         "500",
         "--duration",
         "2s",
         "--adaptive",
-        "--rate-limit",
+        "--rate",
         "5000/s",
     ]);
     assert_eq!(num(&r, "lost"), 0.0);

@@ -4,6 +4,7 @@
 use super::{GaugeReader, Spec, Totals};
 use crate::handler::{self, LoadHandler, Sink, Work};
 use crate::observed::{Gauges, Observed};
+use crate::running::Probe;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -11,6 +12,7 @@ use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, Redis, Registry,
 
 pub struct Local {
     handle: Handle,
+    running: Arc<Probe>,
     shutdown: CancellationToken,
     task: JoinHandle<weir::Result<Report>>,
 }
@@ -36,20 +38,27 @@ impl Local {
         super::tune(&mut config, spec.batch, spec.pipeline, spec.visibility);
         let consumer = Consumer::new(config, Redis::open(&spec.redis_url)?, Registry::new().fallback(h))?;
         let handle = consumer.handle();
+        let limit = handle.limit.clone();
+        let running = Arc::new(Probe::start(move || limit.in_flight() as u64));
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(consumer.run(shutdown.clone()));
         Ok(Self {
             handle,
+            running,
             shutdown,
             task,
         })
     }
 
     pub fn gauges(&self) -> GaugeReader {
-        let limit = self.handle.limit.clone();
-        Arc::new(move || Gauges {
-            limit: limit.get() as u64,
-            in_flight: limit.in_flight() as u64,
+        let (limit, running) = (self.handle.limit.clone(), self.running.clone());
+        Arc::new(move || {
+            let r = running.take(limit.in_flight() as u64);
+            Gauges {
+                limit: limit.get() as u64,
+                in_flight: r.mean,
+                in_flight_max: r.max,
+            }
         })
     }
 

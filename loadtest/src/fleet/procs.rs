@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 struct Shared {
     limit: AtomicU64,
+    /// The mean, as f64 bits.
     in_flight: AtomicU64,
+    in_flight_max: AtomicU64,
     report: Mutex<Option<[u64; 5]>>,
 }
 
@@ -153,7 +155,8 @@ impl Procs {
             let ms = members.lock().unwrap_or_else(|e| e.into_inner());
             ms.iter().fold(Gauges::default(), |g, m| Gauges {
                 limit: g.limit + m.limit.load(Ordering::Relaxed),
-                in_flight: g.in_flight + m.in_flight.load(Ordering::Relaxed),
+                in_flight: g.in_flight + f64::from_bits(m.in_flight.load(Ordering::Relaxed)),
+                in_flight_max: g.in_flight_max + m.in_flight_max.load(Ordering::Relaxed),
             })
         })
     }
@@ -227,9 +230,14 @@ fn read_frames(stdout: std::process::ChildStdout, obs: &Observed, shared: &Share
             Frame::Errors(n) => {
                 obs.errors.fetch_add(n, Ordering::Relaxed);
             }
-            Frame::Status { limit, in_flight } => {
+            Frame::Status {
+                limit,
+                in_flight,
+                in_flight_max,
+            } => {
                 shared.limit.store(limit, Ordering::Relaxed);
-                shared.in_flight.store(in_flight, Ordering::Relaxed);
+                shared.in_flight.store(in_flight.to_bits(), Ordering::Relaxed);
+                shared.in_flight_max.store(in_flight_max, Ordering::Relaxed);
             }
             Frame::Report(r) => *shared.report.lock().unwrap_or_else(|e| e.into_inner()) = Some(r),
         }

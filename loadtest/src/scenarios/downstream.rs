@@ -14,6 +14,7 @@ use crate::report::{Report, round};
 use crate::sampler::Row;
 use crate::target::Target;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Jobs one consumer can fail before it is dead-lettered: effectively never here, since a
 /// shed call is the downstream's fault, not the job's.
@@ -40,22 +41,37 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     Ok((r, rows))
 }
 
+/// The mean of the ideal over the first `length` of the script, sampled like the time
+/// series.
+fn ideal_mean(config: &Config, length: Duration) -> f64 {
+    let step = Duration::from_millis(100);
+    let steps = (length.as_millis() / step.as_millis()).max(1) as u32;
+    (0..steps).map(|i| config.ideal_rate_at(step * i)).sum::<f64>() / steps as f64
+}
+
+/// Jobs that keep the queue full for `length` with `backlog` waiting: the ideal with half
+/// again to spare (retried jobs come back), and the backlog twice.
+pub fn jobs_needed(config: &Config, length: Duration, backlog: u64) -> u64 {
+    (ideal_mean(config, length) * length.as_secs_f64() * 1.5) as u64 + 2 * backlog
+}
+
 /// One run of the script on a fresh queue.
 async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, Vec<Row>)> {
     let c = &a.common;
     let config = a.downstream.config(c.seed).map_err(anyhow::Error::msg)?;
     let length = c.duration.unwrap_or_else(|| config.script_length());
-    let step = std::time::Duration::from_millis(100);
-    let steps = (length.as_millis() / step.as_millis()).max(1) as u32;
-    // The mean of the ideal over the window, sampled like the time series.
-    let ideal_mean = (0..steps).map(|i| config.ideal_rate_at(step * i)).sum::<f64>() / steps as f64;
     let ideal_max = config.script.iter().map(|p| p.capacity).max().unwrap_or(1) as f64
         / config.base_latency.as_secs_f64();
     // One second of the fastest phase keeps the consumers busy between top-ups.
     let backlog = (ideal_max as u64).max(2000);
-    let jobs = c
-        .jobs
-        .unwrap_or_else(|| (ideal_mean * length.as_secs_f64() * 1.5) as u64 + 2 * backlog);
+    let needed = jobs_needed(&config, length, backlog);
+    let jobs = c.jobs.unwrap_or(needed);
+    if jobs < needed {
+        eprintln!(
+            "warning: --jobs {jobs} is below the {needed} the {:.0}s script needs: the run stops when they are enqueued, and only what ran is reported",
+            length.as_secs_f64()
+        );
+    }
     let ideal_config = config.clone();
     let o = timed::run(
         target,
@@ -73,7 +89,7 @@ async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, Ve
         },
     )
     .await?;
-    let r = report(a, &config, &o, ideal_mean);
+    let r = report(a, &config, &o, length);
     Ok((r, o.rows))
 }
 
@@ -89,10 +105,24 @@ fn target_ms(a: &DownstreamArgs, config: &Config, o: &timed::Outcome) -> (f64, &
     }
 }
 
-/// The downstream figures of a finished run.
-fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, ideal_mean: f64) -> Report {
+/// The downstream figures of a finished run. The ideal is the mean over what ran: the
+/// whole `length`, or up to the moment the job cap stopped the feed.
+fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, length: Duration) -> Report {
     let c = &a.common;
+    let ran = o.window.min(length);
+    let ideal_mean = ideal_mean(config, ran);
     let mut r = base_report("downstream", c, o.enqueued);
+    if ran + Duration::from_millis(100) < length {
+        r.put(
+            "capped",
+            format!(
+                "--jobs {} ran out after {:.1}s of the {:.1}s script: figures cover what ran",
+                o.enqueued,
+                ran.as_secs_f64(),
+                length.as_secs_f64()
+            ),
+        );
+    }
     r.achieved_jobs_per_s = Some(o.achieved_rate);
     r.ideal_jobs_per_s = Some(round(ideal_mean, 1));
     r.elapsed_s = round(o.elapsed.as_secs_f64(), 3);
@@ -119,7 +149,7 @@ fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, ideal_mean: f
         o.observed.errors.load(std::sync::atomic::Ordering::Relaxed),
     );
     r.put("capacity_script", &a.downstream.capacity);
-    r.put("phases", phases(config, rows, target_ms, c.consumers()));
+    r.put("phases", phases(config, rows, target_ms, c.consumers(), ran));
     r.put("window_s", round(o.window.as_secs_f64(), 3));
     if !o.settled {
         r.put(
@@ -195,7 +225,11 @@ fn compare(r: &mut Report, f: &Report) {
 pub struct PhaseReport {
     pub capacity: u64,
     pub start_s: f64,
+    /// Where the phase ended, or where the run did if it stopped first.
     pub end_s: f64,
+    /// False for a phase the run stopped in (the job cap ran out): its figures cover
+    /// `start_s..end_s` only.
+    pub complete: bool,
     pub ideal_jobs_per_s: f64,
     pub achieved_jobs_per_s: f64,
     /// Achieved over the phase's second half (after settling), as a share of the ideal.
@@ -213,16 +247,21 @@ pub struct PhaseReport {
     pub converge_s: Option<f64>,
 }
 
-/// One report per phase of the script, from the rows of the fed window. With `k`
-/// consumer processes each has 1/k of the capacity (rounded down), so the knee the
-/// summed limit is compared with is that share times k.
-pub fn phases(config: &Config, rows: &[Row], target_ms: f64, k: usize) -> Vec<PhaseReport> {
+/// One report per phase of the script that ran, from the rows of the fed window, which
+/// lasted `ran`. With `k` consumer processes each has 1/k of the capacity (rounded down),
+/// so the knee the summed limit is compared with is that share times k.
+pub fn phases(config: &Config, rows: &[Row], target_ms: f64, k: usize, ran: Duration) -> Vec<PhaseReport> {
     let mut start = 0.0;
     let mut out = Vec::new();
     let k = k.max(1) as u64;
+    let ran = ran.as_secs_f64();
     for p in &config.script {
+        if start >= ran {
+            break;
+        }
         let knee = ((p.capacity / k).max(1) * k) as f64;
-        let end = start + p.length.as_secs_f64();
+        let full_end = start + p.length.as_secs_f64();
+        let end = full_end.min(ran);
         let in_phase: Vec<&Row> = rows.iter().filter(|r| r.t_s > start && r.t_s <= end).collect();
         if in_phase.is_empty() {
             break;
@@ -254,6 +293,7 @@ pub fn phases(config: &Config, rows: &[Row], target_ms: f64, k: usize) -> Vec<Ph
             capacity: p.capacity,
             start_s: round(start, 1),
             end_s: round(end, 1),
+            complete: end >= full_end,
             ideal_jobs_per_s: round(config.ideal_rate_at(std::time::Duration::from_secs_f64(start)), 1),
             achieved_jobs_per_s: round(mean(&|r| r.throughput, &in_phase), 1),
             settled_vs_ideal_pct: round(
@@ -266,7 +306,7 @@ pub fn phases(config: &Config, rows: &[Row], target_ms: f64, k: usize) -> Vec<Ph
             reach_s,
             converge_s,
         });
-        start = end;
+        start = full_end;
     }
     out
 }

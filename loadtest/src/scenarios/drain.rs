@@ -1,10 +1,13 @@
 //! `drain`: enqueue N jobs in bulk, then drain them with no-op handlers. Measures the
-//! queue itself: enqueue jobs/s and drain jobs/s. `--compare-tracking` runs untracked
-//! and tracked drains side by side (ABBA, to cancel drift) to price the accounting.
+//! queue itself: enqueue jobs/s and drain jobs/s, and what each phase cost Redis in CPU.
+//! `--compare-tracking` runs untracked and tracked drains side by side (ABBA, to cancel
+//! drift) to price the accounting; `--compare-bare` (`versus_bare`) and
+//! `--compare-backlog` (`backlog`) are comparisons of their own.
 
-use super::{account, base_report, chaos, rate, spec, watch_done};
+use super::{account, base_report, chaos, median, rate, spec, watch_done};
 use crate::accounting::Tally;
 use crate::cli::{Common, DrainArgs};
+use crate::cpu::{peak_rss, redis_cpu, reset_peak_rss};
 use crate::feed::{Feed, payload};
 use crate::fleet::{Fleet, Totals};
 use crate::observed::Observed;
@@ -15,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir::CancellationToken;
 
-const DEFAULT_JOBS: u64 = 200_000;
+pub const DEFAULT_JOBS: u64 = 200_000;
 const DEFAULT_CAP: Duration = Duration::from_secs(600);
 
 /// One drain run.
@@ -33,12 +36,43 @@ pub struct Outcome {
     pub finished: bool,
     /// What the kills did (chaos only).
     pub chaos: Option<chaos::Stats>,
+    pub cost: Cost,
+}
+
+/// What a run's phases cost: Redis CPU seconds (`INFO cpu`) and this process's peak
+/// resident memory while the consumers drained (in-process consumer: the consumer plus
+/// the harness's accounting). `None` where it could not be read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cost {
+    pub redis_enqueue_s: Option<f64>,
+    pub redis_drain_s: Option<f64>,
+    pub drain_peak_rss: Option<u64>,
+}
+
+impl Cost {
+    /// Redis CPU µs per job of each phase and both, as the report shows them.
+    pub fn per_job(&self, jobs: u64) -> Option<serde_json::Value> {
+        let us = |s: f64| round(s * 1e6 / jobs.max(1) as f64, 3);
+        let (e, d) = (self.redis_enqueue_s?, self.redis_drain_s?);
+        Some(serde_json::json!({ "enqueue": us(e), "drain": us(d), "total": us(e + d) }))
+    }
+}
+
+/// Redis CPU between two readings.
+pub fn spent(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+    Some(after? - before?)
 }
 
 pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let target = Target::open(a.common.redis_url.as_deref()).await?;
     if a.compare_tracking {
         return compare(&target, &a).await;
+    }
+    if a.compare_bare {
+        return super::versus_bare::run(&target, &a).await;
+    }
+    if a.compare_backlog {
+        return super::backlog::run(&target, &a).await;
     }
     let o = once(&target, &a.common, !a.common.no_track, "drain", None).await?;
     let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
@@ -60,6 +94,9 @@ pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
     {
         r.put("harness_cpu_us_per_job", cpu);
     }
+    if let Some(cost) = o.cost.per_job(jobs) {
+        r.put("redis_cpu_us_per_job", cost);
+    }
     if !o.finished {
         r.put("check_failed", "the drain did not finish within --duration");
     }
@@ -80,9 +117,11 @@ pub async fn once(
     let observed = Arc::new(Observed::new(jobs, track));
     // Killed consumers' jobs come back as failed attempts: never let them run out.
     let attempts = if kills.is_some() { 1000 } else { 5 };
-    let (feed, enqueue_rate) = enqueue(target, c, &queue, jobs, attempts).await?;
+    let (feed, enqueue_rate, redis_enqueue_s) = enqueue(target, c, &queue, jobs, attempts).await?;
+    let redis_before = redis_cpu(&target.conn).await;
 
     let cap = c.duration.unwrap_or(DEFAULT_CAP);
+    reset_peak_rss();
     let cpu_before = crate::cpu::process_cpu();
     let started = Instant::now();
     let fleet = Fleet::start(
@@ -91,15 +130,7 @@ pub async fn once(
         kills.is_some(),
         observed.clone(),
     )?;
-    let sampler = Sampler::start(SamplerConfig {
-        observed: observed.clone(),
-        gauges: fleet.gauges(),
-        conn: target.conn.clone(),
-        queue: queue.clone(),
-        ideal: None,
-        total: Some(jobs),
-        quiet: c.quiet,
-    });
+    let sampler = drain_sampler(target, c, &queue, &fleet, &observed, jobs);
     let stop_watch = CancellationToken::new();
     let done = watch_done(observed.clone(), jobs, stop_watch.clone());
     let plan = kills.map(|kills| chaos::Plan {
@@ -110,6 +141,11 @@ pub async fn once(
     });
     let (totals, finished, chaos) = wait(fleet, plan, &observed, target, &queue, cap).await?;
     let ended = Instant::now();
+    let cost = Cost {
+        redis_enqueue_s,
+        redis_drain_s: spent(redis_before, redis_cpu(&target.conn).await),
+        drain_peak_rss: peak_rss(),
+    };
     stop_watch.cancel();
     let done_at = done.await.ok().flatten().unwrap_or(ended);
     let cpu_us_per_job = cpu_before
@@ -128,22 +164,50 @@ pub async fn once(
         elapsed: ended - started,
         finished,
         chaos,
+        cost,
     })
 }
 
-/// Enqueues jobs `0..jobs` into `queue` in bulk; returns the feed and the enqueue rate.
+/// The time series of a drain: a progress bar of `jobs`, no ideal.
+fn drain_sampler(
+    target: &Target,
+    c: &Common,
+    queue: &str,
+    fleet: &Fleet,
+    observed: &Arc<Observed>,
+    jobs: u64,
+) -> Sampler {
+    Sampler::start(SamplerConfig {
+        observed: observed.clone(),
+        gauges: fleet.gauges(),
+        conn: target.conn.clone(),
+        queue: queue.to_owned(),
+        ideal: None,
+        total: Some(jobs),
+        quiet: c.quiet,
+    })
+}
+
+/// Enqueues jobs `0..jobs` into `queue` in bulk; returns the feed, the enqueue rate and
+/// the Redis CPU seconds it took.
 async fn enqueue(
     target: &Target,
     c: &Common,
     queue: &str,
     jobs: u64,
     attempts: u32,
-) -> anyhow::Result<(Feed, f64)> {
+) -> anyhow::Result<(Feed, f64, Option<f64>)> {
     let payload = payload(c.payload_bytes, c.seed);
     let mut feed = Feed::new(target.conn.clone(), queue, payload, jobs, attempts)?;
+    let before = redis_cpu(&target.conn).await;
     let t = Instant::now();
     feed.push_all().await?;
-    Ok((feed, rate(jobs, t.elapsed())))
+    let took = t.elapsed();
+    Ok((
+        feed,
+        rate(jobs, took),
+        spent(before, redis_cpu(&target.conn).await),
+    ))
 }
 
 /// Waits for the fleet to drain the queue, killing processes on the way if `plan` says.
@@ -229,14 +293,4 @@ fn put_comparison(r: &mut Report, rates: [&[f64]; 2], cpu: [&[f64]; 2], jobs: u6
         "tracking_ns_pct_of_cpu_per_job",
         round(ns / (c_without * 1000.0).max(1e-9) * 100.0, 2),
     );
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }

@@ -1,11 +1,13 @@
 //! The scenarios, and what they share: the consumer spec from the common options, the
 //! wait for a queue to settle, and the report's common figures.
 
+pub mod backlog;
 pub mod chaos;
 pub mod downstream;
 pub mod drain;
 pub mod steady;
 pub mod timed;
+pub mod versus_bare;
 
 use crate::accounting::Tally;
 use crate::cli::Common;
@@ -67,6 +69,17 @@ pub fn account(r: &mut Report, tally: Option<Tally>, totals: &Totals) {
         }
     }
     r.put("consumer_totals", totals);
+}
+
+/// The median (0 for none): on a shared machine one run in a few lands on a busy moment.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 pub fn rate(n: u64, d: Duration) -> f64 {

@@ -1,4 +1,5 @@
-//! `steady`: a producer enqueues at `--rate` for `--duration` while consumers process.
+//! `steady`: a producer enqueues at `--enqueue-rate` for `--duration` while consumers
+//! process.
 //! Reports the achieved rate and end-to-end latency (enqueued → processed; both clocks
 //! are this machine's).
 
@@ -11,16 +12,25 @@ use crate::target::Target;
 use std::time::Duration;
 
 const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
+const DEFAULT_RATE: u64 = 5000;
 
 pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
-    if a.rate == 0 {
-        anyhow::bail!("--rate must be above 0");
+    // `steady --rate N` once meant the enqueue rate: refused rather than silently read as
+    // the consumers' cap.
+    if a.common.limits.rate_limit.is_some() && a.enqueue_rate.is_none() {
+        anyhow::bail!(
+            "steady: --rate caps each consumer's jobs/s, as in weir work; the enqueue rate is --enqueue-rate: give it too"
+        );
+    }
+    let rate = a.enqueue_rate.unwrap_or(DEFAULT_RATE);
+    if rate == 0 {
+        anyhow::bail!("--enqueue-rate must be above 0");
     }
     let c = &a.common;
     let length = c.duration.unwrap_or(DEFAULT_LENGTH);
     let jobs = c
         .jobs
-        .unwrap_or_else(|| (a.rate as f64 * length.as_secs_f64()).ceil() as u64);
+        .unwrap_or_else(|| (rate as f64 * length.as_secs_f64()).ceil() as u64);
     let target = Target::open(c.redis_url.as_deref()).await?;
     let o = timed::run(
         &target,
@@ -29,7 +39,7 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
             scenario: "steady",
             length,
             jobs_cap: jobs,
-            pace: Pace::Rate(a.rate),
+            pace: Pace::Rate(rate),
             downstream: None,
             ideal: None,
             max_attempts: 5,
@@ -43,7 +53,7 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     r.set_latency("end_to_end", &o.observed.total.summary());
     r.set_limits(timed::window_rows(&o.rows, o.window));
     account(&mut r, o.tally, &o.totals);
-    r.put("target_rate", a.rate);
+    r.put("target_rate", rate);
     r.put("window_s", round(o.window.as_secs_f64(), 3));
     if !o.settled {
         r.put(
