@@ -224,6 +224,7 @@ impl Consumer {
             metrics: metrics.clone(),
             runs: runs.clone(),
             suspects: Suspects::new(conn.clone(), keys.clone(), tag, leases),
+            inline: Default::default(),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
         let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics);
