@@ -54,6 +54,7 @@ use crate::metrics::{LimiterMetrics, QueueMetrics};
 use crate::queue::keys::QueueKeys;
 use crate::redis::conn::{HealingConnection, Redis};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -180,6 +181,7 @@ impl Consumer {
         let (acker_tx, acker_rx) = mpsc::channel(c.acker.channel_capacity());
         let buffer = Arc::new(Buffer::default());
         let leases = Arc::new(Leases::new(self.backlog.clone()));
+        let queue_backlog = Arc::new(AtomicBool::new(false));
         let acker = Acker::new(
             c.acker.clone(),
             AckerDeps {
@@ -190,6 +192,7 @@ impl Consumer {
                 tally: self.tally.clone(),
                 backlog: self.backlog.clone(),
                 metrics: metrics.clone(),
+                queue_backlog: queue_backlog.clone(),
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));
@@ -205,6 +208,7 @@ impl Consumer {
             buffer: buffer.clone(),
             leases: leases.clone(),
             flush_max: c.acker.flush_max,
+            backlog: queue_backlog,
             pool: pool_tx,
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
