@@ -31,7 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -105,6 +105,9 @@ pub(crate) struct Fetcher {
     /// Set while fetches come back full (the queue holds a backlog): the acker then
     /// lingers to gather large flushes.
     pub backlog: Arc<AtomicBool>,
+    /// Told when a fetch comes back empty: the drain watch looks whether the queue is
+    /// empty then.
+    pub emptied: Arc<Notify>,
     pub pool: mpsc::UnboundedSender<Vec<Job>>,
     pub acker: mpsc::Sender<AckerMsg>,
     pub metrics: QueueMetrics,
@@ -165,6 +168,7 @@ impl Fetcher {
                                 // timer arms wait for the calls in flight to come back; one
                                 // that brings jobs ends the idle spell.
                                 idle_until = Some(Instant::now() + idle_wait(&fetched));
+                                self.emptied.notify_one();
                             } else {
                                 idle_until = None;
                                 self.deliver(fetched, sent, &shutdown).await;

@@ -55,7 +55,7 @@ use crate::queue::keys::QueueKeys;
 use crate::redis::conn::{HealingConnection, Redis};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// A consumer of one queue.
@@ -182,6 +182,8 @@ impl Consumer {
         let buffer = Arc::new(Buffer::default());
         let leases = Arc::new(Leases::new(self.backlog.clone()));
         let queue_backlog = Arc::new(AtomicBool::new(false));
+        // Wakes the drain watch: a flush written, a fetch that came back empty.
+        let nudge = Arc::new(Notify::new());
         let acker = Acker::new(
             c.acker.clone(),
             AckerDeps {
@@ -193,6 +195,7 @@ impl Consumer {
                 backlog: self.backlog.clone(),
                 metrics: metrics.clone(),
                 queue_backlog: queue_backlog.clone(),
+                flushed: nudge.clone(),
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));
@@ -209,6 +212,7 @@ impl Consumer {
             leases: leases.clone(),
             flush_max: c.acker.flush_max,
             backlog: queue_backlog,
+            emptied: nudge.clone(),
             pool: pool_tx,
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
@@ -227,11 +231,12 @@ impl Consumer {
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
             runs: runs.clone(),
-            suspects: Suspects::new(conn.clone(), keys.clone(), tag, leases),
+            suspects: Suspects::new(conn.clone(), keys.clone(), tag, leases.clone()),
             inline: Default::default(),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
-        let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics);
+        let drain = DrainWatch::new(conn.clone(), keys.clone(), self.limit.clone(), leases, nudge);
+        let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics, drain);
         Started {
             fetcher,
             pool,
@@ -244,7 +249,7 @@ impl Consumer {
     }
 
     /// Spawns the reclaimer (returned: the shutdown waits for it) and the other
-    /// housekeeping tasks this configuration asks for.
+    /// housekeeping tasks this configuration asks for (`drain` in drain mode).
     fn start_housekeeping(
         &self,
         tasks: &mut Tasks,
@@ -252,6 +257,7 @@ impl Consumer {
         conn: HealingConnection,
         keys: QueueKeys,
         metrics: QueueMetrics,
+        drain: DrainWatch,
     ) -> Task {
         let c = &self.config;
         let stop = &steps.stop_housekeeping;
@@ -275,8 +281,7 @@ impl Consumer {
             tasks.spawn("sampler", sampler.run(stop.clone()));
         }
         if c.drain {
-            let watch = DrainWatch::new(conn, keys, self.limit.clone());
-            tasks.spawn("drain watch", watch.run(steps.stop_fetching.clone()));
+            tasks.spawn("drain watch", drain.run(steps.stop_fetching.clone()));
         }
         reclaimer
     }

@@ -31,7 +31,7 @@ use crate::redis::retry::{Backoff, GiveUp, retrying};
 use batch::write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +52,8 @@ pub(crate) struct AckerDeps {
     /// large flushes (fewer calls per job); otherwise each flush goes at once, and the
     /// outcomes that come while it is written make the next one.
     pub queue_backlog: Arc<AtomicBool>,
+    /// Told after each flush: the drain watch looks whether the queue is empty then.
+    pub flushed: Arc<Notify>,
 }
 
 /// The acker task.
@@ -168,6 +170,7 @@ impl Acker {
             }
         }
         self.deps.backlog.set_outcomes(self.pending.len());
+        self.deps.flushed.notify_one();
     }
 
     /// The last writes, in calls of at most `flush_max` outcomes, until `deadline`.
