@@ -29,8 +29,9 @@ use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -101,6 +102,12 @@ pub(crate) struct Fetcher {
     pub leases: Arc<Leases>,
     /// The acker's flush size, which sets the lease cap with the limit.
     pub flush_max: usize,
+    /// Set while fetches come back full (the queue holds a backlog): the acker then
+    /// lingers to gather large flushes.
+    pub backlog: Arc<AtomicBool>,
+    /// Told when a fetch comes back empty: the drain watch looks whether the queue is
+    /// empty then.
+    pub emptied: Arc<Notify>,
     pub pool: mpsc::UnboundedSender<Vec<Job>>,
     pub acker: mpsc::Sender<AckerMsg>,
     pub metrics: QueueMetrics,
@@ -124,6 +131,7 @@ impl Fetcher {
         // Some(t): idle (or backing off after an error) until t or a wake message.
         let mut idle_until: Option<Instant> = None;
         let mut errors = Streak::new("fetch", Backoff::FETCH);
+        let mut size = FetchSize::new(self.config.batch);
         loop {
             if idle_until.is_none() {
                 while inflight.len() < self.config.pipeline.max(1) {
@@ -133,11 +141,9 @@ impl Fetcher {
                     let free = capacity
                         .saturating_sub(self.buffer.len() + reserved)
                         .min(held_cap.saturating_sub(self.leases.len() + reserved));
-                    let want = free.min(self.config.batch.max(1));
+                    let want = free.min(size.get());
                     // Wait for a worthwhile batch unless the pipeline is empty.
-                    if want == 0
-                        || (!inflight.is_empty() && want < self.config.batch.min(capacity / 2).max(1))
-                    {
+                    if want == 0 || (!inflight.is_empty() && want < size.get().min(capacity / 2).max(1)) {
                         break;
                     }
                     wake.drain();
@@ -153,6 +159,8 @@ impl Fetcher {
                     match result {
                         Ok(fetched) => {
                             errors.succeeded();
+                            size.saw(want, fetched.jobs.len() + fetched.bad_ids.len());
+                            self.backlog.store(size.get() == self.config.batch, Ordering::Relaxed);
                             if fetched.jobs.is_empty() {
                                 // Go idle now, even with calls still in flight: refilling the
                                 // pipeline here would keep one call always in flight, so an
@@ -160,6 +168,7 @@ impl Fetcher {
                                 // timer arms wait for the calls in flight to come back; one
                                 // that brings jobs ends the idle spell.
                                 idle_until = Some(Instant::now() + idle_wait(&fetched));
+                                self.emptied.notify_one();
                             } else {
                                 idle_until = None;
                                 self.deliver(fetched, sent, &shutdown).await;
@@ -299,6 +308,44 @@ fn header_priority(env: &[u8]) -> Option<Priority> {
     }
 }
 
+/// The size of the next fetch, from what the last ones brought: it doubles (up to the
+/// configured batch) while fetches come back full, the queue holding more than they take,
+/// and falls back to what came when one comes back short. So under a backlog a fetch
+/// takes a whole batch (fewest calls per job), and near an empty queue the jobs that
+/// trickle in are fetched a few at a time, several calls in flight, so the first of a
+/// burst starts before the last is fetched.
+#[derive(Debug)]
+struct FetchSize {
+    now: usize,
+    max: usize,
+}
+
+impl FetchSize {
+    /// The smallest fetch.
+    const MIN: usize = 16;
+
+    fn new(max: usize) -> Self {
+        let max = max.max(1);
+        Self {
+            now: Self::MIN.min(max),
+            max,
+        }
+    }
+
+    fn get(&self) -> usize {
+        self.now
+    }
+
+    /// A fetch that asked for `asked` jobs brought `got`.
+    fn saw(&mut self, asked: usize, got: usize) {
+        self.now = if got >= asked {
+            (self.now.max(asked) * 2).min(self.max)
+        } else {
+            (got * 2).max(Self::MIN).min(self.max)
+        };
+    }
+}
+
 fn idle_wait(f: &Fetched) -> Duration {
     if f.next_due_ms > 0 {
         Duration::from_millis(f.next_due_ms).min(IDLE_RECHECK)
@@ -310,6 +357,31 @@ fn idle_wait(f: &Fetched) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fetch_size_grows_while_fetches_come_back_full_and_falls_to_what_came() {
+        let mut s = FetchSize::new(500);
+        let mut sizes = vec![s.get()];
+        while s.get() < 500 {
+            s.saw(s.get(), s.get());
+            sizes.push(s.get());
+        }
+        assert_eq!(sizes, [16, 32, 64, 128, 256, 500]);
+        s.saw(500, 40);
+        assert_eq!(s.get(), 80);
+        s.saw(80, 3);
+        assert_eq!(s.get(), FetchSize::MIN);
+        s.saw(16, 0);
+        assert_eq!(s.get(), FetchSize::MIN);
+        // A fetch cut short by the room left (asked 5) that came back full still says
+        // "more waiting".
+        s.saw(5, 5);
+        assert_eq!(s.get(), 32);
+        let mut small = FetchSize::new(4);
+        assert_eq!(small.get(), 4);
+        small.saw(4, 1);
+        assert_eq!(small.get(), 4);
+    }
 
     #[test]
     fn header_priority_reads_weirs_header_only() {

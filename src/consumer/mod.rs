@@ -56,7 +56,8 @@ use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
 use crate::redis::conn::{HealingConnection, Redis};
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use std::sync::atomic::AtomicBool;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// A consumer of one queue.
@@ -183,6 +184,9 @@ impl Consumer {
         let (acker_tx, acker_rx) = mpsc::channel(c.acker.channel_capacity());
         let buffer = Arc::new(Buffer::default());
         let leases = Arc::new(Leases::new(self.backlog.clone()));
+        let queue_backlog = Arc::new(AtomicBool::new(false));
+        // Wakes the drain watch: a flush written, a fetch that came back empty.
+        let nudge = Arc::new(Notify::new());
         let acker = Acker::new(
             c.acker.clone(),
             AckerDeps {
@@ -193,6 +197,8 @@ impl Consumer {
                 tally: self.tally.clone(),
                 backlog: self.backlog.clone(),
                 metrics: metrics.clone(),
+                queue_backlog: queue_backlog.clone(),
+                flushed: nudge.clone(),
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));
@@ -212,6 +218,8 @@ impl Consumer {
             buffer: buffer.clone(),
             leases: leases.clone(),
             flush_max: c.acker.flush_max,
+            backlog: queue_backlog,
+            emptied: nudge.clone(),
             pool: pool_tx,
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
@@ -230,10 +238,12 @@ impl Consumer {
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
             runs: runs.clone(),
-            suspects: Suspects::new(conn.clone(), keys.clone(), tag, leases),
+            suspects: Suspects::new(conn.clone(), keys.clone(), tag, leases.clone()),
+            inline: Default::default(),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
-        let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics);
+        let drain = DrainWatch::new(conn.clone(), keys.clone(), self.limit.clone(), leases, nudge);
+        let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics, drain);
         Started {
             fetcher,
             pool,
@@ -246,7 +256,7 @@ impl Consumer {
     }
 
     /// Spawns the reclaimer (returned: the shutdown waits for it) and the other
-    /// housekeeping tasks this configuration asks for.
+    /// housekeeping tasks this configuration asks for (`drain` in drain mode).
     fn start_housekeeping(
         &self,
         tasks: &mut Tasks,
@@ -254,6 +264,7 @@ impl Consumer {
         conn: HealingConnection,
         keys: QueueKeys,
         metrics: QueueMetrics,
+        drain: DrainWatch,
     ) -> Task {
         let c = &self.config;
         let stop = &steps.stop_housekeeping;
@@ -281,8 +292,7 @@ impl Consumer {
             tasks.spawn("sampler", sampler.run(stop.clone()));
         }
         if c.drain {
-            let watch = DrainWatch::new(conn, keys, self.limit.clone());
-            tasks.spawn("drain watch", watch.run(steps.stop_fetching.clone()));
+            tasks.spawn("drain watch", drain.run(steps.stop_fetching.clone()));
         }
         reclaimer
     }

@@ -41,6 +41,16 @@ fn held(id: &str, attempt: u32, max: u32) -> State {
     State::default().job(id, attempt, max, 1).lease(&[(id, FUTURE)])
 }
 
+/// `s` with 300 more leases at [`FUTURE`], as many fetches in one millisecond leave (their
+/// jobs are not in `s`), and `b`'s lease at FUTURE too.
+fn crowd(s: State) -> State {
+    let mut ids: Vec<String> = (0..300).map(|i| format!("other-{i}")).collect();
+    ids.extend(s.lease.iter().map(|(id, _)| id.clone()));
+    ids.push("b".into());
+    let leases: Vec<(&str, u64)> = ids.iter().map(|id| (id.as_str(), FUTURE)).collect();
+    s.lease(&leases)
+}
+
 /// The table: state before, the outcomes, the ids missed, state after.
 fn cases() -> Vec<Case> {
     let abc = State::default()
@@ -88,6 +98,13 @@ fn cases() -> Vec<Case> {
             items: vec![ack("a", PAST)],
             missed: &[],
             after: State::default().counter("acked", 1),
+        },
+        Case {
+            name: "acks among many other leases of their score (fetches in the same ms): each id read",
+            before: crowd(held("a", 0, 3).job("b", 0, 3, 1)),
+            items: vec![ack("a", FUTURE), ack("zz", FUTURE), ack("a", FUTURE)],
+            missed: &["zz", "a"],
+            after: crowd(State::default().job("b", 0, 3, 1)).counter("acked", 1),
         },
         Case {
             name: "retry: attempt + 1, delayed by the delay at the given priority, error kept",

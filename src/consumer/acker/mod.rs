@@ -30,8 +30,8 @@ use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, GiveUp, retrying};
 use batch::write;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use tokio::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +48,12 @@ pub(crate) struct AckerDeps {
     pub tally: Arc<Tally>,
     pub backlog: Arc<Backlog>,
     pub metrics: QueueMetrics,
+    /// Set by the fetcher while the queue holds a backlog: then outcomes linger to make
+    /// large flushes (fewer calls per job); otherwise each flush goes at once, and the
+    /// outcomes that come while it is written make the next one.
+    pub queue_backlog: Arc<AtomicBool>,
+    /// Told after each flush: the drain watch looks whether the queue is empty then.
+    pub flushed: Arc<Notify>,
 }
 
 /// The acker task.
@@ -109,13 +115,22 @@ impl Acker {
             let idle = self.pending.is_empty() && self.unmarked.is_empty();
             flush_at = match (finishing || idle, flush_at) {
                 (true, _) => None,
-                (false, None) => Some(Instant::now() + self.config.linger),
+                (false, None) => Some(Instant::now() + self.linger()),
                 (false, at) => at,
             };
         }
         let deadline = Instant::now() + self.config.final_flush_timeout;
         self.flush_final(deadline).await;
         self.release_all(deadline).await;
+    }
+
+    /// How long outcomes wait for more before they are written.
+    fn linger(&self) -> std::time::Duration {
+        if self.deps.queue_backlog.load(Ordering::Relaxed) {
+            self.config.linger
+        } else {
+            std::time::Duration::ZERO
+        }
     }
 
     fn take(&mut self, msg: AckerMsg) {
@@ -155,6 +170,7 @@ impl Acker {
             }
         }
         self.deps.backlog.set_outcomes(self.pending.len());
+        self.deps.flushed.notify_one();
     }
 
     /// The last writes, in calls of at most `flush_max` outcomes, until `deadline`.

@@ -54,8 +54,9 @@ pub(crate) enum Outcome {
 pub struct AckerConfig {
     /// Flush once this many outcomes wait, 1..=10000 (default 1000).
     pub flush_max: usize,
-    /// Flush at the latest this long after the first outcome waits, any duration
-    /// (default 2 ms).
+    /// While the queue holds a backlog, flush at the latest this long after the first
+    /// outcome waits, any duration (default 2 ms); near an empty queue outcomes are
+    /// written at once (those that come while a flush is written make the next one).
     pub linger: Duration,
     /// How long the final flush may keep retrying at shutdown, any duration (default 10 s).
     pub final_flush_timeout: Duration,

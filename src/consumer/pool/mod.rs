@@ -3,14 +3,16 @@
 //! limit), catching panics and timeouts. Outcomes go to the acker; with an adaptive
 //! limiter, each job's latency and outcome class also go to the [`Limiter`].
 //!
-//! The acker is told which jobs started, one message per dispatch wave (the jobs started
-//! while slots were free), so their start marks travel with its writes. A suspect (a job
-//! that was running when a consumer died) runs alone: one at a time (its own gate, besides
-//! a concurrency slot), its start marked in Redis before it runs (`suspect.rs`). Every run
-//! is registered (`runs.rs`), so the shutdown can abort the ones that outlive it.
+//! A job's handler call is polled once in place: a call that finishes at once (a fast
+//! handler) costs no task. The others go on in tasks of their own; the acker is told which
+//! of those started, one message per dispatch wave (the jobs started while slots were
+//! free), so their start marks travel with its writes, and each is registered (`runs.rs`),
+//! so the shutdown can abort the ones that outlive it. A suspect (a job that was running
+//! when a consumer died) runs alone: one at a time (its own gate, besides a concurrency
+//! slot), its start marked in Redis before it runs (`suspect.rs`).
 //!
 //! This file is the task: it takes batches, routes their jobs and starts them in waves.
-//! `run.rs` is one run, from its spawn to its outcome; `config.rs` holds the settings.
+//! `run.rs` is one run, from its start to its outcome; `config.rs` holds the settings.
 
 mod config;
 mod run;
@@ -48,6 +50,8 @@ pub(crate) struct Pool {
     pub runs: Arc<Runs>,
     /// How suspects start.
     pub suspects: Suspects,
+    /// Whether calls are polled in place first (`run.rs`).
+    pub inline: run::Inline,
 }
 
 impl Pool {
@@ -95,8 +99,9 @@ impl Pool {
                         return false;
                     };
                     self.buffer.take(1);
-                    wave.push(job.id.clone());
-                    self.spawn_one(h.clone(), job, permit);
+                    if let Some(id) = self.start_one(h.clone(), job, permit).await {
+                        wave.push(id);
+                    }
                 }
                 Some(Route::Batch(h)) => {
                     let max = h.max_batch().max(1);

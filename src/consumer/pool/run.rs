@@ -1,6 +1,6 @@
-//! A run: one handler call (a job, or a batch handler's jobs) under its permit, registered
-//! in [`Runs`](super::Runs), guarded against panics and timeouts; its latency goes to the
-//! limiter and the metrics, its outcomes to the acker.
+//! A run: one handler call (a job, or a batch handler's jobs) under its permit, guarded
+//! against panics and timeouts, registered in [`Runs`](super::Runs) once it runs in a task
+//! of its own; its latency goes to the limiter and the metrics, its outcomes to the acker.
 
 use super::Pool;
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
@@ -14,13 +14,63 @@ use crate::queue::envelope::Job;
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::task::Poll;
+use std::time::Duration;
 use tokio::time::Instant;
 
 impl Pool {
+    /// Starts the run of one job. Its handler call is polled once right here: a call that
+    /// finishes without waiting (a fast handler) costs no task, no registration and no start
+    /// report; one that waits goes on in a task of its own, registered in
+    /// [`Runs`](super::Runs) (see [`Inline`] for calls that take long before they wait).
+    /// Returns the job's id if its run is still going.
+    pub(crate) async fn start_one(
+        self: &Arc<Self>,
+        h: Arc<dyn Handler>,
+        job: Job,
+        permit: Permit,
+    ) -> Option<String> {
+        let head = head(&job);
+        let mut call = self.clone().call_one(h, job);
+        if self.inline.allowed() {
+            let polled = Instant::now();
+            let first = futures_util::poll!(call.as_mut());
+            self.inline.took(polled.elapsed());
+            if let Poll::Ready(result) = first {
+                // Outcome first, permit after: see `spawn_call`.
+                self.finish(head.0, head.1, result).await;
+                drop(permit);
+                return None;
+            }
+        }
+        let id = head.0.clone();
+        self.spawn_call(head, call, permit);
+        Some(id)
+    }
+
     /// Spawns the run of one job, registered in [`Runs`](super::Runs); returns its task.
     pub(crate) fn spawn_one(self: &Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) -> JoinHandle {
-        let key = self.runs.start(vec![head(&job)]);
-        let task = tokio::spawn(self.clone().run_one(h, job, permit, key));
+        let head = head(&job);
+        let call = self.clone().call_one(h, job);
+        self.spawn_call(head, call, permit)
+    }
+
+    /// Spawns the rest of a job's call, registered in [`Runs`](super::Runs); returns its task.
+    fn spawn_call(self: &Arc<Self>, head: Head, call: Call, permit: Permit) -> JoinHandle {
+        let key = self.runs.start(vec![head.clone()]);
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            let result = call.await;
+            if !this.runs.end(key) {
+                return; // abandoned at shutdown: its outcome is sent already
+            }
+            // Outcome first, permit after: shutdown waits for the limit to go idle before
+            // it lets the acker finish, so the outcome is on its way by then.
+            let (id, attempt) = head;
+            this.finish(id, attempt, result).await;
+            drop(permit);
+        });
         self.runs.set_abort(key, task.abort_handle());
         task
     }
@@ -38,27 +88,23 @@ impl Pool {
         task
     }
 
-    async fn run_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit, key: u64) {
-        let (id, attempt) = (job.id.clone(), (job.attempt, job.max_attempts));
-        let enqueued_at = job.enqueued_at_ms;
-        let started = Instant::now();
-        let (result, signal) = match self.guarded(h.call(job)).await {
-            Ok(r) => {
-                let s = Signal::of(&r);
-                (r, s)
-            }
-            Err((e, s)) => (Err(e), s),
-        };
-        self.record(started, std::iter::once(signal));
-        self.metrics.job_duration.record(started.elapsed().as_secs_f64());
-        self.record_latency(enqueued_at, 1);
-        if !self.runs.end(key) {
-            return; // abandoned at shutdown: its outcome is sent already
-        }
-        // Outcome first, permit after: shutdown waits for the limit to go idle before it
-        // lets the acker finish, so the outcome is on its way by then.
-        self.finish(id, attempt, result).await;
-        drop(permit);
+    /// One job's handler call, guarded, its latency told to the limiter and the metrics.
+    fn call_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job) -> Call {
+        Box::pin(async move {
+            let enqueued_at = job.enqueued_at_ms;
+            let started = Instant::now();
+            let (result, signal) = match self.guarded(|| h.call(job)).await {
+                Ok(r) => {
+                    let s = Signal::of(&r);
+                    (r, s)
+                }
+                Err((e, s)) => (Err(e), s),
+            };
+            self.record(started, std::iter::once(signal));
+            self.metrics.job_duration.record(started.elapsed().as_secs_f64());
+            self.record_latency(enqueued_at, 1);
+            result
+        })
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit, key: u64) {
@@ -69,7 +115,7 @@ impl Pool {
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let n = heads.len();
         let started = Instant::now();
-        let (results, failed) = match self.guarded(h.call(jobs)).await {
+        let (results, failed) = match self.guarded(|| h.call(jobs)).await {
             Ok(mut rs) => {
                 if rs.len() != n {
                     let msg = format!("batch handler returned {} results for {n} jobs", rs.len());
@@ -89,21 +135,30 @@ impl Pool {
             results.iter().map(|r| failed.unwrap_or_else(|| Signal::of(r))),
         );
         if !self.runs.end(key) {
-            return; // abandoned at shutdown: see run_one
+            return; // abandoned at shutdown: see spawn_call
         }
         for ((id, attempt), result) in heads.into_iter().zip(results) {
             self.finish(id, attempt, result).await;
         }
-        drop(permit); // after the outcomes: see run_one
+        drop(permit); // after the outcomes: see spawn_call
     }
 
-    /// Runs a handler future, turning a panic or a timeout into a retryable error. For the
-    /// limiter a timeout is an error (the downstream is too slow) and a panic is ignored
-    /// (a bug in the handler says nothing about the downstream).
+    /// Calls a handler (`call` makes its future) and runs the future, turning a panic (in
+    /// either) or a timeout into a retryable error. For the limiter a timeout is an error
+    /// (the downstream is too slow) and a panic is ignored (a bug in the handler says
+    /// nothing about the downstream).
     async fn guarded<T>(
         &self,
-        fut: futures_util::future::BoxFuture<'static, T>,
+        call: impl FnOnce() -> futures_util::future::BoxFuture<'static, T>,
     ) -> Result<T, (JobError, Signal)> {
+        let panicked = |panic: Box<dyn std::any::Any + Send>| {
+            let msg = panic_message(&*panic);
+            (
+                JobError::retry(format!("handler panicked: {msg}")),
+                Signal::Ignored,
+            )
+        };
+        let fut = std::panic::catch_unwind(AssertUnwindSafe(call)).map_err(panicked)?;
         let fut = AssertUnwindSafe(fut).catch_unwind();
         let caught = match self.config.job_timeout {
             Some(t) => match tokio::time::timeout(t, fut).await {
@@ -115,13 +170,7 @@ impl Pool {
             },
             None => fut.await,
         };
-        caught.map_err(|panic| {
-            let msg = panic_message(&*panic);
-            (
-                JobError::retry(format!("handler panicked: {msg}")),
-                Signal::Ignored,
-            )
-        })
+        caught.map_err(panicked)
     }
 
     /// When the job starts, if a limiter wants its latency (one clock read per job).
@@ -174,6 +223,75 @@ impl Pool {
 /// A spawned run's task.
 pub(crate) type JoinHandle = tokio::task::JoinHandle<()>;
 
+/// A job's handler call, from its start to its result.
+type Call = futures_util::future::BoxFuture<'static, JobResult>;
+
 fn head(job: &Job) -> Head {
     (job.id.clone(), (job.attempt, job.max_attempts))
+}
+
+/// Whether the pool polls a job's call in place before it spawns a task for the rest. A
+/// call that computes for long before it first waits would hold up the dispatch of every
+/// other job meanwhile (a spawned task runs beside the dispatch, on another thread), so
+/// when [`Inline::LONG_OF_64`] of the last 64 first polls took long, the next
+/// [`Inline::PAUSE`] jobs are spawned without one. (Not one long poll: a thread preempted
+/// mid-poll on a busy machine looks long too.)
+#[derive(Debug, Default)]
+pub(crate) struct Inline {
+    /// The last 64 first polls, newest in the lowest bit: 1 for a long one.
+    recent: AtomicU64,
+    /// Jobs still to be spawned without a poll in place.
+    paused: AtomicU32,
+}
+
+impl Inline {
+    /// A first poll longer than this is long.
+    const LONG: Duration = Duration::from_micros(200);
+    /// How many long polls among the last 64 pause the polls in place.
+    const LONG_OF_64: u32 = 8;
+    /// How many jobs skip the poll in place then.
+    const PAUSE: u32 = 1000;
+
+    fn allowed(&self) -> bool {
+        self.paused
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_err()
+    }
+
+    fn took(&self, d: Duration) {
+        let long = u64::from(d >= Self::LONG);
+        let recent = (self.recent.load(Ordering::Relaxed) << 1) | long;
+        if recent.count_ones() >= Self::LONG_OF_64 {
+            self.recent.store(0, Ordering::Relaxed);
+            self.paused.store(Self::PAUSE, Ordering::Relaxed);
+        } else {
+            self.recent.store(recent, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_first_polls_pause_the_polls_in_place_stray_ones_do_not() {
+        let inline = Inline::default();
+        let (short, long) = (Duration::from_micros(5), Inline::LONG);
+        // A preempted poll now and then: 7 long ones among 64.
+        for i in 0..640 {
+            assert!(inline.allowed());
+            inline.took(if i % 10 == 0 { long } else { short });
+        }
+        for _ in 0..64 {
+            inline.took(short);
+        }
+        // A handler that computes before it waits: paused after the 8th.
+        for _ in 0..Inline::LONG_OF_64 {
+            assert!(inline.allowed());
+            inline.took(long);
+        }
+        let skipped = (0..).take_while(|_| !inline.allowed()).count();
+        assert_eq!(skipped, Inline::PAUSE as usize);
+    }
 }

@@ -5,7 +5,7 @@
 --   lease, paused, counters.
 -- ARGV[1]: N, the most jobs to return (>= 1)
 -- ARGV[2]: visibility timeout (ms): lease deadline = Redis TIME + this
--- Returns: { deadline_ms, next_due_in_ms, paused, suspects, id1, envelope1, id2, ... }
+-- Returns: { deadline_ms, next_due_in_ms, paused, suspects, ids, envelope1, envelope2, ... }
 --   deadline_ms: the lease deadline of every returned job: the lease's token, which stays
 --     the same however often the lease is extended; 0 if none;
 --   next_due_in_ms: with no job returned, ms until the next delayed job is due (0 = none);
@@ -13,7 +13,11 @@
 --   suspects: how many of the returned jobs, at the front, are suspects (0 or 1): jobs
 --     that were running when their consumer died (see reclaim.lua). A consumer runs them
 --     alone, one at a time, so that a crash is charged to the job that caused it; one per
---     call spreads them over calls and consumers.
+--     call spreads them over calls and consumers;
+--   ids: the ids of the envelopes that follow, in the same order, joined by newlines (one
+--     string: a reply value per job costs Redis more than the join). weir's ids never hold
+--     a newline; should one pushed by hand hold one, the pieces no longer match the
+--     envelopes in number, and the caller pairs what it can by the ids inside them.
 
 local n = tonumber(ARGV[1])
 local vt = tonumber(ARGV[2])
@@ -32,19 +36,22 @@ for p = 1, 3 do
 end
 
 -- 3. at most one suspect, then up to N ids in all, high before normal before low
-local ids, ni = {}, 0
+local ids, ni = nil, 0
 local suspect = redis.call('LPOP', K.suspects)
 if suspect then
-  ids[1] = suspect
-  ni = 1
+  ids, ni = { suspect }, 1
 end
 for p = 1, 3 do
   local want = n - ni
   if want <= 0 then break end
   local got = redis.call('LPOP', K.ready[p], want)
   if got then
-    for i = 1, #got do ids[ni + i] = got[i] end
-    ni = ni + #got
+    if ni == 0 then
+      ids, ni = got, #got
+    else
+      for i = 1, #got do ids[ni + i] = got[i] end
+      ni = ni + #got
+    end
   end
 end
 
@@ -64,22 +71,37 @@ end
 -- 5. load envelopes and lease; an id without an envelope (purged meanwhile) is dropped
 local deadline = now + vt
 local envs = hmget_chunked(K.jobs, ids)
-local out, no = { deadline, 0, 0, 0 }, 4
-if suspect and envs[1] then out[4] = 1 end
-local lease, nl = {}, 0
+local suspects = 0
+if suspect and envs[1] then suspects = 1 end
 -- The score as a string, formatted once: a Lua number would be formatted per job.
 local score = string.format('%d', deadline)
+local lease = {}
+local nl = 0
 for i = 1, ni do
-  local env = envs[i]
-  if env then
-    lease[nl + 1] = score
-    lease[nl + 2] = ids[i]
-    nl = nl + 2
-    out[no + 1] = ids[i]
-    out[no + 2] = env
-    no = no + 2
+  if not envs[i] then break end
+  lease[2 * i - 1] = score
+  lease[2 * i] = ids[i]
+  nl = i
+end
+if nl < ni then
+  -- some envelopes are gone: keep the jobs that have one, in order
+  local kept_ids, kept_envs = {}, {}
+  lease, nl = {}, 0
+  for i = 1, ni do
+    if envs[i] then
+      nl = nl + 1
+      lease[2 * nl - 1] = score
+      lease[2 * nl] = ids[i]
+      kept_ids[nl], kept_envs[nl] = ids[i], envs[i]
+    end
   end
+  if nl == 0 then return { 0, 0, 0, 0 } end
+  ids, envs = kept_ids, kept_envs
 end
 call_chunked('ZADD', K.lease, lease)
-count('fetched', nl / 2)
+count('fetched', nl)
+local joined = table.concat(ids, '\n')
+if nl <= CHUNK then return { deadline, 0, 0, suspects, joined, unpack(envs, 1, nl) } end
+local out = { deadline, 0, 0, suspects, joined }
+for i = 1, nl do out[5 + i] = envs[i] end
 return out

@@ -7,7 +7,7 @@
 //! token.
 
 use super::{EXTEND, FETCH, RECLAIM, RELEASE, START_SUSPECT};
-use super::{as_u64, call, into_string, into_strings, invocation, reply_err};
+use super::{as_u64, call, into_strings, invocation, reply_err};
 use crate::error::Result;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
@@ -28,7 +28,7 @@ pub struct Fetched {
     /// How many of `jobs`, at the front, are suspects (0 or 1): jobs that were running
     /// when their consumer died. Run each alone, marked with [`start_suspect`].
     pub suspects: usize,
-    /// (id, envelope) pairs.
+    /// (id, envelope) pairs, in the order fetched.
     pub jobs: Vec<(String, Vec<u8>)>,
     /// Leased ids that are not UTF-8 (pushed by hand: weir never writes one). They cannot
     /// be jobs; [`dead_letter_raw`](super::dead_letter_raw) buries them.
@@ -49,41 +49,77 @@ pub async fn fetch<C: ConnectionLike>(
         conn,
     )
     .await?;
-    if reply.len() < 4 || !reply.len().is_multiple_of(2) {
+    if reply.len() < 4 || reply.len() == 5 {
         return Err(reply_err("fetch", format!("{} values", reply.len())));
     }
     let mut it = reply.into_iter();
     let mut head = || it.next().unwrap_or(Value::Nil);
-    let (d, nd, p, s) = (head(), head(), head(), head());
+    let (d, nd, p, s, ids) = (head(), head(), head(), head(), head());
     let mut out = Fetched {
         deadline_ms: as_u64("fetch", &d)?,
         next_due_ms: as_u64("fetch", &nd)?,
         paused: as_u64("fetch", &p)? == 1,
-        suspects: as_u64("fetch", &s)? as usize,
-        jobs: Vec::with_capacity(it.len() / 2),
+        suspects: 0,
+        jobs: Vec::with_capacity(it.len()),
         bad_ids: Vec::new(),
     };
-    let suspects = std::mem::take(&mut out.suspects);
-    let mut i = 0;
-    while let (Some(id), Some(env)) = (it.next(), it.next()) {
-        let env = match env {
-            Value::BulkString(b) => b,
-            other => return Err(reply_err("fetch", format!("envelope is {other:?}"))),
-        };
-        match id {
-            Value::BulkString(b) => match String::from_utf8(b) {
-                Ok(id) => out.jobs.push((id, env)),
-                Err(e) => out.bad_ids.push(e.into_bytes()),
-            },
-            other => out.jobs.push((into_string("fetch", other)?, env)),
+    let suspects = as_u64("fetch", &s)? as usize;
+    let envs = it
+        .map(|env| match env {
+            Value::BulkString(b) => Ok(b),
+            other => Err(reply_err("fetch", format!("envelope is {other:?}"))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ids = match ids {
+        Value::Nil => return Ok(out),
+        Value::BulkString(b) => b,
+        other => return Err(reply_err("fetch", format!("ids are {other:?}"))),
+    };
+    pair(&mut out, &ids, envs, suspects);
+    Ok(out)
+}
+
+/// Pairs the fetched envelopes with their ids (`ids`: joined by newlines, in the same
+/// order) into `out`; the first `suspects` jobs are suspects.
+fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) {
+    let pieces = ids.split(|&b| b == b'\n');
+    if pieces.clone().count() != envs.len() {
+        // An id with a newline in it (weir never writes one: pushed by hand).
+        pair_by_envelope(out, envs);
+        return;
+    }
+    for (i, (id, env)) in pieces.zip(envs).enumerate() {
+        match String::from_utf8(id.to_vec()) {
+            Ok(id) => out.jobs.push((id, env)),
+            Err(e) => out.bad_ids.push(e.into_bytes()),
         }
         // A suspect whose id is not UTF-8 is not among `jobs`.
         if i < suspects {
             out.suspects = out.jobs.len();
         }
-        i += 1;
     }
-    Ok(out)
+}
+
+/// The pairing when the ids cannot be told apart: each envelope by the id it holds. An
+/// envelope without a readable id cannot be named, so it stays leased and comes back
+/// when its lease expires (uncharged, as a deferral: the deferral budget ends the loop).
+/// Suspects are not told apart here: they run as ordinary jobs.
+fn pair_by_envelope(out: &mut Fetched, envs: Vec<Vec<u8>>) {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        id: String,
+    }
+    let mut unnamed = 0;
+    for env in envs {
+        match serde_json::from_slice::<IdOnly>(&env) {
+            Ok(named) => out.jobs.push((named.id, env)),
+            Err(_) => unnamed += 1,
+        }
+    }
+    tracing::warn!(
+        unnamed,
+        "fetched job ids with a newline in them (pushed by hand, not by weir): jobs paired by the ids in their envelopes"
+    );
 }
 
 /// What [`reclaim`] did with the expired leases it took (see `reclaim.lua`).
@@ -195,4 +231,37 @@ pub async fn release<C: ConnectionLike>(
     }
     let missed: Vec<Value> = call("release", keys, &mut inv, conn).await?;
     into_strings("release", missed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids_of(f: &Fetched) -> Vec<&str> {
+        f.jobs.iter().map(|(id, _)| id.as_str()).collect()
+    }
+
+    #[test]
+    fn ids_pair_with_envelopes_in_order_suspect_first() {
+        let mut f = Fetched::default();
+        let envs = vec![b"{1}".to_vec(), b"{2}".to_vec(), b"{3}".to_vec()];
+        pair(&mut f, b"s\nb\xff\nc", envs, 1);
+        assert_eq!(ids_of(&f), ["s", "c"]);
+        assert_eq!(f.jobs[1].1, b"{3}");
+        assert_eq!(f.bad_ids, [b"b\xff".to_vec()]);
+        assert_eq!(f.suspects, 1);
+    }
+
+    #[test]
+    fn an_id_with_a_newline_pairs_by_the_ids_in_the_envelopes() {
+        let mut f = Fetched::default();
+        let envs = vec![
+            br#"{"attempt":0,"id":"x\ny","kind":"k"}"#.to_vec(),
+            b"not json".to_vec(),
+        ];
+        pair(&mut f, b"x\ny\nz", envs, 1);
+        assert_eq!(ids_of(&f), ["x\ny"]);
+        assert_eq!(f.suspects, 0);
+        assert!(f.bad_ids.is_empty());
+    }
 }

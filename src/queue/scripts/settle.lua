@@ -5,9 +5,9 @@
 --   delayed[1..3], dead, errors, deferrals, counters, wake; reads settings (the
 --   dead-letter cap).
 -- ARGV[1]: G, the number of ack groups that follow
--- then G ack groups, one per lease token (jobs fetched together share it):
---   token (the lease deadline fetch returned: a lease's token never changes), k, then k
---   job ids
+-- then G ack groups, one per lease token (jobs fetched together share it) and mark:
+--   token (the lease deadline fetch returned: a lease's token never changes), marked (1:
+--   these jobs have start marks, removed with the acks; 0: none), k, then k job ids
 -- then the other outcomes and the start marks, one group each:
 --   'R', id, token, priority (0-2), delay (ms), error
 --        retry: attempt + 1 and back to delayed, or dead-letter once attempts are spent
@@ -19,9 +19,8 @@
 --   'D', id, token, reason                  dead-letter now
 --   'S', tag, token, k, then k job ids      start marks: these jobs' runs started at the
 --        consumer tagged `tag` (HSET started id tag, for the ids still held), so a crash
---        of that consumer is not taken for "never ran" (see reclaim.lua)
---   'U', k, then k job ids                  start marks to remove: of jobs acked in this
---        call (a retry or a dead-letter removes its job's mark itself)
+--        of that consumer is not taken for "never ran" (see reclaim.lua); a retry or a
+--        dead-letter removes its job's mark itself
 -- Returns: { missed, spent }
 --   missed: the ids not acted on because this caller no longer holds their lease
 --     (expired and reclaimed, already settled, or listed twice), acks first, in ARGV
@@ -31,8 +30,6 @@
 
 local now = now_ms()
 local missed, nm = {}, 0
--- id -> 1 if this call settles it, 0 if it was refused
-local seen = {}
 local retried, deferred, buried = 0, 0, 0
 local spent = {}
 
@@ -41,64 +38,37 @@ local function miss(id)
   missed[nm] = id
 end
 
--- True if this caller holds the lease of `id` with `token` (see lease_held) and has not
--- settled it in this call already.
-local function holds(id, score, token)
-  if seen[id] then return false end
-  local held = lease_held(id, score, token)
-  seen[id] = held and 1 or 0
-  return held
-end
-
--- 1. acks: every lease score in bulk, then the held ones deleted in bulk
-local acked, na = {}, 0
+-- 1. acks, a group at a time: which ids are held (lib.lua's held_in), then those deleted in
+--    bulk. The rare marks (extended leases, last errors, deferral records) are touched only
+--    where they exist.
+local has_tokens = redis.call('EXISTS', K.lease_tokens) == 1
+local na = 0
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
-  local token, k = ARGV[i], tonumber(ARGV[i + 1])
-  local first = i + 2
-  local c = first
-  while c < first + k do
-    local e = math.min(c + CHUNK - 1, first + k - 1)
-    local scores = redis.call('ZMSCORE', K.lease, unpack(ARGV, c, e))
-    for j = 1, #scores do
-      local id = ARGV[c + j - 1]
-      if holds(id, scores[j], token) then
-        na = na + 1
-        acked[na] = id
-      else
-        miss(id)
-      end
-    end
-    c = e + 1
+  local token, marked, k = ARGV[i], ARGV[i + 1] == '1', tonumber(ARGV[i + 2])
+  local first, last = i + 3, i + 2 + k
+  local acked, refused = held_in(token, first, last)
+  if #acked > 0 then
+    call_chunked('ZREM', K.lease, acked)
+    call_chunked('HDEL', K.jobs, acked)
+    if has_tokens then call_chunked('HDEL', K.lease_tokens, acked) end
+    if marked then call_chunked('HDEL', K.started, acked) end
+    forget(acked)
+    na = na + #acked
   end
-  i = first + k
-end
-if na > 0 then
-  -- Start marks are removed by the 'U' group: only the acker knows which jobs have one.
-  call_chunked('ZREM', K.lease, acked)
-  if redis.call('EXISTS', K.lease_tokens) == 1 then call_chunked('HDEL', K.lease_tokens, acked) end
-  call_chunked('HDEL', K.jobs, acked)
-  forget(acked)
+  for j = 1, #refused do miss(refused[j]) end
+  i = last + 1
 end
 
 -- 2. start marks of the ids in ARGV[c .. c + k - 1] still held with `token`
 local function mark(tag, token, c, k)
-  local marks, np = {}, 0
-  local last = c + k - 1
-  while c <= last do
-    local e = math.min(c + CHUNK - 1, last)
-    local scores = redis.call('ZMSCORE', K.lease, unpack(ARGV, c, e))
-    for j = 1, #scores do
-      local id = ARGV[c + j - 1]
-      if lease_held(id, scores[j], token) then
-        marks[np + 1] = id
-        marks[np + 2] = tag
-        np = np + 2
-      end
-    end
-    c = e + 1
+  local held = held_in(token, c, c + k - 1)
+  local marks = {}
+  for j = 1, #held do
+    marks[2 * j - 1] = held[j]
+    marks[2 * j] = tag
   end
-  if np > 0 then call_chunked('HSET', K.started, marks) end
+  if #marks > 0 then call_chunked('HSET', K.started, marks) end
 end
 
 -- 3. failures and marks, one group at a time (the rare path)
@@ -106,7 +76,8 @@ while i <= #ARGV do
   local op = ARGV[i]
   if op == 'R' or op == 'D' or op == 'F' then
     local id, token = ARGV[i + 1], ARGV[i + 2]
-    local held = holds(id, redis.call('ZSCORE', K.lease, id), token)
+    -- (an id settled earlier in this call has no lease left: not held)
+    local held = lease_held(id, redis.call('ZSCORE', K.lease, id), token)
     if held then end_leases({ id }) end
     if op == 'R' then
       if held then
@@ -150,14 +121,6 @@ while i <= #ARGV do
     local k = tonumber(ARGV[i + 3])
     mark(ARGV[i + 1], ARGV[i + 2], i + 4, k)
     i = i + 4 + k
-  elseif op == 'U' then
-    local k = tonumber(ARGV[i + 1])
-    local ended = {}
-    for j = i + 2, i + 1 + k do
-      if seen[ARGV[j]] == 1 then ended[#ended + 1] = ARGV[j] end
-    end
-    if #ended > 0 then call_chunked('HDEL', K.started, ended) end
-    i = i + 2 + k
   else
     return redis.error_reply('ERR weir settle: unknown outcome ' .. tostring(op))
   end

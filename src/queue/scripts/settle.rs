@@ -11,6 +11,7 @@ use crate::queue::keys::QueueKeys;
 use crate::queue::retry::DeferralBudget;
 use redis::Value;
 use redis::aio::ConnectionLike;
+use std::collections::HashSet;
 
 /// One outcome for [`settle`].
 #[derive(Debug, Clone, PartialEq)]
@@ -127,23 +128,8 @@ pub async fn settle_marked<C: ConnectionLike>(
     items: &[Settle],
     marks: StartMarks<'_>,
 ) -> Result<Settled> {
-    let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
-    for item in items {
-        if let Settle::Ack { id, token } = item {
-            match groups.iter_mut().find(|(t, _)| t == token) {
-                Some((_, ids)) => ids.push(id),
-                None => groups.push((*token, vec![id])),
-            }
-        }
-    }
     let mut inv = invocation(&SETTLE, keys);
-    inv.arg(groups.len());
-    for (token, ids) in &groups {
-        inv.arg(*token).arg(ids.len());
-        for id in ids {
-            inv.arg(*id);
-        }
-    }
+    add_acks(&mut inv, items, marks.ended);
     for item in items {
         match item {
             Settle::Ack { .. } => continue,
@@ -199,7 +185,27 @@ fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>)> {
     Ok((missed, list(it.next())?))
 }
 
-/// The 'S' groups (one per token) and the 'U' group of `settle.lua`.
+/// The ack groups of `settle.lua`: one per lease token and mark flag (`ended` lists the
+/// acked jobs that have a start mark to remove).
+fn add_acks(inv: &mut redis::ScriptInvocation<'_>, items: &[Settle], ended: &[String]) {
+    let ended: HashSet<&str> = ended.iter().map(String::as_str).collect();
+    let mut groups: Vec<((u64, bool), Vec<&str>)> = Vec::new();
+    for item in items {
+        if let Settle::Ack { id, token } = item {
+            let key = (*token, ended.contains(id.as_str()));
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, ids)) => ids.push(id),
+                None => groups.push((key, vec![id])),
+            }
+        }
+    }
+    inv.arg(groups.len());
+    for ((token, marked), ids) in &groups {
+        inv.arg(*token).arg(u8::from(*marked)).arg(ids.len()).arg(ids);
+    }
+}
+
+/// The 'S' groups of `settle.lua`, one per token.
 fn add_marks(inv: &mut redis::ScriptInvocation<'_>, marks: StartMarks<'_>) {
     let mut groups: Vec<(u64, Vec<&str>)> = Vec::new();
     for (id, token) in marks.started {
@@ -210,9 +216,6 @@ fn add_marks(inv: &mut redis::ScriptInvocation<'_>, marks: StartMarks<'_>) {
     }
     for (token, ids) in groups {
         inv.arg("S").arg(marks.tag).arg(token).arg(ids.len()).arg(ids);
-    }
-    if !marks.ended.is_empty() {
-        inv.arg("U").arg(marks.ended.len()).arg(marks.ended);
     }
 }
 
