@@ -19,7 +19,7 @@ const WRONG: &str = "Wrong-88ab01-secret";
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
     +exists +set +del +pexpire +scan +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
-    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +publish +fcall_ro +function|list +function|load";
+    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +multi +exec +publish +fcall_ro +function|list +function|load";
 
 fn http_get(port: u16) -> String {
     use std::io::{Read, Write};
@@ -161,6 +161,11 @@ async fn weir_works_with_exactly_the_documented_acl() {
     let lines = "{\"kind\":\"a\",\"payload\":1}\n{\"kind\":\"a\",\"payload\":2,\"delay\":\"50ms\"}\n\
                  {\"kind\":\"a\",\"payload\":3,\"id\":\"given-1\"}\n";
     ok(&["enqueue"], Some(lines.as_bytes()));
+    // Generated ids, ready now: the bulk path of plain commands in one MULTI/EXEC.
+    ok(
+        &["enqueue"],
+        Some(b"{\"kind\":\"a\",\"payload\":4}\n{\"kind\":\"a\",\"payload\":5}\n"),
+    );
     // Two envelopes that do not decode, so the consumer dead-letters (and, with a cap
     // of one, trims) them.
     let keys = weir::keys::QueueKeys::new(q).unwrap();
@@ -188,6 +193,21 @@ async fn weir_works_with_exactly_the_documented_acl() {
     ok(&["queues", "--forget", "gone", "--rate-window", "0s"], None);
     ok(&["workers"], None);
     ok(&["work", "--handler", "noop", "--drain", "--no-metrics"], None);
+    // A job that outlives a third of its lease: the lease is extended, so settle reads
+    // its score by id (ZMSCORE) instead of by the fetch token.
+    ok(&["enqueue"], Some(b"{\"kind\":\"long\",\"payload\":6}\n"));
+    ok(
+        &[
+            "work",
+            "--handler",
+            "sleep:1500ms",
+            "--visibility-timeout",
+            "1s",
+            "--drain",
+            "--no-metrics",
+        ],
+        None,
+    );
     ok(&["dlq", "requeue", "--kind", "a"], None);
     part(&["dlq", "delete", "none"]);
     ok(&["dlq", "purge", "--yes"], None);
