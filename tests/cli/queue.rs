@@ -59,9 +59,14 @@ async fn dlq_list_requeue_purge() {
     let q = ctx.queue.as_str();
     let o = cli(&ctx, &["dlq", "list", "-q", q], "");
     let out = text(&o.stdout);
-    assert_eq!(out.lines().count(), 3, "{out}");
+    assert_eq!(out.lines().count(), 4, "a header and three jobs: {out}");
+    assert!(out.starts_with("ID "), "{out}");
+    // A date and an age, not epoch milliseconds.
     assert!(
-        out.lines().any(|l| l.starts_with("a ") && l.ends_with("broke a")),
+        out.lines().any(|l| l.starts_with("a ")
+            && l.contains("Z (")
+            && l.contains(" ago)")
+            && l.ends_with("broke a")),
         "{out}"
     );
     let o = cli(&ctx, &["dlq", "list", "--json", "--limit", "2", "-q", q], "");
@@ -74,6 +79,13 @@ async fn dlq_list_requeue_purge() {
         rows.iter()
             .all(|r| r["reason"].as_str().unwrap().starts_with("broke"))
     );
+    for r in &rows {
+        // The time as RFC 3339 with its age; the envelope as JSON, not a string of it.
+        assert!(r["dead_at"].as_str().unwrap().ends_with('Z'), "{r}");
+        assert!(r["age_ms"].is_u64(), "{r}");
+        assert_eq!(r["envelope"]["id"], r["id"], "{r}");
+        assert!(r["envelope_text"].is_null(), "{r}");
+    }
 
     let o = cli(&ctx, &["dlq", "requeue", "a", "zz", "-q", q], "");
     assert_eq!(o.status.code(), Some(3), "done in part");

@@ -1,11 +1,12 @@
 //! `weir dlq list|requeue|delete|purge`: the dead-letter queue.
 
-use crate::output::{confirm, count, json, unattended};
+use crate::output::{confirm, count, json, table, unattended, when};
 use crate::{Common, parse_duration};
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::Queue;
+use weir::admin::types::Timestamp;
 
 #[derive(Args, Debug)]
 pub(crate) struct DlqArgs {
@@ -163,18 +164,56 @@ pub(crate) async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn list(q: &Queue, limit: usize, offset: usize, json: bool) -> weir::Result<()> {
-    for d in q.dead_jobs(offset, limit).await? {
-        if json {
-            println!("{}", serde_json::to_string(&d)?);
+/// One line of `weir dlq list --json` (see docs/cli-json.md).
+#[derive(serde::Serialize)]
+struct DeadListed<'a> {
+    id: &'a str,
+    dead_at: Timestamp,
+    age_ms: u64,
+    reason: Option<&'a str>,
+    /// The envelope as JSON, when it parses.
+    envelope: Option<&'a serde_json::value::RawValue>,
+    /// The envelope as stored, when it does not parse as JSON.
+    envelope_text: Option<&'a str>,
+}
+
+async fn list(q: &Queue, limit: usize, offset: usize, as_json: bool) -> weir::Result<()> {
+    let now = Timestamp::from(std::time::SystemTime::now());
+    let dead = q.dead_jobs(offset, limit).await?;
+    let mut rows = vec![vec![
+        "ID".to_owned(),
+        "DEAD-LETTERED".to_owned(),
+        "REASON".to_owned(),
+    ]];
+    for d in &dead {
+        let at = Timestamp(d.dead_at_ms);
+        if as_json {
+            let raw = d
+                .envelope
+                .as_deref()
+                .and_then(|e| serde_json::from_str::<&serde_json::value::RawValue>(e).ok());
+            json(&DeadListed {
+                id: &d.id,
+                dead_at: at,
+                age_ms: at.age(now).as_millis() as u64,
+                reason: d.reason.as_deref(),
+                envelope: raw,
+                envelope_text: if raw.is_none() {
+                    d.envelope.as_deref()
+                } else {
+                    None
+                },
+            })?;
         } else {
-            println!(
-                "{}  {}  {}",
-                d.id,
-                d.dead_at_ms,
-                d.reason.as_deref().unwrap_or("-")
-            );
+            rows.push(vec![
+                d.id.clone(),
+                when(at, now),
+                d.reason.as_deref().unwrap_or("-").to_owned(),
+            ]);
         }
+    }
+    if !as_json && rows.len() > 1 {
+        print!("{}", table(&rows));
     }
     Ok(())
 }
