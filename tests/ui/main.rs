@@ -45,6 +45,9 @@ impl Ui {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("weir ui runs");
+        // weir's reqwest has rustls without a default crypto provider (weir's HTTP
+        // handler passes its own); this plain-http client needs one installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
