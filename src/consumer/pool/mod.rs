@@ -22,6 +22,7 @@ pub use config::{MIN_JOB_TIMEOUT, PoolConfig};
 
 use crate::consumer::acker::{AckerMsg, Done};
 use crate::consumer::buffer::Buffer;
+use crate::consumer::gate::Share;
 use crate::consumer::runs::Runs;
 use crate::consumer::suspect::Suspects;
 use crate::handler::{BatchHandler, Registry, Route};
@@ -43,6 +44,8 @@ pub(crate) struct Pool {
     pub limiter: Option<Arc<Limiter>>,
     /// Jobs/s cap, taken before a concurrency slot.
     pub rate: Arc<RateGate>,
+    /// With a budget shared by several queues: slots come from its gate, not `limit`.
+    pub share: Option<Share>,
     pub buffer: Arc<Buffer>,
     pub acker: mpsc::Sender<AckerMsg>,
     pub metrics: QueueMetrics,
@@ -163,15 +166,19 @@ impl Pool {
     }
 
     /// A rate token, then a slot. In that order: a job waiting on the rate must not hold
-    /// a slot, or the concurrency limit would look binding and grow for nothing.
+    /// a slot, or the concurrency limit would look binding and grow for nothing. (With a
+    /// shared budget, the gate takes the process-wide token and slot in the same order.)
     pub(crate) async fn permit(&self, shutdown: &CancellationToken) -> Option<Permit> {
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => None,
             p = async {
                 self.rate.until_ready().await;
-                self.limit.acquire().await
-            } => Some(p),
+                match &self.share {
+                    None => Some(self.limit.acquire().await),
+                    Some(share) => share.acquire().await,
+                }
+            } => p,
         }
     }
 
