@@ -2,18 +2,27 @@
 //! budget (the concurrency [`Limit`] and the jobs/s [`RateGate`]) shared by the pools of
 //! several queues, granted slot by slot in proportion to the queues' weights.
 //!
-//! A queue's pool asks for a slot when it has a job to start ([`Gate::acquire`]); a pool
-//! with nothing buffered asks for nothing, so its share goes to the others and no slot
-//! sits idle while any queue has work. One task ([`Gate::run`]) takes a rate token, then a
-//! slot, and hands the slot to the waiting queue whose turn it is, by stride scheduling:
-//! each queue has a pass, the waiting queue with the lowest pass gets the slot and its
-//! pass grows by `STRIDE / weight`. So over any stretch where several queues wait, their
-//! grants are in the ratio of their weights. A queue that starts waiting again begins no
-//! lower than the pass of the last grant: it cannot bank the turns it did not use.
+//! One task ([`Gate::run`]) takes a rate token, then a slot, and hands the slot to the
+//! queue whose turn it is, by stride scheduling: each queue has a pass, the queue of
+//! lowest pass among those that want a slot gets it, and its pass grows by
+//! `STRIDE / weight`. So over any stretch where several queues want slots, their grants
+//! are in the ratio of their weights. A queue that comes back after wanting nothing starts
+//! from the pass of the last grant: it cannot bank the turns it did not use.
+//!
+//! A queue wants a slot while its pool asks for one ([`Gate::acquire`]) or while it holds
+//! fetched jobs that are not yet granted one: a slot granted then is parked for the pool,
+//! which takes it at its next ask. Without parking, slots that free up together (jobs
+//! that finish in the same timer tick) would all go to whichever pools happen to be
+//! asking at that instant, not by weight. A queue that holds nothing wants nothing, so its
+//! share goes to the others and no slot sits idle while any queue has work. Parked slots
+//! go back to the limit (and their pass is refunded) when the pool has no more jobs to
+//! start ([`Share::unpark`]): a job that needed none (a kind without a handler, the jobs of
+//! one batch-handler call) must not keep a slot from the other queues.
 //!
 //! The gate only orders starts: which jobs of a queue run first is still its fetch
 //! script's business (highest priority first).
 
+use crate::consumer::buffer::Buffer;
 use crate::limiter::RateGate;
 use crate::limiter::limit::{Limit, Permit};
 use std::collections::VecDeque;
@@ -31,14 +40,14 @@ pub(crate) struct Gate {
     limit: Arc<Limit>,
     rate: Arc<RateGate>,
     lanes: Mutex<Lanes>,
-    /// Told when a queue starts waiting.
-    waiting: Notify,
+    /// Told when a pool asks for a slot.
+    asked: Notify,
 }
 
 #[derive(Debug)]
 struct Lanes {
     lanes: Vec<Lane>,
-    /// The pass of the last grant: where a queue that starts waiting again begins.
+    /// The pass of the last grant: where a queue that wanted nothing comes back.
     now: u64,
 }
 
@@ -49,31 +58,44 @@ struct Lane {
     pass: u64,
     /// Its pool's requests (a suspect asks beside the pool's dispatch), oldest first.
     waiters: VecDeque<oneshot::Sender<Permit>>,
+    /// Slots granted ahead of the pool's ask.
+    parked: Vec<Permit>,
+    /// The queue's fetched, un-started jobs.
+    buffer: Arc<Buffer>,
+    /// Its pool has stopped: it wants nothing more.
+    closed: bool,
 }
 
 impl Lane {
-    /// Whether anyone still waits here (a request whose future was dropped does not).
-    fn waiting(&mut self) -> bool {
+    /// Whether this queue wants a slot: its pool asks (a request whose future was dropped
+    /// does not count), or it holds more fetched jobs than parked slots.
+    fn wants(&mut self) -> bool {
+        if self.closed {
+            return false;
+        }
         self.waiters.retain(|w| !w.is_closed());
-        !self.waiters.is_empty()
+        !self.waiters.is_empty() || self.buffer.len() > self.parked.len()
     }
 }
 
-/// One queue's way to the shared budget: its lane at the gate, and the count of its own
-/// running jobs.
+/// One queue's way to the shared budget: its lane at the gate, its buffer (which the gate
+/// reads), and the count of its own running jobs.
 #[derive(Debug, Clone)]
 pub(crate) struct Share {
     gate: Arc<Gate>,
     lane: usize,
+    buffer: Arc<Buffer>,
     running: Arc<Limit>,
 }
 
 impl Share {
     /// The queue of `lane` at `gate`.
     pub(crate) fn new(gate: Arc<Gate>, lane: usize) -> Self {
+        let buffer = gate.lock().lanes[lane].buffer.clone();
         Self {
             gate,
             lane,
+            buffer,
             // Never acquired from: it only counts (`Limit::count`).
             running: Limit::new(1),
         }
@@ -84,11 +106,36 @@ impl Share {
         &self.running
     }
 
+    /// The buffer the queue's fetcher and pool must use: the gate reads it.
+    pub(crate) fn buffer(&self) -> &Arc<Buffer> {
+        &self.buffer
+    }
+
     /// A shared slot when this queue's turn comes, counted among its running jobs; none
-    /// once the gate has stopped.
+    /// once the gate or this queue's lane has stopped.
     pub(crate) async fn acquire(&self) -> Option<Permit> {
         let slot = self.gate.acquire(self.lane).await?;
         Some(self.running.count(slot))
+    }
+
+    /// Gives back the slots parked for this queue: its pool has nothing more to start now.
+    pub(crate) fn unpark(&self) {
+        let mut l = self.gate.lock();
+        let lane = &mut l.lanes[self.lane];
+        let n = lane.parked.len() as u64;
+        lane.pass = lane.pass.saturating_sub(n * lane.stride);
+        // Dropped outside the lock would be tidier, but a permit's drop takes no lock
+        // of the gate's: the slots go straight back to the limit.
+        lane.parked.clear();
+    }
+
+    /// The queue's pool has stopped: its parked slots go back, and it wants no more.
+    pub(crate) fn close(&self) {
+        let mut l = self.gate.lock();
+        let lane = &mut l.lanes[self.lane];
+        lane.closed = true;
+        lane.parked.clear();
+        lane.waiters.clear();
     }
 }
 
@@ -102,45 +149,51 @@ impl Gate {
                 stride: STRIDE / u64::from(w.max(1)),
                 pass: 0,
                 waiters: VecDeque::new(),
+                parked: Vec::new(),
+                buffer: Arc::default(),
+                closed: false,
             })
             .collect();
         Arc::new(Self {
             limit,
             rate,
             lanes: Mutex::new(Lanes { lanes, now: 0 }),
-            waiting: Notify::new(),
+            asked: Notify::new(),
         })
     }
 
-    /// A slot of the shared limit for the queue of `lane`, when its turn comes; none once
-    /// the gate has stopped. Cancel-safe: a request dropped before its grant takes nothing.
-    pub(crate) async fn acquire(&self, lane: usize) -> Option<Permit> {
+    /// A slot of the shared limit for the queue of `lane`: a parked one at once, else when
+    /// its turn comes; none once the gate or the lane has stopped. Cancel-safe: a request
+    /// dropped before its grant takes nothing.
+    async fn acquire(&self, lane: usize) -> Option<Permit> {
         let (tx, rx) = oneshot::channel();
         {
             let mut l = self.lock();
-            let now = l.now;
             let me = &mut l.lanes[lane];
-            if !me.waiting() {
-                me.pass = me.pass.max(now);
+            if me.closed {
+                return None;
+            }
+            if let Some(p) = me.parked.pop() {
+                return Some(p);
             }
             me.waiters.push_back(tx);
         }
-        self.waiting.notify_one();
+        self.asked.notify_one();
         rx.await.ok()
     }
 
-    /// Grants slots until `stop`: a rate token, then a slot, then to the waiting queue of
-    /// lowest pass.
+    /// Grants slots until `stop`: a rate token, then a slot, then to the queue of lowest
+    /// pass among those that want one.
     pub(crate) async fn run(self: Arc<Self>, stop: CancellationToken) {
         loop {
             loop {
-                let wake = self.waiting.notified();
-                if self.lock().lanes.iter_mut().any(Lane::waiting) {
+                let asked = self.asked.notified();
+                if self.lock().lanes.iter_mut().any(Lane::wants) {
                     break;
                 }
                 tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = wake => {}
+                    _ = asked => {}
                 }
             }
             let permit = tokio::select! {
@@ -154,28 +207,34 @@ impl Gate {
         }
     }
 
-    /// Hands `permit` to the waiting queue of lowest pass (ties: the first listed); with
-    /// nobody waiting any more, it goes back to the limit.
+    /// Hands `permit` to the queue of lowest pass that wants one (ties: the first listed):
+    /// to its oldest request, or parked for its next. With no queue wanting one any more,
+    /// it goes back to the limit.
     fn grant(&self, mut permit: Permit) {
         let mut l = self.lock();
+        let now = l.now;
         loop {
             let next = l
                 .lanes
                 .iter_mut()
                 .enumerate()
-                .filter_map(|(i, lane)| lane.waiting().then_some((lane.pass, i)))
+                .filter_map(|(i, lane)| lane.wants().then_some((lane.pass.max(now), i)))
                 .min();
             let Some((pass, i)) = next else { return };
             let lane = &mut l.lanes[i];
-            let tx = lane.waiters.pop_front().expect("a waiting lane has a request");
-            match tx.send(permit) {
-                Ok(()) => {
-                    lane.pass += lane.stride;
-                    l.now = pass;
+            lane.pass = pass + lane.stride;
+            l.now = pass;
+            let lane = &mut l.lanes[i];
+            match lane.waiters.pop_front() {
+                None => {
+                    lane.parked.push(permit);
                     return;
                 }
-                // Dropped since: the next request has it.
-                Err(p) => permit = p,
+                Some(tx) => match tx.send(permit) {
+                    Ok(()) => return,
+                    // Dropped since: the turn goes on.
+                    Err(p) => permit = p,
+                },
             }
         }
     }
@@ -253,6 +312,51 @@ mod tests {
         }
         let ones = order.iter().filter(|&&i| i == 1).count();
         assert_eq!(ones, 3, "{order:?}");
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    /// Yields until `ok` holds (the gate's task runs meanwhile); fails after many turns.
+    async fn settle(what: &str, ok: impl Fn() -> bool) {
+        for _ in 0..10_000 {
+            if ok() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("{what}");
+    }
+
+    fn parked(gate: &Gate) -> Vec<usize> {
+        gate.lock().lanes.iter().map(|l| l.parked.len()).collect()
+    }
+
+    #[tokio::test]
+    async fn slots_are_parked_by_weight_for_fetched_jobs_and_given_back() {
+        let limit = Limit::new(4);
+        let gate = Gate::new(limit.clone(), Arc::new(RateGate::default()), &[1, 3]);
+        let (a, b) = (Share::new(gate.clone(), 0), Share::new(gate.clone(), 1));
+        a.buffer().add(10);
+        b.buffer().add(10);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(gate.clone().run(stop.clone()));
+        // No pool asks yet: the four slots are parked, by weight.
+        settle("every slot parked", || limit.in_flight() == 4).await;
+        assert_eq!(parked(&gate), [1, 3]);
+        // A parked slot is taken at once, and counted as the queue's.
+        let running = b.acquire().await.expect("parked");
+        b.buffer().take(1);
+        assert_eq!((b.running().in_flight(), parked(&gate)), (1, vec![1, 2]));
+        // b has nothing more to start: its parked slots go to a, which still has jobs.
+        b.buffer().take(9);
+        b.unpark();
+        settle("b's slots parked for a", || parked(&gate) == [3, 0]).await;
+        // a's pool stops: its slots go back to the limit, and nobody wants more.
+        a.close();
+        assert_eq!(limit.in_flight(), 1, "only the running job");
+        assert!(a.acquire().await.is_none(), "a closed lane gets nothing");
+        drop(running);
+        assert_eq!((limit.in_flight(), b.running().in_flight()), (0, 0));
         stop.cancel();
         task.await.unwrap();
     }

@@ -41,7 +41,6 @@ pub use handle::{Backlog, Handle, Report};
 pub use multi::{MultiConsumer, WeightedQueue};
 
 use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
-use crate::consumer::buffer::Buffer;
 use crate::consumer::fetcher::Fetcher;
 use crate::consumer::gate::Share;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
@@ -223,7 +222,11 @@ impl Consumer {
         }
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();
         let (acker_tx, acker_rx) = mpsc::channel(c.acker.channel_capacity());
-        let buffer = Arc::new(Buffer::default());
+        // With a shared budget, the gate reads the queue's buffer: it is the share's.
+        let buffer = self
+            .share
+            .as_ref()
+            .map_or_else(Arc::default, |s| s.buffer().clone());
         let leases = Arc::new(Leases::new(self.backlog.clone()));
         let queue_backlog = Arc::new(AtomicBool::new(false));
         // Wakes the drain watch: a flush written, a fetch that came back empty.

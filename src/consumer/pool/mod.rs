@@ -62,6 +62,12 @@ impl Pool {
     pub(crate) async fn run(self, mut jobs: mpsc::UnboundedReceiver<Vec<Job>>, shutdown: CancellationToken) {
         let this = Arc::new(self);
         loop {
+            if let Some(share) = &this.share
+                && jobs.is_empty()
+            {
+                // Nothing more to start for now: slots parked for this queue go back.
+                share.unpark();
+            }
             let batch = tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
@@ -70,6 +76,9 @@ impl Pool {
             if !this.dispatch(batch, &shutdown).await {
                 break;
             }
+        }
+        if let Some(share) = &this.share {
+            share.close();
         }
     }
 
