@@ -217,7 +217,8 @@ impl Consumer {
         } else {
             QueueMetrics::disabled(&c.queue)
         };
-        if let (Some(l), true) = (&self.limiter, c.metrics) {
+        // A limiter shared by several queues is labelled by the MultiConsumer.
+        if let (Some(l), true, None) = (&self.limiter, c.metrics, &self.share) {
             l.attach_metrics(LimiterMetrics::new(&c.queue));
         }
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();

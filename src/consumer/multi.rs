@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::handler::Registry;
 use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, RateGate};
+use crate::metrics::LimiterMetrics;
 use crate::redis::conn::Redis;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::HashSet;
@@ -114,7 +115,8 @@ impl std::fmt::Display for WeightedQueue {
 ///
 /// A queue's stored runtime rate (`weir limits set --rate`) caps that queue's starts;
 /// stored concurrency bounds are not applied (the limit is the process's, not one
-/// queue's). In drain mode each queue's pipeline stops once its queue is empty, and
+/// queue's). The adaptive limiter's metrics carry the queue names joined by commas as
+/// their `queue` label; every other metric is the queue's own. In drain mode each queue's pipeline stops once its queue is empty, and
 /// [`MultiConsumer::run`] returns when all have.
 ///
 /// ```no_run
@@ -133,6 +135,8 @@ pub struct MultiConsumer {
     queues: Vec<WeightedQueue>,
     gate: Arc<Gate>,
     rate: Arc<RateGate>,
+    /// The process-wide adaptive limiter, if any, and whether metrics are recorded.
+    limiter: (Option<Arc<Limiter>>, bool),
 }
 
 impl MultiConsumer {
@@ -176,6 +180,7 @@ impl MultiConsumer {
             queues,
             gate,
             rate,
+            limiter: (limiter, config.metrics),
         })
     }
 
@@ -206,6 +211,11 @@ impl MultiConsumer {
     /// returned.
     pub async fn run(self, shutdown: CancellationToken) -> Result<Vec<(String, Report)>> {
         let stop = shutdown.child_token();
+        if let (Some(l), true) = &self.limiter {
+            // One limiter for the process: its metrics carry every queue's name.
+            let names: Vec<&str> = self.queues.iter().map(|q| q.queue.as_str()).collect();
+            l.attach_metrics(LimiterMetrics::new(&names.join(",")));
+        }
         // The gate grants until every pipeline is done (or this future is dropped).
         let gate_stop = CancellationToken::new();
         let _gate_guard = gate_stop.clone().drop_guard();
