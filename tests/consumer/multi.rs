@@ -117,6 +117,49 @@ async fn weights_divide_the_slots_while_both_queues_have_work() {
     assert_empty(&ctx, 0).await;
 }
 
+/// `rate` binds the process, not each queue: under a jobs/s cap that binds (handlers that
+/// finish at once, a limit far above what runs), the starts still follow the weights. Were
+/// the cap each queue's own, both would start at the full rate, 1:1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_is_the_processs_and_the_weights_divide_it() {
+    let ctx = Ctx::new("multi-rate").await;
+    let (b, _) = ctx.other_queue("multi-rate-b");
+    const N: usize = 300;
+    ctx.producer().enqueue_bulk(jobs("k", "a-", N)).await.unwrap();
+    let pb = weir::Producer::new(ctx.c(), &b).unwrap();
+    pb.enqueue_bulk(jobs("k", "b-", N)).await.unwrap();
+
+    let starts = Starts::default();
+    let mut cfg = config(&ctx);
+    cfg.concurrency = 64;
+    cfg.rate = Some("400/s".parse::<weir::Rate>().unwrap().with_burst(4));
+    let queues = vec![WeightedQueue::new(&ctx.queue, 1), WeightedQueue::new(&b, 3)];
+    let consumer =
+        MultiConsumer::new(cfg, queues, ctx.redis.clone(), starts.registry(Duration::ZERO)).unwrap();
+    let shutdown = weir::CancellationToken::new();
+    let task = tokio::spawn(consumer.run(shutdown.clone()));
+    wait_until("300 starts", SOON, || async { starts.order().len() >= 300 }).await;
+    shutdown.cancel();
+    let reports = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("stops within 30 s")
+        .unwrap()
+        .unwrap();
+
+    // b's 225-odd starts stay under its 300: both had work throughout the window.
+    let order = starts.order();
+    let window = &order[20..300];
+    let from_a = window.iter().filter(|id| id.starts_with("a-")).count();
+    let from_b = window.len() - from_a;
+    let ratio = from_b as f64 / from_a.max(1) as f64;
+    assert!(
+        (2.2..=4.0).contains(&ratio),
+        "starts b:a = {from_b}:{from_a} ({ratio:.2}), want about 3"
+    );
+    let acked: u64 = reports.iter().map(|(_, r)| r.acked).sum();
+    assert_eq!(acked, order.len() as u64, "every started job acked");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_with_nothing_ready_leaves_the_whole_budget_to_the_other() {
     let ctx = Ctx::new("multi-idle").await;
