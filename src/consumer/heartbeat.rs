@@ -42,6 +42,8 @@ const DEREGISTER_TIMEOUT: Duration = Duration::from_secs(1);
 pub(crate) struct Registration {
     pub(crate) record: WorkerRecord,
     pub(crate) limit: Arc<Limit>,
+    /// The consumer's running jobs (with a limit shared by several queues, its own).
+    pub(crate) running: Arc<Limit>,
 }
 
 /// The heartbeat task.
@@ -105,7 +107,7 @@ impl Heartbeat {
         let r = &self.registration;
         let (id, fields) = (
             r.record.id.clone(),
-            r.record.fields(r.limit.get(), r.limit.in_flight()),
+            r.record.fields(r.limit.get(), r.running.in_flight()),
         );
         async move { scripts::worker_beat(&mut conn, &keys, &id, ttl.as_millis() as u64, &fields).await }
     }

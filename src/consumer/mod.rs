@@ -23,10 +23,12 @@ pub mod acker;
 pub(crate) mod buffer;
 mod config;
 pub(crate) mod fetcher;
+mod gate;
 mod handle;
 mod heartbeat;
 pub mod housekeeping;
 mod leases;
+mod multi;
 pub mod pool;
 mod runs;
 pub mod settings;
@@ -36,10 +38,11 @@ mod wake;
 
 pub use config::ConsumerConfig;
 pub use handle::{Backlog, Handle, Report};
+pub use multi::{MultiConsumer, WeightedQueue};
 
 use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
-use crate::consumer::buffer::Buffer;
 use crate::consumer::fetcher::Fetcher;
+use crate::consumer::gate::Share;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
 use crate::consumer::housekeeping::{CronTask, DrainWatch, Reclaimer, Sampler, SettingsWatch};
 use crate::consumer::leases::Leases;
@@ -60,15 +63,22 @@ use std::sync::atomic::AtomicBool;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-/// A consumer of one queue.
+/// A consumer of one queue. (Several queues with weights: [`MultiConsumer`].)
 #[derive(Debug)]
 pub struct Consumer {
     config: ConsumerConfig,
     redis: Redis,
     registry: Arc<Registry>,
     limit: Arc<Limit>,
+    /// Counts this consumer's running jobs: `limit` itself, or, when the limit is shared
+    /// with other queues, a count of this queue's own.
+    running: Arc<Limit>,
     limiter: Option<Arc<Limiter>>,
+    /// The jobs/s cap: the consumer's, or (when the budget is shared) this queue's own, on
+    /// top of the process-wide one the gate applies.
     rate: Arc<RateGate>,
+    /// With a shared budget: the gate that grants its slots, and this queue's lane.
+    share: Option<Share>,
     tally: Arc<Tally>,
     backlog: Arc<Backlog>,
 }
@@ -92,10 +102,40 @@ impl Consumer {
             config,
             redis,
             registry: Arc::new(registry),
+            running: limit.clone(),
             limit,
+            share: None,
             tally: Arc::default(),
             backlog: Arc::default(),
         })
+    }
+
+    /// The consumer of one queue of a [`MultiConsumer`]: its slots come through `share`,
+    /// from the process-wide `limit` (driven by `limiter`); `config` is checked already.
+    pub(crate) fn sharing(
+        config: ConsumerConfig,
+        redis: Redis,
+        registry: Arc<Registry>,
+        (limit, limiter): (Arc<Limit>, Option<Arc<Limiter>>),
+        share: Share,
+    ) -> Result<Self> {
+        Ok(Self {
+            rate: Arc::new(RateGate::new(config.rate)?),
+            config,
+            redis,
+            registry,
+            limit,
+            running: share.running().clone(),
+            limiter,
+            share: Some(share),
+            tally: Arc::default(),
+            backlog: Arc::default(),
+        })
+    }
+
+    /// The queue it consumes.
+    pub fn queue(&self) -> &str {
+        &self.config.queue
     }
 
     /// Handles to watch and steer the consumer while it runs.
@@ -134,7 +174,7 @@ impl Consumer {
         tracing::info!("stopping: no more fetches; finishing running jobs");
         tasks.join(started.fetcher).await;
         tasks.join(started.pool).await;
-        let idle = tokio::time::timeout(c.shutdown_timeout, self.limit.wait_idle())
+        let idle = tokio::time::timeout(c.shutdown_timeout, self.running.wait_idle())
             .await
             .is_ok();
         steps.finish_acks.cancel();
@@ -177,12 +217,17 @@ impl Consumer {
         } else {
             QueueMetrics::disabled(&c.queue)
         };
-        if let (Some(l), true) = (&self.limiter, c.metrics) {
+        // A limiter shared by several queues is labelled by the MultiConsumer.
+        if let (Some(l), true, None) = (&self.limiter, c.metrics, &self.share) {
             l.attach_metrics(LimiterMetrics::new(&c.queue));
         }
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();
         let (acker_tx, acker_rx) = mpsc::channel(c.acker.channel_capacity());
-        let buffer = Arc::new(Buffer::default());
+        // With a shared budget, the gate reads the queue's buffer: it is the share's.
+        let buffer = self
+            .share
+            .as_ref()
+            .map_or_else(Arc::default, |s| s.buffer().clone());
         let leases = Arc::new(Leases::new(self.backlog.clone()));
         let queue_backlog = Arc::new(AtomicBool::new(false));
         // Wakes the drain watch: a flush written, a fetch that came back empty.
@@ -205,6 +250,7 @@ impl Consumer {
         let registration = Registration {
             record: WorkerRecord::new(tag.clone()),
             limit: self.limit.clone(),
+            running: self.running.clone(),
         };
         let heartbeat = Heartbeat::new(beat_conn, keys.clone(), c.lease, leases.clone(), registration);
         let heartbeat = tasks.spawn("heartbeat", heartbeat.run(steps.stop_housekeeping.clone()));
@@ -234,6 +280,7 @@ impl Consumer {
             limit: self.limit.clone(),
             limiter: self.limiter.clone(),
             rate: self.rate.clone(),
+            share: self.share.clone(),
             buffer,
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
@@ -242,7 +289,7 @@ impl Consumer {
             inline: Default::default(),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
-        let drain = DrainWatch::new(conn.clone(), keys.clone(), self.limit.clone(), leases, nudge);
+        let drain = DrainWatch::new(conn.clone(), keys.clone(), self.running.clone(), leases, nudge);
         let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics, drain);
         Started {
             fetcher,
@@ -282,13 +329,19 @@ impl Consumer {
             CronTask::new(conn.clone(), keys.clone()).run(stop.clone()),
         );
         if let Some(every) = c.settings_poll {
-            let limiter = self.limiter.clone().zip(c.limiter.clone());
+            // A limiter shared with other queues is no one queue's to tune.
+            let limiter = self
+                .limiter
+                .clone()
+                .zip(c.limiter.clone())
+                .filter(|_| self.share.is_none());
             let rate = (self.rate.clone(), c.rate);
             let watch = SettingsWatch::new(every, conn.clone(), &keys, limiter, rate);
             tasks.spawn("settings watch", watch.run(stop.clone()));
         }
         if c.metrics {
-            let sampler = Sampler::new(conn.clone(), keys.clone(), self.limit.clone(), metrics);
+            let limits = (self.limit.clone(), self.running.clone());
+            let sampler = Sampler::new(conn.clone(), keys.clone(), limits, metrics);
             tasks.spawn("sampler", sampler.run(stop.clone()));
         }
         if c.drain {

@@ -84,6 +84,20 @@ impl Limit {
         Permit {
             permit: Some(permit),
             limit: self.clone(),
+            slot: None,
+        }
+    }
+
+    /// Counts `slot` (a permit of another limit, shared with other queues) among this
+    /// limit's jobs until it drops, without taking a slot of this one: one queue's share
+    /// of a limit that several queues draw from (its running jobs, its idle wait).
+    pub(crate) fn count(self: &Arc<Self>, slot: Permit) -> Permit {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+        Permit {
+            permit: None,
+            limit: self.clone(),
+            slot: Some(Box::new(slot)),
         }
     }
 
@@ -104,6 +118,9 @@ impl Limit {
 pub struct Permit {
     permit: Option<OwnedSemaphorePermit>,
     limit: Arc<Limit>,
+    /// With [`Limit::count`]: the permit of the shared limit, given back after this one
+    /// is counted out.
+    slot: Option<Box<Permit>>,
 }
 
 impl Drop for Permit {
@@ -121,6 +138,8 @@ impl Drop for Permit {
         if self.limit.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
             self.limit.idle.notify_waiters();
         }
+        // Counted out of this limit first, then the shared slot goes back.
+        drop(self.slot.take());
     }
 }
 
@@ -161,5 +180,28 @@ mod tests {
         });
         drop(b);
         waiter.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_counted_permit_holds_the_shared_slot_and_counts_in_its_own_limit() {
+        let (shared, lane) = (Limit::new(2), Limit::new(1));
+        let a = lane.count(shared.acquire().await);
+        let b = lane.count(shared.acquire().await);
+        assert_eq!(
+            (shared.in_flight(), lane.in_flight(), lane.take_peak()),
+            (2, 2, 2)
+        );
+        assert_eq!(shared.sem.available_permits(), 0);
+        assert_eq!(
+            lane.sem.available_permits(),
+            1,
+            "the lane's own semaphore untouched"
+        );
+        drop(a);
+        assert_eq!((shared.in_flight(), lane.in_flight()), (1, 1));
+        assert_eq!(shared.sem.available_permits(), 1);
+        drop(b);
+        assert_eq!((shared.in_flight(), lane.in_flight()), (0, 0));
+        lane.wait_idle().await;
     }
 }

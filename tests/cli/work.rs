@@ -194,3 +194,188 @@ async fn second_signal_exits_at_once() {
     let s = ctx.stats().await;
     assert_eq!(s.in_flight + s.ready_total(), 1, "the job is still there");
 }
+
+/// `n` jobs of kind `k` in `queue`, ids `{prefix}{i}`.
+async fn seed_queue(ctx: &Ctx, queue: &str, prefix: &str, n: usize) {
+    let jobs = (0..n).map(|i| weir::NewJob::new("k", &i).unwrap().id(format!("{prefix}{i}")));
+    let p = weir::Producer::new(ctx.c(), queue).unwrap();
+    assert_eq!(p.enqueue_bulk(jobs).await.unwrap().enqueued, n as u64);
+}
+
+/// The ids of the jobs `print` wrote, one JSON line each.
+fn printed_ids(o: &std::process::Output) -> Vec<String> {
+    text(&o.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+            v["id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// Every job of each queue was acked once, in its own queue, and nothing is left.
+async fn each_acked_once_in_its_own_queue(ctx: &Ctx, ids: &[String], queues: &[(&str, &str, usize)]) {
+    let mut sorted = ids.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len(), "no job ran twice");
+    for &(q, prefix, n) in queues {
+        let ran = ids.iter().filter(|id| id.starts_with(prefix)).count();
+        assert_eq!(ran, n, "{q}: every job ran");
+        let s = weir::Queue::new(ctx.c(), q).unwrap().stats().await.unwrap();
+        assert_eq!(s.counters.get("acked").copied(), Some(n as u64), "{q}: {s:?}");
+        assert_eq!((s.pending(), s.dead), (0, 0), "{q}: {s:?}");
+    }
+}
+
+/// `--queue a --queue b:2 --drain`: both queues drained by one process, each job acked once
+/// in its own queue; the summary gives the total and each queue's line.
+#[tokio::test]
+async fn work_drains_several_queues_each_job_acked_once_in_its_own_queue() {
+    let ctx = Ctx::new("cli-multi").await;
+    let (b, _) = ctx.other_queue("cli-multi-b");
+    seed_queue(&ctx, &ctx.queue, "a-", 150).await;
+    seed_queue(&ctx, &b, "b-", 200).await;
+    let b2 = format!("{b}:2");
+    let args = [
+        "work",
+        "--handler",
+        "print",
+        "--drain",
+        "--no-metrics",
+        "--concurrency",
+        "8",
+        "--batch",
+        "40",
+        "--queue",
+        &ctx.queue,
+        "--queue",
+        &b2,
+    ];
+    let o = cli_within(&ctx, &args, LIMIT);
+    no_panic(&o);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("350 acked"), "{err}");
+    assert!(err.contains(&format!("  {}: 150 acked", ctx.queue)), "{err}");
+    assert!(err.contains(&format!("  {b}: 200 acked")), "{err}");
+    let queues = [(ctx.queue.as_str(), "a-", 150), (b.as_str(), "b-", 200)];
+    each_acked_once_in_its_own_queue(&ctx, &printed_ids(&o), &queues).await;
+}
+
+/// `WEIR_QUEUE` holds a comma-separated list, as `--queue` does.
+#[tokio::test]
+async fn weir_queue_takes_a_comma_separated_list() {
+    let ctx = Ctx::new("cli-multi-env").await;
+    let (b, _) = ctx.other_queue("cli-multi-env-b");
+    seed_queue(&ctx, &ctx.queue, "a-", 30).await;
+    seed_queue(&ctx, &b, "b-", 40).await;
+    let o = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["work", "--handler", "print", "--drain", "--no-metrics"])
+        .env("REDIS_URL", &ctx.url)
+        .env("WEIR_QUEUE", format!("{},{b}:3", ctx.queue))
+        .env_remove("WEIR_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let queues = [(ctx.queue.as_str(), "a-", 30), (b.as_str(), "b-", 40)];
+    each_acked_once_in_its_own_queue(&ctx, &printed_ids(&o), &queues).await;
+}
+
+/// While it runs, `weir workers --queue Q` shows the process under each of its queues; a
+/// SIGTERM stops every queue's pipeline and removes the entries.
+#[tokio::test]
+async fn workers_shows_the_process_under_each_queue() {
+    let ctx = Ctx::new("cli-multi-workers").await;
+    let (b, _) = ctx.other_queue("cli-multi-workers-b");
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "work",
+            "--handler",
+            "noop",
+            "--no-metrics",
+            "--queue",
+            &ctx.queue,
+            "--queue",
+            &b,
+        ])
+        .env("REDIS_URL", &ctx.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let workers = |q: &str| {
+        let o = cli(&ctx, &["workers", "--json", "--queue", q], "");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["pid"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    for q in [ctx.queue.as_str(), b.as_str()] {
+        wait_until("an entry for each queue", Duration::from_secs(15), || async {
+            workers(q) == [u64::from(pid)]
+        })
+        .await;
+    }
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        workers(&ctx.queue).is_empty() && workers(&b).is_empty(),
+        "entries removed"
+    );
+}
+
+/// A weight of 0, a weight that is not a number, a queue given twice: one line naming the
+/// problem, exit 2, and the queue untouched.
+#[tokio::test]
+async fn bad_queue_values_are_refused_before_any_job_is_fetched() {
+    let ctx = Ctx::new("cli-multi-bad").await;
+    let ids = seed_jobs(&ctx, 5).await;
+    let q = ctx.queue.as_str();
+    let (zero, word, big, twice) = (
+        format!("{q}:0"),
+        format!("{q}:x"),
+        format!("{q}:1001"),
+        format!("{q}:2"),
+    );
+    for (extra, says) in [
+        (
+            vec!["-q", "other", "-q", &zero],
+            "weight must be between 1 and 1000, not 0",
+        ),
+        (
+            vec!["-q", &word],
+            "weight \"x\" is not a whole number between 1 and 1000",
+        ),
+        (vec!["-q", &big], "weight must be between 1 and 1000, not 1001"),
+        (vec!["-q", q, "-q", &twice], "is listed twice"),
+        (vec!["-q", "other,bad name"], "invalid queue name"),
+    ] {
+        let args = [
+            &["work", "--handler", "noop", "--drain", "--no-metrics"][..],
+            &extra,
+        ]
+        .concat();
+        let o = cli_within(&ctx, &args, LIMIT);
+        no_panic(&o);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.starts_with("error:") && err.contains(says),
+            "{extra:?}: {err}"
+        );
+        untouched(&ctx, &ids).await;
+    }
+}

@@ -12,6 +12,7 @@ mod crash;
 mod failures;
 mod flow;
 mod load;
+mod multi;
 mod options;
 mod poison;
 mod resilience;

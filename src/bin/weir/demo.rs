@@ -4,7 +4,7 @@
 //! metrics off and on, alternating, and prints the cost of recording them.
 
 use crate::work::WorkArgs;
-use crate::{Common, work};
+use crate::{Connect, work};
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -98,13 +98,7 @@ pub(crate) async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
 /// missing.
 async fn round(a: &DemoArgs, producer: &Producer, url: &str, metrics: bool) -> weir::Result<Option<f64>> {
     let loaded = enqueue(a, producer).await?;
-    let mut work_args = WorkArgs::defaults(Common {
-        queue: QUEUE.into(),
-        redis_url: url.to_owned(),
-        tls_ca: None,
-        tls_cert: None,
-        tls_key: None,
-    });
+    let mut work_args = WorkArgs::defaults(Connect::url(url), QUEUE);
     work_args.concurrency = a.concurrency;
     work_args.batch = a.batch;
     work_args.drain = true;

@@ -88,7 +88,8 @@ enum LogFormat {
 enum Command {
     /// Enqueue jobs from NDJSON (a file, or standard input), in bulk.
     Enqueue(enqueue::EnqueueArgs),
-    /// Run a consumer until SIGINT/SIGTERM (or, with --drain, until the queue is empty).
+    /// Run a consumer of one queue or several until SIGINT/SIGTERM (or, with --drain,
+    /// until they are empty).
     Work(work::WorkArgs),
     /// Show or change the limits running consumers apply within a second (no restart).
     Limits(limits::LimitsArgs),
@@ -126,12 +127,21 @@ enum Command {
     Functions(functions::FunctionsArgs),
 }
 
-/// Options every subcommand takes.
+/// Options every subcommand takes: the queue, and how to reach Redis.
 #[derive(Args, Clone, Debug)]
 pub struct Common {
     /// Queue name.
     #[arg(long, short, default_value = "default", global = true)]
     pub queue: String,
+    /// How to reach Redis.
+    #[command(flatten)]
+    pub connect: Connect,
+}
+
+/// How to reach Redis (every subcommand; `weir work` takes its queues on their own, as it
+/// may consume several).
+#[derive(Args, Clone, Debug)]
+pub struct Connect {
     /// Redis URL (redis:// or rediss://).
     #[arg(
         long,
@@ -153,16 +163,33 @@ pub struct Common {
     pub tls_key: Option<PathBuf>,
 }
 
-impl Common {
-    /// The Redis endpoint these options name. Checks the queue name first: a bad one is a
-    /// usage error, reported as such even when Redis is down.
+impl Connect {
+    /// The Redis endpoint these options name.
     pub fn redis(&self) -> weir::Result<Redis> {
-        weir::keys::validate_queue_name(&self.queue)?;
         let mut tls = TlsFiles::default();
         tls.ca = self.tls_ca.clone();
         tls.cert = self.tls_cert.clone();
         tls.key = self.tls_key.clone();
         Redis::open_tls(&self.redis_url, &tls)
+    }
+
+    /// The options of a plain `redis://` URL.
+    pub fn url(url: &str) -> Self {
+        Self {
+            redis_url: url.to_owned(),
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+        }
+    }
+}
+
+impl Common {
+    /// The Redis endpoint these options name. Checks the queue name first: a bad one is a
+    /// usage error, reported as such even when Redis is down.
+    pub fn redis(&self) -> weir::Result<Redis> {
+        weir::keys::validate_queue_name(&self.queue)?;
+        self.connect.redis()
     }
 
     /// An admin handle on the queue these options name.

@@ -1,17 +1,37 @@
-//! `weir work`: runs a consumer with a built-in handler.
+//! `weir work`: runs a consumer with a built-in handler, of one queue or of several with
+//! weights ([`MultiConsumer`]).
 
 use crate::handlers::{BuiltIn, HttpArgs, parse_handler, shown};
-use crate::{Common, parse_duration};
+use crate::{Connect, parse_duration};
 use clap::Args;
 use std::time::{Duration, Instant};
 use weir::limiter::LimiterOptions;
 use weir::pool::PoolConfig;
-use weir::{CancellationToken, Consumer, ConsumerConfig, DeferralBudget, FetcherConfig, Report};
+use weir::{
+    CancellationToken, Consumer, ConsumerConfig, DeferralBudget, FetcherConfig, MultiConsumer, Report,
+    WeightedQueue,
+};
 
 #[derive(Args, Debug, Clone)]
 pub(crate) struct WorkArgs {
     #[command(flatten)]
-    pub common: Common,
+    pub connect: Connect,
+    /// Queue to consume: NAME, or NAME:WEIGHT with a weight from 1 to 1000 (default 1).
+    /// Repeat it (or give a comma-separated list) to consume several queues in one process:
+    /// --concurrency, --adaptive and --rate then bound the process across them, and while
+    /// several have jobs ready the jobs started follow the weights (`--queue a --queue b:3`:
+    /// a quarter to a, three quarters to b); a queue with nothing ready leaves its share to
+    /// the others. The text after the last ':' is always the weight: a queue whose name
+    /// has a ':' in it is written with one (emails:high:1).
+    #[arg(
+        long,
+        short,
+        value_name = "NAME[:WEIGHT]",
+        default_value = ConsumerConfig::DEFAULT_QUEUE,
+        value_delimiter = ',',
+        value_parser = parse_queue
+    )]
+    pub queue: Vec<WeightedQueue>,
     /// Handler for every job kind (required: there is no default, since `noop` would
     /// delete every job): a URL to POST each job to (http://host/path or https://...): 2xx acks, 429/503
     /// back off, other 5xx and timeouts retry, other 4xx dead-letter; `noop` (ack at once);
@@ -57,7 +77,8 @@ pub(crate) struct WorkArgs {
         value_parser = parse_duration
     )]
     pub shutdown_timeout: Duration,
-    /// Exit once nothing is ready, delayed or in flight.
+    /// Exit once nothing is ready, delayed or in flight (with several queues: each queue's
+    /// pipeline stops once that queue is empty, and the command exits when every one is).
     #[arg(long)]
     pub drain: bool,
     /// Envelope size limit in bytes; bigger envelopes are left for a consumer with a
@@ -79,6 +100,11 @@ pub(crate) struct WorkArgs {
     pub no_metrics: bool,
 }
 
+/// Parses `NAME[:WEIGHT]`.
+fn parse_queue(s: &str) -> Result<WeightedQueue, String> {
+    s.parse().map_err(|e: weir::Error| e.to_string())
+}
+
 /// `--dead-cap` moved to `weir limits set`: one consumer's flag must not trim the whole
 /// fleet's dead-letter queue.
 fn dead_cap_moved(_: &str) -> Result<u64, String> {
@@ -90,12 +116,13 @@ fn dead_cap_moved(_: &str) -> Result<u64, String> {
 }
 
 impl WorkArgs {
-    /// What `weir work` runs with when given no flags but `common` (the library's
-    /// defaults, as the flags above read them).
-    pub(crate) fn defaults(common: Common) -> Self {
+    /// What `weir work` runs with when given no flags but `connect` and `queue` (the
+    /// library's defaults, as the flags above read them).
+    pub(crate) fn defaults(connect: Connect, queue: &str) -> Self {
         let c = ConsumerConfig::default();
         Self {
-            common,
+            connect,
+            queue: vec![WeightedQueue::new(queue, 1)],
             handler: BuiltIn::Noop,
             http: HttpArgs::defaults(),
             concurrency: c.concurrency,
@@ -117,9 +144,14 @@ impl WorkArgs {
         }
     }
 
-    /// The consumer's configuration (the limiter's settings checked on the way).
+    /// The consumer's configuration (the limiter's settings checked on the way), for the
+    /// first queue (a [`MultiConsumer`] gives each queue its own copy).
     pub(crate) fn config(&self) -> weir::Result<ConsumerConfig> {
-        let mut c = ConsumerConfig::new(self.common.queue.clone());
+        let first = self
+            .queue
+            .first()
+            .map_or(ConsumerConfig::DEFAULT_QUEUE, |q| &q.queue);
+        let mut c = ConsumerConfig::new(first);
         c.concurrency = self.concurrency;
         c.lease = self.visibility_timeout;
         c.limiter = self.limits.limiter()?;
@@ -141,11 +173,47 @@ impl WorkArgs {
     }
 }
 
-/// Runs the consumer; prints what it did. Returns the report and the elapsed time.
+/// What runs: one queue's consumer (the path a single `--queue` has always taken), or
+/// several queues' under one budget. (Built once per process: the size of the larger
+/// variant does not matter.)
+#[allow(clippy::large_enum_variant)]
+enum Run {
+    One(Consumer),
+    Several(MultiConsumer),
+}
+
+impl Run {
+    fn new(a: &WorkArgs, redis: &weir::Redis, registry: weir::Registry) -> weir::Result<Self> {
+        let config = a.config()?;
+        match a.queue.as_slice() {
+            [_] => Ok(Run::One(Consumer::new(config, redis.clone(), registry)?)),
+            queues => Ok(Run::Several(MultiConsumer::new(
+                config,
+                queues.to_vec(),
+                redis.clone(),
+                registry,
+            )?)),
+        }
+    }
+
+    /// Runs until shutdown (or drained); each queue's report.
+    async fn run(self, shutdown: CancellationToken) -> weir::Result<Vec<(String, Report)>> {
+        match self {
+            Run::One(c) => {
+                let queue = c.queue().to_owned();
+                Ok(vec![(queue, c.run(shutdown).await?)])
+            }
+            Run::Several(m) => m.run(shutdown).await,
+        }
+    }
+}
+
+/// Runs the consumer; prints what it did. Returns the report (every queue's, summed) and
+/// the elapsed time.
 pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
-    let redis = a.common.redis()?;
+    let redis = a.connect.redis()?;
     let (registry, http) = a.handler.registry(&a.http)?;
-    let consumer = Consumer::new(a.config()?, redis.clone(), registry)?;
+    let consumer = Run::new(&a, &redis, registry)?;
     // Reach Redis before anything else, so a wrong URL is one line of error and nothing more.
     drop(redis.connect().await?);
     // Then the handler, before any job is fetched: a typo or a wrong CA must not drain the
@@ -168,27 +236,54 @@ pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
         let rate = a.limits.rate().map_or_else(|| "off".into(), |r| r.to_string());
         tracing::info!(adaptive = a.limits.adaptive, rate = %rate, "limits");
     }
+    if a.queue.len() > 1 {
+        let queues: Vec<String> = a.queue.iter().map(|q| q.to_string()).collect();
+        tracing::info!(queues = %queues.join(" "), "several queues, one budget: weighted starts");
+    }
     let started = Instant::now();
-    let report = consumer.run(shutdown).await?;
+    let reports = consumer.run(shutdown).await?;
     let elapsed = started.elapsed();
-    let done = report.acked + report.retried + report.deferred + report.dead;
-    let summary = format!(
-        "processed {} in {:.2}s ({:.0} jobs/s): {} acked, {} retried, {} deferred, {} dead-lettered, {} released",
+    let total = reports.iter().fold(Report::default(), |t, (_, r)| sum(t, r));
+    let mut lines = vec![summary(&total, elapsed)];
+    if reports.len() > 1 {
+        lines.extend(reports.iter().map(|(q, r)| format!("  {q}: {}", outcomes(r))));
+    }
+    // With `print`, standard output carries only job lines.
+    match a.handler {
+        BuiltIn::Print(_) => eprintln!("{}", lines.join("\n")),
+        _ => println!("{}", lines.join("\n")),
+    }
+    Ok((total, elapsed))
+}
+
+/// The closing line: jobs done, time, rate and outcomes.
+fn summary(r: &Report, elapsed: Duration) -> String {
+    let done = r.acked + r.retried + r.deferred + r.dead;
+    format!(
+        "processed {} in {:.2}s ({:.0} jobs/s): {}",
         crate::output::count(done, "job"),
         elapsed.as_secs_f64(),
         done as f64 / elapsed.as_secs_f64().max(1e-9),
-        report.acked,
-        report.retried,
-        report.deferred,
-        report.dead,
-        report.released
-    );
-    // With `print`, standard output carries only job lines.
-    match a.handler {
-        BuiltIn::Print(_) => eprintln!("{summary}"),
-        _ => println!("{summary}"),
+        outcomes(r)
+    )
+}
+
+fn outcomes(r: &Report) -> String {
+    format!(
+        "{} acked, {} retried, {} deferred, {} dead-lettered, {} released",
+        r.acked, r.retried, r.deferred, r.dead, r.released
+    )
+}
+
+fn sum(t: Report, r: &Report) -> Report {
+    Report {
+        acked: t.acked + r.acked,
+        retried: t.retried + r.retried,
+        deferred: t.deferred + r.deferred,
+        dead: t.dead + r.dead,
+        lost_leases: t.lost_leases + r.lost_leases,
+        released: t.released + r.released,
     }
-    Ok((report, elapsed))
 }
 
 /// First SIGINT/SIGTERM: graceful shutdown. Second: exit at once.
@@ -236,7 +331,7 @@ mod tests {
             .work;
         let library = format!("{:?}", ConsumerConfig::default());
         assert_eq!(format!("{:?}", parsed.config().unwrap()), library);
-        let built = WorkArgs::defaults(parsed.common.clone());
+        let built = WorkArgs::defaults(parsed.connect.clone(), ConsumerConfig::DEFAULT_QUEUE);
         assert_eq!(format!("{:?}", built.config().unwrap()), library);
         assert_eq!(
             (parsed.http.http_timeout, parsed.metrics_addr),
@@ -249,6 +344,29 @@ mod tests {
             batched.http.batch_http,
             Some(crate::handlers::http_defaults().max_batch)
         );
+    }
+
+    #[test]
+    fn queues_repeat_or_come_as_a_list_with_weights() {
+        let parse = |args: &[&str]| {
+            let all = [&["weir", "--handler", "noop"][..], args].concat();
+            Cli::try_parse_from(all).map(|c| c.work.queue)
+        };
+        let q = WeightedQueue::new;
+        assert_eq!(parse(&[]).unwrap(), [q("default", 1)]);
+        assert_eq!(parse(&["-q", "a"]).unwrap(), [q("a", 1)]);
+        let two = [q("a", 1), q("b", 3)];
+        assert_eq!(parse(&["--queue", "a", "--queue", "b:3"]).unwrap(), two);
+        assert_eq!(parse(&["--queue", "a,b:3"]).unwrap(), two);
+        for (bad, says) in [
+            ("a:0", "weight must be between 1 and 1000"),
+            ("a:x", "weight \"x\" is not a whole number"),
+            ("bad name", "invalid queue name"),
+        ] {
+            let e = parse(&["--queue", "ok", "--queue", bad]).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

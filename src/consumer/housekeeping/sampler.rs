@@ -18,6 +18,8 @@ pub(crate) struct Sampler {
     conn: HealingConnection,
     keys: QueueKeys,
     limit: Arc<Limit>,
+    /// The consumer's running jobs (with a limit shared by several queues, its own).
+    running: Arc<Limit>,
     metrics: QueueMetrics,
 }
 
@@ -25,13 +27,14 @@ impl Sampler {
     pub(crate) fn new(
         conn: HealingConnection,
         keys: QueueKeys,
-        limit: Arc<Limit>,
+        (limit, running): (Arc<Limit>, Arc<Limit>),
         metrics: QueueMetrics,
     ) -> Self {
         Self {
             conn,
             keys,
             limit,
+            running,
             metrics,
         }
     }
@@ -44,7 +47,7 @@ impl Sampler {
         }
         loop {
             self.metrics.limit.set(self.limit.get() as f64);
-            self.metrics.in_flight.set(self.limit.in_flight() as f64);
+            self.metrics.in_flight.set(self.running.in_flight() as f64);
             if let Ok(s) = scripts::stats(&mut self.conn, &self.keys).await {
                 s.record(&self.metrics);
             }

@@ -115,7 +115,9 @@ impl SettingsWatch {
                 }
             }
         } else if s.min.is_some() || s.max.is_some() || s.target_p95.is_some() {
-            tracing::warn!("runtime concurrency settings ignored: this consumer has a fixed limit");
+            tracing::warn!(
+                "runtime concurrency settings ignored: this consumer has a fixed limit, or one shared by several queues"
+            );
         }
         if s.rate != before.rate {
             let (gate, base) = &self.rate;

@@ -22,6 +22,7 @@ pub use config::{MIN_JOB_TIMEOUT, PoolConfig};
 
 use crate::consumer::acker::{AckerMsg, Done};
 use crate::consumer::buffer::Buffer;
+use crate::consumer::gate::Share;
 use crate::consumer::runs::Runs;
 use crate::consumer::suspect::Suspects;
 use crate::handler::{BatchHandler, Registry, Route};
@@ -43,6 +44,8 @@ pub(crate) struct Pool {
     pub limiter: Option<Arc<Limiter>>,
     /// Jobs/s cap, taken before a concurrency slot.
     pub rate: Arc<RateGate>,
+    /// With a budget shared by several queues: slots come from its gate, not `limit`.
+    pub share: Option<Share>,
     pub buffer: Arc<Buffer>,
     pub acker: mpsc::Sender<AckerMsg>,
     pub metrics: QueueMetrics,
@@ -59,6 +62,12 @@ impl Pool {
     pub(crate) async fn run(self, mut jobs: mpsc::UnboundedReceiver<Vec<Job>>, shutdown: CancellationToken) {
         let this = Arc::new(self);
         loop {
+            if let Some(share) = &this.share
+                && jobs.is_empty()
+            {
+                // Nothing more to start for now: slots parked for this queue go back.
+                share.unpark();
+            }
             let batch = tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
@@ -67,6 +76,9 @@ impl Pool {
             if !this.dispatch(batch, &shutdown).await {
                 break;
             }
+        }
+        if let Some(share) = &this.share {
+            share.close();
         }
     }
 
@@ -163,15 +175,19 @@ impl Pool {
     }
 
     /// A rate token, then a slot. In that order: a job waiting on the rate must not hold
-    /// a slot, or the concurrency limit would look binding and grow for nothing.
+    /// a slot, or the concurrency limit would look binding and grow for nothing. (With a
+    /// shared budget, the gate takes the process-wide token and slot in the same order.)
     pub(crate) async fn permit(&self, shutdown: &CancellationToken) -> Option<Permit> {
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => None,
             p = async {
                 self.rate.until_ready().await;
-                self.limit.acquire().await
-            } => Some(p),
+                match &self.share {
+                    None => Some(self.limit.acquire().await),
+                    Some(share) => share.acquire().await,
+                }
+            } => p,
         }
     }
 

@@ -1,0 +1,382 @@
+//! The weighted gate of a [`MultiConsumer`](crate::MultiConsumer): one process-wide
+//! budget (the concurrency [`Limit`] and the jobs/s [`RateGate`]) shared by the pools of
+//! several queues, granted slot by slot in proportion to the queues' weights.
+//!
+//! One task ([`Gate::run`]) takes a rate token, then a slot, and hands the slot to the
+//! queue whose turn it is, by stride scheduling: each queue has a pass, the queue of
+//! lowest pass among those that want a slot gets it, and its pass grows by
+//! `STRIDE / weight`. So over any stretch where several queues want slots, their grants
+//! are in the ratio of their weights. A queue that comes back after wanting nothing starts
+//! from the pass of the last grant: it cannot bank the turns it did not use.
+//!
+//! A queue wants a slot while its pool asks for one ([`Gate::acquire`]) or while it holds
+//! fetched jobs that are not yet granted one: a slot granted then is parked for the pool,
+//! which takes it at its next ask. Without parking, slots that free up together (jobs
+//! that finish in the same timer tick) would all go to whichever pools happen to be
+//! asking at that instant, not by weight. A queue that holds nothing wants nothing, so its
+//! share goes to the others and no slot sits idle while any queue has work. Parked slots
+//! go back to the limit (and their pass is refunded) when the pool has no more jobs to
+//! start ([`Share::unpark`]): a job that needed none (a kind without a handler, the jobs of
+//! one batch-handler call) must not keep a slot from the other queues.
+//!
+//! The gate only orders starts: which jobs of a queue run first is still its fetch
+//! script's business (highest priority first).
+
+use crate::consumer::buffer::Buffer;
+use crate::limiter::RateGate;
+use crate::limiter::limit::{Limit, Permit};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The pass one grant adds to a queue of weight 1 (a queue of weight `w` adds `STRIDE / w`;
+/// weights stay far below it, so the rounding is negligible).
+const STRIDE: u64 = 1 << 32;
+
+/// The shared budget and whose turn it is.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    limit: Arc<Limit>,
+    rate: Arc<RateGate>,
+    lanes: Mutex<Lanes>,
+    /// Told when a pool asks for a slot.
+    asked: Notify,
+}
+
+#[derive(Debug)]
+struct Lanes {
+    lanes: Vec<Lane>,
+    /// The pass of the last grant: where a queue that wanted nothing comes back.
+    now: u64,
+}
+
+/// One queue's place at the gate.
+#[derive(Debug)]
+struct Lane {
+    stride: u64,
+    pass: u64,
+    /// Its pool's requests (a suspect asks beside the pool's dispatch), oldest first.
+    waiters: VecDeque<oneshot::Sender<Permit>>,
+    /// Slots granted ahead of the pool's ask.
+    parked: Vec<Permit>,
+    /// The queue's fetched, un-started jobs.
+    buffer: Arc<Buffer>,
+    /// Its pool has stopped: it wants nothing more.
+    closed: bool,
+}
+
+impl Lane {
+    /// Whether this queue wants a slot: its pool asks (a request whose future was dropped
+    /// does not count), or it holds more fetched jobs than parked slots.
+    fn wants(&mut self) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.waiters.retain(|w| !w.is_closed());
+        !self.waiters.is_empty() || self.buffer.len() > self.parked.len()
+    }
+}
+
+/// One queue's way to the shared budget: its lane at the gate, its buffer (which the gate
+/// reads), and the count of its own running jobs.
+#[derive(Debug, Clone)]
+pub(crate) struct Share {
+    gate: Arc<Gate>,
+    lane: usize,
+    buffer: Arc<Buffer>,
+    running: Arc<Limit>,
+}
+
+impl Share {
+    /// The queue of `lane` at `gate`.
+    pub(crate) fn new(gate: Arc<Gate>, lane: usize) -> Self {
+        let buffer = gate.lock().lanes[lane].buffer.clone();
+        Self {
+            gate,
+            lane,
+            buffer,
+            // Never acquired from: it only counts (`Limit::count`).
+            running: Limit::new(1),
+        }
+    }
+
+    /// This queue's running jobs.
+    pub(crate) fn running(&self) -> &Arc<Limit> {
+        &self.running
+    }
+
+    /// The buffer the queue's fetcher and pool must use: the gate reads it.
+    pub(crate) fn buffer(&self) -> &Arc<Buffer> {
+        &self.buffer
+    }
+
+    /// A shared slot when this queue's turn comes, counted among its running jobs; none
+    /// once the gate or this queue's lane has stopped.
+    pub(crate) async fn acquire(&self) -> Option<Permit> {
+        let slot = self.gate.acquire(self.lane).await?;
+        Some(self.running.count(slot))
+    }
+
+    /// Gives back the slots parked for this queue: its pool has nothing more to start now.
+    pub(crate) fn unpark(&self) {
+        let mut l = self.gate.lock();
+        let lane = &mut l.lanes[self.lane];
+        let n = lane.parked.len() as u64;
+        lane.pass = lane.pass.saturating_sub(n * lane.stride);
+        // Dropped outside the lock would be tidier, but a permit's drop takes no lock
+        // of the gate's: the slots go straight back to the limit.
+        lane.parked.clear();
+    }
+
+    /// The queue's pool has stopped: its parked slots go back, and it wants no more.
+    pub(crate) fn close(&self) {
+        let mut l = self.gate.lock();
+        let lane = &mut l.lanes[self.lane];
+        lane.closed = true;
+        lane.parked.clear();
+        lane.waiters.clear();
+    }
+}
+
+impl Gate {
+    /// A gate over `limit` and `rate` for queues of these `weights` (each at least 1; the
+    /// lane of a queue is its index here).
+    pub(crate) fn new(limit: Arc<Limit>, rate: Arc<RateGate>, weights: &[u32]) -> Arc<Self> {
+        let lanes = weights
+            .iter()
+            .map(|&w| Lane {
+                stride: STRIDE / u64::from(w.max(1)),
+                pass: 0,
+                waiters: VecDeque::new(),
+                parked: Vec::new(),
+                buffer: Arc::default(),
+                closed: false,
+            })
+            .collect();
+        Arc::new(Self {
+            limit,
+            rate,
+            lanes: Mutex::new(Lanes { lanes, now: 0 }),
+            asked: Notify::new(),
+        })
+    }
+
+    /// A slot of the shared limit for the queue of `lane`: a parked one at once, else when
+    /// its turn comes; none once the gate or the lane has stopped. Cancel-safe: a request
+    /// dropped before its grant takes nothing.
+    async fn acquire(&self, lane: usize) -> Option<Permit> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut l = self.lock();
+            let me = &mut l.lanes[lane];
+            if me.closed {
+                return None;
+            }
+            if let Some(p) = me.parked.pop() {
+                return Some(p);
+            }
+            me.waiters.push_back(tx);
+        }
+        self.asked.notify_one();
+        rx.await.ok()
+    }
+
+    /// Grants slots until `stop`: a rate token, then a slot, then to the queue of lowest
+    /// pass among those that want one.
+    pub(crate) async fn run(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            loop {
+                let asked = self.asked.notified();
+                if self.lock().lanes.iter_mut().any(Lane::wants) {
+                    break;
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = asked => {}
+                }
+            }
+            let permit = tokio::select! {
+                _ = stop.cancelled() => return,
+                p = async {
+                    self.rate.until_ready().await;
+                    self.limit.acquire().await
+                } => p,
+            };
+            self.grant(permit);
+        }
+    }
+
+    /// Hands `permit` to the queue of lowest pass that wants one (ties: the first listed):
+    /// to its oldest request, or parked for its next. With no queue wanting one any more,
+    /// it goes back to the limit.
+    fn grant(&self, mut permit: Permit) {
+        let mut l = self.lock();
+        let now = l.now;
+        loop {
+            let next = l
+                .lanes
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, lane)| lane.wants().then_some((lane.pass.max(now), i)))
+                .min();
+            let Some((pass, i)) = next else { return };
+            let lane = &mut l.lanes[i];
+            lane.pass = pass + lane.stride;
+            l.now = pass;
+            let lane = &mut l.lanes[i];
+            match lane.waiters.pop_front() {
+                None => {
+                    lane.parked.push(permit);
+                    return;
+                }
+                Some(tx) => match tx.send(permit) {
+                    Ok(()) => return,
+                    // Dropped since: the turn goes on.
+                    Err(p) => permit = p,
+                },
+            }
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Lanes> {
+        // Plain numbers and channels behind it: a panic elsewhere leaves them usable.
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    /// Keeps every lane waiting and counts which one each of `n` grants went to.
+    async fn grants(weights: &[u32], n: usize) -> Vec<usize> {
+        let limit = Limit::new(1);
+        let gate = Gate::new(limit.clone(), Arc::new(RateGate::default()), weights);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(gate.clone().run(stop.clone()));
+        let mut asks: Vec<_> = (0..weights.len()).map(|i| Box::pin(gate.acquire(i))).collect();
+        let mut counts = vec![0; weights.len()];
+        for _ in 0..n {
+            let (p, i, _) = futures_util::future::select_all(asks.iter_mut()).await;
+            let permit = p.expect("granted");
+            counts[i] += 1;
+            asks[i] = Box::pin(gate.acquire(i));
+            // Every lane asks again before the slot comes back.
+            for a in asks.iter_mut() {
+                assert!(a.as_mut().now_or_never().is_none(), "one slot only");
+            }
+            drop(permit);
+        }
+        stop.cancel();
+        task.await.unwrap();
+        counts
+    }
+
+    #[tokio::test]
+    async fn grants_follow_the_weights_while_every_queue_waits() {
+        // Strides are rounded: a grant more or less than the exact share.
+        let close = |got: Vec<usize>, want: &[usize]| {
+            let ok = got.iter().zip(want).all(|(&g, &w)| g.abs_diff(w) <= 1);
+            assert!(ok, "{got:?} against {want:?}");
+        };
+        close(grants(&[1, 3], 400).await, &[100, 300]);
+        close(grants(&[2, 1, 1], 400).await, &[200, 100, 100]);
+        close(grants(&[5, 1], 600).await, &[500, 100]);
+    }
+
+    #[tokio::test]
+    async fn a_queue_that_does_not_wait_leaves_its_share_and_banks_nothing() {
+        let limit = Limit::new(1);
+        let gate = Gate::new(limit.clone(), Arc::new(RateGate::default()), &[1, 1]);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(gate.clone().run(stop.clone()));
+        // Only lane 0 waits: it gets every slot.
+        for _ in 0..10 {
+            drop(gate.acquire(0).await.expect("granted"));
+        }
+        // Lane 1 joins: from then on they alternate, no catch-up burst for lane 1.
+        let held = gate.acquire(0).await.expect("granted");
+        let (mut a, mut b) = (Box::pin(gate.acquire(0)), Box::pin(gate.acquire(1)));
+        tokio::task::yield_now().await;
+        drop(held);
+        let mut order = Vec::new();
+        for _ in 0..6 {
+            let p = tokio::select! {
+                p = &mut a => { order.push(0); a = Box::pin(gate.acquire(0)); p }
+                p = &mut b => { order.push(1); b = Box::pin(gate.acquire(1)); p }
+            };
+            tokio::task::yield_now().await;
+            drop(p);
+        }
+        let ones = order.iter().filter(|&&i| i == 1).count();
+        assert_eq!(ones, 3, "{order:?}");
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    /// Yields until `ok` holds (the gate's task runs meanwhile); fails after many turns.
+    async fn settle(what: &str, ok: impl Fn() -> bool) {
+        for _ in 0..10_000 {
+            if ok() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("{what}");
+    }
+
+    fn parked(gate: &Gate) -> Vec<usize> {
+        gate.lock().lanes.iter().map(|l| l.parked.len()).collect()
+    }
+
+    #[tokio::test]
+    async fn slots_are_parked_by_weight_for_fetched_jobs_and_given_back() {
+        let limit = Limit::new(4);
+        let gate = Gate::new(limit.clone(), Arc::new(RateGate::default()), &[1, 3]);
+        let (a, b) = (Share::new(gate.clone(), 0), Share::new(gate.clone(), 1));
+        a.buffer().add(10);
+        b.buffer().add(10);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(gate.clone().run(stop.clone()));
+        // No pool asks yet: the four slots are parked, by weight.
+        settle("every slot parked", || limit.in_flight() == 4).await;
+        assert_eq!(parked(&gate), [1, 3]);
+        // A parked slot is taken at once, and counted as the queue's.
+        let running = b.acquire().await.expect("parked");
+        b.buffer().take(1);
+        assert_eq!((b.running().in_flight(), parked(&gate)), (1, vec![1, 2]));
+        // b has nothing more to start: its parked slots go to a, which still has jobs.
+        b.buffer().take(9);
+        b.unpark();
+        settle("b's slots parked for a", || parked(&gate) == [3, 0]).await;
+        // a's pool stops: its slots go back to the limit, and nobody wants more.
+        a.close();
+        assert_eq!(limit.in_flight(), 1, "only the running job");
+        assert!(a.acquire().await.is_none(), "a closed lane gets nothing");
+        drop(running);
+        assert_eq!((limit.in_flight(), b.running().in_flight()), (0, 0));
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_dropped_request_takes_nothing() {
+        let limit = Limit::new(1);
+        let gate = Gate::new(limit.clone(), Arc::new(RateGate::default()), &[1, 1]);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(gate.clone().run(stop.clone()));
+        let held = gate.acquire(0).await.expect("granted");
+        drop(Box::pin(gate.acquire(1)).now_or_never());
+        let next = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.acquire(0).await.is_some() }
+        });
+        drop(held);
+        assert!(next.await.unwrap());
+        assert_eq!(limit.in_flight(), 0);
+        stop.cancel();
+        task.await.unwrap();
+    }
+}
