@@ -70,16 +70,23 @@ impl WeightedQueue {
 impl std::str::FromStr for WeightedQueue {
     type Err = Error;
 
-    /// `NAME` or `NAME:WEIGHT`, checked.
+    /// `NAME` or `NAME:WEIGHT`, checked. The text after the last `:` is the weight when it
+    /// looks like a number (digits, or a sign: `a:0` and `a:-1` are bad weights), and part
+    /// of the name otherwise (`emails:high` is the queue `emails:high`, weight 1); a name
+    /// that ends in `:digits` is written with its weight (`jobs:2:1`).
     fn from_str(s: &str) -> Result<Self> {
         let s = s.trim();
-        let q = match s.rsplit_once(':') {
+        let weighted = s.rsplit_once(':').filter(|(_, w)| {
+            w.is_empty() || w.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+')
+        });
+        let q = match weighted {
             None => Self::new(s, 1),
             Some((name, w)) => {
                 let weight = w.parse::<u32>().map_err(|_| {
                     Error::Config(format!(
                         "queue {s:?}: weight {w:?} is not a whole number between 1 and {} \
-                         (write NAME or NAME:WEIGHT; a name with ':' in it takes a weight: {s}:1)",
+                         (write NAME or NAME:WEIGHT; a name that ends in ':' and a number takes \
+                         a weight: {s}:1)",
                         Self::MAX_WEIGHT
                     ))
                 })?;
@@ -278,10 +285,14 @@ mod tests {
         assert_eq!(q("a").unwrap(), WeightedQueue::new("a", 1));
         assert_eq!(q("b:3").unwrap(), WeightedQueue::new("b", 3));
         assert_eq!(q("emails:high:2").unwrap(), WeightedQueue::new("emails:high", 2));
+        // A ':' before something that is not a number is part of the name.
+        assert_eq!(q("emails:high").unwrap(), WeightedQueue::new("emails:high", 1));
+        assert_eq!(q("a:x").unwrap(), WeightedQueue::new("a:x", 1));
+        assert_eq!(q("jobs:2:1").unwrap(), WeightedQueue::new("jobs:2", 1));
         for (bad, says) in [
             ("a:0", "weight must be between 1 and 1000, not 0"),
             ("a:1001", "weight must be between 1 and 1000"),
-            ("a:x", "weight \"x\" is not a whole number"),
+            ("a:2x", "weight \"2x\" is not a whole number"),
             ("a:-1", "weight \"-1\" is not a whole number"),
             ("a:", "weight \"\" is not a whole number"),
             (":2", "invalid queue name"),

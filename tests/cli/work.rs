@@ -346,7 +346,7 @@ async fn bad_queue_values_are_refused_before_any_job_is_fetched() {
     let q = ctx.queue.as_str();
     let (zero, word, big, twice) = (
         format!("{q}:0"),
-        format!("{q}:x"),
+        format!("{q}:3x"),
         format!("{q}:1001"),
         format!("{q}:2"),
     );
@@ -357,7 +357,7 @@ async fn bad_queue_values_are_refused_before_any_job_is_fetched() {
         ),
         (
             vec!["-q", &word],
-            "weight \"x\" is not a whole number between 1 and 1000",
+            "weight \"3x\" is not a whole number between 1 and 1000",
         ),
         (vec!["-q", &big], "weight must be between 1 and 1000, not 1001"),
         (vec!["-q", q, "-q", &twice], "is listed twice"),

@@ -35,6 +35,14 @@ impl Ui {
     pub(crate) async fn start(ctx: &Ctx, extra: &[&str], env: &[(&str, &str)]) -> Ui {
         let port = free_port();
         let addr = format!("127.0.0.1:{port}");
+        // The client first, so a failure here leaves no server behind. weir's reqwest has
+        // rustls without a default crypto provider (weir's HTTP handler passes its own):
+        // this plain-http client needs one installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["ui", "--addr", &addr, "--refresh", "0s"])
             .args(extra)
@@ -45,13 +53,6 @@ impl Ui {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("weir ui runs");
-        // weir's reqwest has rustls without a default crypto provider (weir's HTTP
-        // handler passes its own); this plain-http client needs one installed.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
         let ui = Ui {
             child,
             base: format!("http://{addr}"),

@@ -21,8 +21,8 @@ pub(crate) struct WorkArgs {
     /// --concurrency, --adaptive and --rate then bound the process across them, and while
     /// several have jobs ready the jobs started follow the weights (`--queue a --queue b:3`:
     /// a quarter to a, three quarters to b); a queue with nothing ready leaves its share to
-    /// the others. The text after the last ':' is always the weight: a queue whose name
-    /// has a ':' in it is written with one (emails:high:1).
+    /// the others. A number after the last ':' is the weight (emails:high is a name; a name
+    /// that ends in ':' and a number is written with its weight: jobs:2:1).
     #[arg(
         long,
         short,
