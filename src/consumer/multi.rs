@@ -123,8 +123,9 @@ impl std::fmt::Display for WeightedQueue {
 /// A queue's stored runtime rate (`weir limits set --rate`) caps that queue's starts;
 /// stored concurrency bounds are not applied (the limit is the process's, not one
 /// queue's). The adaptive limiter's metrics carry the queue names joined by commas as
-/// their `queue` label; every other metric is the queue's own. In drain mode each queue's pipeline stops once its queue is empty, and
-/// [`MultiConsumer::run`] returns when all have.
+/// their `queue` label; every other metric is the queue's own. In drain mode each queue's
+/// pipeline stops once its queue is empty, and [`MultiConsumer::run`] returns when all
+/// have.
 ///
 /// ```no_run
 /// # async fn demo(redis: weir::Redis, registry: weir::Registry) -> weir::Result<()> {

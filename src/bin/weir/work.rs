@@ -358,9 +358,10 @@ mod tests {
         let two = [q("a", 1), q("b", 3)];
         assert_eq!(parse(&["--queue", "a", "--queue", "b:3"]).unwrap(), two);
         assert_eq!(parse(&["--queue", "a,b:3"]).unwrap(), two);
+        assert_eq!(parse(&["-q", "emails:high"]).unwrap(), [q("emails:high", 1)]);
         for (bad, says) in [
             ("a:0", "weight must be between 1 and 1000"),
-            ("a:x", "weight \"x\" is not a whole number"),
+            ("a:2x", "weight \"2x\" is not a whole number"),
             ("bad name", "invalid queue name"),
         ] {
             let e = parse(&["--queue", "ok", "--queue", bad]).unwrap_err();
