@@ -63,6 +63,21 @@ use std::sync::atomic::AtomicBool;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+/// What [`budget`] builds.
+pub(crate) type Budget = (Arc<Limit>, Option<Arc<Limiter>>, Arc<RateGate>);
+
+/// The concurrency limit, the adaptive limiter (if configured) and the jobs/s gate that
+/// `config` asks for: one queue's, or a [`MultiConsumer`]'s for all its queues.
+pub(crate) fn budget(config: &ConsumerConfig) -> Result<Budget> {
+    let limit = Limit::new(config.concurrency);
+    let limiter = match &config.limiter {
+        Some(c) => Some(Arc::new(Limiter::new(c.clone(), limit.clone())?)),
+        None => None,
+    };
+    let rate = Arc::new(RateGate::new(config.rate)?);
+    Ok((limit, limiter, rate))
+}
+
 /// A consumer of one queue. (Several queues with weights: [`MultiConsumer`].)
 #[derive(Debug)]
 pub struct Consumer {
@@ -90,12 +105,7 @@ impl Consumer {
         if registry.is_empty() {
             return Err(Error::Config("no handler registered".into()));
         }
-        let limit = Limit::new(config.concurrency);
-        let limiter = match &config.limiter {
-            Some(c) => Some(Arc::new(Limiter::new(c.clone(), limit.clone())?)),
-            None => None,
-        };
-        let rate = Arc::new(RateGate::new(config.rate)?);
+        let (limit, limiter, rate) = budget(&config)?;
         Ok(Self {
             limiter,
             rate,

@@ -11,7 +11,6 @@ use crate::consumer::gate::{Gate, Share};
 use crate::consumer::{Consumer, ConsumerConfig, Handle, Report};
 use crate::error::{Error, Result};
 use crate::handler::Registry;
-use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, RateGate};
 use crate::metrics::LimiterMetrics;
 use crate::redis::conn::Redis;
@@ -163,12 +162,7 @@ impl MultiConsumer {
         if registry.is_empty() {
             return Err(Error::Config("no handler registered".into()));
         }
-        let limit = Limit::new(config.concurrency);
-        let limiter = match &config.limiter {
-            Some(c) => Some(Arc::new(Limiter::new(c.clone(), limit.clone())?)),
-            None => None,
-        };
-        let rate = Arc::new(RateGate::new(config.rate)?);
+        let (limit, limiter, rate) = super::budget(&config)?;
         let weights: Vec<u32> = queues.iter().map(|q| q.weight).collect();
         let gate = Gate::new(limit.clone(), rate.clone(), &weights);
         let registry = Arc::new(registry);

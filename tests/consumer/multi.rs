@@ -61,6 +61,16 @@ async fn drain(consumer: MultiConsumer) -> Vec<(String, Report)> {
 }
 
 /// The `acked` counter of `queue`.
+/// `n` jobs `a-*` in `ctx`'s queue and `n` jobs `b-*` in a second queue named from `name`
+/// (returned).
+async fn two_backlogged(ctx: &Ctx, name: &str, n: usize) -> String {
+    let (b, _) = ctx.other_queue(name);
+    ctx.producer().enqueue_bulk(jobs("k", "a-", n)).await.unwrap();
+    let pb = weir::Producer::new(ctx.c(), &b).unwrap();
+    pb.enqueue_bulk(jobs("k", "b-", n)).await.unwrap();
+    b
+}
+
 async fn acked(ctx: &Ctx, queue: &str) -> u64 {
     let s = weir::Queue::new(ctx.c(), queue).unwrap().stats().await.unwrap();
     assert_eq!(s.pending(), 0, "{queue}: nothing left");
@@ -70,11 +80,8 @@ async fn acked(ctx: &Ctx, queue: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weights_divide_the_slots_while_both_queues_have_work() {
     let ctx = Ctx::new("multi-weights").await;
-    let (b, _) = ctx.other_queue("multi-weights-b");
     const N: usize = 600;
-    ctx.producer().enqueue_bulk(jobs("k", "a-", N)).await.unwrap();
-    let pb = weir::Producer::new(ctx.c(), &b).unwrap();
-    pb.enqueue_bulk(jobs("k", "b-", N)).await.unwrap();
+    let b = two_backlogged(&ctx, "multi-weights-b", N).await;
 
     let starts = Starts::default();
     let queues = vec![WeightedQueue::new(&ctx.queue, 1), WeightedQueue::new(&b, 3)];
@@ -123,11 +130,8 @@ async fn weights_divide_the_slots_while_both_queues_have_work() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rate_is_the_processs_and_the_weights_divide_it() {
     let ctx = Ctx::new("multi-rate").await;
-    let (b, _) = ctx.other_queue("multi-rate-b");
     const N: usize = 300;
-    ctx.producer().enqueue_bulk(jobs("k", "a-", N)).await.unwrap();
-    let pb = weir::Producer::new(ctx.c(), &b).unwrap();
-    pb.enqueue_bulk(jobs("k", "b-", N)).await.unwrap();
+    let b = two_backlogged(&ctx, "multi-rate-b", N).await;
 
     let starts = Starts::default();
     let mut cfg = config(&ctx);
@@ -196,11 +200,8 @@ async fn a_queue_with_nothing_ready_leaves_the_whole_budget_to_the_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_queue_registers_and_gets_its_unstarted_jobs_back_at_shutdown() {
     let ctx = Ctx::new("multi-stop").await;
-    let (b, _) = ctx.other_queue("multi-stop-b");
     const N: usize = 200;
-    ctx.producer().enqueue_bulk(jobs("k", "a-", N)).await.unwrap();
-    let pb = weir::Producer::new(ctx.c(), &b).unwrap();
-    pb.enqueue_bulk(jobs("k", "b-", N)).await.unwrap();
+    let b = two_backlogged(&ctx, "multi-stop-b", N).await;
 
     let starts = Starts::default();
     let queues = vec![WeightedQueue::new(&ctx.queue, 2), WeightedQueue::new(&b, 1)];
