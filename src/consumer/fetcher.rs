@@ -35,6 +35,9 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+mod size;
+use size::FetchSize;
+
 /// Longest an idle fetcher waits without a wake message before it looks again (covers a
 /// wake lost while the subscription reconnected).
 const IDLE_RECHECK: Duration = Duration::from_secs(5);
@@ -308,44 +311,6 @@ fn header_priority(env: &[u8]) -> Option<Priority> {
     }
 }
 
-/// The size of the next fetch, from what the last ones brought: it doubles (up to the
-/// configured batch) while fetches come back full, the queue holding more than they take,
-/// and falls back to what came when one comes back short. So under a backlog a fetch
-/// takes a whole batch (fewest calls per job), and near an empty queue the jobs that
-/// trickle in are fetched a few at a time, several calls in flight, so the first of a
-/// burst starts before the last is fetched.
-#[derive(Debug)]
-struct FetchSize {
-    now: usize,
-    max: usize,
-}
-
-impl FetchSize {
-    /// The smallest fetch.
-    const MIN: usize = 16;
-
-    fn new(max: usize) -> Self {
-        let max = max.max(1);
-        Self {
-            now: Self::MIN.min(max),
-            max,
-        }
-    }
-
-    fn get(&self) -> usize {
-        self.now
-    }
-
-    /// A fetch that asked for `asked` jobs brought `got`.
-    fn saw(&mut self, asked: usize, got: usize) {
-        self.now = if got >= asked {
-            (self.now.max(asked) * 2).min(self.max)
-        } else {
-            (got * 2).max(Self::MIN).min(self.max)
-        };
-    }
-}
-
 fn idle_wait(f: &Fetched) -> Duration {
     if f.next_due_ms > 0 {
         Duration::from_millis(f.next_due_ms).min(IDLE_RECHECK)
@@ -357,31 +322,6 @@ fn idle_wait(f: &Fetched) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fetch_size_grows_while_fetches_come_back_full_and_falls_to_what_came() {
-        let mut s = FetchSize::new(500);
-        let mut sizes = vec![s.get()];
-        while s.get() < 500 {
-            s.saw(s.get(), s.get());
-            sizes.push(s.get());
-        }
-        assert_eq!(sizes, [16, 32, 64, 128, 256, 500]);
-        s.saw(500, 40);
-        assert_eq!(s.get(), 80);
-        s.saw(80, 3);
-        assert_eq!(s.get(), FetchSize::MIN);
-        s.saw(16, 0);
-        assert_eq!(s.get(), FetchSize::MIN);
-        // A fetch cut short by the room left (asked 5) that came back full still says
-        // "more waiting".
-        s.saw(5, 5);
-        assert_eq!(s.get(), 32);
-        let mut small = FetchSize::new(4);
-        assert_eq!(small.get(), 4);
-        small.saw(4, 1);
-        assert_eq!(small.get(), 4);
-    }
 
     #[test]
     fn header_priority_reads_weirs_header_only() {
