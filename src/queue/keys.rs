@@ -169,6 +169,13 @@ impl QueueKeys {
         self.all[17].clone()
     }
 
+    /// STRING: the global rate's state (`weir limits set --global-rate`): the theoretical
+    /// arrival time of its GCRA (ms) and the rate it was kept under, expiring once it is
+    /// past. Not in [`QueueKeys::all`]: only `fetch` takes it, after the queue's keys.
+    pub fn global_rate(&self) -> String {
+        format!("weir:{{{}}}:global_rate", self.name)
+    }
+
     /// HASH schedule name -> schedule JSON (`queue/cron.rs`). Not in [`QueueKeys::all`]:
     /// only the cron scripts take it, after the queue's keys.
     pub fn cron(&self) -> String {

@@ -21,10 +21,13 @@ pub struct Fetched {
     /// Lease deadline (ms, Redis clock) of every job returned: the lease token to settle,
     /// extend and release them with, for the lease's whole life.
     pub deadline_ms: u64,
-    /// With no jobs: ms until the next delayed job is due (0 = none delayed).
+    /// With no jobs: ms until the next delayed job is due (0 = none delayed), or, when
+    /// the global rate granted none ([`GlobalLimits::cut_by_rate`]), until it grants one.
     pub next_due_ms: u64,
     /// The queue is paused.
     pub paused: bool,
+    /// The queue's global limits, as this call met them.
+    pub global: GlobalLimits,
     /// How many of `jobs`, at the front, are suspects (0 or 1): jobs that were running
     /// when their consumer died. Run each alone, marked with [`start_suspect`].
     pub suspects: usize,
@@ -35,7 +38,44 @@ pub struct Fetched {
     pub bad_ids: Vec<Vec<u8>>,
 }
 
-/// Promotes due delayed jobs, then pops and leases up to `n` ready jobs.
+/// The global limits of a queue (`weir limits set --global-rate/--global-concurrency`)
+/// as one fetch met them: which are set, and which granted fewer jobs than were asked for.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GlobalLimits {
+    /// A global rate is set.
+    pub rate: bool,
+    /// A global concurrency is set.
+    pub concurrency: bool,
+    /// The global rate granted fewer jobs than asked for.
+    pub cut_by_rate: bool,
+    /// The global concurrency granted fewer jobs than asked for.
+    pub cut_by_concurrency: bool,
+}
+
+impl GlobalLimits {
+    /// From the state bits `fetch.lua` returns (2, 4, 8, 16; 1 is "paused").
+    fn from_bits(bits: u64) -> Self {
+        Self {
+            rate: bits & 2 != 0,
+            concurrency: bits & 4 != 0,
+            cut_by_rate: bits & 8 != 0,
+            cut_by_concurrency: bits & 16 != 0,
+        }
+    }
+
+    /// Either limit is set.
+    pub fn any(&self) -> bool {
+        self.rate || self.concurrency
+    }
+
+    /// Either limit granted fewer jobs than asked for.
+    pub fn cut(&self) -> bool {
+        self.cut_by_rate || self.cut_by_concurrency
+    }
+}
+
+/// Promotes due delayed jobs, then pops and leases up to `n` ready jobs (fewer when the
+/// queue's global limits grant fewer).
 pub async fn fetch<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
@@ -45,7 +85,10 @@ pub async fn fetch<C: ConnectionLike>(
     let reply: Vec<Value> = call(
         "fetch",
         keys,
-        invocation(&FETCH, keys).arg(n).arg(visibility_ms),
+        invocation(&FETCH, keys)
+            .key(keys.global_rate())
+            .arg(n)
+            .arg(visibility_ms),
         conn,
     )
     .await?;
@@ -55,10 +98,12 @@ pub async fn fetch<C: ConnectionLike>(
     let mut it = reply.into_iter();
     let mut head = || it.next().unwrap_or(Value::Nil);
     let (d, nd, p, s, ids) = (head(), head(), head(), head(), head());
+    let state = as_u64("fetch", &p)?;
     let mut out = Fetched {
         deadline_ms: as_u64("fetch", &d)?,
         next_due_ms: as_u64("fetch", &nd)?,
-        paused: as_u64("fetch", &p)? == 1,
+        paused: state == 1,
+        global: GlobalLimits::from_bits(state),
         suspects: 0,
         jobs: Vec::with_capacity(it.len()),
         bad_ids: Vec::new(),
