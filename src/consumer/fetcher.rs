@@ -162,9 +162,15 @@ impl Fetcher {
                     match result {
                         Ok(fetched) => {
                             errors.succeeded();
-                            size.saw(want, fetched.jobs.len() + fetched.bad_ids.len());
+                            let got = fetched.jobs.len() + fetched.bad_ids.len();
+                            self.count_global(&fetched, want, got);
+                            size.saw(want, got);
                             self.backlog.store(size.get() == self.config.batch, Ordering::Relaxed);
-                            if fetched.jobs.is_empty() {
+                            if fetched.jobs.is_empty() && fetched.global.cut() {
+                                // The global limits granted nothing: wait for the rate's
+                                // next permit, or for a lease to end (settle wakes us).
+                                idle_until = Some(Instant::now() + throttled_wait(&fetched));
+                            } else if fetched.jobs.is_empty() {
                                 // Go idle now, even with calls still in flight: refilling the
                                 // pipeline here would keep one call always in flight, so an
                                 // empty queue would be polled without pause. The wake and
@@ -204,6 +210,19 @@ impl Fetcher {
         let vt = self.lease.as_millis() as u64;
         let sent = Instant::now();
         async move { (want, sent, scripts::fetch(&mut conn, &keys, want, vt).await) }.boxed()
+    }
+
+    /// Counts the jobs the queue's global limits granted and denied this fetch.
+    fn count_global(&self, f: &Fetched, want: usize, got: usize) {
+        let g = f.global;
+        if !g.any() {
+            return;
+        }
+        self.metrics.global_granted.increment(got as u64);
+        if g.cut() {
+            let denied = want.saturating_sub(got) as u64;
+            self.metrics.global_denied[usize::from(g.cut_by_concurrency)].increment(denied);
+        }
     }
 
     /// Adds the leases (asked for at `sent`) to the table, dead-letters bad envelopes,
@@ -308,6 +327,19 @@ fn header_priority(env: &[u8]) -> Option<Priority> {
     match p {
         [d @ b'0'..=b'9', b',', ..] => Some(Priority::from_u8(d - b'0')),
         _ => None,
+    }
+}
+
+/// How long a fetcher the global limits granted nothing waits before it asks again: until
+/// the rate's next permit; under the global concurrency, until a settle says a lease ended
+/// (a wake message), or this long at most.
+const CONCURRENCY_RECHECK: Duration = Duration::from_millis(100);
+
+fn throttled_wait(f: &Fetched) -> Duration {
+    if f.global.cut_by_rate && f.next_due_ms > 0 {
+        Duration::from_millis(f.next_due_ms).min(IDLE_RECHECK)
+    } else {
+        CONCURRENCY_RECHECK
     }
 }
 

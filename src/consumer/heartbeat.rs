@@ -107,7 +107,8 @@ impl Heartbeat {
         let r = &self.registration;
         let (id, fields) = (
             r.record.id.clone(),
-            r.record.fields(r.limit.get(), r.running.in_flight()),
+            r.record
+                .fields(r.limit.get(), r.running.in_flight(), self.leases.len()),
         );
         async move { scripts::worker_beat(&mut conn, &keys, &id, ttl.as_millis() as u64, &fields).await }
     }

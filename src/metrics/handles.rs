@@ -2,10 +2,11 @@
 //! lock-free push), and the per-call recorders of the scripts and the producer.
 
 use super::{
-    ACK_BATCH, CHANNEL_RECEIVED, CHANNEL_SENT, DECISION_KINDS, DEFER_REASONS, FETCH_BATCH, IN_FLIGHT,
-    JOB_DURATION, JOB_LATENCY, JOBS_ACKED, JOBS_DEAD, JOBS_DEFERRED, JOBS_ENQUEUED, JOBS_FETCHED,
-    JOBS_RECLAIMED, JOBS_RETRIED, LEASES_LOST, LIMIT, LIMITER_DECISIONS, LIMITER_ERRORS, LIMITER_MAX,
-    LIMITER_MIN, LIMITER_P95, LIMITER_TARGET, REDIS_ERRORS, REDIS_RECONNECTS, SCRIPT_DURATION,
+    ACK_BATCH, CHANNEL_RECEIVED, CHANNEL_SENT, DECISION_KINDS, DEFER_REASONS, FETCH_BATCH, GLOBAL_DENIED,
+    GLOBAL_GRANTED, IN_FLIGHT, JOB_DURATION, JOB_LATENCY, JOBS_ACKED, JOBS_DEAD, JOBS_DEFERRED,
+    JOBS_ENQUEUED, JOBS_FETCHED, JOBS_RECLAIMED, JOBS_RETRIED, LEASES_LOST, LIMIT, LIMITER_DECISIONS,
+    LIMITER_ERRORS, LIMITER_MAX, LIMITER_MIN, LIMITER_P95, LIMITER_TARGET, REDIS_ERRORS, REDIS_RECONNECTS,
+    SCRIPT_DURATION,
 };
 use crate::error::{Error, Result};
 use metrics::{Counter, Gauge, Histogram, counter};
@@ -16,6 +17,9 @@ use std::sync::Arc;
 pub(crate) struct QueueMetrics {
     pub queue: Arc<str>,
     pub fetched: Counter,
+    /// Jobs the global limits granted; jobs they denied, by limit (rate, concurrency).
+    pub global_granted: Counter,
+    pub global_denied: [Counter; 2],
     pub acked: Counter,
     pub retried: Counter,
     /// By [`DeferReason`](super::DeferReason).
@@ -48,6 +52,9 @@ impl QueueMetrics {
         Self {
             queue: queue.into(),
             fetched: counter!(JOBS_FETCHED, "queue" => q.clone()),
+            global_granted: counter!(GLOBAL_GRANTED, "queue" => q.clone()),
+            global_denied: ["rate", "concurrency"]
+                .map(|l| counter!(GLOBAL_DENIED, "queue" => q.clone(), "limit" => l)),
             acked: counter!(JOBS_ACKED, "queue" => q.clone()),
             retried: counter!(JOBS_RETRIED, "queue" => q.clone()),
             deferred: DEFER_REASONS.map(|r| counter!(JOBS_DEFERRED, "queue" => q.clone(), "reason" => r)),

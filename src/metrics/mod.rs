@@ -77,6 +77,12 @@ pub const QUEUE_DEFERRED: &str = "weir_queue_deferred_jobs";
 pub const QUEUE_OLDEST: &str = "weir_queue_oldest_ready_age_seconds";
 /// Dead-letter entries trimmed by the cap (sampled from Redis).
 pub const DEAD_TRIMMED: &str = "weir_dead_trimmed_total";
+/// Jobs the queue's global limits granted to this consumer's fetches (counted while a
+/// global rate or concurrency is set).
+pub const GLOBAL_GRANTED: &str = "weir_global_permits_granted_total";
+/// Jobs this consumer's fetches asked for and the queue's global limits did not grant, by
+/// limit (`rate`, `concurrency`).
+pub const GLOBAL_DENIED: &str = "weir_global_permits_denied_total";
 /// The consumer's concurrency limit.
 pub const LIMIT: &str = "weir_concurrency_limit";
 /// Jobs running in this consumer.
@@ -99,6 +105,14 @@ pub const LIMITER_DECISIONS: &str = "weir_limiter_decisions_total";
 const COUNTERS: &[(&str, &str)] = &[
     (JOBS_ENQUEUED, "Jobs stored by enqueue calls."),
     (JOBS_FETCHED, "Jobs leased by fetch calls."),
+    (
+        GLOBAL_GRANTED,
+        "Jobs the queue's global limits (weir limits set --global-rate/--global-concurrency) granted to this consumer's fetches.",
+    ),
+    (
+        GLOBAL_DENIED,
+        "Jobs this consumer's fetches asked for that the queue's global limits did not grant, by limit (rate, concurrency).",
+    ),
     (JOBS_ACKED, "Jobs acked (done)."),
     (
         JOBS_RETRIED,

@@ -366,6 +366,9 @@ pub struct Worker {
     pub concurrency_limit: u64,
     /// Jobs it was running at its last heartbeat.
     pub running: u64,
+    /// Jobs it held leased at its last heartbeat (fetched and not yet settled: running or
+    /// waiting to start); what it holds of the queue's global concurrency.
+    pub leased: u64,
     /// When it last refreshed its entry.
     pub last_beat: Timestamp,
     /// When its entry expires unless refreshed.

@@ -1,5 +1,5 @@
 //! The worker registry: each consumer's record (host, pid, version, start, its
-//! concurrency limit and running jobs), written by its heartbeat and read by `weir
+//! concurrency limit, running jobs and leases held), written by its heartbeat and read by `weir
 //! workers` and the UI.
 //!
 //! Layout (keys.rs): a ZSET per queue, worker id -> when its entry expires (ms), and a
@@ -40,7 +40,7 @@ impl WorkerRecord {
     }
 
     /// The record's fields, with the limit and running jobs now.
-    pub(crate) fn fields(&self, limit: usize, running: usize) -> [(&'static str, String); 6] {
+    pub(crate) fn fields(&self, limit: usize, running: usize, leased: usize) -> [(&'static str, String); 7] {
         [
             ("host", self.host.clone()),
             ("pid", self.pid.to_string()),
@@ -48,6 +48,7 @@ impl WorkerRecord {
             ("started_ms", self.started_ms.to_string()),
             ("limit", limit.to_string()),
             ("running", running.to_string()),
+            ("leased", leased.to_string()),
         ]
     }
 }
@@ -113,6 +114,7 @@ fn worker(id: String, expires_ms: u64, r: &HashMap<String, String>) -> Worker {
         started_at: Timestamp(num("started_ms")),
         concurrency_limit: num("limit"),
         running: num("running"),
+        leased: num("leased"),
         last_beat: Timestamp(num("last_beat_ms")),
         expires_at: Timestamp(expires_ms),
     }
