@@ -10,11 +10,15 @@
 //!   error_threshold  "0.05"
 //!   rate             "500/s" | "off"      burst "100"
 //!   dead_cap         "10000"
+//!   global_rate      "500/s"              global_burst "50"
+//!   global_concurrency "10"
 //! ```
 //!
 //! A runtime limit that is absent leaves the consumer's own configuration in force; an
-//! absent `dead_cap` is [`DEFAULT_DEAD_CAP`]. Not on the hot path: plain HGETALL/HSET,
-//! once a second per consumer.
+//! absent `dead_cap` is [`DEFAULT_DEAD_CAP`]. The consumers poll these with a plain
+//! HGETALL once a second. The global limits bind the whole fleet together, not each
+//! consumer: the fetch script reads them on every call (`fetch.lua`'s `global_grant`), so
+//! they apply at the next fetch.
 
 use crate::error::{Error, Result};
 use crate::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
@@ -59,6 +63,28 @@ impl std::str::FromStr for RateSetting {
     }
 }
 
+/// A group of settings `weir limits clear` can remove alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleared {
+    /// The dead-letter cap (back to [`DEFAULT_DEAD_CAP`]).
+    DeadCap,
+    /// The global rate and its burst.
+    GlobalRate,
+    /// The global concurrency.
+    GlobalConcurrency,
+}
+
+impl Cleared {
+    /// The hash fields of the group.
+    pub fn fields(self) -> &'static [&'static str] {
+        match self {
+            Cleared::DeadCap => &["dead_cap"],
+            Cleared::GlobalRate => &["global_rate", "global_burst"],
+            Cleared::GlobalConcurrency => &["global_concurrency"],
+        }
+    }
+}
+
 /// The runtime settings of a queue; `None` fields are not set.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
@@ -75,6 +101,12 @@ pub struct Settings {
     /// Dead-letter queue cap, at least 1: the oldest entries beyond it are trimmed and
     /// counted (absent: [`DEFAULT_DEAD_CAP`]).
     pub dead_cap: Option<u64>,
+    /// Jobs/s the whole fleet of the queue's consumers starts, with its burst (see
+    /// [`Settings::default_global_burst`]).
+    pub global_rate: Option<Rate>,
+    /// Jobs of the queue leased (fetched and not yet settled) at once, fleet-wide, at
+    /// least 1.
+    pub global_concurrency: Option<u64>,
 }
 
 impl Settings {
@@ -115,7 +147,22 @@ impl Settings {
             error_threshold: field(h, "error_threshold")?,
             rate,
             dead_cap: field(h, "dead_cap")?,
+            global_rate: match field::<Rate>(h, "global_rate")? {
+                None => None,
+                Some(r) => Some(match field::<u32>(h, "global_burst")? {
+                    Some(b) => r.with_burst(b),
+                    None => r.with_burst(Self::default_global_burst(&r)),
+                }),
+            },
+            global_concurrency: field(h, "global_concurrency")?,
         })
+    }
+
+    /// The burst of a global rate set without one: a tenth of the rate's period's count,
+    /// at least 1 (`500/s` gives 50). So the fleet starts at most about 1.1 times the rate
+    /// in any one period, and a fetch takes up to a tenth of a period's jobs at once.
+    pub fn default_global_burst(rate: &Rate) -> u32 {
+        (rate.count / 10.0).ceil().clamp(1.0, 1e6) as u32
     }
 
     /// The hash fields of the settings that are set.
@@ -143,6 +190,13 @@ impl Settings {
         }
         if let Some(v) = self.dead_cap {
             f.push(("dead_cap", v.to_string()));
+        }
+        if let Some(r) = self.global_rate {
+            f.push(("global_rate", r.spec()));
+            f.push(("global_burst", r.burst.to_string()));
+        }
+        if let Some(v) = self.global_concurrency {
+            f.push(("global_concurrency", v.to_string()));
         }
         f
     }
@@ -184,10 +238,17 @@ impl Settings {
         Ok(())
     }
 
-    /// Removes the dead-letter cap of `queue` (back to [`DEFAULT_DEAD_CAP`]), leaving the
-    /// other settings.
-    pub async fn clear_dead_cap<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str) -> Result<()> {
-        let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), "dead_cap").await?;
+    /// Removes some settings of `queue`, leaving the others: each of `which` is a hash
+    /// group of fields.
+    pub async fn clear_some<C: ConnectionLike + Send + Sync>(
+        conn: &mut C,
+        queue: &str,
+        which: &[Cleared],
+    ) -> Result<()> {
+        let fields: Vec<&str> = which.iter().flat_map(|c| c.fields().iter().copied()).collect();
+        if !fields.is_empty() {
+            let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), fields).await?;
+        }
         Ok(())
     }
 
@@ -205,6 +266,8 @@ impl Settings {
             error_threshold: newer.error_threshold.or(self.error_threshold),
             rate: newer.rate.or(self.rate),
             dead_cap: newer.dead_cap.or(self.dead_cap),
+            global_rate: newer.global_rate.or(self.global_rate),
+            global_concurrency: newer.global_concurrency.or(self.global_concurrency),
         }
     }
 
@@ -253,6 +316,14 @@ impl Settings {
         if self.dead_cap == Some(0) {
             return Err(Error::Config("dead-letter cap must be at least 1".into()));
         }
+        if let Some(r) = self.global_rate {
+            r.validate()?;
+        }
+        if self.global_concurrency == Some(0) {
+            return Err(Error::Config(
+                "global concurrency must be at least 1 (clear it to lift the limit)".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -285,6 +356,8 @@ mod tests {
             error_threshold: Some(0.1),
             rate: Some(RateSetting::Limit("30/m".parse::<Rate>().unwrap().with_burst(5))),
             dead_cap: Some(25),
+            global_rate: Some("500/s".parse::<Rate>().unwrap().with_burst(50)),
+            global_concurrency: Some(10),
         };
         let h: HashMap<String, String> = s
             .to_fields()
@@ -292,6 +365,13 @@ mod tests {
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
         assert_eq!(h["rate"], "30/m");
+        assert_eq!(
+            (h["global_rate"].as_str(), h["global_burst"].as_str()),
+            ("500/s", "50")
+        );
+        // A global rate stored without a burst gets the default, a tenth of its count.
+        let bare = Settings::from_hash(&hash(&[("global_rate", "200/s")])).unwrap();
+        assert_eq!(bare.global_rate.map(|r| r.burst), Some(20));
         assert_eq!(Settings::from_hash(&h).unwrap(), s);
         let off = Settings::from_hash(&hash(&[("rate", "off")])).unwrap();
         assert_eq!(off.rate, Some(RateSetting::Off));

@@ -131,6 +131,7 @@ fn render_workers(list: &WorkerList) -> String {
             "STARTED",
             "LIMIT",
             "RUNNING",
+            "LEASED",
             "LAST BEAT",
         ]
         .map(String::from)
@@ -145,6 +146,7 @@ fn render_workers(list: &WorkerList) -> String {
             when(w.started_at, list.now),
             w.concurrency_limit.to_string(),
             w.running.to_string(),
+            w.leased.to_string(),
             format!("{} ago", age(w.last_beat.age(list.now))),
         ]);
     }

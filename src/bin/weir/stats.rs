@@ -6,6 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::Stats;
+use weir::settings::Settings;
 
 #[derive(Args, Debug)]
 pub(crate) struct StatsArgs {
@@ -27,15 +28,24 @@ pub(crate) struct StatsArgs {
 
 pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
     let q = a.common.queue_handle().await?;
+    let mut conn = a.common.redis()?.connect().await?;
     if !a.watch {
         let s = q.stats().await?;
+        let limits = Settings::load(&mut conn, &a.common.queue).await?;
         if a.json {
+            let global = serde_json::json!({
+                "rate": limits.global_rate.map(|r| r.spec()),
+                "burst": limits.global_rate.map(|r| r.burst),
+                "concurrency": limits.global_concurrency,
+            });
             println!(
                 "{}",
-                serde_json::to_string(&serde_json::json!({ "queue": a.common.queue, "stats": s }))?
+                serde_json::to_string(
+                    &serde_json::json!({ "queue": a.common.queue, "stats": s, "global_limits": global })
+                )?
             );
         } else {
-            print!("{}", render(&a.common.queue, &s, None));
+            print!("{}", render(&a.common.queue, &s, &limits, None));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -43,6 +53,7 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
     let mut shown = 0u64;
     loop {
         let s = q.stats().await?;
+        let limits = Settings::load(&mut conn, &a.common.queue).await?;
         let now = std::time::Instant::now();
         let rates = prev
             .as_ref()
@@ -52,7 +63,7 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
         let _ = write!(
             out,
             "\x1b[2J\x1b[H{}",
-            render(&a.common.queue, &s, rates.as_ref())
+            render(&a.common.queue, &s, &limits, rates.as_ref())
         );
         let _ = out.flush();
         prev = Some((s, now));
@@ -96,7 +107,7 @@ impl Rates {
     }
 }
 
-fn render(queue: &str, s: &Stats, rates: Option<&Rates>) -> String {
+fn render(queue: &str, s: &Stats, limits: &Settings, rates: Option<&Rates>) -> String {
     let mut o = String::new();
     let paused = if s.paused { " (paused)" } else { "" };
     o += &format!("queue      {queue}{paused}\n");
@@ -108,7 +119,13 @@ fn render(queue: &str, s: &Stats, rates: Option<&Rates>) -> String {
         s.ready[2]
     );
     o += &format!("delayed    {}\n", s.delayed);
-    o += &format!("in flight  {}\n", s.in_flight);
+    match limits.global_concurrency {
+        Some(c) => o += &format!("in flight  {} (global concurrency {c})\n", s.in_flight),
+        None => o += &format!("in flight  {}\n", s.in_flight),
+    }
+    if let Some(r) = limits.global_rate {
+        o += &format!("global     rate {} fleet-wide (burst {})\n", r.spec(), r.burst);
+    }
     let counter = |k: &str| s.counters.get(k).copied().unwrap_or(0);
     o += &format!(
         "deferred   {} (put back uncharged, {} times so far)\n",

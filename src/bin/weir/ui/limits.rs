@@ -10,10 +10,11 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
 use std::str::FromStr;
-use weir::settings::{DEFAULT_DEAD_CAP, RateSetting, Settings};
+use weir::limiter::Rate;
+use weir::settings::{Cleared, DEFAULT_DEAD_CAP, RateSetting, Settings};
 
 /// The form's fields: name, label, example.
-const FIELDS: [(&str, &str, &str); 7] = [
+const FIELDS: [(&str, &str, &str); 10] = [
     ("min_concurrency", "Lowest concurrency (adaptive)", "4"),
     ("max_concurrency", "Highest concurrency (adaptive)", "200"),
     ("target_p95", "p95 target (adaptive)", "250ms or 1.5x"),
@@ -25,6 +26,9 @@ const FIELDS: [(&str, &str, &str); 7] = [
     ("rate", "Jobs/s cap per consumer", "500/s, 30/m or off"),
     ("burst", "Burst for the rate", "100"),
     ("dead_cap", "Dead-letter cap", "10000"),
+    ("global_rate", "Jobs/s the whole fleet starts", "500/s"),
+    ("global_burst", "Burst for the global rate", "50"),
+    ("global_concurrency", "Jobs leased at once, fleet-wide", "10"),
 ];
 
 async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
@@ -39,12 +43,15 @@ async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
             div.tools {
                 a.button href={ "/queue?" (query(&fields)) } { "Queue" }
                 (button(app, "/limits/clear", &[("queue", name), ("only", "dead_cap")], "Reset dead-letter cap", ""))
+                (button(app, "/limits/clear", &[("queue", name), ("only", "global_rate")], "Lift global rate", ""))
+                (button(app, "/limits/clear", &[("queue", name), ("only", "global_concurrency")], "Lift global concurrency", ""))
                 (button(app, "/limits/clear", &fields, "Clear all", "danger"))
             }
         }
         (q.flash())
         p.muted { "Stored in Redis; every consumer of the queue applies them within about a second. \
-                   A limit not set leaves each consumer's own flag in force." }
+                   A limit not set leaves each consumer's own flag in force. The global limits bind \
+                   all consumers together." }
         (form(app, name, &stored))
         h2 { "Consumers now" }
         (workers_table(std::slice::from_ref(&workers)))
@@ -93,6 +100,7 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
     let r = async {
         let name = p.queue()?;
         let burst: Option<u32> = field(&p, "burst")?;
+        let global_burst: Option<u32> = field(&p, "global_burst")?;
         let update = Settings {
             min: field(&p, "min_concurrency")?,
             max: field(&p, "max_concurrency")?,
@@ -100,9 +108,19 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
             error_threshold: field(&p, "error_threshold")?,
             rate: field::<RateSetting>(&p, "rate")?.map(|r| burst.map_or(r, |b| r.with_burst(b))),
             dead_cap: field(&p, "dead_cap")?,
+            global_rate: field::<Rate>(&p, "global_rate")?.map(|r| {
+                let burst = global_burst.unwrap_or_else(|| Settings::default_global_burst(&r));
+                r.with_burst(burst)
+            }),
+            global_concurrency: field(&p, "global_concurrency")?,
         };
         if burst.is_some() && update.rate.is_none() {
             return Err(Failure::bad_request("a burst goes with a rate: give both"));
+        }
+        if global_burst.is_some() && update.global_rate.is_none() {
+            return Err(Failure::bad_request(
+                "a global burst goes with a global rate: give both",
+            ));
         }
         if update == Settings::default() {
             return Err(Failure::bad_request("nothing to store: every field was blank"));
@@ -113,13 +131,20 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
     done(&app, r.await)
 }
 
-/// Removes every setting, or (`only=dead_cap`) the dead-letter cap.
+/// Removes every setting, or (`only=dead_cap|global_rate|global_concurrency`) that one.
 pub(crate) async fn clear(State(app): State<App>, p: Posted) -> Response {
     let r = async {
         let name = p.queue()?;
-        match p.get("only") {
-            Some("dead_cap") => Settings::clear_dead_cap(&mut app.conn(), name).await?,
-            _ => Settings::clear(&mut app.conn(), name).await?,
+        let one = match p.get("only") {
+            Some("dead_cap") => Some(Cleared::DeadCap),
+            Some("global_rate") => Some(Cleared::GlobalRate),
+            Some("global_concurrency") => Some(Cleared::GlobalConcurrency),
+            Some(other) => return Err(Failure::bad_request(format!("no setting {other:?} to clear"))),
+            None => None,
+        };
+        match one {
+            Some(c) => Settings::clear_some(&mut app.conn(), name, &[c]).await?,
+            None => Settings::clear(&mut app.conn(), name).await?,
         }
         Ok(after(&limits_link(name), "limits_cleared", 0, 0))
     };

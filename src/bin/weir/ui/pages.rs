@@ -380,7 +380,7 @@ pub(crate) fn workers_table(lists: &[WorkerList]) -> Markup {
             table.data #workers {
                 thead { tr {
                     th { "Queue" } th { "Id" } th { "Host" } th.n { "Pid" } th { "Version" }
-                    th { "Started" } th.n { "Limit" } th.n { "Running" } th { "Last beat" }
+                    th { "Started" } th.n { "Limit" } th.n { "Running" } th.n { "Leased" } th { "Last beat" }
                 } }
                 tbody {
                     @for l in lists { @for w in &l.workers {
@@ -388,7 +388,7 @@ pub(crate) fn workers_table(lists: &[WorkerList]) -> Markup {
                             td { a href=(queue_link(&l.queue, "in_flight")) { (l.queue) } }
                             td.id { (w.id) } td { (w.host) } td.n { (w.pid) } td { (w.weir_version) }
                             td { (when(Some(w.started_at), l.now)) }
-                            td.n { (w.concurrency_limit) } td.n { (w.running) }
+                            td.n { (w.concurrency_limit) } td.n { (w.running) } td.n { (w.leased) }
                             td { (when(Some(w.last_beat), l.now)) }
                         }
                     } }
