@@ -143,6 +143,12 @@ LIMITER = dashboard("weir-limiter", "weir / limiter tuning",
         ("acked", rate("weir_jobs_acked_total")),
         ("retried", rate("weir_jobs_retried_total")),
     ], unit="ops"),
+    panel("Global permits (fleet-wide limits)", [
+        ("granted", rate("weir_global_permits_granted_total")),
+        ("denied by {{limit}}", rate("weir_global_permits_denied_total", by="limit")),
+    ], unit="ops", description="Jobs the queue's global rate and concurrency (weir limits set --global-*) "
+                               "granted to this fleet's fetches, and the jobs asked for that they did not grant. "
+                               "Zero while no global limit is set."),
 ])
 
 if __name__ == "__main__":

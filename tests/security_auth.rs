@@ -17,7 +17,7 @@ const WRONG: &str = "Wrong-88ab01-secret";
 
 /// The ACL of docs/security.md: keep the two in step.
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
-    +exists +set +del +pexpire +scan +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
+    +exists +get +set +del +pexpire +scan +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
     +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +multi +exec +publish +fcall_ro +function|list +function|load";
 
@@ -182,6 +182,11 @@ async fn weir_works_with_exactly_the_documented_acl() {
     ok(&["resume"], None);
     std::thread::sleep(Duration::from_millis(100));
     ok(&["limits", "set", "--dead-cap", "1"], None);
+    // Global limits far above what the drains below take: their state is read and kept.
+    ok(
+        &["limits", "set", "--global-rate", "100000/s", "--global-concurrency", "100000"],
+        None,
+    );
     ok(&["jobs", "--state", "ready"], None);
     ok(&["job", "show", "given-1"], None);
     part(&["job", "run-now", "given-1"]);

@@ -2,7 +2,8 @@
 //! answer: `{"do": "ok" | "slow:<ms>" | "429" | "429-once" | "503" | "500" | "500-once" |
 //! "400" | "redirect" | "hang"}` (`-once`: only to the first request for the job's id).
 //! Past `max_in_flight` concurrent requests, or until [`Server::busy_for`] runs out, it
-//! answers 429. It counts connections and requests.
+//! answers 429. It counts connections and requests, and records when each request came
+//! and the most requests it was ever answering at once.
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -33,6 +34,10 @@ pub(crate) struct Server {
     pub connections: AtomicUsize,
     pub in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
+    /// The most requests it was answering at once.
+    pub peak_in_flight: AtomicUsize,
+    /// When each request came, in order.
+    pub arrivals: Mutex<Vec<Instant>>,
     pub seen: Mutex<Vec<Seen>>,
     /// Requests so far per job id (a batch counts for its first job).
     pub tries: Mutex<HashMap<String, usize>>,
@@ -97,6 +102,7 @@ impl Server {
             body.clone()
         };
         let id = first["id"].as_str().unwrap_or_default().to_owned();
+        self.arrivals.lock().unwrap().push(Instant::now());
         self.seen.lock().unwrap().push(Seen {
             idempotency_key,
             content_type,
@@ -114,6 +120,7 @@ impl Server {
             .unwrap()
             .is_some_and(|t| Instant::now() < t);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak_in_flight.fetch_max(now, Ordering::SeqCst);
         let r = if busy {
             reply(StatusCode::TOO_MANY_REQUESTS, &[("retry-after", "1")], "busy")
         } else if now > self.max_in_flight.load(Ordering::SeqCst) {
