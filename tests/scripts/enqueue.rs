@@ -197,7 +197,7 @@ async fn a_job_key_is_stored_as_written_and_a_bad_one_refused() {
         ..arg(id, Priority::Normal, 0, 0)
     };
     let good = env_k("a", r#""tenant-7.eu:a_b""#);
-    let in_payload = env("b", 0, 3, 1).replace(r#""payload":{"#, r#""payload":{"key":"x y","#);
+    let in_payload = env("b", 0, 3, 1).replace(r#"{"n":1}"#, r#"{"n":1,"key":"x y"}"#);
     let jobs = [keyed("a", good.clone()), keyed("b", in_payload.clone())];
     assert!(
         scripts::enqueue(&mut ctx.c(), &ctx.keys, &jobs)
