@@ -1,7 +1,9 @@
 //! The producer packages in clients/ (Python and Node) against a real redis-server and a
 //! real `weir work`: every job they enqueue through `FCALL weir_enqueue` runs once, with
-//! its payload byte for byte as sent; unique windows hold across a Rust and a Python
-//! producer. scripts/ensure-clients.sh installs the packages (a venv, `npm ci`).
+//! its payload byte for byte as sent, and every envelope they write (job keys included)
+//! is byte for byte the one the Rust producer writes for the same job; unique windows hold
+//! across a Rust and a Python producer; bad job keys are refused before anything is sent.
+//! scripts/ensure-clients.sh installs the packages (a venv, `npm ci`).
 
 mod common;
 
@@ -13,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Once;
 use std::time::Duration;
-use weir::NewJob;
+use weir::{NewJob, Producer};
 
 const JOBS: usize = 10_000;
 
@@ -102,10 +104,22 @@ fn drain(ctx: &Ctx) -> HashMap<String, String> {
     ran
 }
 
-/// Checks what ran against the driver's `id<TAB>payload` lines ('*': an id the package
-/// generated, matched by payload): every job ran once, every payload byte for byte.
-fn compare(sent: &str, mut ran: HashMap<String, String>) {
-    let sent: Vec<(&str, &str)> = sent.lines().map(|l| l.split_once('\t').unwrap()).collect();
+/// The driver's `id<TAB>key<TAB>payload` lines ('*': an id the package generated; an
+/// empty key: a job without one).
+fn sent_jobs(sent: &str) -> Vec<(&str, &str, &str)> {
+    sent.lines()
+        .map(|l| {
+            let mut f = l.splitn(3, '\t');
+            let mut next = || f.next().unwrap_or_else(|| panic!("not id, key, payload: {l}"));
+            (next(), next(), next())
+        })
+        .collect()
+}
+
+/// Checks what a queue holds or ran (id -> value) against what the driver sent (id,
+/// value; '*': an id the package generated, matched by value): every job once, every value
+/// byte for byte.
+fn compare(sent: Vec<(&str, String)>, mut ran: HashMap<String, String>) {
     assert_eq!(sent.len(), JOBS);
     assert_eq!(ran.len(), JOBS, "jobs run");
     let mut by_payload: HashMap<String, usize> = HashMap::new();
@@ -114,14 +128,46 @@ fn compare(sent: &str, mut ran: HashMap<String, String>) {
             *by_payload.entry(payload.to_string()).or_default() += 1;
             continue;
         }
-        let got = ran.remove(*id).unwrap_or_else(|| panic!("job {id} did not run"));
-        assert_eq!(got.as_bytes(), payload.as_bytes(), "payload of job {id}");
+        let got = ran.remove(*id).unwrap_or_else(|| panic!("job {id} is missing"));
+        assert_eq!(got.as_bytes(), payload.as_bytes(), "job {id}");
     }
     let mut rest: HashMap<String, usize> = HashMap::new();
     for payload in ran.into_values() {
         *rest.entry(payload).or_default() += 1;
     }
-    assert_eq!(rest, by_payload, "payloads of the jobs with generated ids");
+    assert_eq!(rest, by_payload, "the jobs with generated ids");
+}
+
+/// The queue's envelopes as `key<TAB>payload` by id, after checking each against the
+/// envelope the Rust producer writes for the same job (same id, kind, priority, attempts,
+/// time, trace id, job key and raw payload): byte for byte, so the field order, the
+/// optional fields' presence and the payload's text all match.
+async fn stored_envelopes(ctx: &Ctx) -> HashMap<String, String> {
+    let mut stored = HashMap::new();
+    for (id, env) in ctx.snapshot().await.jobs {
+        let job = weir::envelope::decode(&id, env.as_bytes(), usize::MAX)
+            .unwrap_or_else(|e| panic!("job {id}: {e}: {env}"));
+        assert_eq!(job.unique_key, None, "job {id}: no window in this test");
+        let mut again = NewJob::from_raw(job.kind.clone(), job.payload.clone())
+            .id(&id)
+            .priority(job.priority())
+            .max_attempts(job.max_attempts);
+        if let Some(t) = &job.trace_id {
+            again = again.trace_id(t);
+        }
+        if let Some(k) = &job.key {
+            again = again.key(k);
+        }
+        let rust = Producer::prepare_offline(again, job.enqueued_at_ms, &mut Vec::new()).unwrap();
+        assert_eq!(
+            String::from_utf8(rust.envelope).unwrap(),
+            env,
+            "job {id}: the envelope the Rust producer writes"
+        );
+        let key = job.key.unwrap_or_default();
+        stored.insert(id, format!("{key}\t{}", job.payload.get()));
+    }
+    stored
 }
 
 async fn drained_byte_for_byte(label: &str, producer: Command) {
@@ -135,7 +181,13 @@ async fn drained_byte_for_byte(label: &str, producer: Command) {
             .output()
             .unwrap(),
     );
-    compare(&sent, drain(&ctx));
+    let sent = sent_jobs(&sent);
+    let keyed = sent.iter().filter(|(_, k, _)| !k.is_empty()).count();
+    assert!((JOBS / 3..JOBS / 2).contains(&keyed), "{keyed} jobs with a key");
+    let with_keys = sent.iter().map(|(id, k, p)| (*id, format!("{k}\t{p}")));
+    compare(with_keys.collect(), stored_envelopes(&ctx).await);
+    let payloads = sent.iter().map(|(id, _, p)| (*id, p.to_string()));
+    compare(payloads.collect(), drain(&ctx));
     let s = ctx.stats().await;
     assert_eq!(
         (s.counters.get("acked").copied(), s.dead),
@@ -156,6 +208,45 @@ async fn node_jobs_run_once_with_their_payloads_byte_for_byte() {
     let mut n = node();
     n.arg(driver("produce.js"));
     drained_byte_for_byte("js", n).await;
+}
+
+/// A bad job key (outside the alphabet, empty, too long, not a string) is refused by
+/// both packages, through a single enqueue and in a bulk call, with the check's message
+/// and nothing stored.
+async fn bad_keys_are_refused(label: &str, mut producer: Command) {
+    let ctx = Ctx::new(label).await;
+    weir(&ctx, &["functions", "load"]);
+    let out = ok(
+        label,
+        producer
+            .args([&ctx.url, &ctx.queue, "badkey", "0"])
+            .output()
+            .unwrap(),
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 12, "{out}");
+    for l in &lines {
+        assert!(
+            l.starts_with("invalid job key ")
+                && l.ends_with(": use 1 to 128 characters from A-Z a-z 0-9 _ . : -"),
+            "{l}"
+        );
+    }
+    assert!(ctx.snapshot().await.jobs.is_empty(), "nothing stored");
+}
+
+#[tokio::test]
+async fn python_refuses_bad_job_keys() {
+    let mut p = python();
+    p.arg(driver("produce.py"));
+    bad_keys_are_refused("py-badkey", p).await;
+}
+
+#[tokio::test]
+async fn node_refuses_bad_job_keys() {
+    let mut n = node();
+    n.arg(driver("produce.js"));
+    bad_keys_are_refused("js-badkey", n).await;
 }
 
 /// The Rust producer enqueues the same 1,000 keys with a window of an hour, in the

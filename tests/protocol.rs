@@ -48,7 +48,8 @@ fn the_envelope_example_is_what_the_producer_writes() {
     let job = NewJob::from_json("send_email", r#"{"to":"a@example.com"}"#)
         .unwrap()
         .id("order-42")
-        .unique_for(std::time::Duration::from_secs(60));
+        .unique_for(std::time::Duration::from_secs(60))
+        .key("acme");
     let arg = Producer::prepare_offline(job, 1_700_000_000_000, &mut Vec::new()).unwrap();
     let env = String::from_utf8(arg.envelope).unwrap();
     assert!(

@@ -25,6 +25,11 @@ export interface JobOptions {
   uniqueFor?: number;
   /** What the window dedupes on (default: the id). */
   uniqueKey?: string;
+  /**
+   * The job's key: the tenant, customer or destination host that per-key limits count it
+   * against (1 to 128 characters from A-Z a-z 0-9 _ . : -; hash longer keys).
+   */
+  key?: string;
   /** The payload as JSON text, stored byte for byte (instead of `payload`). */
   payloadJson?: string;
 }

@@ -83,8 +83,10 @@ function payloadJson(job) {
  * `payload`): id, priority ('high' | 'normal' | 'low'), delay (ms), runAt (Date or epoch
  * ms), maxAttempts, traceId, uniqueFor (ms: a job whose unique key was enqueued within the
  * window, by any producer in any language, is skipped, even if that job is done),
- * uniqueKey (what the window dedupes on; default the id), payloadJson (the payload as
- * JSON text, stored byte for byte) instead of payload.
+ * uniqueKey (what the window dedupes on; default the id), key (the job's key: the
+ * tenant, customer or destination host that per-key limits count it against; same
+ * alphabet as ids), payloadJson (the payload as JSON text, stored byte for byte) instead
+ * of payload.
  */
 class Producer {
   constructor(redis, queue, { defaultMaxAttempts = DEFAULT_MAX_ATTEMPTS, maxEnvelopeBytes = DEFAULT_MAX_ENVELOPE_BYTES } = {}) {
@@ -185,6 +187,8 @@ class Producer {
       const key = job.uniqueKey === undefined || job.uniqueKey === null ? id : token('unique key', job.uniqueKey);
       head += `,"unique_key":"${key}"`;
     }
+    // the job's key for per-key limits: after unique_key, before payload
+    if (job.key !== undefined && job.key !== null) head += `,"key":"${token('job key', job.key)}"`;
     const envelope = Buffer.from(`${head},"payload":${payloadJson(job)}}`, 'utf8');
     if (envelope.length > this.maxEnvelopeBytes) {
       throw new WeirError(`job ${JSON.stringify(id)} is ${envelope.length} bytes, over the limit of ${this.maxEnvelopeBytes} bytes`);

@@ -81,6 +81,9 @@ pub(crate) struct EnvelopeOut<'a> {
     /// reads it to free the key when the job is dead-lettered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<&'a str>,
+    /// The job's key for per-key limits (a tenant, a customer, a destination host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<&'a str>,
     pub payload: &'a RawValue,
 }
 
@@ -116,6 +119,10 @@ pub struct Job {
     /// ([`NewJob::unique_for`](crate::NewJob::unique_for)).
     #[serde(default)]
     pub unique_key: Option<String>,
+    /// The job's key, when the producer gave one ([`NewJob::key`](crate::NewJob::key)):
+    /// the tenant, customer or destination that per-key limits count it against.
+    #[serde(default)]
+    pub key: Option<String>,
     /// The payload, as raw JSON text.
     pub payload: Box<RawValue>,
     /// The job was running when a consumer died (not part of the envelope: the fetch says
@@ -270,6 +277,7 @@ mod tests {
             kind: "email",
             trace_id: None,
             unique_key: None,
+            key: None,
             payload: &payload,
         };
         let mut buf = Vec::new();
@@ -326,6 +334,57 @@ mod tests {
             decode("x", ok.as_bytes(), 1 << 20).is_ok(),
             "brackets in strings do not count"
         );
+    }
+
+    fn prepared(job: crate::NewJob) -> crate::Result<String> {
+        let arg = crate::Producer::prepare_offline(job, 1_700_000_000_000, &mut Vec::new())?;
+        Ok(String::from_utf8(arg.envelope).unwrap())
+    }
+
+    #[test]
+    fn a_key_goes_after_unique_key_and_before_the_payload() {
+        let job = crate::NewJob::from_json("email", r#"{"key":"not this one"}"#)
+            .unwrap()
+            .id("j1")
+            .trace_id("t1")
+            .unique_for(std::time::Duration::from_secs(60))
+            .key("tenant-7.eu:a_b");
+        assert_eq!(
+            prepared(job).unwrap(),
+            r#"{"attempt":0,"max_attempts":5,"priority":1,"enqueued_at":1700000000000,"id":"j1","kind":"email","trace_id":"t1","unique_key":"j1","key":"tenant-7.eu:a_b","payload":{"key":"not this one"}}"#
+        );
+    }
+
+    #[test]
+    fn a_key_round_trips_and_no_key_writes_nothing() {
+        let with = prepared(crate::NewJob::from_json("k", "[1]").unwrap().id("a").key("acme")).unwrap();
+        let job = decode("a", with.as_bytes(), 1 << 20).unwrap();
+        assert_eq!(job.key.as_deref(), Some("acme"));
+        assert_eq!(job.payload_json(), "[1]");
+
+        let without = prepared(crate::NewJob::from_json("k", "[1]").unwrap().id("a")).unwrap();
+        assert!(!without.contains(r#""key""#), "{without}");
+        assert_eq!(
+            with.replace(r#","key":"acme""#, ""),
+            without,
+            "the header is unchanged"
+        );
+        assert_eq!(decode("a", without.as_bytes(), 1 << 20).unwrap().key, None);
+    }
+
+    #[test]
+    fn a_bad_key_is_refused_before_anything_is_encoded() {
+        let long = "k".repeat(MAX_ID_LEN + 1);
+        for bad in ["", "a b", "a\"b", "tenant/1", "ключ", long.as_str()] {
+            let job = crate::NewJob::from_json("k", "1").unwrap().key(bad);
+            let err = prepared(job).unwrap_err();
+            assert!(
+                matches!(&err, crate::Error::InvalidName { what: "job key", .. }),
+                "{bad:?}: {err}"
+            );
+        }
+        let longest = "k".repeat(MAX_ID_LEN);
+        assert!(prepared(crate::NewJob::from_json("k", "1").unwrap().key(longest)).is_ok());
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub struct NewJob {
     trace_id: Option<String>,
     unique_for: Duration,
     unique_key: Option<String>,
+    key: Option<String>,
 }
 
 impl NewJob {
@@ -67,6 +68,7 @@ impl NewJob {
             trace_id: None,
             unique_for: Duration::ZERO,
             unique_key: None,
+            key: None,
         }
     }
 
@@ -122,6 +124,14 @@ impl NewJob {
     /// nothing.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique_key = Some(key.into());
+        self
+    }
+
+    /// The job's key: the tenant, customer or destination host that per-key limits count
+    /// it against (1 to 128 characters from `[A-Za-z0-9_.:-]`: hash longer keys). Written
+    /// in the envelope's `key` field; none by default.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
         self
     }
 }
@@ -339,6 +349,9 @@ fn encode_job(
         }
         (_, None) => Some(id.as_str()),
     };
+    if let Some(k) = &job.key {
+        validate_token("job key", k, MAX_ID_LEN)?;
+    }
     let max_attempts = job.max_attempts.unwrap_or(default_max_attempts).max(1);
     let env = EnvelopeOut {
         attempt: 0,
@@ -349,6 +362,7 @@ fn encode_job(
         kind: &job.kind,
         trace_id: job.trace_id.as_deref(),
         unique_key,
+        key: job.key.as_deref(),
         payload: &job.payload,
     };
     env.encode_into(buf)?;

@@ -215,3 +215,88 @@ async fn unique_for_skips_keys_enqueued_within_the_window_from_the_flag_or_the_l
         text(&o.stderr)
     );
 }
+
+/// A line's `key` lands in the envelope after `unique_key` and before `payload`, and
+/// `weir job show` shows it; `--key` is the default for lines without one (and for
+/// `--kind`'s bare payloads); a bad key is a bad line, named by its number, the other
+/// lines loaded; a bad `--key` is a usage error before anything is read.
+#[tokio::test]
+async fn a_lines_key_or_the_flags_lands_in_the_envelope() {
+    let ctx = Ctx::new("cli-key").await;
+    let q = ctx.queue.as_str();
+    let input = [
+        r#"{"kind":"k","payload":{"key":"in the payload"},"id":"a","key":"tenant-1","unique_for":"1h"}"#,
+        r#"{"kind":"k","payload":2,"id":"b"}"#,
+        r#"{"kind":"k","payload":3,"id":"c","key":"bad key"}"#,
+        r#"{"kind":"k","payload":4,"id":"d","key":""}"#,
+    ]
+    .join("\n");
+    let o = cli(&ctx, &["enqueue", "-q", q, "--key", "acme.eu:1"], &input);
+    no_panic(&o);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(text(&o.stdout).contains("enqueued 2 jobs"), "{}", text(&o.stdout));
+    assert_eq!(
+        error_lines(&o),
+        [
+            r#"line 3: invalid job key "bad key": use 1 to 128 characters from A-Z a-z 0-9 _ . : -"#,
+            r#"line 4: invalid job key "": use 1 to 128 characters from A-Z a-z 0-9 _ . : -"#,
+            "2 lines not loaded",
+        ],
+        "{err}"
+    );
+    let s = ctx.snapshot().await;
+    assert_eq!(s.jobs.len(), 2, "{:?}", s.jobs);
+    assert!(
+        s.jobs["a"].ends_with(
+            r#","kind":"k","unique_key":"a","key":"tenant-1","payload":{"key":"in the payload"}}"#
+        ),
+        "{}",
+        s.jobs["a"]
+    );
+    assert!(
+        s.jobs["b"].ends_with(r#","kind":"k","key":"acme.eu:1","payload":2}"#),
+        "{}",
+        s.jobs["b"]
+    );
+
+    let o = cli(&ctx, &["job", "show", "a", "--json", "-q", q], "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["envelope"]["key"], "tenant-1");
+    let out = text(&cli(&ctx, &["job", "show", "b", "-q", q], "").stdout);
+    assert!(
+        out.lines().any(|l| l.split_whitespace().eq(["key", "acme.eu:1"])),
+        "{out}"
+    );
+
+    // --kind: every bare payload takes --key; none without it
+    let o = cli(
+        &ctx,
+        &["enqueue", "-q", q, "--kind", "m", "--key", "host-9"],
+        "10\n11\n",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = cli(&ctx, &["enqueue", "-q", q, "--kind", "m"], "12\n");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let s = ctx.snapshot().await;
+    let m: Vec<&String> = s.jobs.values().filter(|e| e.contains(r#""kind":"m""#)).collect();
+    assert_eq!(m.len(), 3);
+    for e in m {
+        let want = if e.ends_with(r#""payload":12}"#) {
+            ""
+        } else {
+            r#","key":"host-9""#
+        };
+        assert!(e.contains(&format!(r#""kind":"m"{want},"payload":"#)), "{e}");
+    }
+
+    let o = cli(&ctx, &["enqueue", "-q", q, "--key", "a/b"], "");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(r#"invalid job key "a/b""#),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(ctx.snapshot().await.jobs.len(), 5, "nothing more stored");
+}

@@ -1,13 +1,15 @@
 // Enqueues jobs through the weir-producer package, for tests/clients.rs.
 //
-// usage: node produce.js REDIS_URL QUEUE all N
-//   N jobs through every call of the package (enqueue, enqueueIn, enqueueAt, enqueueBulk;
-//   priorities, chosen ids, raw JSON); prints `id<TAB>payload` per job ('*' for ids the
-//   package generated in bulk: the test matches those by payload, every payload differs)
+// usage: node produce.js REDIS_URL QUEUE all|badkey N
+//   all: N jobs through every call of the package (enqueue, enqueueIn, enqueueAt, enqueueBulk;
+//   priorities, chosen ids, job keys, raw JSON); prints `id<TAB>key<TAB>payload` per job
+//   (key empty for a job without one; '*' for ids the package generated in bulk: the test
+//   matches those by payload, every payload differs)
+//   badkey: bad job keys through enqueue and enqueueBulk (N unused); prints each refusal
 'use strict';
 
 const path = require('path');
-const { Producer } = require(path.join(__dirname, '..', '..', 'clients', 'node'));
+const { Producer, WeirError } = require(path.join(__dirname, '..', '..', 'clients', 'node'));
 const Redis = require(require.resolve('ioredis', { paths: [path.join(__dirname, '..', '..', 'clients', 'node')] }));
 
 const PRIORITIES = ['high', 'normal', 'low'];
@@ -23,34 +25,61 @@ function payload(i) {
   return shapes[i % shapes.length];
 }
 
+// A job key for three jobs in seven, through every call (none for the rest).
+function key(i) {
+  return i % 7 < 3 ? `js-tenant.${i % 5}:eu` : undefined;
+}
+
+async function badKeys(p) {
+  for (const bad of ['a b', '', 'k'.repeat(129), 'a"b', 'tenant/1', 7]) {
+    const calls = [() => p.enqueue('k', 1, { key: bad }), () => p.enqueueBulk([{ kind: 'k', payload: 1 }, { kind: 'k', payload: 2, key: bad }])];
+    for (const call of calls) {
+      try {
+        await call();
+      } catch (e) {
+        if (!(e instanceof WeirError)) throw e;
+        process.stdout.write(`${e.message}\n`);
+        continue;
+      }
+      throw new Error(`key ${JSON.stringify(bad)} accepted`);
+    }
+  }
+}
+
 async function main() {
   const [url, queue, mode, nText] = process.argv.slice(2);
-  if (mode !== 'all') throw new Error(`unknown mode ${mode}`);
   const n = Number(nText);
   const redis = new Redis(url);
   const p = new Producer(redis, queue);
+  if (mode === 'badkey') {
+    await badKeys(p);
+    await redis.quit();
+    return;
+  }
+  if (mode !== 'all') throw new Error(`unknown mode ${mode}`);
   const out = [];
   const bulk = [];
   for (let i = 0; i < n; i += 1) {
     const priority = PRIORITIES[i % 3];
+    const k = key(i);
     if (i % 10 === 0) {
-      out.push([await p.enqueue('js', payload(i), { id: `js-${i}`, priority }), JSON.stringify(payload(i))]);
+      out.push([await p.enqueue('js', payload(i), { id: `js-${i}`, priority, key: k }), k, JSON.stringify(payload(i))]);
     } else if (i % 10 === 1) {
-      out.push([await p.enqueueIn(200, 'js', payload(i), { priority }), JSON.stringify(payload(i))]);
+      out.push([await p.enqueueIn(200, 'js', payload(i), { priority, key: k }), k, JSON.stringify(payload(i))]);
     } else if (i % 10 === 2) {
       const raw = `{ "raw" : [${i}, 1.50, "kept as written"] }`;
-      out.push([await p.enqueueAt(new Date(Date.now() + 300), 'js', undefined, { payloadJson: raw, priority }), raw]);
+      out.push([await p.enqueueAt(new Date(Date.now() + 300), 'js', undefined, { payloadJson: raw, priority, key: k }), k, raw]);
     } else {
-      bulk.push({ kind: 'js', payload: payload(i), priority, id: i % 2 === 0 ? `jsb-${i}` : undefined });
+      bulk.push({ kind: 'js', payload: payload(i), priority, id: i % 2 === 0 ? `jsb-${i}` : undefined, key: k });
     }
   }
   const report = await p.enqueueBulk(bulk);
   if (report.enqueued !== bulk.length || report.duplicates.length) throw new Error(JSON.stringify(report));
-  const lines = out.map(([id, text]) => {
+  const lines = out.map(([id, k, text]) => {
     if (!id) throw new Error('a single enqueue was skipped');
-    return `${id}\t${text}`;
+    return `${id}\t${k || ''}\t${text}`;
   });
-  for (const job of bulk) lines.push(`${job.id || '*'}\t${JSON.stringify(job.payload)}`);
+  for (const job of bulk) lines.push(`${job.id || '*'}\t${job.key || ''}\t${JSON.stringify(job.payload)}`);
   process.stdout.write(`${lines.join('\n')}\n`);
   await redis.quit();
 }

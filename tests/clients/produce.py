@@ -2,9 +2,11 @@
 
 usage: produce.py REDIS_URL QUEUE MODE N
   all     N jobs through every call of the package (enqueue, enqueue_in, enqueue_at,
-          enqueue_bulk; priorities, chosen ids, raw JSON); prints `id<TAB>payload` per job
+          enqueue_bulk; priorities, chosen ids, job keys, raw JSON); prints
+          `id<TAB>key<TAB>payload` per job (key empty for a job without one)
   unique  jobs for keys key-0 .. key-(N-1) with a window of an hour, in bulk; prints
           {"enqueued": E, "duplicates": D}
+  badkey  bad job keys through enqueue and enqueue_bulk (N unused); prints each refusal
 """
 
 import json
@@ -12,7 +14,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 
 import redis
-from weir_producer import Job, Producer
+from weir_producer import Job, Producer, WeirError
 
 PRIORITIES = ["high", "normal", "low"]
 
@@ -29,22 +31,27 @@ def payload(i):
     return shapes[i % len(shapes)]
 
 
+def key(i):
+    """A job key for three jobs in seven, through every call (none for the rest)."""
+    return "py-tenant.%d:eu" % (i % 5) if i % 7 < 3 else None
+
+
 def all_calls(p, n):
     out = []
     bulk = []
     for i in range(n):
-        opts = {"priority": PRIORITIES[i % 3]}
+        opts = {"priority": PRIORITIES[i % 3], "key": key(i)}
         if i % 10 == 0:
             job_id = p.enqueue("py", payload(i), id="py-%d" % i, **opts)
-            out.append((job_id, json.dumps(payload(i), separators=(",", ":"), ensure_ascii=False)))
+            out.append((job_id, key(i), json.dumps(payload(i), separators=(",", ":"), ensure_ascii=False)))
         elif i % 10 == 1:
             job_id = p.enqueue_in(timedelta(milliseconds=200), "py", payload(i), **opts)
-            out.append((job_id, json.dumps(payload(i), separators=(",", ":"), ensure_ascii=False)))
+            out.append((job_id, key(i), json.dumps(payload(i), separators=(",", ":"), ensure_ascii=False)))
         elif i % 10 == 2:
             when = datetime.now(timezone.utc) + timedelta(milliseconds=300)
             raw = '{ "raw" : [%d, 1.50, "kept as written"] }' % i
             job_id = p.enqueue_at(when, "py", payload_json=raw, **opts)
-            out.append((job_id, raw))
+            out.append((job_id, key(i), raw))
         elif i % 2 == 0:
             bulk.append(Job("py", payload(i), id="pyb-%d" % i, **opts))
         else:
@@ -59,19 +66,30 @@ def main():
     p = Producer(redis.Redis.from_url(url), queue)
     if mode == "all":
         out, bulk = all_calls(p, n)
-        for job_id, text in out:
+        for job_id, job_key, text in out:
             assert job_id, "a single enqueue was skipped"
-            print("%s\t%s" % (job_id, text))
+            print("%s\t%s\t%s" % (job_id, job_key or "", text))
         for job in bulk:
             # generated ids are not returned by enqueue_bulk: '*' (the test matches those
             # by payload; every payload differs)
             text = json.dumps(job.payload, separators=(",", ":"), ensure_ascii=False)
-            print("%s\t%s" % (job.id or "*", text))
+            print("%s\t%s\t%s" % (job.id or "*", job.key or "", text))
     elif mode == "unique":
         jobs = [Job("uniq", {"key": "key-%d" % i, "from": "python"}, unique_key="key-%d" % i,
                     unique_for=timedelta(hours=1)) for i in range(n)]
         report = p.enqueue_bulk(jobs)
         print(json.dumps({"enqueued": report.enqueued, "duplicates": len(report.duplicates)}))
+    elif mode == "badkey":
+        for bad in ["a b", "", "k" * 129, 'a"b', "tenant/1", 7]:
+            calls = [lambda: p.enqueue("k", 1, key=bad),
+                     lambda: p.enqueue_bulk([Job("k", 1), Job("k", 2, key=bad)])]
+            for call in calls:
+                try:
+                    call()
+                except WeirError as e:
+                    print(e)
+                else:
+                    sys.exit("key %r accepted" % (bad,))
     else:
         sys.exit("unknown mode " + mode)
 

@@ -180,6 +180,63 @@ async fn test_envelopes_match_what_the_producer_writes() {
     assert_eq!(String::from_utf8(arg.envelope).unwrap(), env("a", 0, 3, 2));
 }
 
+/// [`env`] for a job whose header carries `"key":<key>` (`key` as JSON text).
+fn env_k(id: &str, key: &str) -> String {
+    env(id, 0, 3, 1).replace(",\"payload\":", &format!(",\"key\":{key},\"payload\":"))
+}
+
+/// The job key from a producer in another language: stored as written when it is a
+/// token; otherwise the call fails with nothing stored, the Lua path and the Functions
+/// library alike. A "key" inside the payload is not the job's key.
+#[tokio::test]
+async fn a_job_key_is_stored_as_written_and_a_bad_one_refused() {
+    let ctx = Ctx::new("enqkey").await;
+    weir::queue::functions::ensure(&mut ctx.c()).await.unwrap();
+    let keyed = |id: &str, env: String| EnqueueArg {
+        envelope: env.into_bytes(),
+        ..arg(id, Priority::Normal, 0, 0)
+    };
+    let good = env_k("a", r#""tenant-7.eu:a_b""#);
+    let in_payload = env("b", 0, 3, 1).replace(r#"{"n":1}"#, r#"{"n":1,"key":"x y"}"#);
+    let jobs = [keyed("a", good.clone()), keyed("b", in_payload.clone())];
+    assert!(
+        scripts::enqueue(&mut ctx.c(), &ctx.keys, &jobs)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let stored: Vec<String> = redis::cmd("HMGET")
+        .arg(ctx.keys.jobs())
+        .arg(&["a", "b"])
+        .query_async(&mut ctx.c())
+        .await
+        .unwrap();
+    assert_eq!(stored, [good, in_payload]);
+
+    let long = format!(r#""{}""#, "k".repeat(129));
+    for bad in [r#""a b""#, r#""a\"b""#, r#""""#, "7", "null", long.as_str()] {
+        for fcall in [false, true] {
+            let (_, keys) = ctx.other_queue("badkey");
+            let jobs = [arg("ok", Priority::Normal, 0, 0), keyed("x", env_k("x", bad))];
+            let e = if fcall {
+                crate::functions::fcall_enqueue(&mut ctx.c(), &keys, &jobs).await
+            } else {
+                scripts::enqueue(&mut ctx.c(), &keys, &jobs).await
+            }
+            .unwrap_err();
+            assert!(
+                e.to_string().contains(r#"job x has a "key" that is not"#),
+                "{bad}: {e}"
+            );
+            assert_eq!(
+                snapshot(&mut ctx.c(), &keys).await,
+                State::default(),
+                "{bad}: nothing stored"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn unique_id_is_refused_while_the_job_exists_and_accepted_after_ack() {
     let ctx = Ctx::new("unique").await;
@@ -225,6 +282,11 @@ async fn producer_refuses_what_it_can_check() {
     ));
     let bad_id = NewJob::new("k", &1).unwrap().id("has space");
     assert!(matches!(p.enqueue(bad_id).await, Err(Error::InvalidName { .. })));
+    let bad_key = NewJob::new("k", &1).unwrap().key("tenant/7");
+    assert!(matches!(
+        p.enqueue(bad_key).await,
+        Err(Error::InvalidName { what: "job key", .. })
+    ));
     // a bad job anywhere in a bulk call fails the call with nothing enqueued
     let jobs = vec![
         NewJob::new("k", &1).unwrap(),

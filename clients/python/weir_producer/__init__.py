@@ -87,6 +87,7 @@ class Job:
     trace_id: Optional[str] = None
     unique_for: Optional[Duration] = None
     unique_key: Optional[str] = None
+    key: Optional[str] = None
 
 
 @dataclass
@@ -197,6 +198,9 @@ class Producer:
         if window > 0:
             key = job_id if job.unique_key is None else _token("unique key", job.unique_key)
             head += ',"unique_key":"%s"' % key
+        if job.key is not None:
+            # the job's key for per-key limits: after unique_key, before payload
+            head += ',"key":"%s"' % _token("job key", job.key)
         envelope = (head + ',"payload":' + _payload_json(job) + "}").encode()
         if len(envelope) > self.max_envelope_bytes:
             raise WeirError(f"job {job_id!r} is {len(envelope)} bytes, over the limit of "

@@ -42,6 +42,11 @@ pub(crate) struct EnqueueArgs {
     /// even if that job is done.
     #[arg(long, value_parser = parse_duration)]
     pub unique_for: Option<Duration>,
+    /// Default job key (a tenant, customer or destination host) that per-key limits
+    /// count jobs against: 1 to 128 characters from A-Z a-z 0-9 _ . : -. A line's `key`
+    /// wins over it.
+    #[arg(long, value_parser = parse_key)]
+    pub key: Option<String>,
 }
 
 /// One NDJSON line without `--kind`.
@@ -68,6 +73,9 @@ struct Line {
     /// The key the window dedupes on (default: the id).
     #[serde(default)]
     unique_key: Option<String>,
+    /// The job's key, for per-key limits (default: `--key`).
+    #[serde(default)]
+    key: Option<String>,
 }
 
 pub(crate) async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
@@ -216,7 +224,10 @@ fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
     if let Some(kind) = &a.kind {
         let payload = RawValue::from_string(line).map_err(|e| format!("payload is not JSON: {e}"))?;
         let job = NewJob::from_raw(kind.clone(), payload).priority(a.priority);
-        return Ok(with_unique(default_time(a, job), a.unique_for));
+        return Ok(with_key(
+            with_unique(default_time(a, job), a.unique_for),
+            a.key.clone(),
+        ));
     }
     let l: Line = serde_json::from_str(&line).map_err(|e| format!("not a job line: {e}"))?;
     let mut job = NewJob::from_raw(l.kind, l.payload).priority(a.priority);
@@ -243,7 +254,7 @@ fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
     if let Some(k) = l.unique_key {
         job = job.unique_key(k);
     }
-    Ok(job)
+    Ok(with_key(job, l.key.or_else(|| a.key.clone())))
 }
 
 /// A duration field of a job line: a duration string ("30s") or whole milliseconds.
@@ -264,6 +275,25 @@ fn duration_field(name: &str, v: serde_json::Value) -> Result<Duration, String> 
 fn with_unique(job: NewJob, unique_for: Option<Duration>) -> NewJob {
     match unique_for {
         Some(w) => job.unique_for(w),
+        None => job,
+    }
+}
+
+/// `--key`, checked by the library's own check of a job key, so that a bad one is a usage
+/// error rather than a bad line for every line of the input.
+fn parse_key(key: &str) -> Result<String, String> {
+    let job = NewJob::from_json("k", "null")
+        .map_err(|e| e.to_string())?
+        .key(key);
+    Producer::prepare_offline(job, 0, &mut Vec::new()).map_err(|e| e.to_string())?;
+    Ok(key.to_owned())
+}
+
+/// `job` with a job key, if one is given (checked when the job is prepared: a bad key
+/// is a bad line).
+fn with_key(job: NewJob, key: Option<String>) -> NewJob {
+    match key {
+        Some(k) => job.key(k),
         None => job,
     }
 }

@@ -248,6 +248,9 @@ fn render_detail(d: &JobDetail) -> String {
         "kind",
         j.kind.clone().unwrap_or_else(|| "? (not a weir envelope)".into()),
     );
+    if let Some(k) = envelope_key(d) {
+        line("key", k);
+    }
     line("priority", j.priority.unwrap_or("?").into());
     line("attempts", attempts(j));
     if let Some(t) = j.enqueued_at {
@@ -282,4 +285,14 @@ fn render_detail(d: &JobDetail) -> String {
     };
     o += &format!("envelope\n{env}\n");
     o
+}
+
+/// The job key in a job's envelope (`NewJob::key`), if it has one.
+fn envelope_key(d: &JobDetail) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Keyed {
+        key: Option<String>,
+    }
+    let e = d.envelope.as_ref()?;
+    serde_json::from_str::<Keyed>(e.get()).ok()?.key
 }

