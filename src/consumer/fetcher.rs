@@ -164,9 +164,15 @@ impl Fetcher {
                             errors.succeeded();
                             let got = fetched.jobs.len() + fetched.bad_ids.len();
                             self.count_global(&fetched, want, got);
-                            size.saw(want, got);
+                            // Jobs held back by their keys' limits were there: they say
+                            // nothing of how much the queue holds.
+                            size.saw(want, if fetched.global.held_by_key { want } else { got });
                             self.backlog.store(size.get() == self.config.batch, Ordering::Relaxed);
-                            if fetched.jobs.is_empty() && fetched.global.cut() {
+                            if fetched.jobs.is_empty() && fetched.global.held_by_key {
+                                // Every job popped was held back by its key's limits: the
+                                // ones behind them may be of other keys. Look again now.
+                                idle_until = None;
+                            } else if fetched.jobs.is_empty() && fetched.global.cut() {
                                 // The global limits granted nothing: wait for the rate's
                                 // next permit, or for a lease to end (settle wakes us).
                                 idle_until = Some(Instant::now() + throttled_wait(&fetched));

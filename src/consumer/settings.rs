@@ -12,20 +12,25 @@
 //!   dead_cap         "10000"
 //!   global_rate      "500/s"              global_burst "50"
 //!   global_concurrency "10"
+//!   key_rate         "5/s"                key_burst "1"
+//!   key_concurrency  "2"
+//!   key_rate:acme    "50/s"               key_concurrency:acme "10"
+//!   key_overrides    "1"     (present while any key has a limit of its own)
 //! ```
 //!
 //! A runtime limit that is absent leaves the consumer's own configuration in force; an
 //! absent `dead_cap` is [`DEFAULT_DEAD_CAP`]. The consumers poll these with a plain
 //! HGETALL once a second. The global limits bind the whole fleet together, not each
 //! consumer: the fetch script reads them on every call (`fetch.lua`'s `global_grant`), so
-//! they apply at the next fetch.
+//! they apply at the next fetch. So do the per-key limits, which bind each job key (the
+//! envelope's `key`) on its own.
 
 use crate::error::{Error, Result};
 use crate::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
 use crate::queue::keys::QueueKeys;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The dead-letter cap of a queue with no `dead_cap` setting (`scripts/lib.lua` has the
 /// same number): the oldest dead-lettered jobs beyond it are trimmed, and counted.
@@ -72,15 +77,19 @@ pub enum Cleared {
     GlobalRate,
     /// The global concurrency.
     GlobalConcurrency,
+    /// Every per-key limit: the defaults and every key's own.
+    PerKey,
 }
 
 impl Cleared {
-    /// The hash fields of the group.
+    /// The hash fields of the group (for [`Cleared::PerKey`], the defaults: the keys' own
+    /// are found in the hash).
     pub fn fields(self) -> &'static [&'static str] {
         match self {
             Cleared::DeadCap => &["dead_cap"],
             Cleared::GlobalRate => &["global_rate", "global_burst"],
             Cleared::GlobalConcurrency => &["global_concurrency"],
+            Cleared::PerKey => &["key_rate", "key_burst", "key_concurrency", "key_overrides"],
         }
     }
 }
@@ -107,6 +116,23 @@ pub struct Settings {
     /// Jobs of the queue leased (fetched and not yet settled) at once, fleet-wide, at
     /// least 1.
     pub global_concurrency: Option<u64>,
+    /// Jobs/s each job key starts, fleet-wide, with its burst (default as for the global
+    /// rate).
+    pub key_rate: Option<Rate>,
+    /// Jobs of each job key leased at once, fleet-wide, at least 1.
+    pub key_concurrency: Option<u64>,
+    /// Keys with limits of their own, in place of `key_rate` / `key_concurrency`.
+    pub key_overrides: BTreeMap<String, KeyLimits>,
+}
+
+/// The limits of one job key of its own (`weir limits set --key acme=50/s
+/// --key-concurrency acme=10`); what is not set is the queue's per-key default.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct KeyLimits {
+    /// Its jobs/s (burst: a tenth of the count, at least 1).
+    pub rate: Option<Rate>,
+    /// Its jobs leased at once.
+    pub concurrency: Option<u64>,
 }
 
 impl Settings {
@@ -155,7 +181,39 @@ impl Settings {
                 }),
             },
             global_concurrency: field(h, "global_concurrency")?,
+            key_rate: match field::<Rate>(h, "key_rate")? {
+                None => None,
+                Some(r) => Some(match field::<u32>(h, "key_burst")? {
+                    Some(b) => r.with_burst(b),
+                    None => r.with_burst(Self::default_global_burst(&r)),
+                }),
+            },
+            key_concurrency: field(h, "key_concurrency")?,
+            key_overrides: Self::overrides_from_hash(h)?,
         })
+    }
+
+    /// The `key_rate:<key>` and `key_concurrency:<key>` fields.
+    fn overrides_from_hash(h: &HashMap<String, String>) -> Result<BTreeMap<String, KeyLimits>> {
+        let mut out: BTreeMap<String, KeyLimits> = BTreeMap::new();
+        for (name, v) in h {
+            let bad =
+                |e: &dyn std::fmt::Display| Error::Config(format!("runtime setting {name} = {v:?}: {e}"));
+            if let Some(k) = name.strip_prefix("key_rate:") {
+                let r: Rate = v.trim().parse().map_err(|e| bad(&e))?;
+                let r = r.with_burst(Self::default_global_burst(&r));
+                out.entry(k.to_owned()).or_default().rate = Some(r);
+            } else if let Some(k) = name.strip_prefix("key_concurrency:") {
+                let c: u64 = v.trim().parse().map_err(|e| bad(&e))?;
+                out.entry(k.to_owned()).or_default().concurrency = Some(c);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether any per-key limit is set.
+    pub fn per_key(&self) -> bool {
+        self.key_rate.is_some() || self.key_concurrency.is_some() || !self.key_overrides.is_empty()
     }
 
     /// The burst of a global rate set without one: a tenth of the rate's period's count,
@@ -166,7 +224,28 @@ impl Settings {
     }
 
     /// The hash fields of the settings that are set.
-    pub fn to_fields(&self) -> Vec<(&'static str, String)> {
+    pub fn to_fields(&self) -> Vec<(String, String)> {
+        let mut f: Vec<(String, String)> = self
+            .fixed_fields()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        for (key, l) in &self.key_overrides {
+            if let Some(r) = l.rate {
+                f.push((format!("key_rate:{key}"), r.spec()));
+            }
+            if let Some(c) = l.concurrency {
+                f.push((format!("key_concurrency:{key}"), c.to_string()));
+            }
+        }
+        if !self.key_overrides.is_empty() {
+            f.push(("key_overrides".into(), "1".into()));
+        }
+        f
+    }
+
+    /// The fields of the settings that are set, but for the keys' own limits.
+    fn fixed_fields(&self) -> Vec<(&'static str, String)> {
         let mut f = Vec::new();
         if let Some(v) = self.min {
             f.push(("min_concurrency", v.to_string()));
@@ -197,6 +276,13 @@ impl Settings {
         }
         if let Some(v) = self.global_concurrency {
             f.push(("global_concurrency", v.to_string()));
+        }
+        if let Some(r) = self.key_rate {
+            f.push(("key_rate", r.spec()));
+            f.push(("key_burst", r.burst.to_string()));
+        }
+        if let Some(v) = self.key_concurrency {
+            f.push(("key_concurrency", v.to_string()));
         }
         f
     }
@@ -245,9 +331,33 @@ impl Settings {
         queue: &str,
         which: &[Cleared],
     ) -> Result<()> {
-        let fields: Vec<&str> = which.iter().flat_map(|c| c.fields().iter().copied()).collect();
+        let mut fields: Vec<String> = which
+            .iter()
+            .flat_map(|c| c.fields().iter().map(|f| f.to_string()))
+            .collect();
+        if which.contains(&Cleared::PerKey) {
+            let stored = Self::load(conn, queue).await?;
+            fields.extend(key_fields(stored.key_overrides.keys()));
+        }
         if !fields.is_empty() {
             let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), fields).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes the limits of their own of `keys` (they go back to the per-key defaults).
+    pub async fn clear_keys<C: ConnectionLike + Send + Sync>(
+        conn: &mut C,
+        queue: &str,
+        keys: &[String],
+    ) -> Result<()> {
+        let settings = QueueKeys::new(queue)?.settings();
+        let fields: Vec<String> = key_fields(keys.iter()).collect();
+        if !fields.is_empty() {
+            let _: () = conn.hdel(&settings, fields).await?;
+        }
+        if Self::load(conn, queue).await?.key_overrides.is_empty() {
+            let _: () = conn.hdel(&settings, "key_overrides").await?;
         }
         Ok(())
     }
@@ -268,6 +378,17 @@ impl Settings {
             dead_cap: newer.dead_cap.or(self.dead_cap),
             global_rate: newer.global_rate.or(self.global_rate),
             global_concurrency: newer.global_concurrency.or(self.global_concurrency),
+            key_rate: newer.key_rate.or(self.key_rate),
+            key_concurrency: newer.key_concurrency.or(self.key_concurrency),
+            key_overrides: {
+                let mut o = self.key_overrides.clone();
+                for (k, l) in &newer.key_overrides {
+                    let e = o.entry(k.clone()).or_default();
+                    e.rate = l.rate.or(e.rate);
+                    e.concurrency = l.concurrency.or(e.concurrency);
+                }
+                o
+            },
         }
     }
 
@@ -324,8 +445,32 @@ impl Settings {
                 "global concurrency must be at least 1 (clear it to lift the limit)".into(),
             ));
         }
+        if let Some(r) = self.key_rate {
+            r.validate()?;
+        }
+        if self.key_concurrency == Some(0) {
+            return Err(Error::Config(
+                "per-key concurrency must be at least 1 (clear it to lift the limit)".into(),
+            ));
+        }
+        for (key, l) in &self.key_overrides {
+            crate::queue::keys::validate_token("job key", key, crate::envelope::MAX_ID_LEN)?;
+            if let Some(r) = l.rate {
+                r.validate()?;
+            }
+            if l.concurrency == Some(0) {
+                return Err(Error::Config(format!(
+                    "key {key}: concurrency must be at least 1 (clear the key's limits to lift them)"
+                )));
+            }
+        }
         Ok(())
     }
+}
+
+/// The hash fields of the limits of their own of `keys`.
+fn key_fields<'a>(keys: impl Iterator<Item = &'a String>) -> impl Iterator<Item = String> {
+    keys.flat_map(|k| [format!("key_rate:{k}"), format!("key_concurrency:{k}")])
 }
 
 impl std::fmt::Display for Settings {
@@ -358,6 +503,16 @@ mod tests {
             dead_cap: Some(25),
             global_rate: Some("500/s".parse::<Rate>().unwrap().with_burst(50)),
             global_concurrency: Some(10),
+            key_rate: Some("5/s".parse::<Rate>().unwrap().with_burst(1)),
+            key_concurrency: Some(2),
+            key_overrides: [(
+                "acme".to_string(),
+                KeyLimits {
+                    rate: Some("50/s".parse::<Rate>().unwrap().with_burst(5)),
+                    concurrency: Some(10),
+                },
+            )]
+            .into(),
         };
         let h: HashMap<String, String> = s
             .to_fields()
@@ -369,6 +524,8 @@ mod tests {
             (h["global_rate"].as_str(), h["global_burst"].as_str()),
             ("500/s", "50")
         );
+        assert_eq!(h["key_rate:acme"], "50/s");
+        assert_eq!(h["key_overrides"], "1", "the marker the fetch script looks for");
         // A global rate stored without a burst gets the default, a tenth of its count.
         let bare = Settings::from_hash(&hash(&[("global_rate", "200/s")])).unwrap();
         assert_eq!(bare.global_rate.map(|r| r.burst), Some(20));

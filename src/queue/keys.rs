@@ -50,6 +50,10 @@ pub fn queue_of_key(key: &str) -> Option<&str> {
     validate_queue_name(name).ok().map(|_| name)
 }
 
+/// How many keys `<prefix>throttled` ([`QueueKeys::key_throttled`]) keeps: the most
+/// throttled ones (`fetch.lua` has the same number).
+pub const THROTTLED_KEPT: usize = 1000;
+
 /// How many keys a queue has (the length of [`QueueKeys::all`]).
 pub const KEY_COUNT: usize = 19;
 
@@ -174,6 +178,19 @@ impl QueueKeys {
     /// past. Not in [`QueueKeys::all`]: only `fetch` takes it, after the queue's keys.
     pub fn global_rate(&self) -> String {
         format!("weir:{{{}}}:global_rate", self.name)
+    }
+
+    /// The prefix (not a key) of the per-key limits' state: `<prefix>rate:<key>`,
+    /// `<prefix>running:<key>`, `<prefix>parked:<key>`, `<prefix>parked`,
+    /// `<prefix>reserved`, `<prefix>throttled` (`fetch.lua`'s `key_limits` says what each
+    /// holds). Only `fetch` takes it, after [`QueueKeys::global_rate`].
+    pub fn key_limits_prefix(&self) -> String {
+        format!("weir:{{{}}}:keylimit:", self.name)
+    }
+
+    /// ZSET key -> jobs its limits held back so far (the top [`THROTTLED_KEPT`] keys).
+    pub fn key_throttled(&self) -> String {
+        format!("{}throttled", self.key_limits_prefix())
     }
 
     /// HASH schedule name -> schedule JSON (`queue/cron.rs`). Not in [`QueueKeys::all`]:

@@ -5,9 +5,10 @@
 
 use crate::Common;
 use clap::{Args, Subcommand};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use weir::limiter::{Rate, Target};
-use weir::settings::{Cleared, DEFAULT_DEAD_CAP, RateSetting, Settings};
+use weir::settings::{Cleared, DEFAULT_DEAD_CAP, KeyLimits, RateSetting, Settings};
 
 /// `weir limits`.
 #[derive(Args, Debug)]
@@ -40,6 +41,13 @@ pub(crate) struct ClearArgs {
     /// Remove the global concurrency.
     #[arg(long)]
     pub global_concurrency: bool,
+    /// Remove every per-key limit: the defaults and every key's own.
+    #[arg(long)]
+    pub per_key: bool,
+    /// Remove the limits of this key's own (it goes back to the per-key defaults);
+    /// repeatable.
+    #[arg(long = "key", value_name = "KEY")]
+    pub keys: Vec<String>,
 }
 
 impl ClearArgs {
@@ -49,6 +57,7 @@ impl ClearArgs {
             (self.dead_cap, Cleared::DeadCap),
             (self.global_rate, Cleared::GlobalRate),
             (self.global_concurrency, Cleared::GlobalConcurrency),
+            (self.per_key, Cleared::PerKey),
         ]
         .into_iter()
         .filter_map(|(on, c)| on.then_some(c))
@@ -93,6 +102,57 @@ pub(crate) struct SetArgs {
     /// when its leases expire.
     #[arg(long, value_name = "N")]
     pub global_concurrency: Option<u64>,
+    /// Jobs/s each job key (a job's `key`: tenant, customer, destination) starts across
+    /// the fleet (5/s); a key at its rate holds back only its own jobs, uncharged.
+    #[arg(long, value_parser = str::parse::<Rate>)]
+    pub per_key_rate: Option<Rate>,
+    /// Burst for --per-key-rate (default: a tenth of its count, at least 1).
+    #[arg(long, requires = "per_key_rate", value_name = "N")]
+    pub per_key_burst: Option<u32>,
+    /// Jobs of each job key leased at once across the fleet, at least 1; a key at its
+    /// limit holds back only its own jobs, uncharged.
+    #[arg(long, value_name = "N")]
+    pub per_key_concurrency: Option<u64>,
+    /// A key's own rate, in place of --per-key-rate: acme=50/s (repeatable).
+    #[arg(long = "key", value_name = "KEY=RATE", value_parser = parse_key_rate)]
+    pub key_rates: Vec<(String, Rate)>,
+    /// A key's own concurrency, in place of --per-key-concurrency: acme=10 (repeatable).
+    #[arg(long = "key-concurrency", value_name = "KEY=N", value_parser = parse_key_concurrency)]
+    pub key_concurrencies: Vec<(String, u64)>,
+}
+
+impl SetArgs {
+    /// The keys' own limits the flags give.
+    fn key_overrides(&self) -> BTreeMap<String, KeyLimits> {
+        let mut o: BTreeMap<String, KeyLimits> = BTreeMap::new();
+        for (k, r) in &self.key_rates {
+            o.entry(k.clone()).or_default().rate = Some(r.with_burst(Settings::default_global_burst(r)));
+        }
+        for (k, c) in &self.key_concurrencies {
+            o.entry(k.clone()).or_default().concurrency = Some(*c);
+        }
+        o
+    }
+}
+
+fn split_key(s: &str) -> Result<(&str, &str), String> {
+    s.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("{s:?}: write it as KEY=VALUE, like acme=50/s"))
+}
+
+fn parse_key_rate(s: &str) -> Result<(String, Rate), String> {
+    let (k, v) = split_key(s)?;
+    let r: Rate = v.parse().map_err(|e| format!("key {k}: {e}"))?;
+    Ok((k.to_owned(), r))
+}
+
+fn parse_key_concurrency(s: &str) -> Result<(String, u64), String> {
+    let (k, v) = split_key(s)?;
+    let c: u64 = v
+        .parse()
+        .map_err(|_| format!("key {k}: {v:?} is not a count of jobs"))?;
+    Ok((k.to_owned(), c))
 }
 
 pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
@@ -100,8 +160,9 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
     let queue = &a.common.queue;
     match a.command {
         LimitsCommand::Get => {}
-        LimitsCommand::Clear(c) if !c.groups().is_empty() => {
-            Settings::clear_some(&mut conn, queue, &c.groups()).await?
+        LimitsCommand::Clear(c) if !c.groups().is_empty() || !c.keys.is_empty() => {
+            Settings::clear_some(&mut conn, queue, &c.groups()).await?;
+            Settings::clear_keys(&mut conn, queue, &c.keys).await?;
         }
         LimitsCommand::Clear(_) => Settings::clear(&mut conn, queue).await?,
         LimitsCommand::Set(s) => {
@@ -119,6 +180,14 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
                     r.with_burst(burst)
                 }),
                 global_concurrency: s.global_concurrency,
+                key_rate: s.per_key_rate.map(|r| {
+                    let burst = s
+                        .per_key_burst
+                        .unwrap_or_else(|| Settings::default_global_burst(&r));
+                    r.with_burst(burst)
+                }),
+                key_concurrency: s.per_key_concurrency,
+                key_overrides: s.key_overrides(),
             };
             Settings::update(&mut conn, queue, &update).await?;
         }
@@ -136,7 +205,34 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
     if now.global_rate.is_some() || now.global_concurrency.is_some() {
         print!("{}", fleet(&a.common, &now).await?);
     }
+    if now.per_key() {
+        print!("{}", throttled(&mut conn, queue).await?);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many keys `weir limits get` lists among the most held back.
+const TOP_KEYS: isize = 10;
+
+/// The keys whose limits held back the most jobs so far.
+async fn throttled(conn: &mut redis::aio::ConnectionManager, queue: &str) -> weir::Result<String> {
+    let key = weir::keys::QueueKeys::new(queue)?.key_throttled();
+    let top: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(&key)
+        .arg(0)
+        .arg(TOP_KEYS - 1)
+        .arg("REV")
+        .arg("WITHSCORES")
+        .query_async(conn)
+        .await?;
+    if top.is_empty() {
+        return Ok("keys held back: none so far\n".into());
+    }
+    let mut out = String::from("keys held back the most (jobs so far):\n");
+    for (k, n) in top {
+        out += &format!("  {k}: {n}\n");
+    }
+    Ok(out)
 }
 
 /// What the fleet holds of the global limits now: the queue's leases against the global

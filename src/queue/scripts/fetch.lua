@@ -3,8 +3,8 @@
 --
 -- KEYS: the queue's keys (lib.lua); touches suspects, ready[1..3], delayed[1..3], jobs,
 --   lease, paused, counters; reads settings (the global limits).
---   KEYS[NQ + 1]: STRING, the global rate's GCRA state (its theoretical arrival time, ms,
---   expiring once it is in the past)
+--   KEYS[NQ + 1]: STRING, the global rate's GCRA state (gcra_tat), expiring once past
+--   KEYS[NQ + 2]: the prefix (not a key) of the per-key limits' state (key_limits)
 -- ARGV[1]: N, the most jobs to return (>= 1)
 -- ARGV[2]: visibility timeout (ms): lease deadline = Redis TIME + this
 -- Returns: { deadline_ms, next_due_in_ms, state, suspects, ids, envelope1, envelope2, ... }
@@ -12,10 +12,10 @@
 --     the same however often the lease is extended; 0 if none;
 --   next_due_in_ms: with no job returned, ms until the next delayed job is due (0 = none),
 --     or, when the global rate granted nothing, until it grants the next job;
---   state: 1 when the queue is paused (nothing is popped then); otherwise the global
---     limits (lib.lua's global_grant) as bits: 2 a global rate is set, 4 a global
---     concurrency is set, 8 the global rate cut this call short, 16 the global
---     concurrency did;
+--   state: 1 when the queue is paused (nothing is popped then); otherwise the limits
+--     as bits (global_grant, admit): 2 a global rate is set, 4 a global concurrency is
+--     set, 8 the global rate cut this call short, 16 the global concurrency did, 32
+--     per-key limits held some popped jobs back (the queue may hold more ready);
 --   suspects: how many of the returned jobs, at the front, are suspects (0 or 1): jobs
 --     that were running when their consumer died (see reclaim.lua). A consumer runs them
 --     alone, one at a time, so that a crash is charged to the job that caused it; one per
@@ -25,22 +25,45 @@
 --     a newline; should one pushed by hand hold one, the pieces no longer match the
 --     envelopes in number, and the caller pairs what it can by the ids inside them.
 
--- The global limits (`weir limits set --global-rate/--global-concurrency`: fields of
--- K.settings) for a call asking for `n` jobs at `now`. Returns { n = how many it may lease
--- (0..n), wait = with none granted by the rate, ms until it grants one, bits = as in the
--- header, take = records that k jobs were leased }.
---   global rate: GCRA over the whole fleet. `state` holds the theoretical arrival time
---   (TAT, ms) and the rate and burst it was kept under ('<tat> <rate> <burst>': a changed
---   rate starts afresh); each job moves TAT on by the emission interval T = period /
---   count, and a call takes at most what keeps TAT within burst * T of now.
+-- Rates in settings are written as Rate::spec writes them: a count per s, m or h. Returns
+-- the emission interval (ms per job) and the count, or nil.
+local PERIOD_MS = { s = 1000, m = 60000, h = 3600000 }
+
+local function parse_rate(spec)
+  local count, unit = string.match(spec or '', '^([%d%.]+)/([smh])$')
+  count = tonumber(count)
+  if not count or count <= 0 then return nil end
+  return PERIOD_MS[unit] / count, count
+end
+
+-- A GCRA state string: '<tat> <spec>' (the theoretical arrival time, ms, and the rate and
+-- burst it was kept under: a changed rate starts afresh). Returns the TAT, at least `now`.
+local function gcra_tat(state, spec, now)
+  local kept, kept_spec = string.match(state or '', '^(%S+) (.*)$')
+  if kept_spec == spec then return math.max(tonumber(kept) or now, now) end
+  return now
+end
+
+local function gcra_store(key, tat, spec, now)
+  redis.call('SET', key, string.format('%.3f ', tat) .. spec, 'PX', math.ceil(tat - now) + 1)
+end
+
+-- The queue's limit settings, one read per call: the global ones and the per-key ones.
+local LIMIT_FIELDS = { 'global_rate', 'global_burst', 'global_concurrency', 'key_rate', 'key_burst',
+  'key_concurrency', 'key_overrides' }
+
+-- The global limits (`weir limits set --global-rate/--global-concurrency`), `s` as read
+-- from LIMIT_FIELDS, for a call asking for `n` jobs at `now`. Returns { n = how many it
+-- may lease (0..n), wait = with none granted by the rate, ms until it grants one, bits =
+-- as in the header, take = records that k jobs were leased }.
+--   global rate: GCRA over the whole fleet, its state in `state` (gcra_tat): each job
+--   moves TAT on by the emission interval T = period / count, and a call takes at most
+--   what keeps TAT within burst * T of now.
 --   global concurrency: the queue's leases are its permits: at most C jobs leased (fetched
 --   and not yet settled) at once, fleet-wide. The settle gives them back; a killed
 --   consumer's leases expire and are reclaimed, so its permits come back within a lease.
-local PERIOD_MS = { s = 1000, m = 60000, h = 3600000 }
-
-local function global_grant(state, n, now)
+local function global_grant(state, s, n, now)
   local g = { n = n, wait = 0, bits = 0, take = function(_) end }
-  local s = redis.call('HMGET', K.settings, 'global_rate', 'global_burst', 'global_concurrency')
   if not s[1] and not s[3] then return g end
   local c = tonumber(s[3])
   if c then
@@ -48,39 +71,186 @@ local function global_grant(state, n, now)
     local free = math.max(c - redis.call('ZCARD', K.lease), 0)
     if free < g.n then g.n, g.bits = free, g.bits + 16 end
   end
-  local count, unit = string.match(s[1] or '', '^([%d%.]+)/([smh])$')
-  count = tonumber(count)
-  if count and count > 0 then
+  local t = parse_rate(s[1])
+  if t then
     g.bits = g.bits + 2
-    local t = PERIOD_MS[unit] / count
     local tau = math.max(tonumber(s[2]) or 1, 1) * t
     local spec = s[1] .. ' ' .. (s[2] or '1')
-    local kept, kept_spec = string.match(redis.call('GET', state) or '', '^(%S+) (.*)$')
-    local tat = now
-    if kept_spec == spec then tat = math.max(tonumber(kept) or now, now) end
+    local tat = gcra_tat(redis.call('GET', state), spec, now)
     local free = math.max(math.floor((now + tau - tat) / t + 1e-9), 0)
     if free < g.n then
       g.n, g.bits = free, g.bits + 8
       if free == 0 then g.wait = math.max(math.ceil(tat + t - tau - now), 1) end
     end
     g.take = function(k)
-      if k <= 0 then return end
-      local next_tat = tat + k * t
-      redis.call('SET', state, string.format('%.3f ', next_tat) .. spec, 'PX', math.ceil(next_tat - now) + 1)
+      if k > 0 then gcra_store(state, tat + k * t, spec, now) end
     end
   end
   return g
 end
 
+-- Per-key limits (`weir limits set --per-key-rate/--per-key-concurrency/--key`): each job
+-- key (the envelope's "key": a tenant, a customer, a destination) is limited on its own,
+-- so a key at its limit holds back only its own jobs. Their state lives under the prefix
+-- `p` (KEYS[NQ + 2]), each key's under its own names:
+--   p .. 'rate:' .. key     STRING  the key's GCRA state (gcra_tat), expiring when past
+--   p .. 'running:' .. key  SET     ids of the key's jobs leased: a member no longer in
+--                                   K.lease (settled, reclaimed) is pruned when counted,
+--                                   so nothing else has to keep it; extended leases count
+--   p .. 'parked:' .. key   LIST    ids held back by the key's concurrency, oldest first
+--   p .. 'parked'           ZSET    keys with parked jobs -> when last looked at (ms)
+--   p .. 'reserved'         HASH    id -> 1: a job the key's rate gave a later start
+--   p .. 'throttled'        ZSET    key -> jobs held back so far (the top keys are shown)
+-- A job over its key's rate is given the key's next free start: it goes to delayed, due
+-- then, with that permit reserved (so it is not held back again when it comes due). A job
+-- over its key's concurrency is parked: to delayed for a lease at most, and on the key's
+-- parked list, from which a later fetch takes it back to the front of ready as soon as
+-- the key has a free slot. Neither charges an attempt, and both stay visible, delayed, to
+-- `weir jobs`, `weir job show` and delete. Suspects are never held back.
+local PARKED_LOOKS = 32
+local THROTTLED_KEPT = 1000
+
+local function key_limits(p, s)
+  if not s[4] and not s[6] and not s[7] then return nil end
+  local L = { p = p, by = {}, held = 0 }
+  -- The limits of key `k`, with the state this call keeps for it.
+  function L.of(k)
+    local c = L.by[k]
+    if c then return c end
+    local rate, burst, conc = s[4], s[5], tonumber(s[6])
+    if s[7] then
+      local o = redis.call('HMGET', K.settings, 'key_rate:' .. k, 'key_concurrency:' .. k)
+      if o[1] then rate, burst = o[1], nil end
+      if o[2] then conc = tonumber(o[2]) end
+    end
+    c = { conc = conc, leased = {} }
+    local t, count = parse_rate(rate)
+    if t then
+      c.t = t
+      c.spec = rate .. ' ' .. (burst or '')
+      c.tau = (tonumber(burst) or math.max(math.ceil(count / 10), 1)) * t
+    end
+    L.by[k] = c
+    return c
+  end
+  -- How many of key k's jobs are leased (pruning the members whose lease ended).
+  function L.running(k)
+    local c = L.of(k)
+    if c.running then return c.running end
+    local set = p .. 'running:' .. k
+    local ids = redis.call('SMEMBERS', set)
+    local n = 0
+    if #ids > 0 then
+      local scores = redis.call('ZMSCORE', K.lease, unpack(ids))
+      local gone = {}
+      for i = 1, #ids do
+        if scores[i] then n = n + 1 else gone[#gone + 1] = ids[i] end
+      end
+      if #gone > 0 then call_chunked('SREM', set, gone) end
+    end
+    c.running = n
+    return n
+  end
+  return L
+end
+
+-- Takes parked jobs back to the front of ready for keys with free slots: the keys looked
+-- at longest ago first, at most PARKED_LOOKS of them per call.
+local function unpark(L, now)
+  local keys = redis.call('ZRANGE', L.p .. 'parked', 0, PARKED_LOOKS - 1)
+  for _, k in ipairs(keys) do
+    local c = L.of(k)
+    local free = c.conc and (c.conc - L.running(k)) or math.huge
+    local list = L.p .. 'parked:' .. k
+    while free > 0 do
+      local id = redis.call('LPOP', list)
+      if not id then break end
+      -- Only a job still parked (not deleted, run now, or come due meanwhile) comes back.
+      for q = 1, 3 do
+        if redis.call('ZREM', K.delayed[q], id) == 1 then
+          redis.call('LPUSH', K.ready[q], id)
+          free = free - 1
+          break
+        end
+      end
+    end
+    if redis.call('EXISTS', list) == 1 then
+      redis.call('ZADD', L.p .. 'parked', now, k)
+    else
+      redis.call('ZREM', L.p .. 'parked', k)
+    end
+  end
+end
+
+-- Whether job `id` (envelope `env`, `suspect` or not) may be leased now under its key's
+-- limits; if not, it is held back (see key_limits) and false returned.
+local function admit(L, id, env, suspect, now, vt)
+  local k = job_key(env)
+  if not k or suspect then
+    if k then L.of(k).leased[#L.of(k).leased + 1] = id end
+    return true
+  end
+  local c = L.of(k)
+  local _, _, q = header(env)
+  q = q or 2
+  if c.conc and L.running(k) >= c.conc then
+    redis.call('ZADD', K.delayed[q], now + vt, id)
+    local list = L.p .. 'parked:' .. k
+    redis.call('RPUSH', list, id)
+    redis.call('PEXPIRE', list, vt)
+    redis.call('ZADD', L.p .. 'parked', 'NX', now, k)
+  elseif c.t and redis.call('HDEL', L.p .. 'reserved', id) == 0 then
+    if not c.tat then c.tat = gcra_tat(redis.call('GET', L.p .. 'rate:' .. k), c.spec, now) end
+    local tat = math.max(c.tat, now)
+    local start = tat + c.t - c.tau
+    c.tat = tat + c.t
+    if start > now + 1e-9 then
+      redis.call('ZADD', K.delayed[q], math.ceil(start), id)
+      redis.call('HSET', L.p .. 'reserved', id, 1)
+      redis.call('PEXPIRE', L.p .. 'reserved', math.ceil(c.tat - now) + vt)
+    else
+      if c.conc then c.running = L.running(k) + 1 end
+      c.leased[#c.leased + 1] = id
+      return true
+    end
+  else
+    if c.conc then c.running = L.running(k) + 1 end
+    c.leased[#c.leased + 1] = id
+    return true
+  end
+  c.held = (c.held or 0) + 1
+  L.held = L.held + 1
+  return false
+end
+
+-- Writes what the call's admissions changed: the running sets, the rates' states, the
+-- throttled counts.
+local function key_commit(L, now)
+  for k, c in pairs(L.by) do
+    if c.conc and #c.leased > 0 then call_chunked('SADD', L.p .. 'running:' .. k, c.leased) end
+    if c.tat then gcra_store(L.p .. 'rate:' .. k, c.tat, c.spec, now) end
+    if c.held then redis.call('ZINCRBY', L.p .. 'throttled', c.held, k) end
+  end
+  if L.held > 0 then
+    count('key_throttled', L.held)
+    local excess = redis.call('ZCARD', L.p .. 'throttled') - THROTTLED_KEPT
+    if excess > 0 then redis.call('ZREMRANGEBYRANK', L.p .. 'throttled', 0, excess - 1) end
+  end
+end
+
 local n = tonumber(ARGV[1])
 local vt = tonumber(ARGV[2])
 
--- 1. a paused queue hands out nothing; the global limits may grant fewer than N, or none
+-- 1. a paused queue hands out nothing; the global limits may grant fewer than N, or none;
+--    under per-key limits, parked jobs of keys with free slots go back to ready first
 if redis.call('EXISTS', K.paused) == 1 then return { 0, 0, 1, 0 } end
 local now = now_ms()
-local grant = global_grant(KEYS[NQ + 1], n, now)
+local limits = redis.call('HMGET', K.settings, unpack(LIMIT_FIELDS))
+local grant = global_grant(KEYS[NQ + 1], limits, n, now)
 if grant.n == 0 then return { 0, grant.wait, grant.bits, 0 } end
 n = grant.n
+local keyed = key_limits(KEYS[NQ + 2], limits)
+if keyed then unpark(keyed, now) end
 
 -- 2. promote due delayed jobs, at most N per priority so one call stays bounded
 for p = 1, 3 do
@@ -124,7 +294,8 @@ if ni == 0 then
   return { 0, next_due, grant.bits, 0 }
 end
 
--- 5. load envelopes and lease; an id without an envelope (purged meanwhile) is dropped
+-- 5. load envelopes and lease; an id without an envelope (purged meanwhile) is dropped,
+--    and, under per-key limits, a job its key's limits hold back (see admit)
 local deadline = now + vt
 local envs = hmget_chunked(K.jobs, ids)
 local suspects = 0
@@ -133,23 +304,30 @@ if suspect and envs[1] then suspects = 1 end
 local score = string.format('%d', deadline)
 local lease = {}
 local nl = 0
-for i = 1, ni do
-  if not envs[i] then break end
-  lease[2 * i - 1] = score
-  lease[2 * i] = ids[i]
-  nl = i
+if not keyed then
+  for i = 1, ni do
+    if not envs[i] then break end
+    lease[2 * i - 1] = score
+    lease[2 * i] = ids[i]
+    nl = i
+  end
 end
 if nl < ni then
-  -- some envelopes are gone: keep the jobs that have one, in order
+  -- keep the jobs that have an envelope (and are admitted), in order
   local kept_ids, kept_envs = {}, {}
   lease, nl = {}, 0
   for i = 1, ni do
-    if envs[i] then
+    local env = envs[i]
+    if env and (not keyed or admit(keyed, ids[i], env, i <= suspects, now, vt)) then
       nl = nl + 1
       lease[2 * nl - 1] = score
       lease[2 * nl] = ids[i]
-      kept_ids[nl], kept_envs[nl] = ids[i], envs[i]
+      kept_ids[nl], kept_envs[nl] = ids[i], env
     end
+  end
+  if keyed then
+    key_commit(keyed, now)
+    if keyed.held > 0 then grant.bits = grant.bits + 32 end
   end
   if nl == 0 then return { 0, 0, grant.bits, 0 } end
   ids, envs = kept_ids, kept_envs

@@ -50,16 +50,20 @@ pub struct GlobalLimits {
     pub cut_by_rate: bool,
     /// The global concurrency granted fewer jobs than asked for.
     pub cut_by_concurrency: bool,
+    /// Per-key limits held back some of the jobs popped (they wait, delayed): the queue
+    /// may still hold ready jobs, even when none came back.
+    pub held_by_key: bool,
 }
 
 impl GlobalLimits {
-    /// From the state bits `fetch.lua` returns (2, 4, 8, 16; 1 is "paused").
+    /// From the state bits `fetch.lua` returns (2, 4, 8, 16, 32; 1 is "paused").
     fn from_bits(bits: u64) -> Self {
         Self {
             rate: bits & 2 != 0,
             concurrency: bits & 4 != 0,
             cut_by_rate: bits & 8 != 0,
             cut_by_concurrency: bits & 16 != 0,
+            held_by_key: bits & 32 != 0,
         }
     }
 
@@ -87,6 +91,7 @@ pub async fn fetch<C: ConnectionLike>(
         keys,
         invocation(&FETCH, keys)
             .key(keys.global_rate())
+            .key(keys.key_limits_prefix())
             .arg(n)
             .arg(visibility_ms),
         conn,

@@ -133,6 +133,18 @@ local function unique_key(env, from)
   return string.sub(env, f + 1, q - 1)
 end
 
+-- The job key an envelope carries (its "key" field: per-key limits), or nil. Read as
+-- unique_key reads its field: plain finds within the header.
+local function job_key(env)
+  local stop = string.find(env, ',"payload":', 1, true)
+  if not stop then return nil end
+  local s, f = string.find(env, ',"key":"', 1, true)
+  if not s or s > stop then return nil end
+  local q = string.find(env, '"', f + 1, true)
+  if not q or q > stop then return nil end
+  return string.sub(env, f + 1, q - 1)
+end
+
 -- Frees the unique key job `id` holds, if it still holds it (the window may have ended
 -- and another job taken the key since).
 local function free_unique(id)

@@ -3,7 +3,7 @@
 --
 -- KEYS: the queue's keys (lib.lua); touches jobs, lease, lease_tokens, started,
 --   delayed[1..3], dead, errors, deferrals, counters, wake; reads settings (the
---   dead-letter cap, whether a global concurrency is set).
+--   dead-letter cap, whether a global or per-key concurrency is set).
 -- ARGV[1]: G, the number of ack groups that follow
 -- then G ack groups, one per lease token (jobs fetched together share it) and mark:
 --   token (the lease deadline fetch returned: a lease's token never changes), marked (1:
@@ -135,11 +135,15 @@ if buried > 0 then trim_dead() end
 
 -- 5. a retry or a deferral is new delayed work: wake idle consumers so they learn when it
 --    falls due (an idle fetcher otherwise sleeps until its periodic recheck, seconds away)
---    and, under a global concurrency, leases ended are permits back: consumers waiting
---    for one look again
+--    and, under a global or per-key concurrency, leases ended are permits back: consumers
+--    waiting for one (or with jobs parked for one) look again
+local function concurrency_limited()
+  local c = redis.call('HMGET', K.settings, 'global_concurrency', 'key_concurrency', 'key_overrides')
+  return c[1] or c[2] or c[3]
+end
 if retried + deferred > 0 then
   redis.call('PUBLISH', K.wake, 'retry')
-elseif na + buried > 0 and redis.call('HGET', K.settings, 'global_concurrency') then
+elseif na + buried > 0 and concurrency_limited() then
   redis.call('PUBLISH', K.wake, 'free')
 end
 return { missed, spent }

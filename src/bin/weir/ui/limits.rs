@@ -14,7 +14,7 @@ use weir::limiter::Rate;
 use weir::settings::{Cleared, DEFAULT_DEAD_CAP, RateSetting, Settings};
 
 /// The form's fields: name, label, example.
-const FIELDS: [(&str, &str, &str); 10] = [
+const FIELDS: [(&str, &str, &str); 13] = [
     ("min_concurrency", "Lowest concurrency (adaptive)", "4"),
     ("max_concurrency", "Highest concurrency (adaptive)", "200"),
     ("target_p95", "p95 target (adaptive)", "250ms or 1.5x"),
@@ -29,6 +29,9 @@ const FIELDS: [(&str, &str, &str); 10] = [
     ("global_rate", "Jobs/s the whole fleet starts", "500/s"),
     ("global_burst", "Burst for the global rate", "50"),
     ("global_concurrency", "Jobs leased at once, fleet-wide", "10"),
+    ("key_rate", "Jobs/s of each job key, fleet-wide", "5/s"),
+    ("key_burst", "Burst for the per-key rate", "1"),
+    ("key_concurrency", "Jobs of each job key leased at once", "2"),
 ];
 
 async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
@@ -45,6 +48,7 @@ async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
                 (button(app, "/limits/clear", &[("queue", name), ("only", "dead_cap")], "Reset dead-letter cap", ""))
                 (button(app, "/limits/clear", &[("queue", name), ("only", "global_rate")], "Lift global rate", ""))
                 (button(app, "/limits/clear", &[("queue", name), ("only", "global_concurrency")], "Lift global concurrency", ""))
+                (button(app, "/limits/clear", &[("queue", name), ("only", "per_key")], "Lift per-key limits", ""))
                 (button(app, "/limits/clear", &fields, "Clear all", "danger"))
             }
         }
@@ -59,8 +63,8 @@ async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
     Ok(page(app, &format!("Limits of {name}"), "queues", body))
 }
 
-fn form(app: &App, name: &str, stored: &[(&str, String)]) -> Markup {
-    let value = |f: &str| stored.iter().find(|(k, _)| *k == f).map(|(_, v)| v.as_str());
+fn form(app: &App, name: &str, stored: &[(String, String)]) -> Markup {
+    let value = |f: &str| stored.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
     html! {
         form.limits method="post" action="/limits/set" {
             (csrf(app))
@@ -101,6 +105,7 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
         let name = p.queue()?;
         let burst: Option<u32> = field(&p, "burst")?;
         let global_burst: Option<u32> = field(&p, "global_burst")?;
+        let key_burst: Option<u32> = field(&p, "key_burst")?;
         let update = Settings {
             min: field(&p, "min_concurrency")?,
             max: field(&p, "max_concurrency")?,
@@ -113,7 +118,16 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
                 r.with_burst(burst)
             }),
             global_concurrency: field(&p, "global_concurrency")?,
+            key_rate: field::<Rate>(&p, "key_rate")?
+                .map(|r| r.with_burst(key_burst.unwrap_or_else(|| Settings::default_global_burst(&r)))),
+            key_concurrency: field(&p, "key_concurrency")?,
+            key_overrides: Default::default(),
         };
+        if key_burst.is_some() && update.key_rate.is_none() {
+            return Err(Failure::bad_request(
+                "a per-key burst goes with a per-key rate: give both",
+            ));
+        }
         if burst.is_some() && update.rate.is_none() {
             return Err(Failure::bad_request("a burst goes with a rate: give both"));
         }
@@ -131,7 +145,8 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
     done(&app, r.await)
 }
 
-/// Removes every setting, or (`only=dead_cap|global_rate|global_concurrency`) that one.
+/// Removes every setting, or (`only=dead_cap|global_rate|global_concurrency|per_key`) that
+/// group.
 pub(crate) async fn clear(State(app): State<App>, p: Posted) -> Response {
     let r = async {
         let name = p.queue()?;
@@ -139,6 +154,7 @@ pub(crate) async fn clear(State(app): State<App>, p: Posted) -> Response {
             Some("dead_cap") => Some(Cleared::DeadCap),
             Some("global_rate") => Some(Cleared::GlobalRate),
             Some("global_concurrency") => Some(Cleared::GlobalConcurrency),
+            Some("per_key") => Some(Cleared::PerKey),
             Some(other) => return Err(Failure::bad_request(format!("no setting {other:?} to clear"))),
             None => None,
         };
