@@ -149,6 +149,10 @@ LIMITER = dashboard("weir-limiter", "weir / limiter tuning",
     ], unit="ops", description="Jobs the queue's global rate and concurrency (weir limits set --global-*) "
                                "granted to this fleet's fetches, and the jobs asked for that they did not grant. "
                                "Zero while no global limit is set."),
+    panel("Keys held back the most (per-key limits)", [
+        ("{{key}}", f"sum by (key) (rate(weir_key_throttled_jobs_total{Q}[$__rate_interval]))"),
+    ], unit="ops", description="Jobs held back by their key's limits (weir limits set --per-key-*), "
+                               "for the 10 keys held back the most: a key that hits its limit waits alone."),
 ])
 
 if __name__ == "__main__":

@@ -157,6 +157,14 @@ fn dashboard_exprs() -> Vec<(String, String)> {
 async fn load(url: String, stop: CancellationToken) {
     let redis = Redis::open(&url).unwrap();
     let producer = Producer::new(redis.connect().await.unwrap(), QUEUE).unwrap();
+    // Keyed jobs over a per-key concurrency, so keys are held back (the per-key panel).
+    let limits = weir::settings::Settings {
+        key_concurrency: Some(2),
+        ..Default::default()
+    };
+    weir::settings::Settings::update(&mut redis.connect().await.unwrap(), QUEUE, &limits)
+        .await
+        .unwrap();
     let registry = Registry::new().fallback(handler_fn(|job: weir::Job| async move {
         let n: u64 = job.payload().unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -176,7 +184,7 @@ async fn load(url: String, stop: CancellationToken) {
     while !stop.is_cancelled() {
         let jobs = (0..50).map(|_| {
             n += 1;
-            NewJob::new("work", &n).unwrap()
+            NewJob::new("work", &n).unwrap().key(format!("tenant-{}", n % 4))
         });
         producer.enqueue_bulk(jobs).await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -83,6 +83,11 @@ pub const GLOBAL_GRANTED: &str = "weir_global_permits_granted_total";
 /// Jobs this consumer's fetches asked for and the queue's global limits did not grant, by
 /// limit (`rate`, `concurrency`).
 pub const GLOBAL_DENIED: &str = "weir_global_permits_denied_total";
+/// Jobs held back by their key's limits so far, for the keys held back the most (sampled
+/// from Redis: the top [`TOP_THROTTLED_KEYS`], so the label set stays bounded).
+pub const KEY_THROTTLED: &str = "weir_key_throttled_jobs_total";
+/// How many keys [`KEY_THROTTLED`] reports.
+pub const TOP_THROTTLED_KEYS: usize = 10;
 /// The consumer's concurrency limit.
 pub const LIMIT: &str = "weir_concurrency_limit";
 /// Jobs running in this consumer.
@@ -108,6 +113,10 @@ const COUNTERS: &[(&str, &str)] = &[
     (
         GLOBAL_GRANTED,
         "Jobs the queue's global limits (weir limits set --global-rate/--global-concurrency) granted to this consumer's fetches.",
+    ),
+    (
+        KEY_THROTTLED,
+        "Jobs held back by their key's limits (weir limits set --per-key-*) so far, for the 10 keys held back the most; sampled from Redis, the same from every consumer.",
     ),
     (
         GLOBAL_DENIED,

@@ -24,7 +24,7 @@ pub(crate) enum LimitsCommand {
     /// Show the settings stored for the queue, and what each live consumer holds.
     Get,
     /// Store settings; running consumers apply them within about a second.
-    Set(SetArgs),
+    Set(Box<SetArgs>),
     /// Remove every setting (consumers go back to their own flags, the dead-letter cap to
     /// its default), or only the ones named by the flags.
     Clear(ClearArgs),

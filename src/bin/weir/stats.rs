@@ -1,5 +1,6 @@
 //! `weir stats`: the queue's sizes and counters, as text or JSON, once or refreshing.
 
+use crate::output::count;
 use crate::{Common, parse_duration};
 use clap::Args;
 use std::io::Write;
@@ -38,10 +39,16 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
                 "burst": limits.global_rate.map(|r| r.burst),
                 "concurrency": limits.global_concurrency,
             });
+            let per_key = serde_json::json!({
+                "rate": limits.key_rate.map(|r| r.spec()),
+                "burst": limits.key_rate.map(|r| r.burst),
+                "concurrency": limits.key_concurrency,
+                "keys_with_own_limits": limits.key_overrides.len(),
+            });
             println!(
                 "{}",
                 serde_json::to_string(
-                    &serde_json::json!({ "queue": a.common.queue, "stats": s, "global_limits": global })
+                    &serde_json::json!({ "queue": a.common.queue, "stats": s, "global_limits": global, "per_key_limits": per_key })
                 )?
             );
         } else {
@@ -119,6 +126,7 @@ fn render(queue: &str, s: &Stats, limits: &Settings, rates: Option<&Rates>) -> S
         s.ready[2]
     );
     o += &format!("delayed    {}\n", s.delayed);
+    let counter = |k: &str| s.counters.get(k).copied().unwrap_or(0);
     match limits.global_concurrency {
         Some(c) => o += &format!("in flight  {} (global concurrency {c})\n", s.in_flight),
         None => o += &format!("in flight  {}\n", s.in_flight),
@@ -126,7 +134,26 @@ fn render(queue: &str, s: &Stats, limits: &Settings, rates: Option<&Rates>) -> S
     if let Some(r) = limits.global_rate {
         o += &format!("global     rate {} fleet-wide (burst {})\n", r.spec(), r.burst);
     }
-    let counter = |k: &str| s.counters.get(k).copied().unwrap_or(0);
+    if limits.per_key() {
+        let mut per = Vec::new();
+        if let Some(r) = limits.key_rate {
+            per.push(format!("rate {} (burst {})", r.spec(), r.burst));
+        }
+        if let Some(c) = limits.key_concurrency {
+            per.push(format!("concurrency {c}"));
+        }
+        if !limits.key_overrides.is_empty() {
+            per.push(format!(
+                "{} with limits of their own",
+                count(limits.key_overrides.len() as u64, "key")
+            ));
+        }
+        o += &format!(
+            "per key    {}; {} held back so far\n",
+            per.join(", "),
+            counter("key_throttled")
+        );
+    }
     o += &format!(
         "deferred   {} (put back uncharged, {} times so far)\n",
         s.deferred,

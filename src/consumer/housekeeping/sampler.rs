@@ -2,7 +2,7 @@
 //! in-flight count once a second, while a metrics recorder is installed.
 
 use crate::limiter::limit::Limit;
-use crate::metrics::QueueMetrics;
+use crate::metrics::{KEY_THROTTLED, QueueMetrics, TOP_THROTTLED_KEYS};
 use crate::queue::keys::QueueKeys;
 use crate::queue::scripts;
 use crate::redis::conn::HealingConnection;
@@ -39,6 +39,22 @@ impl Sampler {
         }
     }
 
+    /// Publishes the keys held back the most by their limits (none while no key was).
+    async fn sample_throttled_keys(&mut self) {
+        let top: redis::RedisResult<Vec<(String, f64)>> = redis::cmd("ZRANGE")
+            .arg(self.keys.key_throttled())
+            .arg(0)
+            .arg(TOP_THROTTLED_KEYS - 1)
+            .arg("REV")
+            .arg("WITHSCORES")
+            .query_async(&mut self.conn)
+            .await;
+        for (key, n) in top.unwrap_or_default() {
+            metrics::counter!(KEY_THROTTLED, "queue" => self.keys.name().to_owned(), "key" => key)
+                .absolute(n as u64);
+        }
+    }
+
     /// Samples until `shutdown`; returns at once if no recorder is installed. A failed
     /// stats call skips one sample (the next one comes a second later anyway).
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
@@ -51,6 +67,7 @@ impl Sampler {
             if let Ok(s) = scripts::stats(&mut self.conn, &self.keys).await {
                 s.record(&self.metrics);
             }
+            self.sample_throttled_keys().await;
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(STATS_INTERVAL) => {}
