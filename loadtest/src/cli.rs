@@ -38,6 +38,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
+/// Each consumer's concurrency limit unless `--concurrency` (or the scenario) says.
+pub const DEFAULT_CONCURRENCY: usize = 256;
+
 /// Options every scenario has.
 #[derive(Args, Debug, Clone)]
 pub struct Common {
@@ -60,9 +63,10 @@ pub struct Common {
     /// Consumer processes; 1 runs the consumer inside the harness [default: 1; chaos: 2].
     #[arg(long)]
     pub consumers: Option<usize>,
-    /// Concurrency limit of each consumer (with the adaptive limiter: where it starts).
-    #[arg(long, default_value_t = 256)]
-    pub concurrency: usize,
+    /// Concurrency limit of each consumer (with the adaptive limiter: where it starts)
+    /// [default: 256; keys: 32].
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     #[command(flatten)]
     pub limits: LimitOpts,
     /// Jobs per fetch call.
@@ -239,6 +243,11 @@ impl Common {
         self.consumers.unwrap_or(1)
     }
 
+    /// Concurrency limit of each consumer, [`DEFAULT_CONCURRENCY`] unless told.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(DEFAULT_CONCURRENCY)
+    }
+
     /// Lease length, the library's default unless told.
     pub fn visibility(&self) -> Duration {
         self.visibility_timeout.unwrap_or(ConsumerConfig::DEFAULT_LEASE)
@@ -261,7 +270,7 @@ impl Common {
         if self.payload_bytes > 1_000_000 {
             return Err("--payload-bytes must be at most 1000000".into());
         }
-        if self.concurrency == 0 {
+        if self.concurrency == Some(0) {
             return Err("--concurrency must be at least 1".into());
         }
         self.limits.limiter().map(drop)
