@@ -5,6 +5,7 @@ pub mod backlog;
 pub mod chaos;
 pub mod downstream;
 pub mod drain;
+pub mod keys;
 pub mod steady;
 pub mod timed;
 pub mod versus_bare;
