@@ -184,7 +184,14 @@ async fn weir_works_with_exactly_the_documented_acl() {
     ok(&["limits", "set", "--dead-cap", "1"], None);
     // Global limits far above what the drains below take: their state is read and kept.
     ok(
-        &["limits", "set", "--global-rate", "100000/s", "--global-concurrency", "100000"],
+        &[
+            "limits",
+            "set",
+            "--global-rate",
+            "100000/s",
+            "--global-concurrency",
+            "100000",
+        ],
         None,
     );
     ok(&["jobs", "--state", "ready"], None);
