@@ -6,7 +6,7 @@ use crate::limits::LimitOpts;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
-use weir::limiter::Target;
+use weir::limiter::{Rate, Target};
 use weir::{ConsumerConfig, FetcherConfig};
 
 /// Load-test harness for weir: runs the real producer and consumer against a real Redis.
@@ -27,6 +27,9 @@ pub enum Scenario {
     Downstream(DownstreamArgs),
     /// Kill and restart consumer processes at random moments; every job must still run.
     Chaos(ChaosArgs),
+    /// Jobs spread over many keys, one slow or hot: run without it, then with it, and
+    /// compare the other keys' throughput (per-key limits).
+    Keys(KeysArgs),
     /// Serve the simulated downstream over local HTTP (for HTTP handlers).
     ServeDownstream(crate::http::ServeArgs),
     /// A consumer process of a fleet (started by the harness itself).
@@ -37,6 +40,9 @@ pub enum Scenario {
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
+
+/// Each consumer's concurrency limit unless `--concurrency` (or the scenario) says.
+pub const DEFAULT_CONCURRENCY: usize = 256;
 
 /// Options every scenario has.
 #[derive(Args, Debug, Clone)]
@@ -60,9 +66,10 @@ pub struct Common {
     /// Consumer processes; 1 runs the consumer inside the harness [default: 1; chaos: 2].
     #[arg(long)]
     pub consumers: Option<usize>,
-    /// Concurrency limit of each consumer (with the adaptive limiter: where it starts).
-    #[arg(long, default_value_t = 256)]
-    pub concurrency: usize,
+    /// Concurrency limit of each consumer (with the adaptive limiter: where it starts)
+    /// [default: 256; keys: 32].
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     #[command(flatten)]
     pub limits: LimitOpts,
     /// Jobs per fetch call.
@@ -233,10 +240,44 @@ pub struct ChaosArgs {
     pub kills: usize,
 }
 
+#[derive(Args, Debug, Clone)]
+pub struct KeysArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Keys the jobs are spread over evenly, 2 to 1000; tenant-0 is the slow or hot one.
+    #[arg(long, default_value_t = 20)]
+    pub keys: usize,
+    /// Handler latency of the fast keys' jobs.
+    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    pub fast_key_latency: Duration,
+    /// Handler latency of the slow key's jobs [default: 200ms, unless --hot-key-share is
+    /// given: then the hot key's jobs take --fast-key-latency].
+    #[arg(long, value_parser = parse_duration)]
+    pub slow_key_latency: Option<Duration>,
+    /// Share of all jobs that carry the hot key, above 0 and below 1 (0.5: half of them).
+    #[arg(long, value_name = "SHARE")]
+    pub hot_key_share: Option<f64>,
+    /// Stored as the queue setting key_concurrency before each side runs (removed after):
+    /// jobs of each key leased at once, fleet-wide [default: none, the unlimited baseline].
+    #[arg(long, value_name = "N")]
+    pub per_key_concurrency: Option<u64>,
+    /// Stored as the queue setting key_rate: jobs of each key started per second (5/s).
+    #[arg(long, value_name = "N/s")]
+    pub per_key_rate: Option<Rate>,
+    /// Stored as key_burst with --per-key-rate [default: none stored, the scripts' own].
+    #[arg(long, value_name = "B", requires = "per_key_rate")]
+    pub per_key_burst: Option<u32>,
+}
+
 impl Common {
     /// Consumer processes, 1 (in-process) unless told.
     pub fn consumers(&self) -> usize {
         self.consumers.unwrap_or(1)
+    }
+
+    /// Concurrency limit of each consumer, [`DEFAULT_CONCURRENCY`] unless told.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(DEFAULT_CONCURRENCY)
     }
 
     /// Lease length, the library's default unless told.
@@ -261,7 +302,7 @@ impl Common {
         if self.payload_bytes > 1_000_000 {
             return Err("--payload-bytes must be at most 1000000".into());
         }
-        if self.concurrency == 0 {
+        if self.concurrency == Some(0) {
             return Err("--concurrency must be at least 1".into());
         }
         self.limits.limiter().map(drop)

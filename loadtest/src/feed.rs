@@ -1,17 +1,22 @@
 //! The producer side: enqueues jobs `lt-0, lt-1, …` in bulk with the real weir producer,
-//! never past the accounting's capacity.
+//! never past the accounting's capacity; optionally each with a key (`keys` scenario).
 
 use crate::accounting::job_id;
 use rand::{Rng, SeedableRng};
 use redis::aio::ConnectionManager;
 use serde_json::value::RawValue;
+use std::sync::Arc;
 use weir::{NewJob, Producer};
 
 /// Kind of every load-test job.
 pub const KIND: &str = "loadtest";
 
+/// The key of job `i` ([`NewJob::key`]).
+pub type Keyer = Arc<dyn Fn(u64) -> String + Send + Sync>;
+
 pub struct Feed {
     producer: Producer,
+    keyer: Option<Keyer>,
     payload: Box<RawValue>,
     next: u64,
     cap: u64,
@@ -39,11 +44,18 @@ impl Feed {
     ) -> anyhow::Result<Self> {
         Ok(Self {
             producer: Producer::new(conn, queue)?,
+            keyer: None,
             payload,
             next: 0,
             cap,
             max_attempts,
         })
+    }
+
+    /// The same feed, giving job `i` the key `keyer(i)`.
+    pub fn with_keys(mut self, keyer: Keyer) -> Self {
+        self.keyer = Some(keyer);
+        self
     }
 
     /// Jobs enqueued so far (indexes `0..enqueued`).
@@ -64,9 +76,13 @@ impl Feed {
         }
         let jobs: Vec<NewJob> = (self.next..self.next + n)
             .map(|i| {
-                NewJob::from_raw(KIND, self.payload.clone())
+                let job = NewJob::from_raw(KIND, self.payload.clone())
                     .id(job_id(i))
-                    .max_attempts(self.max_attempts)
+                    .max_attempts(self.max_attempts);
+                match &self.keyer {
+                    Some(k) => job.key(k(i)),
+                    None => job,
+                }
             })
             .collect();
         let report = self.producer.enqueue_bulk(jobs).await?;

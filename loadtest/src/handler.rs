@@ -40,7 +40,7 @@ pub struct LoadHandler {
     pub sink: Sink,
 }
 
-fn since_enqueued_us(job: &Job) -> u64 {
+pub fn since_enqueued_us(job: &Job) -> u64 {
     let now_us = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64);

@@ -2,9 +2,10 @@
 //! reports what happened. See `loadtest/README.md`.
 //!
 //! Flow of a run: `target` (which Redis) → `feed` (producer) → `fleet` (consumers, in
-//! process or as child processes running `child`) → `handler` (no-op or `downstream`)
-//! → `observed` (`accounting` bitmaps, `histogram`) → `sampler` (time series) →
-//! `report` (summary, RESULT line, files) → `plot` (charts).
+//! process or as child processes running `child`) → `handler` (no-op or `downstream`;
+//! `keyed`: a latency per job key, with `key_limits` in the queue's settings) →
+//! `observed` (`accounting` bitmaps, `histogram`) → `sampler` (time series) → `report`
+//! (summary, RESULT line, files) → `plot` (charts).
 #![forbid(unsafe_code)]
 
 mod accounting;
@@ -18,6 +19,8 @@ mod fleet;
 mod handler;
 mod histogram;
 mod http;
+mod key_limits;
+mod keyed;
 mod limits;
 mod observed;
 mod plot;
@@ -84,6 +87,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Scenario::Steady(a) => &a.common,
         Scenario::Downstream(a) => &a.common,
         Scenario::Chaos(a) => &a.common,
+        Scenario::Keys(a) => &a.common,
         Scenario::Consumer(a) => {
             child::run(a.clone()).await?;
             return Ok(ExitCode::SUCCESS);
@@ -100,6 +104,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Scenario::Steady(a) => scenarios::steady::run(a).await?,
         Scenario::Downstream(a) => scenarios::downstream::run(a).await?,
         Scenario::Chaos(a) => scenarios::chaos::run(a).await?,
+        Scenario::Keys(a) => scenarios::keys::run(a).await?,
         Scenario::Consumer(_) | Scenario::ServeDownstream(_) => unreachable!("handled above"),
     };
     if let Some(dir) = &out {

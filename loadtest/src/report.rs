@@ -46,6 +46,10 @@ pub struct Report {
     /// Scenario-specific figures (errors, kills, tracking comparison, …).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// A table the summary prints in place of one of `extra`'s figures: (its name, the
+    /// text).
+    #[serde(skip)]
+    pub table: Option<(&'static str, String)>,
 }
 
 impl Report {
@@ -122,7 +126,13 @@ impl Report {
             _ => line("accounting", "not tracked (--no-track)".into()),
         }
         for (k, v) in &self.extra {
-            line(k, v.to_string());
+            if self.table.as_ref().is_none_or(|t| t.0 != k) {
+                line(k, v.to_string());
+            }
+        }
+        if let Some((_, table)) = &self.table {
+            s.push_str(table.trim_end());
+            s.push('\n');
         }
         s.trim_end().to_owned()
     }

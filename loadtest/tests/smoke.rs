@@ -20,6 +20,11 @@ fn run(args: &[&str]) -> (Value, tempfile::TempDir) {
 
 /// Runs the harness with `args` (and `--out DIR`); returns the RESULT json.
 fn result_of(args: &[&str], dir: Option<&Path>) -> Value {
+    output_of(args, dir).0
+}
+
+/// Runs the harness with `args` (and `--out DIR`); returns the RESULT json and stdout.
+fn output_of(args: &[&str], dir: Option<&Path>) -> (Value, String) {
     let mut cmd = Command::new(BIN);
     cmd.args(args).arg("--quiet");
     if let Some(dir) = dir {
@@ -37,7 +42,10 @@ fn result_of(args: &[&str], dir: Option<&Path>) -> Value {
     let json = last
         .strip_prefix("RESULT ")
         .unwrap_or_else(|| panic!("last line is not RESULT: {last:?}"));
-    serde_json::from_str(json).expect("RESULT is JSON")
+    (
+        serde_json::from_str(json).expect("RESULT is JSON"),
+        stdout.into_owned(),
+    )
 }
 
 fn check_files(dir: &Path, result: &Value) {
@@ -346,6 +354,86 @@ fn chaos_loses_nothing_when_consumers_are_killed() {
     let chaos = &r["chaos"];
     assert_eq!(num(chaos, "kills"), 2.0, "{r}");
     assert!(num(&r, "extra_runs") <= num(chaos, "reclaimed"), "{r}");
+}
+
+/// The stdout table has a row per key (tenant-0 the slow one, with no A figures) and the
+/// ratio line; RESULT has a row per key and side and the ratio; keys.csv the same rows.
+#[test]
+fn keys_reports_every_key_and_the_ratio() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = [
+        "keys",
+        "--keys",
+        "4",
+        "--duration",
+        "1s",
+        "--fast-key-latency",
+        "2ms",
+        "--slow-key-latency",
+        "50ms",
+    ];
+    let (r, stdout) = output_of(&args, Some(dir.path()));
+    check_files(dir.path(), &r);
+    assert_eq!(r["scenario"], "keys");
+    assert_eq!(r["keys"]["special"], "slow", "{r}");
+    assert_eq!(r["per_key_limits"], Value::Null, "{r}");
+    for k in 0..4 {
+        let row = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("tenant-{k} ")))
+            .unwrap_or_else(|| panic!("a row for tenant-{k}:\n{stdout}"));
+        assert!(row.contains(if k == 0 { "slow" } else { "fast" }), "{row}");
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("fast keys' throughput, B / A: ") && l.contains("goal >= 0.9")),
+        "{stdout}"
+    );
+    let rows = r["per_key"].as_array().expect("per_key");
+    assert_eq!(rows.len(), 3 + 4, "3 fast keys without, 4 keys with: {r}");
+    assert!(num(&r, "fast_keys_ratio") > 0.0, "{r}");
+    let csv = std::fs::read_to_string(dir.path().join("keys.csv")).expect("keys.csv");
+    assert_eq!(csv.lines().count(), 1 + rows.len(), "{csv}");
+    assert!(dir.path().join("without/timeseries.csv").exists());
+}
+
+/// A hot key, per-key limits stored in the queue's settings, the adaptive limiter.
+#[test]
+fn keys_takes_a_hot_key_and_per_key_limits() {
+    let r = result_of(
+        &[
+            "keys",
+            "--keys",
+            "3",
+            "--duration",
+            "1s",
+            "--hot-key-share",
+            "0.5",
+            "--per-key-concurrency",
+            "2",
+            "--per-key-rate",
+            "500/s",
+            "--per-key-burst",
+            "50",
+            "--adaptive",
+        ],
+        None,
+    );
+    assert_eq!(r["keys"]["special"], "hot", "{r}");
+    assert_eq!(r["limits"]["adaptive"], true, "{r}");
+    let l = &r["per_key_limits"];
+    assert_eq!(
+        (
+            l["key_concurrency"].as_str(),
+            l["key_rate"].as_str(),
+            l["key_burst"].as_str()
+        ),
+        (Some("2"), Some("500/s"), Some("50")),
+        "{r}"
+    );
+    assert_eq!(r["per_key"].as_array().map(Vec::len), Some(2 + 3), "{r}");
+    assert!(r["fast_keys_ratio"].is_number(), "{r}");
 }
 
 #[test]

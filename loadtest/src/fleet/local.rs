@@ -8,7 +8,7 @@ use crate::running::Probe;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, Redis, Registry, Report};
+use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, Handler, Redis, Registry, Report};
 
 pub struct Local {
     handle: Handle,
@@ -30,6 +30,11 @@ impl Local {
             work,
             sink: Sink::Local(observed),
         };
+        Self::with_handler(spec, h)
+    }
+
+    /// A consumer running `handler` for every job (the scenario's own accounting).
+    pub fn with_handler(spec: &Spec, h: impl Handler + 'static) -> anyhow::Result<Self> {
         let mut config = ConsumerConfig::new(spec.queue.clone());
         config.concurrency = spec.concurrency;
         config.limiter = spec.limiter.clone();

@@ -96,6 +96,12 @@ impl Fleet {
         }
     }
 
+    /// One consumer in this process running `handler` (a scenario with its own
+    /// accounting, such as `keys`).
+    pub fn local(spec: Spec, handler: impl weir::Handler + 'static) -> anyhow::Result<Fleet> {
+        Ok(Fleet::Local(local::Local::with_handler(&spec, handler)?))
+    }
+
     pub fn gauges(&self) -> GaugeReader {
         match self {
             Fleet::Local(l) => l.gauges(),

@@ -29,7 +29,7 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         fixed.common.limits.target_p95 = None;
         eprintln!(
             "adaptive run done; now the same script with a fixed limit of {}",
-            a.common.concurrency
+            a.common.concurrency()
         );
         let (f, fixed_rows) = once(&fixed, &target).await?;
         if let Some(dir) = &a.common.out {

@@ -5,6 +5,7 @@ pub mod backlog;
 pub mod chaos;
 pub mod downstream;
 pub mod drain;
+pub mod keys;
 pub mod steady;
 pub mod timed;
 pub mod versus_bare;
@@ -28,7 +29,7 @@ pub fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> anyhow::Re
     Ok(Spec {
         redis_url: target.url.clone(),
         queue: queue.to_owned(),
-        concurrency: c.concurrency,
+        concurrency: c.concurrency(),
         limiter: c.limits.limiter().map_err(anyhow::Error::msg)?,
         rate: c.limits.rate(),
         batch: c.batch,
@@ -45,7 +46,7 @@ pub fn base_report(scenario: &str, c: &Common, jobs: u64) -> Report {
         scenario: scenario.into(),
         jobs,
         consumers: c.consumers(),
-        concurrency: c.concurrency,
+        concurrency: c.concurrency(),
         ..Report::default()
     };
     // Checked by `Common::validate` before the run.

@@ -111,7 +111,7 @@ pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcom
 }
 
 /// Feeds the queue until `until` (or the job cap).
-async fn produce(
+pub async fn produce(
     feed: &mut Feed,
     target: &Target,
     queue: &str,
