@@ -28,7 +28,9 @@ pub use enqueue::{EnqueueArg, enqueue};
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
-pub use lease::{Fetched, Reclaimed, extend, fetch, reclaim, release, start_suspect};
+pub use lease::{
+    Fetched, GlobalLimits, Reclaimed, extend, fetch, fetch_keyed, key_shares, reclaim, release, start_suspect,
+};
 pub use settle::{Settle, Settled, StartMarks, dead_letter_raw, settle, settle_marked};
 
 /// The shared prelude every script opens with.
@@ -93,6 +95,7 @@ scripts! {
     WORKER_BEAT = "worker_beat",
     CRON_SET = "cron_set",
     CRON_FIRE = "cron_fire",
+    KEY_SHARES = "key_shares",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {
