@@ -13,8 +13,8 @@ use faults::run_weir;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use weir::limiter::Rate;
-use weir::scripts::{Fetched, Settle, fetch, settle};
+use weir::limiter::{LimiterOptions, Rate, Target};
+use weir::scripts::{Fetched, Settle, fetch, fetch_keyed, key_shares, settle};
 use weir::settings::{KeyLimits, Settings};
 use weir::{CancellationToken, Consumer, ConsumerConfig, Job, NewJob, Registry, handler_fn};
 
@@ -343,4 +343,176 @@ async fn with_a_hundred_keys_backlogged_each_gets_its_share() {
         (hot as f64) <= 1.5 * mean + 2.0,
         "the hot key ran {hot}, the others {mean:.1} each"
     );
+}
+
+/// Key `key`'s adaptive shares in Redis: consumer tag -> share.
+async fn shares(ctx: &Ctx, key: &str) -> HashMap<String, usize> {
+    let h: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("{}auto:{key}", ctx.keys.key_limits_prefix()))
+        .query_async(&mut ctx.c())
+        .await
+        .unwrap();
+    h.into_iter()
+        .map(|(tag, v)| (tag, v.split(' ').next().unwrap().parse().unwrap()))
+        .collect()
+}
+
+#[tokio::test]
+async fn adaptive_shares_of_the_live_consumers_add_up_to_a_keys_limit() {
+    let ctx = Ctx::new("key-shares").await;
+    let jobs: Vec<(String, &str)> = (1..=6).map(|i| (format!("a{i}"), "a")).collect();
+    let mut all: Vec<(&str, &str)> = jobs.iter().map(|(id, k)| (id.as_str(), *k)).collect();
+    all.push(("b1", "b"));
+    enqueue(&ctx, &all).await;
+    let mut c = ctx.c();
+    let share = |tag: &'static str, key: &'static str, n: usize, ttl: u64| {
+        let mut c = ctx.c();
+        let keys = ctx.keys.clone();
+        async move {
+            key_shares(&mut c, &keys, tag, ttl, &[(key.to_string(), n)])
+                .await
+                .unwrap()
+        }
+    };
+    share("c1", "a", 1, 10_000).await;
+    share("c2", "a", 2, 10_000).await;
+    // A share past its life counts for nothing (and is removed when read).
+    share("c3", "a", 50, 1).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+
+    let one = fetch_keyed(&mut c, &ctx.keys, 1, LEASE_MS, true).await.unwrap();
+    assert_eq!(ids(&one), ["a1"]);
+    let first = fetch_keyed(&mut c, &ctx.keys, 10, LEASE_MS, true).await.unwrap();
+    assert_eq!(ids(&first), ["a2", "a3", "b1"], "3 of a running in all: 1 + 2");
+    assert!(first.global.held_by_key && first.global.parked);
+    assert_eq!(delayed_ids(&ctx.snapshot().await), ["a4", "a5", "a6"]);
+    assert_eq!(
+        shares(&ctx, "a").await,
+        HashMap::from([("c1".into(), 1), ("c2".into(), 2)]),
+        "the expired share is gone"
+    );
+
+    // A consumer that does not adapt per key does not read the shares.
+    enqueue(&ctx, &[("a7", "a")]).await;
+    let plain = fetch(&mut c, &ctx.keys, 10, LEASE_MS).await.unwrap();
+    assert_eq!(ids(&plain), ["a7"]);
+
+    // c2 withdraws: a's limit is 1; a1..a3 and a7 done, one more of a comes back from
+    // parked.
+    share("c2", "a", 0, 10_000).await;
+    ack(&ctx, &one, &["a1"]).await;
+    ack(&ctx, &plain, &["a7"]).await;
+    ack(&ctx, &first, &["a2", "a3", "b1"]).await;
+    let next = fetch_keyed(&mut c, &ctx.keys, 10, LEASE_MS, true).await.unwrap();
+    assert_eq!(ids(&next), ["a4"]);
+    let st = ctx.snapshot().await;
+    assert!(st.deferrals.is_empty(), "held back jobs are not charged");
+    assert!(
+        st.jobs
+            .values()
+            .all(|env| env.contains(r#""attempt":0"#) || env.contains(r#""attempt":1"#))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_adaptive_per_key_a_slow_key_backs_off_alone() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ctx = Ctx::new("key-adaptive").await;
+    // A slow key (300 ms, three times the 100 ms target) among five fast ones (10 ms).
+    let mut jobs: Vec<NewJob> = Vec::new();
+    // Enough fast jobs to outlast the slow key's cut (a window of at least a second per
+    // step: 10 -> 7 -> 5 -> 3 -> 2).
+    for i in 0..30_000 {
+        let key = if i % 10 == 0 {
+            "slow".to_string()
+        } else {
+            format!("fast-{}", i % 5)
+        };
+        jobs.push(NewJob::new("k", &serde_json::json!({})).unwrap().key(key));
+    }
+    ctx.producer().enqueue_bulk(jobs).await.unwrap();
+    #[derive(Default)]
+    struct Seen {
+        slow_running: AtomicUsize,
+        slow_peak: AtomicUsize,
+        slow_done: AtomicUsize,
+        fast_done: AtomicUsize,
+    }
+    let seen: Arc<Seen> = Arc::default();
+    let s = seen.clone();
+    let registry = Registry::new().on(
+        "k",
+        handler_fn(move |job: Job| {
+            let s = s.clone();
+            async move {
+                if job.key.as_deref() == Some("slow") {
+                    let now = s.slow_running.fetch_add(1, Ordering::SeqCst) + 1;
+                    s.slow_peak.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    s.slow_running.fetch_sub(1, Ordering::SeqCst);
+                    s.slow_done.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    s.fast_done.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(())
+            }
+        }),
+    );
+    let mut options = LimiterOptions::default();
+    options.adaptive = true;
+    options.adaptive_per_key = true;
+    options.target_p95 = Some(Target::Absolute(Duration::from_millis(100)));
+    let mut config = ConsumerConfig::new(&ctx.queue);
+    config.concurrency = 20;
+    config.limiter = options.limiter().unwrap();
+    config.key_limiter = options.key_limiter(10).unwrap();
+    config.metrics = false;
+    let stop = CancellationToken::new();
+    let consumer = Consumer::new(config, ctx.redis.clone(), registry).unwrap();
+    let run = tokio::spawn(consumer.run(stop.clone()));
+
+    wait_until("the slow key's share to fall to 2 or less", T, || async {
+        let s = shares(&ctx, "slow").await;
+        !s.is_empty() && s.values().sum::<usize>() <= 2
+    })
+    .await;
+    // From now on: the slow key runs at its share; the fast keys keep their pace.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    seen.slow_peak
+        .store(seen.slow_running.load(Ordering::SeqCst), Ordering::SeqCst);
+    let (slow0, fast0) = (
+        seen.slow_done.load(Ordering::SeqCst),
+        seen.fast_done.load(Ordering::SeqCst),
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let slow = seen.slow_done.load(Ordering::SeqCst) - slow0;
+    let fast = seen.fast_done.load(Ordering::SeqCst) - fast0;
+    let peak = seen.slow_peak.load(Ordering::SeqCst);
+    let fast_shares: Vec<usize> = {
+        let mut v = Vec::new();
+        for k in 0..5 {
+            v.push(shares(&ctx, &format!("fast-{k}")).await.values().sum());
+        }
+        v
+    };
+    eprintln!(
+        "in 3 s after the cut: slow key {slow} jobs (peak {peak} at once), fast keys {fast}; fast shares {fast_shares:?}"
+    );
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    assert!(
+        peak <= 2,
+        "the slow key ran {peak} at once over a share of at most 2"
+    );
+    assert!(
+        fast >= 20 * slow.max(1),
+        "fast keys ran {fast} jobs, the slow one {slow}"
+    );
+    assert!(
+        fast_shares.iter().all(|&s| s >= 10),
+        "the fast keys were not cut: {fast_shares:?}"
+    );
+    // The consumer withdrew its shares as it stopped.
+    assert!(shares(&ctx, "slow").await.is_empty());
 }

@@ -12,7 +12,7 @@ use crate::consumer::fetcher::FetcherConfig;
 use crate::consumer::housekeeping::ReclaimerConfig;
 use crate::consumer::pool::PoolConfig;
 use crate::error::{Error, Result};
-use crate::limiter::{LimiterConfig, Rate};
+use crate::limiter::{KeyLimiterConfig, LimiterConfig, Rate};
 use crate::queue::keys::QueueKeys;
 use std::time::Duration;
 
@@ -39,6 +39,11 @@ pub struct ConsumerConfig {
     /// Pair it with `pool.job_timeout` (or a handler with its own timeout, as the HTTP
     /// handler has): a job that never finishes gives the limiter no signal at all.
     pub limiter: Option<LimiterConfig>,
+    /// Adaptive concurrency per job key (`--adaptive-per-key`): the AIMD rule once per key,
+    /// from that key's own latencies and errors, held fleet-wide by the fetch (see
+    /// [`crate::limiter::per_key`]); `limiter` then learns from the jobs without a key
+    /// only (default none).
+    pub key_limiter: Option<KeyLimiterConfig>,
     /// Jobs/s cap with burst (GCRA), composed with the concurrency limit (default none).
     pub rate: Option<Rate>,
     /// How often to look for runtime settings (`weir limits set`); none: never
@@ -97,6 +102,7 @@ impl Default for ConsumerConfig {
             concurrency: Self::DEFAULT_CONCURRENCY,
             lease: Self::DEFAULT_LEASE,
             limiter: None,
+            key_limiter: None,
             rate: None,
             settings_poll: Some(Self::DEFAULT_SETTINGS_POLL),
             fetcher: FetcherConfig::default(),
@@ -133,6 +139,9 @@ impl ConsumerConfig {
         }
         if let Some(r) = &self.rate {
             r.validate()?;
+        }
+        if let Some(k) = &self.key_limiter {
+            k.validate()?;
         }
         Ok(())
     }

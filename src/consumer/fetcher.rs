@@ -119,6 +119,8 @@ pub(crate) struct Fetcher {
     /// How long an envelope over the size limit is deferred before it is dead-lettered
     /// ([`crate::pool::PoolConfig::unknown_kind_grace`]).
     pub unknown_kind_grace: Duration,
+    /// The consumer adapts a limit per job key: fetches hold keys to their shares.
+    pub adaptive_per_key: bool,
 }
 
 /// A fetch call: how many jobs it asked for, when it was sent, what it brought.
@@ -215,7 +217,15 @@ impl Fetcher {
         let keys = self.keys.clone();
         let vt = self.lease.as_millis() as u64;
         let sent = Instant::now();
-        async move { (want, sent, scripts::fetch(&mut conn, &keys, want, vt).await) }.boxed()
+        let per_key = self.adaptive_per_key;
+        async move {
+            (
+                want,
+                sent,
+                scripts::fetch_keyed(&mut conn, &keys, want, vt, per_key).await,
+            )
+        }
+        .boxed()
     }
 
     /// Counts the jobs the queue's global limits granted and denied this fetch.
@@ -350,7 +360,10 @@ fn throttled_wait(f: &Fetched) -> Duration {
 }
 
 fn idle_wait(f: &Fetched) -> Duration {
-    if f.next_due_ms > 0 {
+    if f.global.parked {
+        // Parked jobs come back as their keys' jobs finish, not when a delay falls due.
+        CONCURRENCY_RECHECK
+    } else if f.next_due_ms > 0 {
         Duration::from_millis(f.next_due_ms).min(IDLE_RECHECK)
     } else {
         IDLE_RECHECK

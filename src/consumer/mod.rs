@@ -44,7 +44,7 @@ use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
 use crate::consumer::fetcher::Fetcher;
 use crate::consumer::gate::Share;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
-use crate::consumer::housekeeping::{CronTask, DrainWatch, Reclaimer, Sampler, SettingsWatch};
+use crate::consumer::housekeeping::{CronTask, DrainWatch, KeyShares, Reclaimer, Sampler, SettingsWatch};
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::Pool;
 use crate::consumer::runs::Runs;
@@ -53,7 +53,7 @@ use crate::consumer::tasks::{Task, Tasks};
 use crate::error::{Error, Result};
 use crate::handler::Registry;
 use crate::limiter::limit::Limit;
-use crate::limiter::{Limiter, RateGate};
+use crate::limiter::{KeyLimiters, Limiter, RateGate};
 use crate::metrics::{LimiterMetrics, QueueMetrics};
 use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
@@ -78,6 +78,14 @@ pub(crate) fn budget(config: &ConsumerConfig) -> Result<Budget> {
     Ok((limit, limiter, rate))
 }
 
+/// The per-key limiters `config` asks for (each queue has its own).
+fn key_limiters(config: &ConsumerConfig) -> Result<Option<Arc<KeyLimiters>>> {
+    match &config.key_limiter {
+        Some(c) => Ok(Some(Arc::new(KeyLimiters::new(c.clone())?))),
+        None => Ok(None),
+    }
+}
+
 /// A consumer of one queue. (Several queues with weights: [`MultiConsumer`].)
 #[derive(Debug)]
 pub struct Consumer {
@@ -89,6 +97,8 @@ pub struct Consumer {
     /// with other queues, a count of this queue's own.
     running: Arc<Limit>,
     limiter: Option<Arc<Limiter>>,
+    /// With adaptive per-key limits, this queue's per-key limiters.
+    key_limiters: Option<Arc<KeyLimiters>>,
     /// The jobs/s cap: the consumer's, or (when the budget is shared) this queue's own, on
     /// top of the process-wide one the gate applies.
     rate: Arc<RateGate>,
@@ -107,6 +117,7 @@ impl Consumer {
         }
         let (limit, limiter, rate) = budget(&config)?;
         Ok(Self {
+            key_limiters: key_limiters(&config)?,
             limiter,
             rate,
             config,
@@ -131,6 +142,7 @@ impl Consumer {
     ) -> Result<Self> {
         Ok(Self {
             rate: Arc::new(RateGate::new(config.rate)?),
+            key_limiters: key_limiters(&config)?,
             config,
             redis,
             registry,
@@ -203,6 +215,9 @@ impl Consumer {
         steps.stop_housekeeping.cancel();
         tasks.join(started.heartbeat).await;
         tasks.join(started.reclaimer).await;
+        if let Some(t) = started.key_shares {
+            tasks.join(t).await;
+        }
         // The other housekeeping tasks are aborted when `tasks` drops.
         match tasks.failure() {
             Some(e) => Err(e),
@@ -281,6 +296,7 @@ impl Consumer {
             metrics: metrics.clone(),
             lease: c.lease,
             unknown_kind_grace: c.pool.unknown_kind_grace,
+            adaptive_per_key: self.key_limiters.is_some(),
         };
         let fetcher = tasks.spawn("fetcher", fetcher.run(steps.stop_fetching.clone()));
         let runs = Arc::new(Runs::default());
@@ -289,17 +305,28 @@ impl Consumer {
             registry: self.registry.clone(),
             limit: self.limit.clone(),
             limiter: self.limiter.clone(),
+            key_limiters: self.key_limiters.clone(),
             rate: self.rate.clone(),
             share: self.share.clone(),
             buffer,
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
             runs: runs.clone(),
-            suspects: Suspects::new(conn.clone(), keys.clone(), tag, leases.clone()),
+            suspects: Suspects::new(conn.clone(), keys.clone(), tag.clone(), leases.clone()),
             inline: Default::default(),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
         let drain = DrainWatch::new(conn.clone(), keys.clone(), self.running.clone(), leases, nudge);
+        let mut key_shares = None;
+        if let Some(limiters) = &self.key_limiters {
+            let shares = KeyShares {
+                conn: conn.clone(),
+                keys: keys.clone(),
+                tag,
+                limiters: limiters.clone(),
+            };
+            key_shares = Some(tasks.spawn("key shares", shares.run(steps.stop_housekeeping.clone())));
+        }
         let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics, drain);
         Started {
             fetcher,
@@ -307,6 +334,7 @@ impl Consumer {
             acker,
             heartbeat,
             reclaimer,
+            key_shares,
             runs,
             acker_tx,
         }
@@ -379,6 +407,8 @@ struct Started {
     acker: Task,
     heartbeat: Task,
     reclaimer: Task,
+    /// With adaptive per-key limits: withdraws this consumer's shares at the end.
+    key_shares: Option<Task>,
     /// The pool's runs, to abort at the shutdown timeout.
     runs: Arc<Runs>,
     /// For the outcomes of aborted runs; dropped before the acker is awaited.

@@ -396,6 +396,7 @@ impl Settings {
     pub fn limiter(&self, base: &LimiterConfig) -> LimiterConfig {
         LimiterOptions {
             adaptive: true,
+            adaptive_per_key: false,
             min_concurrency: self.min,
             max_concurrency: self.max,
             target_p95: self.target_p95,

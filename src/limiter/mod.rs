@@ -35,6 +35,7 @@ pub mod aimd;
 mod error;
 pub mod limit;
 mod options;
+pub mod per_key;
 pub mod rate;
 mod target;
 pub mod window;
@@ -42,6 +43,7 @@ pub mod window;
 pub use aimd::{Aimd, AimdConfig, Decision, Reason, Summary, Target};
 pub use error::LimiterError;
 pub use options::LimiterOptions;
+pub use per_key::{KeyLimiterConfig, KeyLimiters};
 pub use rate::{Rate, RateGate, RateLimit};
 pub use window::{Signal, Window, WindowConfig};
 

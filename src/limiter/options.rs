@@ -3,7 +3,7 @@
 //! a [`LimiterConfig`] and a [`Rate`]. Every value means the same wherever it comes from.
 
 use super::error::LimiterError;
-use super::{LimiterConfig, Rate, Target};
+use super::{KeyLimiterConfig, LimiterConfig, Rate, Target};
 
 /// The knobs of a consumer's limits: a fixed or adaptive concurrency limit, and an
 /// optional jobs/s cap. An unset knob (`None`) leaves the library's default
@@ -20,6 +20,11 @@ pub struct LimiterOptions {
     /// Adapt the concurrency limit to the downstream (AIMD); --concurrency is where it starts.
     #[cfg_attr(feature = "cli", arg(long))]
     pub adaptive: bool,
+    /// With --adaptive, also adapt one limit per job key, from that key's own p95 and
+    /// errors, held across every consumer of the queue: a slow key backs off alone (the
+    /// consumer's own limit then learns from jobs without a key only).
+    #[cfg_attr(feature = "cli", arg(long, requires = "adaptive"))]
+    pub adaptive_per_key: bool,
     /// Lowest limit the adaptive limiter may set.
     #[cfg_attr(feature = "cli", arg(long, requires = "adaptive", default_value = shown(|a| a.min)))]
     pub min_concurrency: Option<usize>,
@@ -72,6 +77,21 @@ impl LimiterOptions {
             return Ok(None);
         }
         let config = self.apply(&LimiterConfig::default());
+        config.validate()?;
+        Ok(Some(config))
+    }
+
+    /// The per-key limiters' settings (`None` without `adaptive_per_key`): the same rule
+    /// as [`LimiterOptions::limiter`], per key, starting at `initial`.
+    pub fn key_limiter(&self, initial: usize) -> Result<Option<KeyLimiterConfig>, LimiterError> {
+        if !(self.adaptive && self.adaptive_per_key) {
+            return Ok(None);
+        }
+        let config = KeyLimiterConfig {
+            aimd: self.apply(&LimiterConfig::default()).aimd,
+            initial,
+            ..KeyLimiterConfig::default()
+        };
         config.validate()?;
         Ok(Some(config))
     }

@@ -155,6 +155,7 @@ impl WorkArgs {
         c.concurrency = self.concurrency;
         c.lease = self.visibility_timeout;
         c.limiter = self.limits.limiter()?;
+        c.key_limiter = self.limits.key_limiter(self.concurrency)?;
         c.rate = self.limits.rate();
         c.shutdown_timeout = self.shutdown_timeout;
         c.drain = self.drain;
@@ -234,7 +235,12 @@ pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     tokio::spawn(watch_signals(shutdown.clone()));
     if a.limits.adaptive || a.limits.rate().is_some() {
         let rate = a.limits.rate().map_or_else(|| "off".into(), |r| r.to_string());
-        tracing::info!(adaptive = a.limits.adaptive, rate = %rate, "limits");
+        tracing::info!(
+            adaptive = a.limits.adaptive,
+            adaptive_per_key = a.limits.adaptive_per_key,
+            rate = %rate,
+            "limits"
+        );
     }
     if a.queue.len() > 1 {
         let queues: Vec<String> = a.queue.iter().map(|q| q.to_string()).collect();

@@ -6,13 +6,16 @@
 //!   queue;
 //! - `Sampler` (sampler.rs): publishes queue depths and the local limit as metrics;
 //! - `DrainWatch` (drain.rs): in drain mode, stops the consumer once the queue is empty;
-//! - `CronTask` (cron.rs): fires the queue's periodic jobs.
+//! - `CronTask` (cron.rs): fires the queue's periodic jobs;
+//! - `KeyShares` (key_shares.rs): with adaptive per-key limits, writes this consumer's
+//!   shares of them.
 //!
 //! (The lease heartbeat is a task of its own, `consumer/heartbeat.rs`, beside the acker:
 //! both work on the table of leases held.)
 
 mod cron;
 mod drain;
+mod key_shares;
 mod reclaimer;
 mod sampler;
 mod settings;
@@ -20,6 +23,7 @@ mod trims;
 
 pub(crate) use cron::CronTask;
 pub(crate) use drain::DrainWatch;
+pub(crate) use key_shares::KeyShares;
 pub(crate) use reclaimer::Reclaimer;
 pub use reclaimer::ReclaimerConfig;
 pub(crate) use sampler::Sampler;

@@ -27,7 +27,7 @@ use crate::consumer::runs::Runs;
 use crate::consumer::suspect::Suspects;
 use crate::handler::{BatchHandler, Registry, Route};
 use crate::limiter::limit::{Limit, Permit};
-use crate::limiter::{Limiter, RateGate};
+use crate::limiter::{KeyLimiters, Limiter, RateGate};
 use crate::metrics::{DeferReason, QueueMetrics};
 use crate::queue::envelope::Job;
 use std::sync::Arc;
@@ -40,8 +40,12 @@ pub(crate) struct Pool {
     pub config: PoolConfig,
     pub registry: Arc<Registry>,
     pub limit: Arc<Limit>,
-    /// Told of every finished job when the limit is adaptive.
+    /// Told of every finished job when the limit is adaptive (with `key_limiters`: of
+    /// the jobs without a key).
     pub limiter: Option<Arc<Limiter>>,
+    /// Told of every job with a key that starts and finishes, when the consumer adapts a
+    /// limit per key.
+    pub key_limiters: Option<Arc<KeyLimiters>>,
     /// Jobs/s cap, taken before a concurrency slot.
     pub rate: Arc<RateGate>,
     /// With a budget shared by several queues: slots come from its gate, not `limit`.

@@ -93,6 +93,10 @@ impl Pool {
         Box::pin(async move {
             let enqueued_at = job.enqueued_at_ms;
             let started = Instant::now();
+            let key = self.key_limiters.as_ref().and(job.key.clone());
+            if let (Some(kl), Some(k)) = (&self.key_limiters, &key) {
+                kl.started(k, started);
+            }
             let (result, signal) = match self.guarded(|| h.call(job)).await {
                 Ok(r) => {
                     let s = Signal::of(&r);
@@ -100,7 +104,12 @@ impl Pool {
                 }
                 Err((e, s)) => (Err(e), s),
             };
-            self.record(started, std::iter::once(signal));
+            match (&self.key_limiters, &key) {
+                (Some(kl), Some(k)) => {
+                    kl.finished(k, started, started.elapsed(), signal);
+                }
+                _ => self.record(started, std::iter::once(signal)),
+            }
             self.metrics.job_duration.record(started.elapsed().as_secs_f64());
             self.record_latency(enqueued_at, 1);
             result
@@ -115,6 +124,18 @@ impl Pool {
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let n = heads.len();
         let started = Instant::now();
+        let keys: Vec<Option<String>> = match &self.key_limiters {
+            Some(kl) => jobs
+                .iter()
+                .map(|j| {
+                    if let Some(k) = &j.key {
+                        kl.started(k, started);
+                    }
+                    j.key.clone()
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         let (results, failed) = match self.guarded(|| h.call(jobs)).await {
             Ok(mut rs) => {
                 if rs.len() != n {
@@ -130,10 +151,23 @@ impl Pool {
             .record_many(started.elapsed().as_secs_f64(), n);
         self.record_latency(oldest, n);
         // One sample per job, all with the call's latency: windows count jobs.
-        self.record(
-            started,
-            results.iter().map(|r| failed.unwrap_or_else(|| Signal::of(r))),
-        );
+        let signals = results.iter().map(|r| failed.unwrap_or_else(|| Signal::of(r)));
+        match &self.key_limiters {
+            Some(kl) => {
+                let elapsed = started.elapsed();
+                let mut keyless = Vec::new();
+                for (key, signal) in keys.iter().zip(signals) {
+                    match key {
+                        Some(k) => {
+                            kl.finished(k, started, elapsed, signal);
+                        }
+                        None => keyless.push(signal),
+                    }
+                }
+                self.record(started, keyless.into_iter());
+            }
+            None => self.record(started, signals),
+        }
         if !self.runs.end(key) {
             return; // abandoned at shutdown: see spawn_call
         }

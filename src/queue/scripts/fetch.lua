@@ -7,6 +7,8 @@
 --   KEYS[NQ + 2]: the prefix (not a key) of the per-key limits' state (key_limits)
 -- ARGV[1]: N, the most jobs to return (>= 1)
 -- ARGV[2]: visibility timeout (ms): lease deadline = Redis TIME + this
+-- ARGV[3]: '1' when the consumer adapts a limit per key (--adaptive-per-key): each key's
+--   live shares (key_shares.lua) are a concurrency limit of the key (see key_limits)
 -- Returns: { deadline_ms, next_due_in_ms, state, suspects, ids, envelope1, envelope2, ... }
 --   deadline_ms: the lease deadline of every returned job: the lease's token, which stays
 --     the same however often the lease is extended; 0 if none;
@@ -15,7 +17,8 @@
 --   state: 1 when the queue is paused (nothing is popped then); otherwise the limits
 --     as bits (global_grant, admit): 2 a global rate is set, 4 a global concurrency is
 --     set, 8 the global rate cut this call short, 16 the global concurrency did, 32
---     per-key limits held some popped jobs back (the queue may hold more ready);
+--     per-key limits held some popped jobs back (the queue may hold more ready), 64
+--     jobs are parked waiting for a slot of their key (they come back when one frees);
 --   suspects: how many of the returned jobs, at the front, are suspects (0 or 1): jobs
 --     that were running when their consumer died (see reclaim.lua). A consumer runs them
 --     alone, one at a time, so that a crash is charged to the job that caused it; one per
@@ -96,11 +99,17 @@ end
 --   p .. 'rate:' .. key     STRING  the key's GCRA state (gcra_tat), expiring when past
 --   p .. 'running:' .. key  SET     ids of the key's jobs leased: a member no longer in
 --                                   K.lease (settled, reclaimed) is pruned when counted,
---                                   so nothing else has to keep it; extended leases count
+--                                   so nothing else has to keep it; extended leases count;
+--                                   kept while the key has a concurrency limit (or, with
+--                                   auto, always), gone an hour after its last add
 --   p .. 'parked:' .. key   LIST    ids held back by the key's concurrency, oldest first
 --   p .. 'parked'           ZSET    keys with parked jobs -> when last looked at (ms)
 --   p .. 'reserved'         HASH    id -> 1: a job the key's rate gave a later start
 --   p .. 'throttled'        ZSET    key -> jobs held back so far (the top keys are shown)
+--   p .. 'auto:' .. key     HASH    consumer -> '<share> <expires>': the adaptive per-key
+--                                   limiters' shares (key_shares.lua); for the consumers
+--                                   that adapt per key, their live sum is one more
+--                                   concurrency limit of the key (the lower one holds)
 -- A job over its key's rate is given the key's next free start: it goes to delayed, due
 -- then, with that permit reserved (so it is not held back again when it comes due). A job
 -- over its key's concurrency is parked: to delayed for a lease at most, and on the key's
@@ -109,10 +118,29 @@ end
 -- `weir jobs`, `weir job show` and delete. Suspects are never held back.
 local PARKED_LOOKS = 32
 local THROTTLED_KEPT = 1000
+local RUNNING_KEPT_MS = 3600000
 
-local function key_limits(p, s)
-  if not s[4] and not s[6] and not s[7] then return nil end
-  local L = { p = p, by = {}, held = 0 }
+local function key_limits(p, s, auto, now)
+  if not s[4] and not s[6] and not s[7] and not auto then return nil end
+  -- auto: every leased job of a key is counted in its running set (a key's first share
+  -- may come at any time, and must then find its jobs already counted)
+  local L = { p = p, by = {}, held = 0, auto = auto }
+  -- The sum of key k's live adaptive shares (nil: none); expired ones are removed.
+  local function shares(k)
+    local h = p .. 'auto:' .. k
+    local v = redis.call('HGETALL', h)
+    local sum, stale = nil, {}
+    for i = 1, #v, 2 do
+      local share, expires = string.match(v[i + 1], '^(%d+) (%d+)$')
+      if share and tonumber(expires) >= now then
+        sum = (sum or 0) + tonumber(share)
+      else
+        stale[#stale + 1] = v[i]
+      end
+    end
+    if #stale > 0 then redis.call('HDEL', h, unpack(stale)) end
+    return sum
+  end
   -- The limits of key `k`, with the state this call keeps for it.
   function L.of(k)
     local c = L.by[k]
@@ -122,6 +150,10 @@ local function key_limits(p, s)
       local o = redis.call('HMGET', K.settings, 'key_rate:' .. k, 'key_concurrency:' .. k)
       if o[1] then rate, burst = o[1], nil end
       if o[2] then conc = tonumber(o[2]) end
+    end
+    if auto then
+      local a = shares(k)
+      if a then conc = math.min(conc or a, a) end
     end
     c = { conc = conc, leased = {} }
     local t, count = parse_rate(rate)
@@ -225,21 +257,28 @@ end
 
 -- Writes what the call's admissions changed: the running sets, the rates' states, the
 -- throttled counts.
-local function key_commit(L, now)
+local function key_commit(L, now, vt)
   for k, c in pairs(L.by) do
-    if c.conc and #c.leased > 0 then call_chunked('SADD', L.p .. 'running:' .. k, c.leased) end
+    if (c.conc or L.auto) and #c.leased > 0 then
+      local set = L.p .. 'running:' .. k
+      call_chunked('SADD', set, c.leased)
+      -- a set no fetch adds to any more (the key went idle) goes by itself, long after
+      -- its last lease (a lease may be extended for hours; this only bounds the garbage)
+      redis.call('PEXPIRE', set, math.max(2 * vt, RUNNING_KEPT_MS))
+    end
     if c.tat then gcra_store(L.p .. 'rate:' .. k, c.tat, c.spec, now) end
     if c.held then redis.call('ZINCRBY', L.p .. 'throttled', c.held, k) end
   end
   if L.held > 0 then
     count('key_throttled', L.held)
     local excess = redis.call('ZCARD', L.p .. 'throttled') - THROTTLED_KEPT
-    if excess > 0 then redis.call('ZREMRANGEBYRANK', L.p .. 'throttled', 0, excess - 1) end
+    if excess > 0 then redis.call('ZPOPMIN', L.p .. 'throttled', excess) end
   end
 end
 
 local n = tonumber(ARGV[1])
 local vt = tonumber(ARGV[2])
+local auto = ARGV[3] == '1'
 
 -- 1. a paused queue hands out nothing; the global limits may grant fewer than N, or none;
 --    under per-key limits, parked jobs of keys with free slots go back to ready first
@@ -249,8 +288,12 @@ local limits = redis.call('HMGET', K.settings, unpack(LIMIT_FIELDS))
 local grant = global_grant(KEYS[NQ + 1], limits, n, now)
 if grant.n == 0 then return { 0, grant.wait, grant.bits, 0 } end
 n = grant.n
-local keyed = key_limits(KEYS[NQ + 2], limits)
-if keyed then unpark(keyed, now) end
+local keyed = key_limits(KEYS[NQ + 2], limits, auto, now)
+if keyed then
+  unpark(keyed, now)
+  keyed.parked = redis.call('EXISTS', keyed.p .. 'parked') == 1
+  if keyed.parked then grant.bits = grant.bits + 64 end
+end
 
 -- 2. promote due delayed jobs, at most N per priority so one call stays bounded
 for p = 1, 3 do
@@ -326,8 +369,13 @@ if nl < ni then
     end
   end
   if keyed then
-    key_commit(keyed, now)
-    if keyed.held > 0 then grant.bits = grant.bits + 32 end
+    key_commit(keyed, now, vt)
+    if keyed.held > 0 then
+      grant.bits = grant.bits + 32
+      if not keyed.parked and redis.call('EXISTS', keyed.p .. 'parked') == 1 then
+        grant.bits = grant.bits + 64
+      end
+    end
   end
   if nl == 0 then return { 0, 0, grant.bits, 0 } end
   ids, envs = kept_ids, kept_envs

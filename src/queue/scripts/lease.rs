@@ -6,7 +6,7 @@
 //! lease is extended (see `extend.lua`), so every call that names a lease names it by that
 //! token.
 
-use super::{EXTEND, FETCH, RECLAIM, RELEASE, START_SUSPECT};
+use super::{EXTEND, FETCH, KEY_SHARES, RECLAIM, RELEASE, START_SUSPECT};
 use super::{as_u64, call, into_strings, invocation, reply_err};
 use crate::error::Result;
 use crate::queue::envelope::Priority;
@@ -53,6 +53,9 @@ pub struct GlobalLimits {
     /// Per-key limits held back some of the jobs popped (they wait, delayed): the queue
     /// may still hold ready jobs, even when none came back.
     pub held_by_key: bool,
+    /// Jobs are parked for a slot of their key: they come back as the key's jobs finish
+    /// (not when a delay falls due), so an idle fetcher should look again soon.
+    pub parked: bool,
 }
 
 impl GlobalLimits {
@@ -64,6 +67,7 @@ impl GlobalLimits {
             cut_by_rate: bits & 8 != 0,
             cut_by_concurrency: bits & 16 != 0,
             held_by_key: bits & 32 != 0,
+            parked: bits & 64 != 0,
         }
     }
 
@@ -86,6 +90,18 @@ pub async fn fetch<C: ConnectionLike>(
     n: usize,
     visibility_ms: u64,
 ) -> Result<Fetched> {
+    fetch_keyed(conn, keys, n, visibility_ms, false).await
+}
+
+/// [`fetch`] for a consumer that adapts a limit per job key (`adaptive_per_key`): each
+/// key's live shares ([`key_shares`]) are one more concurrency limit of the key.
+pub async fn fetch_keyed<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    n: usize,
+    visibility_ms: u64,
+    adaptive_per_key: bool,
+) -> Result<Fetched> {
     let reply: Vec<Value> = call(
         "fetch",
         keys,
@@ -93,7 +109,8 @@ pub async fn fetch<C: ConnectionLike>(
             .key(keys.global_rate())
             .key(keys.key_limits_prefix())
             .arg(n)
-            .arg(visibility_ms),
+            .arg(visibility_ms)
+            .arg(if adaptive_per_key { "1" } else { "0" }),
         conn,
     )
     .await?;
@@ -281,6 +298,23 @@ pub async fn release<C: ConnectionLike>(
     }
     let missed: Vec<Value> = call("release", keys, &mut inv, conn).await?;
     into_strings("release", missed)
+}
+
+/// Writes this consumer's (`tag`) shares of the adaptive per-key limits, each living
+/// `ttl_ms` unless written again; a share of 0 withdraws it. Returns how many were written.
+pub async fn key_shares<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    tag: &str,
+    ttl_ms: u64,
+    shares: &[(String, usize)],
+) -> Result<u64> {
+    let mut inv = invocation(&KEY_SHARES, keys);
+    inv.key(keys.key_limits_prefix()).arg(tag).arg(ttl_ms);
+    for (key, share) in shares {
+        inv.arg(key).arg(*share);
+    }
+    call("key_shares", keys, &mut inv, conn).await
 }
 
 #[cfg(test)]
