@@ -19,7 +19,7 @@ const WRONG: &str = "Wrong-88ab01-secret";
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
     +exists +get +set +del +pexpire +scan +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
-    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +multi +exec +publish +fcall_ro +function|list +function|load";
+    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +fcall_ro +function|list +function|load";
 
 fn http_get(port: u16) -> String {
     use std::io::{Read, Write};
@@ -198,6 +198,27 @@ async fn weir_works_with_exactly_the_documented_acl() {
     ok(&["job", "show", "given-1"], None);
     part(&["job", "run-now", "given-1"]);
     ok(&["job", "delete", "given-1"], None);
+    // Per-key limits and adaptive per-key shares: a key at its concurrency holds its
+    // second job back (parked), counted among the throttled keys.
+    ok(&["limits", "set", "--per-key-concurrency", "1"], None);
+    ok(
+        &["enqueue", "--key", "tenant-1"],
+        Some(b"{\"kind\":\"a\",\"payload\":7}\n{\"kind\":\"a\",\"payload\":8}\n"),
+    );
+    ok(
+        &[
+            "work",
+            "--handler",
+            "sleep:300ms",
+            "--adaptive",
+            "--adaptive-per-key",
+            "--drain",
+            "--no-metrics",
+        ],
+        None,
+    );
+    ok(&["limits", "get"], None);
+    ok(&["limits", "clear", "--per-key"], None);
     ok(&["work", "--handler", "noop", "--drain", "--no-metrics"], None);
     ok(&["dlq", "list"], None);
     ok(&["dlq", "requeue", "--all"], None);
