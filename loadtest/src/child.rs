@@ -178,6 +178,7 @@ pub async fn run(a: ChildArgs) -> anyhow::Result<()> {
     let mut config = ConsumerConfig::new(a.queue.clone());
     config.concurrency = a.concurrency;
     config.limiter = a.limits.limiter().map_err(anyhow::Error::msg)?;
+    config.key_limiter = a.limits.key_limiter(a.concurrency).map_err(anyhow::Error::msg)?;
     config.rate = a.limits.rate();
     config.drain = a.drain;
     crate::fleet::tune(&mut config, a.batch, a.pipeline, a.visibility_timeout);

@@ -7,7 +7,7 @@
 //! `downstream` turns the adaptive limiter on by itself.
 
 use clap::Args;
-use weir::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
+use weir::limiter::{KeyLimiterConfig, LimiterConfig, LimiterOptions, Rate, Target};
 
 /// Limit options of every scenario (and of the consumer processes, which get them from
 /// [`args`]).
@@ -17,6 +17,10 @@ pub struct LimitOpts {
     /// where it starts [downstream: on unless --fixed].
     #[arg(long)]
     pub adaptive: bool,
+    /// Adaptive: also adapt one limit per job key, from that key's own p95 and errors (as
+    /// weir work's --adaptive-per-key).
+    #[arg(long)]
+    pub adaptive_per_key: bool,
     /// Adaptive: lowest limit of each consumer [default: 1].
     #[arg(long, value_name = "N")]
     pub min_concurrency: Option<usize>,
@@ -45,6 +49,7 @@ impl LimitOpts {
     pub fn options(&self) -> LimiterOptions {
         let mut o = LimiterOptions::default();
         o.adaptive = self.adaptive;
+        o.adaptive_per_key = self.adaptive_per_key;
         o.min_concurrency = self.min_concurrency;
         o.max_concurrency = self.max_concurrency;
         o.target_p95 = self.target_p95;
@@ -63,6 +68,7 @@ impl LimitOpts {
                 (self.max_concurrency.is_some(), "--max-concurrency"),
                 (self.target_p95.is_some(), "--target-p95"),
                 (self.error_threshold.is_some(), "--error-threshold"),
+                (self.adaptive_per_key, "--adaptive-per-key"),
             ];
             if let Some((_, flag)) = given.iter().find(|g| g.0) {
                 return Err(format!(
@@ -73,6 +79,13 @@ impl LimitOpts {
         self.options().limiter().map_err(|e| e.to_string())
     }
 
+    /// The per-key limiters' settings (`None` without `--adaptive-per-key`), each key's
+    /// share starting at `initial`.
+    pub fn key_limiter(&self, initial: usize) -> Result<Option<KeyLimiterConfig>, String> {
+        self.limiter()?;
+        self.options().key_limiter(initial).map_err(|e| e.to_string())
+    }
+
     /// The jobs/s cap, if any, with its burst.
     pub fn rate(&self) -> Option<Rate> {
         self.options().rate()
@@ -80,8 +93,11 @@ impl LimitOpts {
 }
 
 /// The options that give a consumer process the same limiter and cap.
-pub fn args(limiter: Option<&LimiterConfig>, rate: Option<Rate>) -> Vec<String> {
+pub fn args(limiter: Option<&LimiterConfig>, per_key: bool, rate: Option<Rate>) -> Vec<String> {
     let mut v = Vec::new();
+    if per_key && limiter.is_some() {
+        v.push("--adaptive-per-key".to_owned());
+    }
     if let Some(l) = limiter {
         let a = &l.aimd;
         v.push("--adaptive".to_owned());
@@ -107,9 +123,10 @@ pub fn args(limiter: Option<&LimiterConfig>, rate: Option<Rate>) -> Vec<String> 
 }
 
 /// The limits of a run as the report shows them.
-pub fn describe(limiter: Option<&LimiterConfig>, rate: Option<Rate>) -> serde_json::Value {
+pub fn describe(limiter: Option<&LimiterConfig>, per_key: bool, rate: Option<Rate>) -> serde_json::Value {
     let mut m = serde_json::Map::new();
     m.insert("adaptive".into(), limiter.is_some().into());
+    m.insert("adaptive_per_key".into(), (per_key && limiter.is_some()).into());
     if let Some(l) = limiter {
         let a = &l.aimd;
         m.insert("min".into(), a.min.into());
@@ -138,9 +155,10 @@ mod tests {
             error_threshold: Some(0.1),
             rate_limit: Some("500/s".parse().unwrap()),
             burst: Some(50),
+            adaptive_per_key: true,
         };
         let limiter = opts.limiter().unwrap();
-        let passed = args(limiter.as_ref(), opts.rate());
+        let passed = args(limiter.as_ref(), true, opts.rate());
         #[derive(clap::Parser)]
         struct P {
             #[command(flatten)]
@@ -150,13 +168,14 @@ mod tests {
             .unwrap()
             .l;
         assert_eq!(back.limiter().unwrap(), limiter);
+        assert!(back.adaptive_per_key);
         assert_eq!(back.rate(), opts.rate());
         let relative = LimitOpts {
             adaptive: true,
             target_p95: Some("1.5x".parse().unwrap()),
             ..LimitOpts::default()
         };
-        assert!(args(relative.limiter().unwrap().as_ref(), None).contains(&"1.5x".to_owned()));
+        assert!(args(relative.limiter().unwrap().as_ref(), false, None).contains(&"1.5x".to_owned()));
     }
 
     #[test]

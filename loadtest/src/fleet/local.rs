@@ -38,6 +38,7 @@ impl Local {
         let mut config = ConsumerConfig::new(spec.queue.clone());
         config.concurrency = spec.concurrency;
         config.limiter = spec.limiter.clone();
+        config.key_limiter = spec.key_limiter.clone();
         config.rate = spec.rate;
         config.drain = spec.drain;
         super::tune(&mut config, spec.batch, spec.pipeline, spec.visibility);

@@ -10,7 +10,7 @@ pub use procs::Procs;
 use std::sync::Arc;
 use std::time::Duration;
 use weir::ConsumerConfig;
-use weir::limiter::{LimiterConfig, Rate};
+use weir::limiter::{KeyLimiterConfig, LimiterConfig, Rate};
 
 /// What every consumer of a run is told.
 #[derive(Debug, Clone)]
@@ -21,6 +21,8 @@ pub struct Spec {
     pub concurrency: usize,
     /// The adaptive limiter (`None`: the limit stays at `concurrency`).
     pub limiter: Option<LimiterConfig>,
+    /// The adaptive limiters per job key (`None`: none).
+    pub key_limiter: Option<KeyLimiterConfig>,
     /// Jobs/s cap of each consumer.
     pub rate: Option<Rate>,
     pub batch: usize,

@@ -66,7 +66,11 @@ impl Procs {
                 &s.pipeline.to_string(),
             ])
             .args(["--visibility-timeout", &format!("{}ms", s.visibility.as_millis())])
-            .args(crate::limits::args(s.limiter.as_ref(), s.rate));
+            .args(crate::limits::args(
+                s.limiter.as_ref(),
+                s.key_limiter.is_some(),
+                s.rate,
+            ));
         if s.drain {
             cmd.arg("--drain");
         }

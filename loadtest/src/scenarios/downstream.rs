@@ -27,6 +27,7 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         let mut fixed = a.clone();
         fixed.common.limits.adaptive = false;
         fixed.common.limits.target_p95 = None;
+        fixed.common.limits.adaptive_per_key = false;
         eprintln!(
             "adaptive run done; now the same script with a fixed limit of {}",
             a.common.concurrency()

@@ -31,6 +31,10 @@ pub fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> anyhow::Re
         queue: queue.to_owned(),
         concurrency: c.concurrency(),
         limiter: c.limits.limiter().map_err(anyhow::Error::msg)?,
+        key_limiter: c
+            .limits
+            .key_limiter(c.concurrency())
+            .map_err(anyhow::Error::msg)?,
         rate: c.limits.rate(),
         batch: c.batch,
         pipeline: c.pipeline,
@@ -53,7 +57,7 @@ pub fn base_report(scenario: &str, c: &Common, jobs: u64) -> Report {
     let limiter = c.limits.limiter().ok().flatten();
     r.put(
         "limits",
-        crate::limits::describe(limiter.as_ref(), c.limits.rate()),
+        crate::limits::describe(limiter.as_ref(), c.limits.adaptive_per_key, c.limits.rate()),
     );
     r
 }
