@@ -6,8 +6,8 @@
 #![allow(missing_docs)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use redis::aio::ConnectionManager;
 use std::time::{Duration, Instant};
+use weir::Conn;
 use weir::keys::QueueKeys;
 use weir::scripts::{self, EnqueueArg, Settle};
 use weir::{EmbeddedRedis, NewJob, Producer, Redis};
@@ -15,7 +15,7 @@ use weir::{EmbeddedRedis, NewJob, Producer, Redis};
 const VT_MS: u64 = 60_000;
 
 struct Bench {
-    conn: ConnectionManager,
+    conn: Conn,
     keys: QueueKeys,
     producer: Producer,
 }

@@ -77,9 +77,11 @@ pub use queue::cron::{Schedule, Schedules};
 pub use queue::envelope::{Job, Priority};
 pub use queue::producer::{BulkReport, NewJob, Producer};
 pub use queue::scripts::{DeadJob, Stats};
-pub use redis::conn::{HealingConnection, Redis, TlsFiles};
+pub use redis::conn::{Conn, HealingConnection, Redis, TlsFiles};
 #[cfg(feature = "embedded")]
 pub use redis::embedded::EmbeddedRedis;
+#[cfg(feature = "embedded")]
+pub use redis::embedded_cluster::EmbeddedCluster;
 pub use tokio_util::sync::CancellationToken;
 
 // Every component's configuration, at the root beside `ConsumerConfig`, which holds them.

@@ -19,7 +19,7 @@ const WRONG: &str = "Wrong-88ab01-secret";
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
     +exists +get +set +del +pexpire +scan +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
-    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +fcall_ro +function|list +function|load";
+    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +pubsub|shardnumsub +fcall_ro +function|list +function|load";
 
 fn http_get(port: u16) -> String {
     use std::io::{Read, Write};

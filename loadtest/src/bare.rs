@@ -8,8 +8,8 @@
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use redis::Script;
-use redis::aio::ConnectionManager;
 use std::time::{Duration, Instant};
+use weir::Conn;
 
 /// Items per RPUSH: as many as weir's bulk enqueue puts in one call.
 pub const CHUNK: usize = weir::producer::BULK_CHUNK;
@@ -44,7 +44,7 @@ const ACK: &str = "return redis.call('ZREM', KEYS[1], unpack(ARGV))";
 /// One bare queue: its ready list and lease set.
 #[derive(Clone)]
 pub struct Bare {
-    conn: ConnectionManager,
+    conn: Conn,
     ready: String,
     leases: String,
     fetch: Script,
@@ -53,7 +53,7 @@ pub struct Bare {
 
 impl Bare {
     /// The bare queue `name` (keys `bare:{name}:ready`, `bare:{name}:leases`) on `conn`.
-    pub fn new(conn: ConnectionManager, name: &str) -> Self {
+    pub fn new(conn: Conn, name: &str) -> Self {
         Self {
             conn,
             ready: format!("bare:{{{name}}}:ready"),

@@ -3,8 +3,8 @@
 //! memory, from `/proc/self/status`. Wall-clock rates on a shared machine swing with the
 //! neighbours' load, CPU time per job much less, so comparisons report both.
 
-use redis::aio::ConnectionManager;
 use std::time::Duration;
+use weir::Conn;
 
 /// Linux reports `utime`/`stime` in USER_HZ ticks, 100 per second on every mainstream
 /// architecture (10 ms resolution: about 1% of a one-second drain).
@@ -25,7 +25,7 @@ pub fn process_cpu() -> Option<Duration> {
 /// Redis's CPU time so far (`used_cpu_sys + used_cpu_user` of `INFO cpu`, all its
 /// threads), in seconds; `None` if the server does not say (an ACL without INFO, say).
 /// On a shared server it counts every client's work.
-pub async fn redis_cpu(conn: &ConnectionManager) -> Option<f64> {
+pub async fn redis_cpu(conn: &Conn) -> Option<f64> {
     let info: String = redis::cmd("INFO")
         .arg("cpu")
         .query_async(&mut conn.clone())

@@ -3,9 +3,9 @@
 
 use crate::accounting::job_id;
 use rand::{Rng, SeedableRng};
-use redis::aio::ConnectionManager;
 use serde_json::value::RawValue;
 use std::sync::Arc;
+use weir::Conn;
 use weir::{NewJob, Producer};
 
 /// Kind of every load-test job.
@@ -36,7 +36,7 @@ impl Feed {
     /// A feed of at most `cap` jobs. `max_attempts` is high where jobs may fail or be
     /// reclaimed many times (downstream errors, kills) so none is dead-lettered.
     pub fn new(
-        conn: ConnectionManager,
+        conn: Conn,
         queue: &str,
         payload: Box<RawValue>,
         cap: u64,

@@ -11,7 +11,7 @@
 //!
 //! Stored through [`weir::settings::Settings`], as `weir limits set --per-key-*` stores them.
 
-use redis::aio::ConnectionManager;
+use weir::Conn;
 use weir::Rate;
 use weir::settings::{Cleared, Settings};
 
@@ -68,7 +68,7 @@ impl KeyLimits {
 
 /// Stores `limits` in `queue`'s settings, checked as `weir limits set` checks them
 /// (nothing if there are none).
-pub async fn store(conn: &ConnectionManager, queue: &str, limits: &KeyLimits) -> anyhow::Result<()> {
+pub async fn store(conn: &Conn, queue: &str, limits: &KeyLimits) -> anyhow::Result<()> {
     if limits.fields().is_empty() {
         return Ok(());
     }
@@ -77,7 +77,7 @@ pub async fn store(conn: &ConnectionManager, queue: &str, limits: &KeyLimits) ->
 }
 
 /// Removes the queue's per-key limits, leaving its other settings.
-pub async fn clear(conn: &ConnectionManager, queue: &str, limits: &KeyLimits) -> anyhow::Result<()> {
+pub async fn clear(conn: &Conn, queue: &str, limits: &KeyLimits) -> anyhow::Result<()> {
     if limits.fields().is_empty() {
         return Ok(());
     }

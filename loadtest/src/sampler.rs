@@ -6,12 +6,12 @@ use crate::fleet::GaugeReader;
 use crate::histogram::summarize;
 use crate::observed::Observed;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use weir::CancellationToken;
+use weir::Conn;
 
 /// Sampling period of the time series.
 pub const PERIOD: Duration = Duration::from_millis(100);
@@ -53,7 +53,7 @@ pub struct Sampler {
 pub struct SamplerConfig {
     pub observed: Arc<Observed>,
     pub gauges: GaugeReader,
-    pub conn: ConnectionManager,
+    pub conn: Conn,
     pub queue: String,
     pub ideal: Option<Ideal>,
     /// Progress bar length (jobs), if known.
@@ -154,7 +154,7 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
     }
 }
 
-async fn poll_depth(conn: ConnectionManager, queue: String, depth: Arc<AtomicU64>, stop: CancellationToken) {
+async fn poll_depth(conn: Conn, queue: String, depth: Arc<AtomicU64>, stop: CancellationToken) {
     let Ok(q) = weir::Queue::new(conn, &queue) else {
         return;
     };

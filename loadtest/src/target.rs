@@ -1,14 +1,14 @@
 //! The Redis a run uses: a private redis-server (the default), or the one `--redis-url`
 //! names, where the harness touches only its own fresh queues and deletes them after.
 
-use redis::aio::ConnectionManager;
+use weir::Conn;
 use weir::{EmbeddedRedis, Redis};
 
 pub struct Target {
     /// Kept to stop the private server when the run ends.
     embedded: Option<EmbeddedRedis>,
     pub url: String,
-    pub conn: ConnectionManager,
+    pub conn: Conn,
 }
 
 impl Target {

@@ -46,7 +46,7 @@ impl Wake {
         match self.redis.subscribe(&self.channel).await {
             Ok(ps) => {
                 self.errors.succeeded();
-                self.stream = Some(Box::pin(ps.into_on_message()));
+                self.stream = Some(ps);
             }
             Err(e) => self.retry_at = Instant::now() + self.errors.failed(&e),
         }

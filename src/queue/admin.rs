@@ -19,7 +19,7 @@ pub(crate) use workers::WorkerRecord;
 use crate::error::Result;
 use crate::queue::keys::QueueKeys;
 use crate::queue::scripts::{self, DeadJob, Stats};
-use redis::aio::ConnectionManager;
+use crate::redis::conn::Conn;
 
 /// Dead-lettered jobs deleted per purge call.
 const PURGE_CHUNK: usize = 1000;
@@ -27,7 +27,7 @@ const PURGE_CHUNK: usize = 1000;
 /// Admin handle on one queue.
 #[derive(Clone)]
 pub struct Queue {
-    conn: ConnectionManager,
+    conn: Conn,
     keys: QueueKeys,
 }
 
@@ -41,7 +41,7 @@ impl std::fmt::Debug for Queue {
 
 impl Queue {
     /// A handle on `queue` over `conn`.
-    pub fn new(conn: ConnectionManager, queue: &str) -> Result<Self> {
+    pub fn new(conn: Conn, queue: &str) -> Result<Self> {
         Ok(Self {
             conn,
             keys: QueueKeys::new(queue)?,

@@ -19,11 +19,11 @@ use crate::queue::envelope::Priority;
 use crate::queue::keys::{QueueKeys, validate_token};
 use crate::queue::producer::{NewJob, Producer};
 use crate::queue::scripts;
+use crate::redis::conn::Conn;
 use croner::Cron;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
@@ -216,7 +216,7 @@ pub enum Added {
 /// The schedules of one queue: add, list, remove.
 #[derive(Clone)]
 pub struct Schedules {
-    conn: ConnectionManager,
+    conn: Conn,
     keys: QueueKeys,
 }
 
@@ -230,7 +230,7 @@ impl std::fmt::Debug for Schedules {
 
 impl Schedules {
     /// The schedules of `queue` over `conn`.
-    pub fn new(conn: ConnectionManager, queue: &str) -> Result<Self> {
+    pub fn new(conn: Conn, queue: &str) -> Result<Self> {
         Ok(Self {
             conn,
             keys: QueueKeys::new(queue)?,

@@ -6,10 +6,12 @@ use crate::error::{Error, Result};
 use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
 use crate::queue::keys::{QueueKeys, validate_token};
 use crate::queue::scripts::{self, EnqueueArg};
+use crate::redis::conn::Conn;
 use crate::redis::retry::{Backoff, GiveUp, retrying};
 use futures_util::{Stream, StreamExt, stream};
-use redis::aio::ConnectionManager;
 use serde_json::value::RawValue;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Jobs per enqueue script call in the bulk paths.
@@ -157,10 +159,13 @@ pub struct ChunkOutcome<T> {
 /// Enqueues jobs into one queue. Cheap to clone.
 #[derive(Clone)]
 pub struct Producer {
-    conn: ConnectionManager,
+    conn: Conn,
     keys: QueueKeys,
     max_envelope_bytes: usize,
     default_max_attempts: u32,
+    /// On a Redis Cluster: the queue is in the queue registry (added once, after the first
+    /// enqueue; on a single Redis every enqueue call adds it).
+    registered: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -175,12 +180,13 @@ impl std::fmt::Debug for Producer {
 
 impl Producer {
     /// A producer for `queue` over `conn`.
-    pub fn new(conn: ConnectionManager, queue: &str) -> Result<Self> {
+    pub fn new(conn: Conn, queue: &str) -> Result<Self> {
         Ok(Self {
             conn,
             keys: QueueKeys::new(queue)?,
             max_envelope_bytes: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
             default_max_attempts: DEFAULT_MAX_ATTEMPTS,
+            registered: Arc::default(),
         })
     }
 
@@ -290,7 +296,18 @@ impl Producer {
 
     /// Enqueues prepared jobs in one call; returns (stored, duplicate ids).
     pub async fn enqueue_args(&self, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
-        let dups = scripts::enqueue(&mut self.conn.clone(), &self.keys, args).await?;
+        let mut conn = self.conn.clone();
+        let dups = scripts::enqueue(&mut conn, &self.keys, args).await?;
+        if conn.is_cluster() && !self.registered.load(Ordering::Relaxed) {
+            // The jobs are stored: a failure here must not send them again (a retry of
+            // generated ids would store them twice). The next call tries again.
+            match scripts::register(&mut conn, &self.keys).await {
+                Ok(()) => self.registered.store(true, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::warn!(queue = self.keys.name(), error = %e, "cannot add the queue to the queue registry; trying again at the next enqueue")
+                }
+            }
+        }
         let stored = (args.len() - dups.len()) as u64;
         crate::metrics::record_enqueued(self.keys.name(), stored);
         Ok((stored, dups))

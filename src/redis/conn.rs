@@ -1,13 +1,18 @@
-//! Connections to Redis: the multiplexed, reconnecting connection every script call uses,
-//! and the pub/sub subscription that wakes idle consumers.
+//! Connections to Redis: the endpoint ([`Redis`]: one URL, or a Redis Cluster by any of
+//! its nodes or several seeds), the multiplexed, reconnecting connection every script call
+//! uses ([`Conn`]), and the pub/sub subscription that wakes idle consumers.
 
+use super::cluster::{ClusterSpec, is_cluster_info};
+pub use super::healing::HealingConnection;
+pub use super::link::Conn;
 use crate::error::{Error, Result};
-use redis::RedisFuture;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use futures_util::{Stream, StreamExt};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, RwLock};
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::OnceCell;
 
 /// How long a script call may take before it fails (redis-rs defaults to 500 ms, too
 /// short for a fetch of thousands of jobs on a busy server).
@@ -16,12 +21,26 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A Redis endpoint: parsed once, connected on demand.
+///
+/// One URL names a single Redis or any node of a Redis Cluster (the first connection asks
+/// the node, `INFO cluster`, and remembers); several URLs, comma-separated, are the seed
+/// nodes of a cluster.
 #[derive(Clone)]
 pub struct Redis {
+    /// The first URL's client: the single Redis, or the node asked whether it is a cluster.
     client: redis::Client,
+    /// Every URL given (with passwords: the cluster client connects with them).
+    seeds: Arc<[String]>,
+    #[cfg(feature = "tls")]
+    certs: Option<redis::TlsCertificates>,
     url: String,
     response_timeout: Duration,
+    /// Whether it is a cluster, once known (shared by clones).
+    cluster: Arc<OnceCell<bool>>,
 }
+
+/// The messages of a wake subscription (see [`Redis::subscribe`]).
+pub type Subscription = Pin<Box<dyn Stream<Item = redis::Msg> + Send>>;
 
 /// TLS material for a `rediss://` URL, as PEM files: a CA to trust instead of the system
 /// roots, and a client certificate with its key for servers that require one
@@ -101,32 +120,60 @@ pub fn redact_url(url: &str) -> String {
 
 impl Redis {
     /// Parses a `redis://` or `rediss://` URL (TLS trusting the system's CA roots; TLS
-    /// needs the `tls` feature).
+    /// needs the `tls` feature), or several, comma-separated: the seed nodes of a cluster.
     pub fn open(url: &str) -> Result<Self> {
         Self::open_tls(url, &TlsFiles::default())
     }
 
-    /// Parses a URL and, for `rediss://`, uses the given CA and client certificate.
+    /// Parses the URL(s) and, for `rediss://`, uses the given CA and client certificate.
     pub fn open_tls(url: &str, tls: &TlsFiles) -> Result<Self> {
-        let redacted = redact_url(url);
-        let invalid = |e: redis::RedisError| Error::Connect {
+        let seeds: Vec<String> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let redacted = seeds.iter().map(|s| redact_url(s)).collect::<Vec<_>>().join(",");
+        let Some(first) = seeds.first() else {
+            return Err(Error::Connect {
+                url: redacted,
+                message: "invalid URL: none given".into(),
+            });
+        };
+        let invalid = |seed: &str, e: redis::RedisError| Error::Connect {
             url: redacted.clone(),
-            message: format!("invalid URL: {}", e.to_string().replace(url, &redacted)),
+            message: format!("invalid URL: {}", e.to_string().replace(seed, &redact_url(seed))),
         };
+        if !tls.is_empty()
+            && let Some(plain) = seeds.iter().find(|s| !s.starts_with("rediss://"))
+        {
+            return Err(Error::Config(format!(
+                "TLS files were given but {} is not a rediss:// URL",
+                redact_url(plain)
+            )));
+        }
+        for seed in &seeds {
+            redis::Client::open(seed.as_str()).map_err(|e| invalid(seed, e))?;
+        }
+        #[cfg(feature = "tls")]
+        let certs = if tls.is_empty() { None } else { Some(tls.load()?) };
         let client = if tls.is_empty() {
-            redis::Client::open(url).map_err(invalid)?
+            redis::Client::open(first.as_str()).map_err(|e| invalid(first, e))?
         } else {
-            if !url.starts_with("rediss://") {
-                return Err(Error::Config(format!(
-                    "TLS files were given but {redacted} is not a rediss:// URL"
-                )));
-            }
-            Self::client_with_tls(url, tls)?.map_err(invalid)?
+            Self::client_with_tls(first, tls)?.map_err(|e| invalid(first, e))?
         };
+        let cluster = Arc::new(OnceCell::new());
+        if seeds.len() > 1 {
+            let _ = cluster.set(true);
+        }
         Ok(Self {
             client,
+            seeds: seeds.into(),
+            #[cfg(feature = "tls")]
+            certs,
             url: redacted,
             response_timeout: RESPONSE_TIMEOUT,
+            cluster,
         })
     }
 
@@ -151,29 +198,78 @@ impl Redis {
         self
     }
 
-    /// The URL, password redacted.
+    /// The URL(s), passwords redacted.
     pub fn url(&self) -> &str {
         &self.url
     }
 
+    /// Whether the endpoint is a Redis Cluster: several seeds were given, or the node
+    /// says so (`INFO cluster`; a user that may not run INFO is taken for a single Redis).
+    pub async fn is_cluster(&self) -> Result<bool> {
+        let known = self.cluster.get_or_try_init(|| self.ask_cluster()).await;
+        known.copied().map_err(|e| self.connect_error(e))
+    }
+
+    async fn ask_cluster(&self) -> redis::RedisResult<bool> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(self.response_timeout));
+        let mut conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        match redis::cmd("INFO")
+            .arg("cluster")
+            .query_async::<String>(&mut conn)
+            .await
+        {
+            Ok(info) => Ok(is_cluster_info(&info)),
+            Err(e)
+                if e.code() == Some("NOPERM")
+                    || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+            {
+                tracing::debug!(error = %e, "INFO cluster refused: taking the endpoint for a single Redis");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn cluster_spec(&self) -> ClusterSpec {
+        ClusterSpec {
+            seeds: self.seeds.to_vec(),
+            #[cfg(feature = "tls")]
+            certs: self.certs.clone(),
+            response_timeout: self.response_timeout,
+            connect_timeout: CONNECT_TIMEOUT,
+        }
+    }
+
     /// A multiplexed connection that reconnects by itself (the call in flight when the
-    /// link drops fails; callers retry).
-    pub async fn connect(&self) -> Result<ConnectionManager> {
-        self.manager().await.map_err(|e| self.connect_error(e))
+    /// link drops fails; callers retry): to the single Redis, or to the whole cluster.
+    pub async fn connect(&self) -> Result<Conn> {
+        self.connect_conn().await.map_err(|e| self.connect_error(e))
+    }
+
+    pub(crate) async fn connect_conn(&self) -> redis::RedisResult<Conn> {
+        let cluster = match self.cluster.get() {
+            Some(c) => *c,
+            None => *self.cluster.get_or_try_init(|| self.ask_cluster()).await?,
+        };
+        if !cluster {
+            return Ok(Conn::single(self.manager().await?));
+        }
+        let mut conn = self.cluster_spec().client()?.get_async_connection().await?;
+        // Every primary answers: a password or a user refused anywhere shows here.
+        redis::cmd("PING").query_async::<()>(&mut conn).await?;
+        Ok(Conn::cluster(conn))
     }
 
     /// Like [`Self::connect`], but the connection is replaced when calls keep timing out
     /// (see [`HealingConnection`]). The consumer runs on one.
     pub async fn connect_healing(&self) -> Result<HealingConnection> {
         let conn = self.connect().await?;
-        Ok(HealingConnection {
-            shared: Arc::new(Shared {
-                redis: self.clone(),
-                current: RwLock::new(conn),
-                timeouts: AtomicU32::new(0),
-                replacing: AtomicBool::new(false),
-            }),
-        })
+        Ok(HealingConnection::new(self.clone(), conn))
     }
 
     async fn manager(&self) -> redis::RedisResult<ConnectionManager> {
@@ -189,17 +285,27 @@ impl Redis {
         Ok(conn)
     }
 
-    /// A pub/sub connection subscribed to `channel`.
-    pub async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub> {
+    /// A subscription to the wake channel `channel`: plain pub/sub on a single Redis,
+    /// sharded pub/sub (SSUBSCRIBE) on a cluster, where the channel's hash tag names the
+    /// shard.
+    pub async fn subscribe(&self, channel: &str) -> Result<Subscription> {
+        let timed_out = || Error::Connect {
+            url: self.url.clone(),
+            message: "timed out".into(),
+        };
+        if self.is_cluster().await? {
+            let sub = tokio::time::timeout(CONNECT_TIMEOUT, self.cluster_spec().subscribe(channel))
+                .await
+                .map_err(|_| timed_out())?
+                .map_err(|e| self.connect_error(e))?;
+            return Ok(Box::pin(sub));
+        }
         let mut ps = tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_async_pubsub())
             .await
-            .map_err(|_| Error::Connect {
-                url: self.url.clone(),
-                message: "timed out".into(),
-            })?
+            .map_err(|_| timed_out())?
             .map_err(|e| self.connect_error(e))?;
         ps.subscribe(channel).await?;
-        Ok(ps)
+        Ok(ps.into_on_message().boxed())
     }
 
     fn connect_error(&self, e: redis::RedisError) -> Error {
@@ -216,104 +322,6 @@ impl Redis {
             url: self.url.clone(),
             message,
         }
-    }
-}
-
-/// Timeouts in a row after which a [`HealingConnection`] is replaced.
-const REPLACE_AFTER_TIMEOUTS: u32 = 3;
-
-/// A [`ConnectionManager`] that is replaced when its calls keep timing out.
-///
-/// `ConnectionManager` reconnects when its connection breaks (reset, end of stream), but a
-/// connection that goes silent, such as a network path that died without a reset or a hung
-/// proxy in front of Redis, only makes every call time out, for as long as TCP keeps it
-/// open: hours. After `REPLACE_AFTER_TIMEOUTS` (3) timeouts in a row, one background task
-/// opens a new connection and every clone moves onto it; until then calls fail and their
-/// callers retry, as for any Redis error.
-#[derive(Clone)]
-pub struct HealingConnection {
-    shared: Arc<Shared>,
-}
-
-struct Shared {
-    redis: Redis,
-    current: RwLock<ConnectionManager>,
-    timeouts: AtomicU32,
-    replacing: AtomicBool,
-}
-
-impl HealingConnection {
-    fn current(&self) -> ConnectionManager {
-        self.shared
-            .current
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    fn observe<T>(&self, result: &redis::RedisResult<T>) {
-        let shared = &self.shared;
-        match result {
-            Ok(_) => shared.timeouts.store(0, Ordering::Relaxed),
-            Err(e) if e.is_timeout() => {
-                let n = shared.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-                if n >= REPLACE_AFTER_TIMEOUTS && !shared.replacing.swap(true, Ordering::AcqRel) {
-                    tokio::spawn(replace(shared.clone()));
-                }
-            }
-            Err(_) => {}
-        }
-    }
-}
-
-impl std::fmt::Debug for HealingConnection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HealingConnection")
-            .field("url", &self.shared.redis.url)
-            .field("timeouts", &self.shared.timeouts.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
-}
-
-async fn replace(shared: Arc<Shared>) {
-    match shared.redis.manager().await {
-        Ok(conn) => {
-            *shared.current.write().unwrap_or_else(|p| p.into_inner()) = conn;
-            shared.timeouts.store(0, Ordering::Relaxed);
-            tracing::warn!("calls to Redis kept timing out: replaced the connection");
-        }
-        // Still unreachable: the next timeouts try again.
-        Err(e) => tracing::debug!(error = %e, "replacing a timed-out connection failed"),
-    }
-    shared.replacing.store(false, Ordering::Release);
-}
-
-impl ConnectionLike for HealingConnection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
-        let mut conn = self.current();
-        Box::pin(async move {
-            let r = conn.req_packed_command(cmd).await;
-            self.observe(&r);
-            r
-        })
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a redis::Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<redis::Value>> {
-        let mut conn = self.current();
-        Box::pin(async move {
-            let r = conn.req_packed_commands(pipeline, offset, count).await;
-            self.observe(&r);
-            r
-        })
-    }
-
-    fn get_db(&self) -> i64 {
-        self.current().get_db()
     }
 }
 

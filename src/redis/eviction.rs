@@ -8,20 +8,25 @@ use redis::aio::ConnectionLike;
 /// Fails with [`Error::Eviction`] unless Redis's `maxmemory-policy` is `noeviction` or
 /// `allow` says the operator knows. A server that refuses `INFO` (an ACL without it) is
 /// reported once, and the check passes: it cannot be made.
+///
+/// On a Redis Cluster every primary answers, and each must be `noeviction`.
 pub async fn check<C: ConnectionLike>(conn: &mut C, allow: bool) -> Result<()> {
-    let info: String = match redis::cmd("INFO").arg("memory").query_async(conn).await {
+    let info: redis::Value = match redis::cmd("INFO").arg("memory").query_async(conn).await {
         Ok(info) => info,
         Err(e) => {
             tracing::warn!(error = %e, "cannot read redis maxmemory-policy (INFO refused?); make sure it is noeviction");
             return Ok(());
         }
     };
-    let Some(policy) = policy(&info) else {
+    let mut texts = Vec::new();
+    collect_texts(&info, &mut texts);
+    let Some(policy) = texts
+        .iter()
+        .filter_map(|t| policy(t))
+        .find(|p| *p != "noeviction")
+    else {
         return Ok(());
     };
-    if policy == "noeviction" {
-        return Ok(());
-    }
     if allow {
         tracing::warn!(
             policy,
@@ -32,6 +37,19 @@ pub async fn check<C: ConnectionLike>(conn: &mut C, allow: bool) -> Result<()> {
     Err(Error::Eviction {
         policy: policy.to_owned(),
     })
+}
+
+/// The text replies in `v`: one for a single Redis, one per node (a map of address ->
+/// reply) for a cluster.
+fn collect_texts(v: &redis::Value, out: &mut Vec<String>) {
+    match v {
+        redis::Value::BulkString(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+        redis::Value::SimpleString(s) => out.push(s.clone()),
+        redis::Value::VerbatimString { text, .. } => out.push(text.clone()),
+        redis::Value::Map(kv) => kv.iter().for_each(|(_, v)| collect_texts(v, out)),
+        redis::Value::Array(vs) => vs.iter().for_each(|v| collect_texts(v, out)),
+        _ => {}
+    }
 }
 
 /// The `maxmemory_policy` field of an `INFO memory` reply.

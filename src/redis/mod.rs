@@ -1,8 +1,13 @@
-//! Connections to Redis: healing multiplexed connections (with TLS), and the private
-//! redis-server the demo and the tests start.
+//! Connections to Redis: healing multiplexed connections (with TLS), to a single Redis or a
+//! Redis Cluster, and the private redis-server the demo and the tests start.
 
+pub(crate) mod cluster;
 pub mod conn;
 #[cfg(feature = "embedded")]
 pub mod embedded;
+#[cfg(feature = "embedded")]
+pub mod embedded_cluster;
 pub mod eviction;
+mod healing;
+mod link;
 pub mod retry;

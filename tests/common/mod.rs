@@ -12,12 +12,12 @@ mod seen;
 #[allow(unused_imports)] // not every test binary runs a consumer
 pub(crate) use seen::Seen;
 
-use redis::aio::ConnectionManager;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+use weir::Conn;
 use weir::EmbeddedRedis;
 use weir::keys::QueueKeys;
 
@@ -46,7 +46,7 @@ pub(crate) struct Ctx {
     pub server: Arc<EmbeddedRedis>,
     pub url: String,
     pub redis: weir::Redis,
-    pub conn: ConnectionManager,
+    pub conn: Conn,
     pub queue: String,
     pub keys: QueueKeys,
 }
@@ -86,7 +86,7 @@ impl Ctx {
         (q, k)
     }
 
-    pub(crate) fn c(&self) -> ConnectionManager {
+    pub(crate) fn c(&self) -> Conn {
         self.conn.clone()
     }
 
@@ -121,7 +121,7 @@ impl Ctx {
 }
 
 /// Redis `TIME`, in ms: the clock every script uses.
-pub(crate) async fn redis_now_ms(conn: &mut ConnectionManager) -> u64 {
+pub(crate) async fn redis_now_ms(conn: &mut Conn) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1000 + us / 1000
 }
@@ -288,7 +288,7 @@ impl State {
 }
 
 /// Writes `s` into the (empty) queue `keys`, key by key.
-pub(crate) async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &State) {
+pub(crate) async fn seed(conn: &mut Conn, keys: &QueueKeys, s: &State) {
     if s == &State::default() {
         return;
     }
@@ -342,11 +342,11 @@ pub(crate) async fn seed(conn: &mut ConnectionManager, keys: &QueueKeys, s: &Sta
     let _: () = p.query_async(conn).await.unwrap();
 }
 
-async fn key_type(conn: &mut ConnectionManager, key: &str) -> String {
+async fn key_type(conn: &mut Conn, key: &str) -> String {
     redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
 }
 
-async fn zset(conn: &mut ConnectionManager, key: &str) -> Vec<(String, u64)> {
+async fn zset(conn: &mut Conn, key: &str) -> Vec<(String, u64)> {
     let raw: Vec<(String, f64)> = redis::cmd("ZRANGE")
         .arg(key)
         .arg(0)
@@ -361,7 +361,7 @@ async fn zset(conn: &mut ConnectionManager, key: &str) -> Vec<(String, u64)> {
 }
 
 /// Reads every key of the queue, checking each has the type `keys.rs` documents.
-pub(crate) async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> State {
+pub(crate) async fn snapshot(conn: &mut Conn, keys: &QueueKeys) -> State {
     let k = keys.all();
     let types = [
         "list", "list", "list", "zset", "zset", "zset", "hash", "zset", "zset", "hash", "string", "hash",
@@ -497,7 +497,7 @@ pub(crate) fn assert_state(case: &str, actual: &State, expected: &State, window:
 /// `after`; returns the call's reply for the case to check.
 pub(crate) async fn run_case<T, F, Fut>(ctx: &Ctx, case: &str, before: &State, call: F, after: &State) -> T
 where
-    F: FnOnce(ConnectionManager, QueueKeys) -> Fut,
+    F: FnOnce(Conn, QueueKeys) -> Fut,
     Fut: std::future::Future<Output = weir::Result<T>>,
 {
     let (_, keys) = ctx.other_queue("case");

@@ -10,7 +10,7 @@ use weir::scripts::{EnqueueArg, SOURCES};
 /// `FCALL weir_enqueue` with `jobs`, one section per job, as docs/protocol.md lets any
 /// client do (the Rust producer groups jobs that share options instead).
 pub(crate) async fn fcall_enqueue(
-    conn: &mut redis::aio::ConnectionManager,
+    conn: &mut weir::Conn,
     keys: &QueueKeys,
     jobs: &[EnqueueArg],
 ) -> weir::Result<Vec<String>> {

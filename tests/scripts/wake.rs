@@ -10,13 +10,12 @@ use weir::scripts::{self, EnqueueArg, Settle};
 /// Runs `call` on a queue seeded with `before`; returns the wake messages it published.
 async fn wakes<F, Fut>(ctx: &Ctx, before: State, call: F) -> Vec<String>
 where
-    F: FnOnce(redis::aio::ConnectionManager, weir::keys::QueueKeys) -> Fut,
+    F: FnOnce(weir::Conn, weir::keys::QueueKeys) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     let (_, keys) = ctx.other_queue("wake");
     seed(&mut ctx.c(), &keys, &before).await;
-    let ps = ctx.redis.subscribe(keys.wake_channel()).await.unwrap();
-    let mut msgs = ps.into_on_message();
+    let mut msgs = ctx.redis.subscribe(keys.wake_channel()).await.unwrap();
     call(ctx.c(), keys.clone()).await;
     // a marker published after the call bounds the wait: everything before it has arrived
     let _: u64 = redis::cmd("PUBLISH")

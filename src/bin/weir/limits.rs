@@ -215,7 +215,7 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
 const TOP_KEYS: isize = 10;
 
 /// The keys whose limits held back the most jobs so far.
-async fn throttled(conn: &mut redis::aio::ConnectionManager, queue: &str) -> weir::Result<String> {
+async fn throttled(conn: &mut weir::Conn, queue: &str) -> weir::Result<String> {
     let key = weir::keys::QueueKeys::new(queue)?.key_throttled();
     let top: Vec<(String, f64)> = redis::cmd("ZRANGE")
         .arg(&key)

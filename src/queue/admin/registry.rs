@@ -10,7 +10,7 @@ use super::types::{JSON_VERSION, QueueList, QueueSummary, Rates, ReadyCounts, Ti
 use crate::error::Result;
 use crate::queue::keys::{QUEUES, QUEUES_SCANNED, queue_of_key};
 use crate::queue::scripts::Stats;
-use redis::aio::ConnectionManager;
+use crate::redis::conn::Conn;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -20,7 +20,7 @@ const SCAN_COUNT: usize = 1000;
 /// Admin handle on the set of queues.
 #[derive(Clone)]
 pub struct Queues {
-    conn: ConnectionManager,
+    conn: Conn,
 }
 
 impl std::fmt::Debug for Queues {
@@ -31,7 +31,7 @@ impl std::fmt::Debug for Queues {
 
 impl Queues {
     /// A handle over `conn`.
-    pub fn new(conn: ConnectionManager) -> Self {
+    pub fn new(conn: Conn) -> Self {
         Self { conn }
     }
 

@@ -26,6 +26,6 @@ redis.call('HSET', FIRED, name, tick)
 if redis.call('HSETNX', K.jobs, id, env) == 1 then
   redis.call('RPUSH', K.ready[p], id)
   count('enqueued', 1)
-  redis.call('PUBLISH', K.wake, 'enqueue')
+  wake('enqueue')
 end
 return 1

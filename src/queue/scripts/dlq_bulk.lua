@@ -54,7 +54,7 @@ if action == 'requeue' then
       acted = acted + 1
     end
   end
-  if acted > 0 then redis.call('PUBLISH', K.wake, 'requeue') end
+  if acted > 0 then wake('requeue') end
 elseif #ids > 0 then
   call_chunked('HDEL', K.jobs, ids)
   forget(ids)

@@ -25,5 +25,5 @@ for i = 1, #ids do
   end
 end
 out[1] = requeued
-if requeued > 0 then redis.call('PUBLISH', K.wake, 'requeue') end
+if requeued > 0 then wake('requeue') end
 return out

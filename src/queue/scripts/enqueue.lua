@@ -3,8 +3,9 @@
 -- library too (docs/protocol.md states the contract; change both together).
 --
 -- KEYS: the queue's keys (lib.lua); touches ready[1..3], delayed[1..3], jobs, counters,
---   wake, and the unique keys (K.unique .. key); then KEYS[20] (NQ + 1): the queue registry (SET of
---   queue names, keys.rs's QUEUES).
+--   wake, and the unique keys (K.unique .. key); then, optionally, KEYS[20] (NQ + 1): the
+--   queue registry (SET of queue names, keys.rs's QUEUES). On a Redis Cluster the registry
+--   lives in a slot of its own, so the caller leaves it out and adds the name by itself.
 -- ARGV: one or more sections, each of jobs that share their options:
 --   priority (0 high, 1 normal, 2 low), delay (ms, >= 0), run_at (epoch ms, 0 = none),
 --   unique (1 = ids chosen by the caller: check each; 0 = ids weir generated, unique by
@@ -185,8 +186,9 @@ end
 
 -- 3. wake idle consumers once per call
 count('enqueued', added)
-if added > 0 then redis.call('PUBLISH', K.wake, 'enqueue') end
+if added > 0 then wake('enqueue') end
 
--- 3. the queue registry (`weir queues`): one SADD per call; the name is the hash tag
-redis.call('SADD', KEYS[NQ + 1], string.match(KEYS[1], '^weir:{(.*)}:'))
+-- 4. the queue registry (`weir queues`), if given: one SADD per call; the name is the
+--    hash tag
+if KEYS[NQ + 1] then redis.call('SADD', KEYS[NQ + 1], string.match(KEYS[1], '^weir:{(.*)}:')) end
 return dups

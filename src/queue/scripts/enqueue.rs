@@ -4,6 +4,7 @@ use super::{ENQUEUE, call, into_strings, invocation};
 use crate::error::{Error, Result};
 use crate::queue::envelope::Priority;
 use crate::queue::keys::{QUEUES, QueueKeys};
+use crate::redis::conn::Conn;
 use redis::Value;
 use redis::aio::ConnectionLike;
 
@@ -33,22 +34,24 @@ pub struct EnqueueArg {
 /// the job's unique key is held).
 ///
 /// Consecutive jobs that share their options travel as one section (see `enqueue.lua`),
-/// so a bulk load sends two values per job.
-pub async fn enqueue<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    jobs: &[EnqueueArg],
-) -> Result<Vec<String>> {
+/// so a bulk load sends two values per job. On a single Redis the same call adds the queue
+/// to the queue registry ([`QUEUES`]); on a Redis Cluster the registry lives in a slot of
+/// its own, so this call leaves it alone and [`register`] adds the name (the
+/// [`crate::Producer`] does once).
+pub async fn enqueue(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg]) -> Result<Vec<String>> {
+    let cluster = conn.is_cluster();
     if !jobs.is_empty()
         && jobs
             .iter()
             .all(|j| !j.unique && j.delay_ms == 0 && j.run_at_ms == 0 && j.unique_for_ms == 0)
     {
-        enqueue_plain(conn, keys, jobs).await?;
+        enqueue_plain(conn, keys, jobs, cluster).await?;
         return Ok(Vec::new());
     }
     let mut inv = invocation(&ENQUEUE, keys);
-    inv.key(QUEUES);
+    if !cluster {
+        inv.key(QUEUES);
+    }
     let options = |j: &EnqueueArg| (j.priority, j.delay_ms, j.run_at_ms, j.unique, j.unique_for_ms);
     let same = |a: &EnqueueArg, b: &EnqueueArg| options(a) == options(b);
     for section in jobs.chunk_by(same) {
@@ -76,7 +79,7 @@ pub async fn enqueue<C: ConnectionLike>(
 /// `enqueue.lua` is the source of truth: this must leave the state its bulk section
 /// (`unique` 0, no delay) would. tests/scripts/enqueue.rs runs both against one expected
 /// state (`routed()`); change them together.
-async fn enqueue_plain<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, jobs: &[EnqueueArg]) -> Result<()> {
+async fn enqueue_plain(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg], cluster: bool) -> Result<()> {
     let started = std::time::Instant::now();
     let mut p = redis::pipe();
     p.atomic();
@@ -94,9 +97,26 @@ async fn enqueue_plain<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, jobs: 
         .arg(keys.counters())
         .arg("enqueued")
         .arg(jobs.len());
-    p.cmd("PUBLISH").arg(keys.wake_channel()).arg("enqueue");
-    p.cmd("SADD").arg(QUEUES).arg(keys.name());
+    // The script's wake(), without its question: consumers listen on sharded pub/sub on a
+    // cluster and on plain pub/sub elsewhere.
+    p.cmd(if cluster { "SPUBLISH" } else { "PUBLISH" })
+        .arg(keys.wake_channel())
+        .arg("enqueue");
+    if !cluster {
+        p.cmd("SADD").arg(QUEUES).arg(keys.name());
+    }
     let r = p.query_async::<()>(conn).await.map_err(Error::from);
     crate::metrics::record_script(keys.name(), "enqueue", started, &r);
     r
+}
+
+/// Adds `keys`' queue to the queue registry ([`QUEUES`]) with a call of its own: what
+/// [`enqueue`] does within its call on a single Redis, for a Redis Cluster.
+pub async fn register<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<()> {
+    redis::cmd("SADD")
+        .arg(QUEUES)
+        .arg(keys.name())
+        .query_async::<()>(conn)
+        .await
+        .map_err(Error::from)
 }

@@ -24,7 +24,7 @@ else
   end
 end
 if state then
-  redis.call('PUBLISH', K.wake, 'run-now')
+  wake('run-now')
   return state
 end
 if redis.call('ZSCORE', K.lease, id) then return 'in_flight' end

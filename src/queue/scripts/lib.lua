@@ -46,6 +46,17 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Wakes the queue's idle consumers, saying why: on sharded pub/sub where they listen
+-- there (on a Redis Cluster consumers SSUBSCRIBE, and the message stays on the queue's
+-- shard instead of going to every node), on plain pub/sub otherwise.
+local function wake(why)
+  if redis.call('PUBSUB', 'SHARDNUMSUB', K.wake)[2] > 0 then
+    redis.call('SPUBLISH', K.wake, why)
+  else
+    redis.call('PUBLISH', K.wake, why)
+  end
+end
+
 -- Lua's unpack fails near 8,000 values: variadic calls go in chunks of CHUNK (even, so
 -- score/member pairs never split).
 local CHUNK = 4000

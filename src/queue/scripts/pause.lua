@@ -9,5 +9,5 @@ if ARGV[1] == '1' then
   return 0
 end
 local changed = redis.call('DEL', K.paused)
-if changed == 1 then redis.call('PUBLISH', K.wake, 'resume') end
+if changed == 1 then wake('resume') end
 return changed

@@ -84,5 +84,5 @@ end
 count('reclaimed', returned + suspects + buried)
 count('deferred', deferred)
 count('dead', buried)
-if returned + suspects > 0 then redis.call('PUBLISH', K.wake, 'reclaim') end
+if returned + suspects > 0 then wake('reclaim') end
 return done(returned, suspects, buried)

@@ -19,5 +19,5 @@ for i = #ARGV - 2, 1, -3 do
   end
 end
 end_leases(released)
-if #released > 0 then redis.call('PUBLISH', K.wake, 'release') end
+if #released > 0 then wake('release') end
 return missed

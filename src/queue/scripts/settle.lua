@@ -142,8 +142,8 @@ local function concurrency_limited()
   return c[1] or c[2] or c[3]
 end
 if retried + deferred > 0 then
-  redis.call('PUBLISH', K.wake, 'retry')
+  wake('retry')
 elseif na + buried > 0 and concurrency_limited() then
-  redis.call('PUBLISH', K.wake, 'free')
+  wake('free')
 end
 return { missed, spent }

@@ -4,10 +4,10 @@
 
 use super::guard::Auth;
 use axum::http::StatusCode;
-use redis::aio::ConnectionManager;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use weir::Conn;
 use weir::Queue;
 use weir::admin::Queues;
 use weir::admin::types::{QueueList, Rates};
@@ -21,7 +21,7 @@ const MIN_RATE_WINDOW: Duration = Duration::from_millis(500);
 pub(crate) struct App(Arc<Inner>);
 
 struct Inner {
-    conn: ConnectionManager,
+    conn: Conn,
     auth: Option<Auth>,
     csrf: String,
     refresh: Duration,
@@ -36,7 +36,7 @@ struct Sample {
 }
 
 impl App {
-    pub(crate) fn new(conn: ConnectionManager, auth: Option<Auth>, refresh: Duration) -> Self {
+    pub(crate) fn new(conn: Conn, auth: Option<Auth>, refresh: Duration) -> Self {
         let token: [u8; 32] = rand::random();
         let csrf = token.iter().map(|b| format!("{b:02x}")).collect();
         App(Arc::new(Inner {
@@ -75,7 +75,7 @@ impl App {
         Queues::new(self.0.conn.clone())
     }
 
-    pub(crate) fn conn(&self) -> ConnectionManager {
+    pub(crate) fn conn(&self) -> Conn {
         self.0.conn.clone()
     }
 

@@ -1,0 +1,125 @@
+//! [`HealingConnection`]: the consumer's connection, replaced when its calls keep timing
+//! out.
+
+use super::conn::Redis;
+use super::link::Conn;
+use redis::RedisFuture;
+use redis::aio::ConnectionLike;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Timeouts in a row after which a [`HealingConnection`] is replaced.
+const REPLACE_AFTER_TIMEOUTS: u32 = 3;
+
+/// A [`Conn`] that is replaced when its calls keep timing out.
+///
+/// A [`Conn`] reconnects when its connection breaks (reset, end of stream), but a
+/// connection that goes silent, such as a network path that died without a reset or a hung
+/// proxy in front of Redis, only makes every call time out, for as long as TCP keeps it
+/// open: hours. After `REPLACE_AFTER_TIMEOUTS` (3) timeouts in a row, one background task
+/// opens a new connection and every clone moves onto it; until then calls fail and their
+/// callers retry, as for any Redis error.
+#[derive(Clone)]
+pub struct HealingConnection {
+    shared: Arc<Shared>,
+}
+
+impl HealingConnection {
+    pub(crate) fn new(redis: Redis, conn: Conn) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                redis,
+                current: RwLock::new(conn),
+                timeouts: AtomicU32::new(0),
+                replacing: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// True on a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.current().is_cluster()
+    }
+}
+
+struct Shared {
+    redis: Redis,
+    current: RwLock<Conn>,
+    timeouts: AtomicU32,
+    replacing: AtomicBool,
+}
+
+impl HealingConnection {
+    fn current(&self) -> Conn {
+        self.shared
+            .current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn observe<T>(&self, result: &redis::RedisResult<T>) {
+        let shared = &self.shared;
+        match result {
+            Ok(_) => shared.timeouts.store(0, Ordering::Relaxed),
+            Err(e) if e.is_timeout() => {
+                let n = shared.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+                if n >= REPLACE_AFTER_TIMEOUTS && !shared.replacing.swap(true, Ordering::AcqRel) {
+                    tokio::spawn(replace(shared.clone()));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+impl std::fmt::Debug for HealingConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HealingConnection")
+            .field("url", &self.shared.redis.url())
+            .field("timeouts", &self.shared.timeouts.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+async fn replace(shared: Arc<Shared>) {
+    match shared.redis.connect_conn().await {
+        Ok(conn) => {
+            *shared.current.write().unwrap_or_else(|p| p.into_inner()) = conn;
+            shared.timeouts.store(0, Ordering::Relaxed);
+            tracing::warn!("calls to Redis kept timing out: replaced the connection");
+        }
+        // Still unreachable: the next timeouts try again.
+        Err(e) => tracing::debug!(error = %e, "replacing a timed-out connection failed"),
+    }
+    shared.replacing.store(false, Ordering::Release);
+}
+
+impl ConnectionLike for HealingConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
+        let mut conn = self.current();
+        Box::pin(async move {
+            let r = conn.req_packed_command(cmd).await;
+            self.observe(&r);
+            r
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        let mut conn = self.current();
+        Box::pin(async move {
+            let r = conn.req_packed_commands(pipeline, offset, count).await;
+            self.observe(&r);
+            r
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.current().get_db()
+    }
+}

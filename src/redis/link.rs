@@ -1,0 +1,80 @@
+//! [`Conn`]: the one connection type weir runs on, to a single Redis or to a Redis Cluster.
+//!
+//! Both kinds are multiplexed, reconnect by themselves and are cheap to clone. A cluster
+//! connection routes every script call by its first key, and every key of a queue (or of
+//! one partition of a queue) carries the same hash tag, so each call lands on the one
+//! primary that serves the queue's slot; MOVED and ASK during resharding or failover are
+//! followed by redis-rs, which refreshes its slot map and sends the call again.
+
+use redis::RedisFuture;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+
+/// A connection to a single Redis or to a Redis Cluster (see [`crate::Redis::connect`]).
+#[derive(Clone)]
+pub struct Conn(Inner);
+
+#[derive(Clone)]
+enum Inner {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    pub(crate) fn single(c: ConnectionManager) -> Self {
+        Self(Inner::Single(c))
+    }
+
+    pub(crate) fn cluster(c: ClusterConnection) -> Self {
+        Self(Inner::Cluster(c))
+    }
+
+    /// True on a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.0, Inner::Cluster(_))
+    }
+}
+
+impl From<ConnectionManager> for Conn {
+    fn from(c: ConnectionManager) -> Self {
+        Self::single(c)
+    }
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_cluster() {
+            "Conn(cluster)"
+        } else {
+            "Conn(single)"
+        })
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> RedisFuture<'a, redis::Value> {
+        match &mut self.0 {
+            Inner::Single(c) => c.req_packed_command(cmd),
+            Inner::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        match &mut self.0 {
+            Inner::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Inner::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.0 {
+            Inner::Single(c) => c.get_db(),
+            Inner::Cluster(c) => c.get_db(),
+        }
+    }
+}
