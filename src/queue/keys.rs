@@ -16,6 +16,26 @@ pub fn validate_queue_name(name: &str) -> Result<(), Error> {
     validate_token("queue name", name, MAX_QUEUE_NAME)
 }
 
+/// Checks the name of a queue's lane: a queue name, or one of its partitions' tags,
+/// `<queue>~<i>` or `<queue>~<i>~<s>` (see `queue/partitions.rs`). `~` is not in the
+/// queue-name alphabet, so a partition can never be taken for a queue.
+pub fn validate_lane_name(name: &str) -> Result<(), Error> {
+    let Some((queue, rest)) = name.split_once('~') else {
+        return validate_queue_name(name);
+    };
+    validate_queue_name(queue)?;
+    let numbers = rest.split('~').collect::<Vec<_>>();
+    let number = |s: &&str| !s.is_empty() && s.len() <= 6 && s.bytes().all(|b| b.is_ascii_digit());
+    if numbers.len() > 2 || !numbers.iter().all(number) || name.len() > MAX_QUEUE_NAME + 16 {
+        return Err(Error::InvalidName {
+            what: "queue partition",
+            value: name.chars().take(200).collect(),
+            max: MAX_QUEUE_NAME + 16,
+        });
+    }
+    Ok(())
+}
+
 /// Checks a job id or kind: 1 to `max` characters from `[A-Za-z0-9_.:-]`.
 ///
 /// Keeping these to a plain alphabet means they never need escaping in an envelope, which
@@ -65,9 +85,10 @@ pub struct QueueKeys {
 }
 
 impl QueueKeys {
-    /// Builds the keys of queue `name`, checking the name.
+    /// Builds the keys of queue `name` (or of a partition of a queue: `<queue>~<i>`),
+    /// checking the name.
     pub fn new(name: &str) -> Result<Self, Error> {
-        validate_queue_name(name)?;
+        validate_lane_name(name)?;
         let k = |suffix: &str| format!("weir:{{{name}}}:{suffix}");
         Ok(Self {
             name: name.to_owned(),
@@ -95,9 +116,25 @@ impl QueueKeys {
         })
     }
 
-    /// The queue's name.
+    /// The queue's name (a partition's: its tag, `<queue>~<i>`).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name of the queue these keys belong to: the name, or a partition's queue.
+    pub fn base_name(&self) -> &str {
+        self.name.split('~').next().unwrap_or(&self.name)
+    }
+
+    /// True for the keys of a partition (not of a queue's own layout).
+    pub fn is_partition(&self) -> bool {
+        self.name.contains('~')
+    }
+
+    /// HASH: the queue's partition map (`count`, `tags`, `created_at`), present for a
+    /// partitioned queue (`queue/partitions.rs`). Not in [`QueueKeys::all`].
+    pub fn partitions(&self) -> String {
+        format!("weir:{{{}}}:partitions", self.name)
     }
 
     /// Every key, in script order (see `scripts/lib.lua`).
@@ -232,6 +269,14 @@ mod tests {
             assert!(err.contains("queue name"), "{err}");
         }
         assert!(QueueKeys::new("a-b_c.d:e").is_ok());
+        // Partitions: a queue name, then one or two numbers after `~`.
+        assert_eq!(QueueKeys::new("q~3").unwrap().base_name(), "q");
+        assert!(QueueKeys::new("q~3~17").unwrap().is_partition());
+        for bad in ["q~", "q~x", "~3", "q~1~2~3", "q~-1", "a b~1"] {
+            assert!(QueueKeys::new(bad).is_err(), "{bad}");
+            assert!(validate_queue_name(bad).is_err(), "{bad}");
+        }
+        assert!(validate_queue_name("q~3").is_err(), "a queue name has no ~");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod cron;
 pub mod envelope;
 pub mod functions;
 pub mod keys;
+pub mod partitions;
 pub mod producer;
 pub mod retry;
 // The typed script wrappers: public so the script tables in tests/scripts and the

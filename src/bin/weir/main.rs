@@ -11,6 +11,7 @@ mod handlers;
 mod jobs;
 mod limits;
 mod output;
+mod queue;
 mod queues;
 mod stats;
 mod ui;
@@ -125,6 +126,9 @@ enum Command {
     /// Load or show the `weir` Redis Functions library that producers in other languages
     /// call (FCALL weir_enqueue; docs/protocol.md).
     Functions(functions::FunctionsArgs),
+    /// Create a partitioned queue (one queue spread over every shard of a Redis Cluster),
+    /// or show its partitions.
+    Queue(queue::QueueArgs),
 }
 
 /// Options every subcommand takes: the queue, and how to reach Redis.
@@ -287,6 +291,7 @@ fn main() -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Functions(a) => functions::run(a).await,
+            Command::Queue(a) => queue::run(a).await,
         }
     });
     match result {

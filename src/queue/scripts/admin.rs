@@ -2,8 +2,8 @@
 //! the hot path; same shape as the others (one typed wrapper per script).
 
 use super::{
-    DLQ_LIST, DLQ_PURGE, DLQ_REQUEUE, PAUSE, STATS, as_u64, call, into_strings, invocation, opt_string,
-    reply_err,
+    DLQ_LIST, DLQ_PURGE, DLQ_REQUEUE, PARTITIONS, PAUSE, STATS, as_u64, call, into_strings, invocation,
+    opt_string, reply_err,
 };
 use crate::error::Result;
 use crate::metrics::QueueMetrics;
@@ -175,4 +175,18 @@ pub async fn stats<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<
         }
     }
     Ok(s)
+}
+
+/// Writes `keys`' partition map (`count` partitions, `tags` joined by spaces) unless the
+/// queue has one; returns the map it has: (count, tags, whether this call wrote it).
+pub async fn partitions<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    count: usize,
+    tags: &str,
+) -> Result<(usize, String, bool)> {
+    let mut inv = invocation(&PARTITIONS, keys);
+    inv.key(keys.partitions()).arg(count).arg(tags);
+    let (have, tags, created): (usize, String, u8) = call("partitions", keys, &mut inv, conn).await?;
+    Ok((have, tags, created == 1))
 }

@@ -22,7 +22,7 @@ mod enqueue;
 mod inspect;
 mod lease;
 mod settle;
-pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, pause, stats};
+pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, partitions, pause, stats};
 pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue, register};
 pub use inspect::{
@@ -96,6 +96,7 @@ scripts! {
     CRON_SET = "cron_set",
     CRON_FIRE = "cron_fire",
     KEY_SHARES = "key_shares",
+    PARTITIONS = "partitions",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {
