@@ -7,6 +7,7 @@ mod faults;
 
 use faults::{Proc, run_weir};
 use std::time::{Duration, Instant};
+use weir::queue::partitions::Partitions;
 use weir::{EmbeddedCluster, Queue, Queues, Redis};
 
 const T: Duration = Duration::from_secs(120);
@@ -241,4 +242,231 @@ async fn idle_consumers_are_woken_on_their_shard_only() {
     for p in ports {
         assert_eq!(calls(p, "publish"), 0, "a plain PUBLISH reached node {p}");
     }
+}
+
+/// Ready jobs of each partition of `queue`, by the partition map.
+async fn partition_depths(url: &str, queue: &str) -> Vec<(String, u64)> {
+    let mut conn = Redis::open(url).unwrap().connect().await.unwrap();
+    let parts = Partitions::read(&mut conn, queue)
+        .await
+        .unwrap()
+        .expect("partitioned");
+    let mut out = Vec::new();
+    for i in 0..parts.count() {
+        let keys = parts.partition(i);
+        let mut n = 0;
+        for p in [weir::Priority::High, weir::Priority::Normal, weir::Priority::Low] {
+            let len: u64 = redis::cmd("LLEN")
+                .arg(keys.ready(p))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            n += len;
+        }
+        out.push((keys.name().to_owned(), n));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_queue_spreads_over_every_primary_and_two_consumers_drain_it_exactly_once() {
+    let cluster = EmbeddedCluster::start(3, 0).unwrap();
+    let url = cluster.url();
+    let q = "spread";
+    let (code, out, err) = run_weir(
+        &[
+            "queue",
+            "create",
+            "--redis-url",
+            &url,
+            "-q",
+            q,
+            "--partitions",
+            "6",
+        ],
+        None,
+        T,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("spread over 3 primaries"), "{out}");
+    let total = 100_000;
+    let (code, out, err) = run_weir(
+        &["enqueue", "--redis-url", &url, "-q", q],
+        Some(&ndjson(total)),
+        T,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+
+    // Every primary holds jobs, and the partitions are within 20% of each other.
+    for port in cluster.primary_ports().unwrap() {
+        let keys: u64 = redis::cmd("DBSIZE").query(&mut node_conn(port)).unwrap();
+        assert!(keys > 0, "primary {port} holds nothing");
+    }
+    let depths = partition_depths(&url, q).await;
+    let (min, max) = (
+        depths.iter().map(|d| d.1).min().unwrap(),
+        depths.iter().map(|d| d.1).max().unwrap(),
+    );
+    assert_eq!(depths.iter().map(|d| d.1).sum::<u64>(), total as u64);
+    assert!(max as f64 <= min as f64 * 1.2, "{depths:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let work = |n: usize| {
+        let (out, err) = (
+            dir.path().join(format!("out{n}")),
+            dir.path().join(format!("err{n}")),
+        );
+        let args = [
+            "work",
+            "--redis-url",
+            &url,
+            "-q",
+            q,
+            "--handler",
+            "print",
+            "--drain",
+            "--no-metrics",
+        ];
+        (Proc::weir(&args, &out, &err), out, err)
+    };
+    let (mut a, a_out, a_err) = work(1);
+    let (mut b, b_out, b_err) = work(2);
+    for (p, err) in [(&mut a, &a_err), (&mut b, &b_err)] {
+        let status = p.wait_timeout(T).expect("drained in time");
+        assert!(status.success(), "{}", std::fs::read_to_string(err).unwrap());
+    }
+    let mut seen = faults::printed_ids(&a_out);
+    let from_b = faults::printed_ids(&b_out);
+    assert!(!seen.is_empty() && !from_b.is_empty(), "both consumers ran jobs");
+    for (id, n) in from_b {
+        *seen.entry(id).or_insert(0) += n;
+    }
+    assert_eq!(seen.len(), total, "every job ran");
+    assert!(seen.values().all(|&n| n == 1), "a job ran twice");
+    let mut conn = Redis::open(&url).unwrap().connect().await.unwrap();
+    let parts = Partitions::read(&mut conn, q).await.unwrap().unwrap();
+    for keys in parts.lanes() {
+        let s = admin(&url, keys.name()).await.stats().await.unwrap();
+        assert_eq!((s.ready_total(), s.in_flight), (0, 0), "{}: {s:?}", keys.name());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_joining_and_leaving_leave_no_partition_unserved_for_longer_than_a_lease() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let cluster = EmbeddedCluster::start(3, 0).unwrap();
+    let url = cluster.url();
+    let q = "churn";
+    let redis = Redis::open(&url).unwrap();
+    let mut conn = redis.connect().await.unwrap();
+    let parts = Partitions::create(&mut conn, q, 6).await.unwrap().partitions;
+    let lease = Duration::from_secs(3);
+
+    // A producer that never stops adding work to every partition, until told.
+    let producing = Arc::new(AtomicBool::new(true));
+    let enqueued = Arc::new(AtomicU64::new(0));
+    let producer = weir::Producer::open(conn.clone(), q).await.unwrap();
+    let feed = tokio::spawn({
+        let (producing, enqueued) = (producing.clone(), enqueued.clone());
+        async move {
+            while producing.load(Ordering::Relaxed) {
+                let jobs = (0..12).map(|i| weir::NewJob::new("k", &i).unwrap());
+                let r = producer.enqueue_bulk(jobs).await.unwrap();
+                enqueued.fetch_add(r.enqueued, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    });
+    // Each lane's longest stretch without an ack while work waited in it.
+    let watching = Arc::new(AtomicBool::new(true));
+    let watch = tokio::spawn({
+        let (parts, mut conn, watching) = (parts.clone(), conn.clone(), watching.clone());
+        async move {
+            let n = parts.count();
+            let mut last = vec![(0u64, Instant::now()); n];
+            let mut worst = vec![Duration::ZERO; n];
+            while watching.load(Ordering::Relaxed) {
+                for (i, (acked, at)) in last.iter_mut().enumerate() {
+                    let keys = parts.partition(i);
+                    let now: Option<u64> = redis::cmd("HGET")
+                        .arg(keys.counters())
+                        .arg("acked")
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    if now.unwrap_or(0) != *acked {
+                        *acked = now.unwrap_or(0);
+                        *at = Instant::now();
+                    }
+                    worst[i] = worst[i].max(at.elapsed());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            worst
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let start = |name: &str| {
+        let (out, err) = (
+            dir.path().join(format!("{name}.out")),
+            dir.path().join(format!("{name}.err")),
+        );
+        let args = [
+            "work",
+            "--redis-url",
+            &url,
+            "-q",
+            q,
+            "--handler",
+            "noop",
+            "--no-metrics",
+            "--visibility-timeout",
+            "3s",
+        ];
+        Proc::weir(&args, &out, &err)
+    };
+    let mut a = start("a");
+    let mut b = start("b");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    a.kill9();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut c = start("c");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    b.kill9();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    producing.store(false, Ordering::Relaxed);
+    feed.await.unwrap();
+    let total = enqueued.load(Ordering::Relaxed);
+    // C alone finishes the work, the jobs A and B held among it.
+    let started = Instant::now();
+    loop {
+        let mut left = 0;
+        let mut acked = 0;
+        for keys in parts.lanes() {
+            let s = admin(&url, keys.name()).await.stats().await.unwrap();
+            left += s.ready_total() + s.delayed + s.in_flight + s.dead;
+            acked += s.counters.get("acked").copied().unwrap_or(0);
+        }
+        if left == 0 && acked >= total {
+            break;
+        }
+        assert!(
+            started.elapsed() < T,
+            "{left} jobs left, {acked} of {total} acked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    watching.store(false, Ordering::Relaxed);
+    let worst = watch.await.unwrap();
+    c.sigterm();
+    assert!(c.wait_timeout(T).is_some_and(|s| s.success()));
+    // A lane whose owner died waits at most for the owner's registry entry (one lease)
+    // and its leases (one lease, side by side), plus a round or two: 2 s of slack here.
+    eprintln!("longest stretches without an ack, per partition: {worst:?}");
+    let bound = lease + Duration::from_secs(2);
+    assert!(
+        worst.iter().all(|w| *w <= bound),
+        "longest stretches without an ack: {worst:?}"
+    );
 }

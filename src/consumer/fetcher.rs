@@ -13,6 +13,7 @@ use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::config::check;
 use crate::consumer::leases::Leases;
+use crate::consumer::partitioned::Role;
 use crate::consumer::pool::cannot_take;
 use crate::consumer::wake::Wake;
 use crate::error::Result;
@@ -121,6 +122,8 @@ pub(crate) struct Fetcher {
     pub unknown_kind_grace: Duration,
     /// The consumer adapts a limit per job key: fetches hold keys to their shares.
     pub adaptive_per_key: bool,
+    /// In a partitioned queue's consumer: whether this lane is fetched now.
+    pub role: Option<Arc<Role>>,
 }
 
 /// A fetch call: how many jobs it asked for, when it was sent, what it brought.
@@ -130,7 +133,10 @@ type FetchFuture =
 impl Fetcher {
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut wake = Wake::new(self.redis.clone(), self.keys.wake_channel().to_owned());
-        wake.connect().await;
+        // An inactive lane subscribes when it first goes idle (`Wake::next` connects).
+        if self.active() {
+            wake.connect().await;
+        }
         let mut inflight: FuturesUnordered<FetchFuture> = FuturesUnordered::new();
         let mut reserved = 0usize;
         // Some(t): idle (or backing off after an error) until t or a wake message.
@@ -138,7 +144,8 @@ impl Fetcher {
         let mut errors = Streak::new("fetch", Backoff::FETCH);
         let mut size = FetchSize::new(self.config.batch);
         loop {
-            if idle_until.is_none() {
+            let active = self.active();
+            if idle_until.is_none() && active {
                 while inflight.len() < self.config.pipeline.max(1) {
                     let limit = self.limit.get();
                     let capacity = Buffer::capacity(limit).min(self.rate.prefetch());
@@ -166,6 +173,9 @@ impl Fetcher {
                             errors.succeeded();
                             let got = fetched.jobs.len() + fetched.bad_ids.len();
                             self.count_global(&fetched, want, got);
+                            if let Some(r) = &self.role {
+                                r.saw(got > 0);
+                            }
                             // Jobs held back by their keys' limits were there: they say
                             // nothing of how much the queue holds.
                             size.saw(want, if fetched.global.held_by_key { want } else { got });
@@ -196,8 +206,9 @@ impl Fetcher {
                         }
                     }
                 }
-                _ = self.buffer.room(), if idle_until.is_none() => {}
-                _ = self.leases.room(), if idle_until.is_none() => {}
+                _ = self.buffer.room(), if idle_until.is_none() && active => {}
+                _ = self.leases.room(), if idle_until.is_none() && active => {}
+                _ = changed(&self.role), if !active => {}
                 _ = wake.next(), if idle_until.is_some() && inflight.is_empty() => idle_until = None,
                 _ = sleep_until(idle_until.unwrap_or_else(Instant::now)), if idle_until.is_some() && inflight.is_empty() => {
                     idle_until = None;
@@ -210,6 +221,11 @@ impl Fetcher {
                 self.register(&f, sent);
             }
         }
+    }
+
+    /// This lane is fetched now (always, outside a partitioned queue).
+    fn active(&self) -> bool {
+        self.role.as_ref().is_none_or(|r| r.active())
     }
 
     fn fetch(&self, want: usize) -> FetchFuture {
@@ -356,6 +372,14 @@ fn throttled_wait(f: &Fetched) -> Duration {
         Duration::from_millis(f.next_due_ms).min(IDLE_RECHECK)
     } else {
         CONCURRENCY_RECHECK
+    }
+}
+
+/// Resolves when the lane's role changes (never without one).
+async fn changed(role: &Option<Arc<Role>>) {
+    match role {
+        Some(r) => r.changed().await,
+        None => std::future::pending().await,
     }
 }
 

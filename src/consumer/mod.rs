@@ -29,6 +29,7 @@ mod heartbeat;
 pub mod housekeeping;
 mod leases;
 mod multi;
+mod partitioned;
 pub mod pool;
 mod runs;
 pub mod settings;
@@ -57,6 +58,7 @@ use crate::limiter::{KeyLimiters, Limiter, RateGate};
 use crate::metrics::{LimiterMetrics, QueueMetrics};
 use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
+use crate::queue::partitions::Partitions;
 use crate::redis::conn::{HealingConnection, Redis};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -106,6 +108,8 @@ pub struct Consumer {
     share: Option<Share>,
     tally: Arc<Tally>,
     backlog: Arc<Backlog>,
+    /// In a partitioned queue's consumer: this pipeline's lane.
+    lane: Option<partitioned::Lane>,
 }
 
 impl Consumer {
@@ -128,6 +132,7 @@ impl Consumer {
             share: None,
             tally: Arc::default(),
             backlog: Arc::default(),
+            lane: None,
         })
     }
 
@@ -152,6 +157,7 @@ impl Consumer {
             share: Some(share),
             tally: Arc::default(),
             backlog: Arc::default(),
+            lane: None,
         })
     }
 
@@ -174,7 +180,15 @@ impl Consumer {
     /// Runs until `shutdown` is cancelled (or the queue is empty, in drain mode). If a
     /// background task panics, the consumer stops as if shut down and returns
     /// [`Error::TaskFailed`].
+    ///
+    /// A partitioned queue (`weir queue create --partitions`) is consumed lane by lane
+    /// (`partitioned/`): one pipeline per partition and one for its base, sharing this
+    /// consumer's budget.
     pub async fn run(self, shutdown: CancellationToken) -> Result<Report> {
+        if let Some(lane) = &self.lane {
+            let (conns, keys) = (lane.conns.clone(), lane.keys.clone());
+            return self.run_on(conns, keys, shutdown).await;
+        }
         let c = &self.config;
         let keys = QueueKeys::new(&c.queue)?;
         let conn = self.redis.connect_healing().await?;
@@ -182,8 +196,30 @@ impl Consumer {
         crate::queue::functions::ensure(&mut conn.clone()).await?;
         // The heartbeat's own: no call queued on the other can delay it.
         let beat_conn = self.redis.connect_healing().await?;
+        if let Some(parts) = Partitions::read(&mut conn.clone(), &c.queue).await? {
+            if self.share.is_some() {
+                return Err(Error::Config(format!(
+                    "queue {} is partitioned: consume it on its own, not among several queues",
+                    c.queue
+                )));
+            }
+            return partitioned::run(self, parts, [conn, beat_conn], shutdown).await;
+        }
+        self.run_on([conn, beat_conn], keys, shutdown).await
+    }
+
+    /// [`Consumer::run`] on connections made, for the queue (or lane) `keys`.
+    async fn run_on(
+        self,
+        [conn, beat_conn]: [HealingConnection; 2],
+        keys: QueueKeys,
+        shutdown: CancellationToken,
+    ) -> Result<Report> {
+        let c = &self.config;
         // Logged once connected, so an unreachable Redis gives only the one error line.
-        tracing::info!(queue = %c.queue, concurrency = c.concurrency, "working");
+        if self.lane.is_none() {
+            tracing::info!(queue = %c.queue, concurrency = c.concurrency, "working");
+        }
         let steps = Steps {
             stop_fetching: shutdown.child_token(),
             finish_acks: CancellationToken::new(),
@@ -193,7 +229,9 @@ impl Consumer {
         let started = self.start(&mut tasks, &steps, [conn, beat_conn], keys);
 
         steps.stop_fetching.cancelled().await;
-        tracing::info!("stopping: no more fetches; finishing running jobs");
+        if self.lane.is_none() {
+            tracing::info!("stopping: no more fetches; finishing running jobs");
+        }
         tasks.join(started.fetcher).await;
         tasks.join(started.pool).await;
         let idle = tokio::time::timeout(c.shutdown_timeout, self.running.wait_idle())
@@ -235,15 +273,19 @@ impl Consumer {
         keys: QueueKeys,
     ) -> Started {
         let c = &self.config;
-        // This run's tag, in the start marks of the jobs it runs: its worker id too.
-        let tag = format!("{:016x}", rand::random::<u64>());
-        let metrics = if c.metrics {
-            QueueMetrics::new(&c.queue, crate::queue::scripts::SCRIPT_NAMES)
-        } else {
-            QueueMetrics::disabled(&c.queue)
+        // This run's tag, in the start marks of the jobs it runs: its worker id too (one
+        // for every lane of a partitioned queue).
+        let tag = match &self.lane {
+            Some(lane) => lane.tag.clone(),
+            None => format!("{:016x}", rand::random::<u64>()),
         };
-        // A limiter shared by several queues is labelled by the MultiConsumer.
-        if let (Some(l), true, None) = (&self.limiter, c.metrics, &self.share) {
+        let metrics = if c.metrics {
+            QueueMetrics::new(keys.name(), crate::queue::scripts::SCRIPT_NAMES)
+        } else {
+            QueueMetrics::disabled(keys.name())
+        };
+        // A limiter shared by several queues (or lanes) is labelled by their consumer.
+        if let (Some(l), true, None, None) = (&self.limiter, c.metrics, &self.share, &self.lane) {
             l.attach_metrics(LimiterMetrics::new(&c.queue));
         }
         let (pool_tx, pool_rx) = mpsc::unbounded_channel();
@@ -297,6 +339,7 @@ impl Consumer {
             lease: c.lease,
             unknown_kind_grace: c.pool.unknown_kind_grace,
             adaptive_per_key: self.key_limiters.is_some(),
+            role: self.lane.as_ref().map(|l| l.role.clone()),
         };
         let fetcher = tasks.spawn("fetcher", fetcher.run(steps.stop_fetching.clone()));
         let runs = Arc::new(Runs::default());
@@ -366,7 +409,9 @@ impl Consumer {
             "cron",
             CronTask::new(conn.clone(), keys.clone()).run(stop.clone()),
         );
-        if let Some(every) = c.settings_poll {
+        // A partitioned queue's process-wide knobs are its base lane's to watch.
+        let lane_of_many = self.lane.as_ref().is_some_and(|l| l.keys.is_partition());
+        if let Some(every) = c.settings_poll.filter(|_| !lane_of_many) {
             // A limiter shared with other queues is no one queue's to tune.
             let limiter = self
                 .limiter

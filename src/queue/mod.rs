@@ -12,6 +12,7 @@ pub mod keys;
 pub mod partitions;
 pub mod producer;
 pub mod retry;
+mod spread;
 // The typed script wrappers: public so the script tables in tests/scripts and the
 // `scripts` bench can call each script alone, not an API for applications (they use
 // `Producer`, `Consumer` and `Queue`). Hidden from the docs for that reason.

@@ -5,7 +5,9 @@
 use crate::error::{Error, Result};
 use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
 use crate::queue::keys::{QueueKeys, validate_token};
+use crate::queue::partitions::{self, Partitions};
 use crate::queue::scripts::{self, EnqueueArg};
+use crate::queue::spread::Spread;
 use crate::redis::conn::Conn;
 use crate::redis::retry::{Backoff, GiveUp, retrying};
 use futures_util::{Stream, StreamExt, stream};
@@ -166,6 +168,8 @@ pub struct Producer {
     /// On a Redis Cluster: the queue is in the queue registry (added once, after the first
     /// enqueue; on a single Redis every enqueue call adds it).
     registered: Arc<AtomicBool>,
+    /// A partitioned queue's partitions, and how jobs spread over them ([`Producer::open`]).
+    spread: Option<Arc<Spread>>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -179,7 +183,10 @@ impl std::fmt::Debug for Producer {
 }
 
 impl Producer {
-    /// A producer for `queue` over `conn`.
+    /// A producer for `queue` over `conn`, writing the queue's own layout. For a queue
+    /// that may be partitioned, [`Producer::open`] finds out and spreads the jobs over its
+    /// partitions (a `new` producer's jobs still run: consumers serve the queue's own
+    /// layout as a lane of its own).
     pub fn new(conn: Conn, queue: &str) -> Result<Self> {
         Ok(Self {
             conn,
@@ -187,7 +194,25 @@ impl Producer {
             max_envelope_bytes: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
             default_max_attempts: DEFAULT_MAX_ATTEMPTS,
             registered: Arc::default(),
+            spread: None,
         })
+    }
+
+    /// A producer for `queue` over `conn` that reads the queue's partition map (one call)
+    /// and, for a partitioned queue, spreads jobs over the partitions (see
+    /// `queue/spread.rs`): a job with a key to its key's partition, bulk loads evenly, a
+    /// job alone to the shallower of two.
+    pub async fn open(conn: Conn, queue: &str) -> Result<Self> {
+        let mut p = Self::new(conn, queue)?;
+        p.spread = Partitions::read(&mut p.conn.clone(), queue)
+            .await?
+            .map(Spread::new);
+        Ok(p)
+    }
+
+    /// The queue's partitions, for a producer that found some ([`Producer::open`]).
+    pub fn partitions(&self) -> Option<&Partitions> {
+        self.spread.as_deref().map(Spread::parts)
     }
 
     /// Sets the envelope size limit (default 1 MiB); larger jobs are refused.
@@ -209,7 +234,11 @@ impl Producer {
 
     /// Enqueues one job; returns its id. A taken id gives [`Error::Duplicate`].
     pub async fn enqueue(&self, job: NewJob) -> Result<String> {
-        let arg = self.prepare(job, envelope::unix_ms(), &mut Vec::new())?;
+        let partition = match &self.spread {
+            Some(s) if job.id.is_none() && job.key.is_none() => Some(s.pick(&self.conn)),
+            _ => None,
+        };
+        let arg = self.encode(job, envelope::unix_ms(), &mut Vec::new(), partition)?;
         let id = arg.id.clone();
         let (_, dups) = self.enqueue_args(std::slice::from_ref(&arg)).await?;
         if dups.is_empty() {
@@ -284,20 +313,73 @@ impl Producer {
             .map(move |(tags, args)| {
                 let p = producer.clone();
                 async move {
-                    let give_up = GiveUp::after(CHUNK_TRIES);
-                    let result = retrying("enqueue", Backoff::ENQUEUE, give_up, || p.enqueue_args(&args))
-                        .await
-                        .map(|(enqueued, duplicates)| BulkReport { enqueued, duplicates });
+                    let result = p.enqueue_chunk(args).await;
                     ChunkOutcome { tags, result }
                 }
             })
             .buffered(BULK_PIPELINE)
     }
 
-    /// Enqueues prepared jobs in one call; returns (stored, duplicate ids).
+    /// One chunk of a bulk load, retried as [`Producer::enqueue_tagged`] says; for a
+    /// partitioned queue, split by partition, the partitions' calls side by side, each
+    /// retried on its own (a retry never sends again what another partition stored).
+    async fn enqueue_chunk(&self, args: Vec<EnqueueArg>) -> Result<BulkReport> {
+        let by_lane = self.by_lane(args);
+        let calls = by_lane.iter().map(|(keys, args)| async move {
+            let give_up = GiveUp::after(CHUNK_TRIES);
+            retrying("enqueue", Backoff::ENQUEUE, give_up, || {
+                self.enqueue_lane(keys, args)
+            })
+            .await
+        });
+        let mut report = BulkReport::default();
+        for r in futures_util::future::join_all(calls).await {
+            let (enqueued, duplicates) = r?;
+            report.enqueued += enqueued;
+            report.duplicates.extend(duplicates);
+        }
+        Ok(report)
+    }
+
+    /// The jobs grouped by the lane they go to: all to the queue itself, unless it is
+    /// partitioned.
+    fn by_lane(&self, args: Vec<EnqueueArg>) -> Vec<(QueueKeys, Vec<EnqueueArg>)> {
+        let Some(s) = &self.spread else {
+            return vec![(self.keys.clone(), args)];
+        };
+        let mut lanes: Vec<Vec<EnqueueArg>> = (0..s.parts().count()).map(|_| Vec::new()).collect();
+        for a in args {
+            lanes[s.lane_of(&a)].push(a);
+        }
+        lanes
+            .into_iter()
+            .enumerate()
+            .filter(|(_, a)| !a.is_empty())
+            .map(|(i, a)| (s.parts().partition(i).clone(), a))
+            .collect()
+    }
+
+    /// Enqueues prepared jobs (for a partitioned queue: one call per partition they go
+    /// to, side by side); returns (stored, duplicate ids).
     pub async fn enqueue_args(&self, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
+        if self.spread.is_none() {
+            return self.enqueue_lane(&self.keys, args).await;
+        }
+        let by_lane = self.by_lane(args.to_vec());
+        let calls = by_lane.iter().map(|(keys, args)| self.enqueue_lane(keys, args));
+        let (mut stored, mut dups) = (0, Vec::new());
+        for r in futures_util::future::join_all(calls).await {
+            let (s, d) = r?;
+            stored += s;
+            dups.extend(d);
+        }
+        Ok((stored, dups))
+    }
+
+    /// One enqueue call to one lane (`keys`): the queue, or one of its partitions.
+    async fn enqueue_lane(&self, keys: &QueueKeys, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
         let mut conn = self.conn.clone();
-        let dups = scripts::enqueue(&mut conn, &self.keys, args).await?;
+        let dups = scripts::enqueue(&mut conn, keys, args).await?;
         if conn.is_cluster() && !self.registered.load(Ordering::Relaxed) {
             // The jobs are stored: a failure here must not send them again (a retry of
             // generated ids would store them twice). The next call tries again.
@@ -314,14 +396,30 @@ impl Producer {
     }
 
     /// Checks and encodes one job with this producer's limits; `buf` is scratch space
-    /// reused across calls.
+    /// reused across calls. For a partitioned queue, a generated id names the partition
+    /// the job goes to (its key's, or the next in turn).
     pub fn prepare(&self, job: NewJob, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
+        let partition = match (&self.spread, &job.key) {
+            (Some(s), Some(k)) => Some(s.parts().of_key(k)),
+            (Some(s), None) if job.id.is_none() => Some(s.next()),
+            _ => None,
+        };
+        self.encode(job, now_ms, buf, partition)
+    }
+
+    fn encode(
+        &self,
+        job: NewJob,
+        now_ms: u64,
+        buf: &mut Vec<u8>,
+        partition: Option<usize>,
+    ) -> Result<EnqueueArg> {
         encode_job(
             job,
             now_ms,
             buf,
-            self.max_envelope_bytes,
-            self.default_max_attempts,
+            (self.max_envelope_bytes, self.default_max_attempts),
+            partition,
         )
     }
 
@@ -332,18 +430,20 @@ impl Producer {
             job,
             now_ms,
             buf,
-            envelope::DEFAULT_MAX_ENVELOPE_BYTES,
-            DEFAULT_MAX_ATTEMPTS,
+            (envelope::DEFAULT_MAX_ENVELOPE_BYTES, DEFAULT_MAX_ATTEMPTS),
+            None,
         )
     }
 }
 
+/// Checks and encodes `job` under the limits (envelope bytes, default attempts); a
+/// generated id names `partition` when given (`<id>.p<i>`).
 fn encode_job(
     job: NewJob,
     now_ms: u64,
     buf: &mut Vec<u8>,
-    max_envelope_bytes: usize,
-    default_max_attempts: u32,
+    (max_envelope_bytes, default_max_attempts): (usize, u32),
+    partition: Option<usize>,
 ) -> Result<EnqueueArg> {
     validate_token("job kind", &job.kind, MAX_ID_LEN)?;
     let unique = job.id.is_some();
@@ -352,7 +452,10 @@ fn encode_job(
             validate_token("job id", &id, MAX_ID_LEN)?;
             id
         }
-        None => envelope::new_id(),
+        None => match partition {
+            Some(i) => partitions::id_in(&envelope::new_id(), i),
+            None => envelope::new_id(),
+        },
     };
     if let Some(t) = &job.trace_id {
         validate_token("trace id", t, MAX_ID_LEN)?;

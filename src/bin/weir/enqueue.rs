@@ -98,7 +98,10 @@ pub(crate) async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
     };
     // After the file opened, so a wrong path is reported even when Redis is down.
     let conn = a.common.redis()?.connect().await?;
-    let producer = Producer::new(conn, &a.common.queue)?
+    // Reads the queue's partition map: a partitioned queue's jobs spread over its
+    // partitions.
+    let producer = Producer::open(conn, &a.common.queue)
+        .await?
         .max_envelope_bytes(a.max_envelope_bytes)
         .default_max_attempts(a.max_attempts);
     let bar = ProgressBar::new_spinner();

@@ -189,6 +189,6 @@ count('enqueued', added)
 if added > 0 then wake('enqueue') end
 
 -- 4. the queue registry (`weir queues`), if given: one SADD per call; the name is the
---    hash tag
-if KEYS[NQ + 1] then redis.call('SADD', KEYS[NQ + 1], string.match(KEYS[1], '^weir:{(.*)}:')) end
+--    hash tag, up to a partition's `~` (a partition registers its queue)
+if KEYS[NQ + 1] then redis.call('SADD', KEYS[NQ + 1], string.match(KEYS[1], '^weir:{([^}~]*)')) end
 return dups

@@ -103,7 +103,7 @@ async fn enqueue_plain(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg], c
         .arg(keys.wake_channel())
         .arg("enqueue");
     if !cluster {
-        p.cmd("SADD").arg(QUEUES).arg(keys.name());
+        p.cmd("SADD").arg(QUEUES).arg(keys.base_name());
     }
     let r = p.query_async::<()>(conn).await.map_err(Error::from);
     crate::metrics::record_script(keys.name(), "enqueue", started, &r);
@@ -115,7 +115,7 @@ async fn enqueue_plain(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg], c
 pub async fn register<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<()> {
     redis::cmd("SADD")
         .arg(QUEUES)
-        .arg(keys.name())
+        .arg(keys.base_name())
         .query_async::<()>(conn)
         .await
         .map_err(Error::from)

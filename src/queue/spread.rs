@@ -1,0 +1,146 @@
+//! How a [`crate::Producer`] spreads jobs over a partitioned queue's partitions
+//! (`queue/partitions.rs`):
+//! - a job with a key goes to its key's partition, always (per-key order and limits stay
+//!   in one partition);
+//! - a job with an id of the caller's goes where the id hashes (so it is found by id);
+//! - a job with a generated id goes, in a bulk load, to the next partition in turn (so
+//!   partitions fill evenly), and alone, to the shallower of two partitions sampled at
+//!   random (power of two choices) by their ready depths, cached for a second and
+//!   refreshed in the background; its id names the partition (`<id>.p<i>`).
+
+use crate::queue::partitions::Partitions;
+use crate::queue::scripts::EnqueueArg;
+use crate::redis::conn::Conn;
+use rand::Rng;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a partition's cached depth is good for.
+const DEPTH_TTL: Duration = Duration::from_secs(1);
+
+/// A producer's view of the partitions it writes.
+#[derive(Debug)]
+pub(crate) struct Spread {
+    parts: Partitions,
+    next: AtomicUsize,
+    /// Each partition's ready depth as last read (plus what this producer sent since).
+    depths: Vec<AtomicU64>,
+    /// When the depths were last read, ms since `epoch` (0: never).
+    read_at: AtomicU64,
+    refreshing: AtomicBool,
+    epoch: Instant,
+}
+
+impl Spread {
+    pub(crate) fn new(parts: Partitions) -> Arc<Self> {
+        let n = parts.count();
+        Arc::new(Self {
+            next: AtomicUsize::new(rand::rng().random_range(0..n)),
+            depths: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            read_at: AtomicU64::new(0),
+            refreshing: AtomicBool::new(false),
+            epoch: Instant::now(),
+            parts,
+        })
+    }
+
+    pub(crate) fn parts(&self) -> &Partitions {
+        &self.parts
+    }
+
+    /// The partition of the next generated-id job of a bulk load: each in turn.
+    pub(crate) fn next(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.parts.count()
+    }
+
+    /// The partition of a generated-id job enqueued alone: the shallower of two sampled,
+    /// by the cached depths (refreshed in the background when older than a second).
+    pub(crate) fn pick(self: &Arc<Self>, conn: &Conn) -> usize {
+        let n = self.parts.count();
+        let mut rng = rand::rng();
+        let a = rng.random_range(0..n);
+        let b = rng.random_range(0..n);
+        let depth = |i: usize| self.depths[i].load(Ordering::Relaxed);
+        let chosen = if depth(b) < depth(a) { b } else { a };
+        self.depths[chosen].fetch_add(1, Ordering::Relaxed);
+        self.refresh_if_stale(conn);
+        chosen
+    }
+
+    /// The partition a prepared job goes to: its key's, else the one its id names or
+    /// hashes to.
+    pub(crate) fn lane_of(&self, arg: &EnqueueArg) -> usize {
+        match key_of(&arg.envelope) {
+            Some(k) => self.parts.of_key(k),
+            None => self.parts.of_id(&arg.id),
+        }
+    }
+
+    fn refresh_if_stale(self: &Arc<Self>, conn: &Conn) {
+        let now = self.epoch.elapsed().as_millis() as u64 + 1;
+        let read = self.read_at.load(Ordering::Relaxed);
+        let stale = read == 0 || now.saturating_sub(read) > DEPTH_TTL.as_millis() as u64;
+        if !stale || self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (me, conn) = (self.clone(), conn.clone());
+        tokio::spawn(async move {
+            me.read_depths(conn).await;
+            me.read_at
+                .store(me.epoch.elapsed().as_millis() as u64 + 1, Ordering::Relaxed);
+            me.refreshing.store(false, Ordering::Release);
+        });
+    }
+
+    /// Reads every partition's ready depth, one round trip per partition, side by side.
+    async fn read_depths(&self, conn: Conn) {
+        let reads = (0..self.parts.count()).map(|i| {
+            let keys = self.parts.partition(i).clone();
+            let mut conn = conn.clone();
+            async move {
+                let r: redis::RedisResult<(u64, u64, u64)> = redis::pipe()
+                    .cmd("LLEN")
+                    .arg(keys.ready(crate::Priority::High))
+                    .cmd("LLEN")
+                    .arg(keys.ready(crate::Priority::Normal))
+                    .cmd("LLEN")
+                    .arg(keys.ready(crate::Priority::Low))
+                    .query_async(&mut conn)
+                    .await;
+                (i, r.map(|(h, n, l)| h + n + l))
+            }
+        });
+        for (i, depth) in futures_util::future::join_all(reads).await {
+            match depth {
+                Ok(d) => self.depths[i].store(d, Ordering::Relaxed),
+                Err(e) => tracing::debug!(error = %e, partition = i, "cannot read a partition's depth"),
+            }
+        }
+    }
+}
+
+/// The job key in an envelope weir wrote (the `key` field, between the header and the
+/// payload), found the way the scripts find it (`job_key` in `scripts/lib.lua`).
+pub(crate) fn key_of(envelope: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(envelope).ok()?;
+    let stop = text.find(",\"payload\":")?;
+    let head = &text[..stop];
+    let start = head.find(",\"key\":\"")? + ",\"key\":\"".len();
+    let end = head[start..].find('"')? + start;
+    Some(&head[start..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_of;
+
+    #[test]
+    fn finds_the_key_before_the_payload_only() {
+        let env = br#"{"attempt":0,"max_attempts":5,"priority":1,"enqueued_at":1,"id":"a","kind":"k","key":"acme","payload":{"key":"x"}}"#;
+        assert_eq!(key_of(env), Some("acme"));
+        let none = br#"{"attempt":0,"max_attempts":5,"priority":1,"enqueued_at":1,"id":"a","kind":"k","payload":{"key":"x"}}"#;
+        assert_eq!(key_of(none), None);
+        assert_eq!(key_of(b"not json"), None);
+    }
+}
