@@ -115,6 +115,23 @@ pub enum Error {
         /// The panic's message.
         detail: String,
     },
+    /// Jobs were stored on their primary, but fewer replicas than asked confirmed them
+    /// within the wait (`--wait-replicas`): they are there now, and may be lost if that
+    /// primary fails before its replicas catch up. Not retried (a retry would store
+    /// generated ids twice).
+    #[error(
+        "{jobs} jobs stored, but {acked} of {wanted} replicas confirmed them within {timeout_ms} ms: they may be lost if their primary fails now"
+    )]
+    NotReplicated {
+        /// Jobs in the call.
+        jobs: usize,
+        /// Replicas that confirmed.
+        acked: usize,
+        /// Replicas asked for.
+        wanted: usize,
+        /// The wait, ms.
+        timeout_ms: u64,
+    },
 }
 
 impl Error {

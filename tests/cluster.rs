@@ -470,3 +470,247 @@ async fn consumers_joining_and_leaving_leave_no_partition_unserved_for_longer_th
         "longest stretches without an ack: {worst:?}"
     );
 }
+
+/// Ids printed by the `--handler print` consumers writing to `outs`.
+fn printed(outs: &[std::path::PathBuf]) -> std::collections::HashSet<String> {
+    outs.iter()
+        .flat_map(|o| faults::printed_ids(o).into_keys())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_killed_mid_run_loses_no_job_enqueued_with_wait_replicas() {
+    let mut cluster = EmbeddedCluster::start(3, 1).unwrap();
+    let url = cluster.urls();
+    let q = "failover";
+    let redis = Redis::open(&url).unwrap();
+    let mut conn = redis.connect().await.unwrap();
+    Partitions::create(&mut conn, q, 6).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let outs: Vec<_> = (0..2).map(|i| dir.path().join(format!("out{i}"))).collect();
+    let errs: Vec<_> = (0..2).map(|i| dir.path().join(format!("err{i}"))).collect();
+    let args = [
+        "work",
+        "--redis-url",
+        &url,
+        "-q",
+        q,
+        "--handler",
+        "print",
+        "--no-metrics",
+        "--visibility-timeout",
+        "2s",
+    ];
+    let mut workers: Vec<Proc> = (0..2).map(|i| Proc::weir(&args, &outs[i], &errs[i])).collect();
+
+    let producer = weir::Producer::open(conn.clone(), q)
+        .await
+        .unwrap()
+        .wait_replicas(1, Duration::from_secs(2));
+    let mut acknowledged = Vec::new();
+    let mut refused = 0;
+    let started = Instant::now();
+    let mut killed = None;
+    let mut n = 0;
+    while started.elapsed() < Duration::from_secs(14) {
+        if killed.is_none() && started.elapsed() > Duration::from_secs(3) {
+            // The first node is a primary: it serves a third of the slots, two partitions.
+            let port = cluster.nodes()[0].port();
+            cluster.nodes()[0].kill().unwrap();
+            killed = Some(port);
+        }
+        let ids: Vec<String> = (n..n + 60).map(|i| format!("f-{i}")).collect();
+        n += 60;
+        let jobs = ids
+            .iter()
+            .map(|id| weir::NewJob::new("k", &1).unwrap().id(id.clone()));
+        match producer.enqueue_bulk(jobs).await {
+            Ok(r) if r.duplicates.is_empty() => acknowledged.extend(ids),
+            // Refused or unconfirmed during the failover: not acknowledged, so not promised.
+            other => {
+                if refused == 0 {
+                    eprintln!("first refusal: {other:?}");
+                }
+                refused += 1
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(killed.is_some());
+    assert!(
+        acknowledged.len() > 2000,
+        "{} acknowledged, {refused} calls refused",
+        acknowledged.len()
+    );
+    // Every acknowledged job runs, the killed primary's partitions' among them.
+    let waited = Instant::now();
+    loop {
+        let seen = printed(&outs);
+        let missing: Vec<&String> = acknowledged.iter().filter(|id| !seen.contains(*id)).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            waited.elapsed() < T,
+            "{} acknowledged jobs never ran, e.g. {:?}; {}",
+            missing.len(),
+            &missing[..missing.len().min(5)],
+            std::fs::read_to_string(&errs[0]).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "{} jobs acknowledged, {refused} calls refused during the failover",
+        acknowledged.len()
+    );
+    for w in &mut workers {
+        w.sigterm();
+        assert!(w.wait_timeout(T).is_some_and(|s| s.success()));
+    }
+}
+
+/// `CLUSTER MYID` of the node at `port`.
+fn node_id(port: u16) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut node_conn(port))
+        .unwrap()
+}
+
+/// Moves hash slot `slot` from the node at `from` to the node at `to` the way
+/// `redis-cli --cluster reshard` does (IMPORTING/MIGRATING, MIGRATE in small batches,
+/// SETSLOT NODE on every primary), slowly, so clients meet ASK and TRYAGAIN meanwhile.
+async fn migrate_slot(primaries: &[u16], slot: u16, from: u16, to: u16) {
+    let (from_id, to_id) = (node_id(from), node_id(to));
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("IMPORTING")
+        .arg(&from_id)
+        .query(&mut node_conn(to))
+        .unwrap();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("MIGRATING")
+        .arg(&to_id)
+        .query(&mut node_conn(from))
+        .unwrap();
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(2)
+            .query(&mut node_conn(from))
+            .unwrap();
+        if keys.is_empty() {
+            break;
+        }
+        let _: () = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(to)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("REPLACE")
+            .arg("KEYS")
+            .arg(&keys)
+            .query(&mut node_conn(from))
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for p in primaries {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&to_id)
+            .query(&mut node_conn(*p))
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resharding_a_partition_mid_run_loses_nothing() {
+    let cluster = EmbeddedCluster::start(3, 0).unwrap();
+    let url = cluster.url();
+    let q = "reshard";
+    let redis = Redis::open(&url).unwrap();
+    let mut conn = redis.connect().await.unwrap();
+    let parts = Partitions::create(&mut conn, q, 3).await.unwrap().partitions;
+    let dir = tempfile::tempdir().unwrap();
+    let outs: Vec<_> = (0..2).map(|i| dir.path().join(format!("out{i}"))).collect();
+    let errs: Vec<_> = (0..2).map(|i| dir.path().join(format!("err{i}"))).collect();
+    let args = [
+        "work",
+        "--redis-url",
+        &url,
+        "-q",
+        q,
+        "--handler",
+        "print:2ms",
+        "--no-metrics",
+        "--visibility-timeout",
+        "2s",
+    ];
+    let mut workers: Vec<Proc> = (0..2).map(|i| Proc::weir(&args, &outs[i], &errs[i])).collect();
+    // Partition 0's slot moves to the next primary while jobs flow into and out of it.
+    let lane = parts.partition(0).clone();
+    let from = owner_port(&cluster, lane.jobs());
+    let primaries = cluster.primary_ports().unwrap();
+    let to = *primaries.iter().find(|p| **p != from).unwrap();
+    let slot: u16 = {
+        let s: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(lane.jobs())
+            .query(&mut node_conn(from))
+            .unwrap();
+        s as u16
+    };
+    let producer = weir::Producer::open(conn.clone(), q).await.unwrap();
+    let feed = tokio::spawn(async move {
+        let mut ids = Vec::new();
+        for round in 0..150 {
+            let batch: Vec<String> = (0..20).map(|i| format!("r-{round}-{i}")).collect();
+            let jobs = batch
+                .iter()
+                .map(|id| weir::NewJob::new("k", &1).unwrap().id(id.clone()));
+            let r = producer
+                .enqueue_bulk(jobs)
+                .await
+                .expect("enqueue rides out the move");
+            assert!(r.duplicates.is_empty(), "{r:?}");
+            ids.extend(batch);
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        ids
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    migrate_slot(&primaries, slot, from, to).await;
+    let ids = feed.await.unwrap();
+    assert_eq!(owner_port(&cluster, lane.jobs()), to, "the partition moved");
+    let waited = Instant::now();
+    loop {
+        let seen = printed(&outs);
+        let missing = ids.iter().filter(|id| !seen.contains(*id)).count();
+        if missing == 0 {
+            break;
+        }
+        assert!(
+            waited.elapsed() < T,
+            "{missing} jobs never ran; {}",
+            std::fs::read_to_string(&errs[0]).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for w in &mut workers {
+        w.sigterm();
+        assert!(w.wait_timeout(T).is_some_and(|s| s.success()));
+    }
+    let left = admin(&url, lane.name()).await.stats().await.unwrap();
+    assert_eq!(
+        (left.ready_total(), left.in_flight, left.dead),
+        (0, 0, 0),
+        "{left:?}"
+    );
+}

@@ -170,6 +170,9 @@ pub struct Producer {
     registered: Arc<AtomicBool>,
     /// A partitioned queue's partitions, and how jobs spread over them ([`Producer::open`]).
     spread: Option<Arc<Spread>>,
+    /// Replicas that must confirm each call's jobs, and how long to wait for them
+    /// ([`Producer::wait_replicas`]).
+    durability: Option<(usize, Duration)>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -195,7 +198,19 @@ impl Producer {
             default_max_attempts: DEFAULT_MAX_ATTEMPTS,
             registered: Arc::default(),
             spread: None,
+            durability: None,
         })
+    }
+
+    /// Makes every enqueue call wait until `replicas` replicas of the primary that took
+    /// the jobs confirm them (`WAIT`), up to `timeout`; a call that gets fewer fails with
+    /// [`Error::NotReplicated`] (its jobs are stored, and not sent again). A job whose
+    /// enqueue succeeded then survives the failover of its primary to a replica that
+    /// confirmed it. Without it, an enqueue is acknowledged once its primary has the jobs,
+    /// and a failover within a few milliseconds of it may lose them (docs/scaling.md).
+    pub fn wait_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.durability = (replicas > 0).then_some((replicas, timeout));
+        self
     }
 
     /// A producer for `queue` over `conn` that reads the queue's partition map (one call)
@@ -327,10 +342,11 @@ impl Producer {
         let by_lane = self.by_lane(args);
         let calls = by_lane.iter().map(|(keys, args)| async move {
             let give_up = GiveUp::after(CHUNK_TRIES);
-            retrying("enqueue", Backoff::ENQUEUE, give_up, || {
-                self.enqueue_lane(keys, args)
-            })
-            .await
+            let call = || self.enqueue_lane(keys, args);
+            let done = retrying("enqueue", Backoff::ENQUEUE, give_up, call).await?;
+            // Outside the retries: what is stored is never sent again.
+            self.confirm(keys, args.len()).await?;
+            Ok::<_, Error>(done)
         });
         let mut report = BulkReport::default();
         for r in futures_util::future::join_all(calls).await {
@@ -363,10 +379,16 @@ impl Producer {
     /// to, side by side); returns (stored, duplicate ids).
     pub async fn enqueue_args(&self, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
         if self.spread.is_none() {
-            return self.enqueue_lane(&self.keys, args).await;
+            let done = self.enqueue_lane(&self.keys, args).await?;
+            self.confirm(&self.keys, args.len()).await?;
+            return Ok(done);
         }
         let by_lane = self.by_lane(args.to_vec());
-        let calls = by_lane.iter().map(|(keys, args)| self.enqueue_lane(keys, args));
+        let calls = by_lane.iter().map(|(keys, args)| async move {
+            let done = self.enqueue_lane(keys, args).await?;
+            self.confirm(keys, args.len()).await?;
+            Ok::<_, Error>(done)
+        });
         let (mut stored, mut dups) = (0, Vec::new());
         for r in futures_util::future::join_all(calls).await {
             let (s, d) = r?;
@@ -374,6 +396,28 @@ impl Producer {
             dups.extend(d);
         }
         Ok((stored, dups))
+    }
+
+    /// With [`Producer::wait_replicas`]: waits until enough replicas of the primary that
+    /// serves `keys` confirm what this producer sent it.
+    async fn confirm(&self, keys: &QueueKeys, jobs: usize) -> Result<()> {
+        let Some((wanted, timeout)) = self.durability else {
+            return Ok(());
+        };
+        let acked = self
+            .conn
+            .clone()
+            .wait_replicas(keys.jobs(), wanted, timeout)
+            .await?;
+        if acked < wanted {
+            return Err(Error::NotReplicated {
+                jobs,
+                acked,
+                wanted,
+                timeout_ms: timeout.as_millis() as u64,
+            });
+        }
+        Ok(())
     }
 
     /// One enqueue call to one lane (`keys`): the queue, or one of its partitions.

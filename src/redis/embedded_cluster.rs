@@ -40,6 +40,9 @@ impl EmbeddedCluster {
             "nodes.conf",
             "--cluster-node-timeout",
             &timeout,
+            // A replica syncs at once (the default waits 5 s for others to join).
+            "--repl-diskless-sync-delay",
+            "0",
         ];
         let nodes = (0..primaries * (1 + replicas))
             .map(|_| EmbeddedRedis::start_with(&args))
@@ -71,11 +74,13 @@ impl EmbeddedCluster {
         Ok(cluster)
     }
 
-    /// Waits until every running node reports `cluster_state:ok` and knows every node.
+    /// Waits until every running node reports `cluster_state:ok` and knows every node,
+    /// and every replica's link to its primary is up.
     pub fn wait_ok(&self, within: Duration) -> Result<()> {
         let started = Instant::now();
         loop {
-            if self.nodes.iter().all(|n| node_ok(n.port(), self.nodes.len())) {
+            let ok = |n: &EmbeddedRedis| node_ok(n.port(), self.nodes.len()) && replica_synced(n.port());
+            if self.nodes.iter().all(ok) {
                 return Ok(());
             }
             if started.elapsed() > within {
@@ -126,6 +131,22 @@ fn cluster_nodes(port: u16) -> redis::RedisResult<String> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
     let mut c = client.get_connection_with_timeout(Duration::from_millis(500))?;
     redis::cmd("CLUSTER").arg("NODES").query(&mut c)
+}
+
+/// The node on `port` is a primary, or a replica whose link to its primary is up (or it
+/// does not answer: a node stopped on purpose does not hold the others up).
+fn replica_synced(port: u16) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+        return false;
+    };
+    let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+        return true;
+    };
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut c)
+        .unwrap_or_default();
+    info.contains("role:master") || info.contains("master_link_status:up")
 }
 
 /// The node on `port` answers, sees the cluster as ok and knows `count` nodes.

@@ -6,9 +6,11 @@
 //! primary that serves the queue's slot; MOVED and ASK during resharding or failover are
 //! followed by redis-rs, which refreshes its slot map and sends the call again.
 
-use redis::RedisFuture;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::{RedisFuture, RedisResult};
+use std::time::Duration;
 
 /// A connection to a single Redis or to a Redis Cluster (see [`crate::Redis::connect`]).
 #[derive(Clone)]
@@ -32,6 +34,29 @@ impl Conn {
     /// True on a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         matches!(self.0, Inner::Cluster(_))
+    }
+
+    /// `WAIT replicas timeout` on the primary that serves `key`'s slot, over the
+    /// connection that carried this connection's writes to it: returns how many replicas
+    /// acknowledged every write sent before. (A plain `WAIT` on a cluster connection would
+    /// go to every primary.)
+    pub async fn wait_replicas(
+        &mut self,
+        key: &str,
+        replicas: usize,
+        timeout: Duration,
+    ) -> RedisResult<usize> {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(timeout.as_millis() as u64);
+        match &mut self.0 {
+            Inner::Single(c) => cmd.query_async(c).await,
+            Inner::Cluster(c) => {
+                let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                let acked = c.route_command(cmd, to).await?;
+                Ok(redis::from_redis_value(acked)?)
+            }
+        }
     }
 }
 

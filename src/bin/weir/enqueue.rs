@@ -47,6 +47,15 @@ pub(crate) struct EnqueueArgs {
     /// wins over it.
     #[arg(long, value_parser = parse_key)]
     pub key: Option<String>,
+    /// Durability: each call's jobs count as enqueued only once this many replicas of
+    /// their primary confirm them (WAIT), so they survive a failover of that primary. A
+    /// call that gets fewer within --wait-timeout fails (its jobs are stored, not sent
+    /// again) and the exit code says so.
+    #[arg(long, default_value_t = 0)]
+    pub wait_replicas: usize,
+    /// How long --wait-replicas waits for the replicas.
+    #[arg(long, value_parser = parse_duration, default_value = "1s", requires = "wait_replicas")]
+    pub wait_timeout: Duration,
 }
 
 /// One NDJSON line without `--kind`.
@@ -103,7 +112,8 @@ pub(crate) async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
     let producer = Producer::open(conn, &a.common.queue)
         .await?
         .max_envelope_bytes(a.max_envelope_bytes)
-        .default_max_attempts(a.max_attempts);
+        .default_max_attempts(a.max_attempts)
+        .wait_replicas(a.wait_replicas, a.wait_timeout);
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} {human_pos} jobs enqueued ({per_sec}) {elapsed}").unwrap(),
