@@ -5,6 +5,7 @@
 use super::cluster::{ClusterSpec, is_cluster_info};
 pub use super::healing::HealingConnection;
 pub use super::link::Conn;
+use super::sentinel::{self, SentinelSpec};
 use crate::error::{Error, Result};
 use futures_util::{Stream, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -27,8 +28,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// nodes of a cluster.
 #[derive(Clone)]
 pub struct Redis {
-    /// The first URL's client: the single Redis, or the node asked whether it is a cluster.
-    client: redis::Client,
+    /// The first URL's client: the single Redis, or the node asked whether it is a cluster
+    /// (none behind Sentinel: the primary is asked for at each connect).
+    client: Option<redis::Client>,
+    /// A primary watched by Sentinel (`redis+sentinel://`).
+    sentinel: Option<Arc<SentinelSpec>>,
     /// Every URL given (with passwords: the cluster client connects with them).
     seeds: Arc<[String]>,
     #[cfg(feature = "tls")]
@@ -127,6 +131,9 @@ impl Redis {
 
     /// Parses the URL(s) and, for `rediss://`, uses the given CA and client certificate.
     pub fn open_tls(url: &str, tls: &TlsFiles) -> Result<Self> {
+        if url.starts_with(sentinel::SCHEME) {
+            return Self::open_sentinel(url, tls);
+        }
         let seeds: Vec<String> = url
             .split(',')
             .map(str::trim)
@@ -167,7 +174,8 @@ impl Redis {
             let _ = cluster.set(true);
         }
         Ok(Self {
-            client,
+            client: Some(client),
+            sentinel: None,
             seeds: seeds.into(),
             #[cfg(feature = "tls")]
             certs,
@@ -175,6 +183,44 @@ impl Redis {
             response_timeout: RESPONSE_TIMEOUT,
             cluster,
         })
+    }
+
+    /// A `redis+sentinel://` URL: the primary the sentinels name, asked for at each
+    /// connect.
+    fn open_sentinel(url: &str, tls: &TlsFiles) -> Result<Self> {
+        let redacted = redact_url(url);
+        if !tls.is_empty() {
+            return Err(Error::Config(format!(
+                "TLS files were given but {redacted} is not a rediss:// URL (TLS to Sentinel is not supported)"
+            )));
+        }
+        let spec = SentinelSpec::parse(url, &redacted)?;
+        Ok(Self {
+            client: None,
+            sentinel: Some(Arc::new(spec)),
+            seeds: Arc::from(Vec::new()),
+            #[cfg(feature = "tls")]
+            certs: None,
+            url: redacted,
+            response_timeout: RESPONSE_TIMEOUT,
+            // Sentinel watches a single primary with replicas, never a cluster.
+            cluster: Arc::new(OnceCell::new_with(Some(false))),
+        })
+    }
+
+    /// True for a primary watched by Sentinel: a connection that keeps failing is
+    /// replaced by one to the primary the sentinels name then.
+    pub(crate) fn follows_failover(&self) -> bool {
+        self.sentinel.is_some()
+    }
+
+    /// The client of the single Redis: the URL's, or the primary the sentinels name now.
+    async fn direct(&self) -> redis::RedisResult<redis::Client> {
+        match (&self.sentinel, &self.client) {
+            (Some(s), _) => s.primary().await,
+            (None, Some(c)) => Ok(c.clone()),
+            (None, None) => unreachable!("a Redis has a client or a sentinel"),
+        }
     }
 
     /// A client for `url` with the given files: the outer error is about the files, the
@@ -215,7 +261,8 @@ impl Redis {
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(self.response_timeout));
         let mut conn = self
-            .client
+            .direct()
+            .await?
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
         match redis::cmd("INFO")
@@ -247,8 +294,15 @@ impl Redis {
 
     /// A multiplexed connection that reconnects by itself (the call in flight when the
     /// link drops fails; callers retry): to the single Redis, or to the whole cluster.
+    ///
+    /// Behind Sentinel the connection follows a failover by itself: once calls keep
+    /// failing because the primary is gone, it moves to the primary the sentinels name.
     pub async fn connect(&self) -> Result<Conn> {
-        self.connect_conn().await.map_err(|e| self.connect_error(e))
+        let conn = self.connect_conn().await.map_err(|e| self.connect_error(e))?;
+        Ok(match self.follows_failover() {
+            true => Conn::failover(HealingConnection::new(self.clone(), conn)),
+            false => conn,
+        })
     }
 
     pub(crate) async fn connect_conn(&self) -> redis::RedisResult<Conn> {
@@ -268,7 +322,7 @@ impl Redis {
     /// Like [`Self::connect`], but the connection is replaced when calls keep timing out
     /// (see [`HealingConnection`]). The consumer runs on one.
     pub async fn connect_healing(&self) -> Result<HealingConnection> {
-        let conn = self.connect().await?;
+        let conn = self.connect_conn().await.map_err(|e| self.connect_error(e))?;
         Ok(HealingConnection::new(self.clone(), conn))
     }
 
@@ -278,7 +332,7 @@ impl Redis {
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_secs(2));
-        let mut conn = ConnectionManager::new_with_config(self.client.clone(), config).await?;
+        let mut conn = ConnectionManager::new_with_config(self.direct().await?, config).await?;
         // One PING, so a missing password or a refused user fails here with a clear
         // message instead of at the first script call.
         redis::cmd("PING").query_async::<()>(&mut conn).await?;
@@ -300,7 +354,8 @@ impl Redis {
                 .map_err(|e| self.connect_error(e))?;
             return Ok(Box::pin(sub));
         }
-        let mut ps = tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_async_pubsub())
+        let client = self.direct().await.map_err(|e| self.connect_error(e))?;
+        let mut ps = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub())
             .await
             .map_err(|_| timed_out())?
             .map_err(|e| self.connect_error(e))?;

@@ -8,8 +8,15 @@ use redis::aio::ConnectionLike;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
-/// Timeouts in a row after which a [`HealingConnection`] is replaced.
+/// Timeouts in a row after which a [`HealingConnection`] is replaced (behind Sentinel:
+/// failures that say the primary is gone, as well).
 const REPLACE_AFTER_TIMEOUTS: u32 = 3;
+
+/// Behind Sentinel, an error that says this connection's server is no longer the primary:
+/// it is down (refused, dropped), or it came back as a replica (READONLY).
+fn lost_primary(e: &redis::RedisError) -> bool {
+    e.is_connection_refusal() || e.is_connection_dropped() || e.is_io_error() || e.code() == Some("READONLY")
+}
 
 /// A [`Conn`] that is replaced when its calls keep timing out.
 ///
@@ -18,7 +25,8 @@ const REPLACE_AFTER_TIMEOUTS: u32 = 3;
 /// proxy in front of Redis, only makes every call time out, for as long as TCP keeps it
 /// open: hours. After `REPLACE_AFTER_TIMEOUTS` (3) timeouts in a row, one background task
 /// opens a new connection and every clone moves onto it; until then calls fail and their
-/// callers retry, as for any Redis error.
+/// callers retry, as for any Redis error. Behind Sentinel the same happens when the
+/// primary is gone or demoted: the new connection goes to the primary the sentinels name.
 #[derive(Clone)]
 pub struct HealingConnection {
     shared: Arc<Shared>,
@@ -62,7 +70,7 @@ impl HealingConnection {
         let shared = &self.shared;
         match result {
             Ok(_) => shared.timeouts.store(0, Ordering::Relaxed),
-            Err(e) if e.is_timeout() => {
+            Err(e) if e.is_timeout() || (shared.redis.follows_failover() && lost_primary(e)) => {
                 let n = shared.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
                 if n >= REPLACE_AFTER_TIMEOUTS && !shared.replacing.swap(true, Ordering::AcqRel) {
                     tokio::spawn(replace(shared.clone()));

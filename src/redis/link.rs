@@ -6,6 +6,7 @@
 //! primary that serves the queue's slot; MOVED and ASK during resharding or failover are
 //! followed by redis-rs, which refreshes its slot map and sends the call again.
 
+use super::healing::HealingConnection;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
@@ -20,6 +21,9 @@ pub struct Conn(Inner);
 enum Inner {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// Behind Sentinel: a single connection, replaced by one to the new primary when the
+    /// old one is gone.
+    Failover(HealingConnection),
 }
 
 impl Conn {
@@ -29,6 +33,10 @@ impl Conn {
 
     pub(crate) fn cluster(c: ClusterConnection) -> Self {
         Self(Inner::Cluster(c))
+    }
+
+    pub(crate) fn failover(c: HealingConnection) -> Self {
+        Self(Inner::Failover(c))
     }
 
     /// True on a Redis Cluster.
@@ -50,6 +58,7 @@ impl Conn {
         cmd.arg(replicas).arg(timeout.as_millis() as u64);
         match &mut self.0 {
             Inner::Single(c) => cmd.query_async(c).await,
+            Inner::Failover(c) => cmd.query_async(c).await,
             Inner::Cluster(c) => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
@@ -81,6 +90,7 @@ impl ConnectionLike for Conn {
         match &mut self.0 {
             Inner::Single(c) => c.req_packed_command(cmd),
             Inner::Cluster(c) => c.req_packed_command(cmd),
+            Inner::Failover(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -93,6 +103,7 @@ impl ConnectionLike for Conn {
         match &mut self.0 {
             Inner::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Inner::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Inner::Failover(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -100,6 +111,7 @@ impl ConnectionLike for Conn {
         match &self.0 {
             Inner::Single(c) => c.get_db(),
             Inner::Cluster(c) => c.get_db(),
+            Inner::Failover(c) => c.get_db(),
         }
     }
 }

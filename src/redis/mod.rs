@@ -11,3 +11,4 @@ pub mod eviction;
 mod healing;
 mod link;
 pub mod retry;
+mod sentinel;

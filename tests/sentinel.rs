@@ -1,0 +1,187 @@
+//! Redis Sentinel: a primary with two replicas and a sentinel, all on free loopback ports;
+//! producers and a consumer on `redis+sentinel://`, the primary killed mid-run. The
+//! sentinel promotes the replica, the consumer follows it by itself, and every job whose
+//! enqueue was confirmed with `wait_replicas(1)` runs.
+
+mod faults;
+
+use faults::Proc;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use weir::{EmbeddedRedis, NewJob, Producer, Redis};
+
+const T: Duration = Duration::from_secs(120);
+
+/// A sentinel process watching `mymaster`, killed on drop.
+struct Sentinel {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Sentinel {
+    fn start(primary_port: u16) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nlogfile sentinel.log\n\
+                 sentinel monitor mymaster 127.0.0.1 {primary_port} 1\n\
+                 sentinel down-after-milliseconds mymaster 1000\n\
+                 sentinel failover-timeout mymaster 3000\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    /// Waits until the sentinel sees `replicas` replicas of mymaster, linked up.
+    fn wait_replicas(&self, replicas: usize) {
+        let started = Instant::now();
+        loop {
+            let seen = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(300)))
+                .and_then(|mut c| {
+                    redis::cmd("SENTINEL")
+                        .arg("REPLICAS")
+                        .arg("mymaster")
+                        .query::<Vec<Vec<String>>>(&mut c)
+                })
+                .map(|rs| {
+                    rs.iter()
+                        .filter(|r| r.windows(2).any(|w| w[0] == "master-link-status" && w[1] == "ok"))
+                        .count()
+                })
+                .unwrap_or(0);
+            if seen >= replicas {
+                return;
+            }
+            assert!(started.elapsed() < T, "the sentinel never saw the replica");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_follow_a_sentinel_failover_and_no_confirmed_job_is_lost() {
+    let mut primary = EmbeddedRedis::start().unwrap();
+    let replica_of = primary.port().to_string();
+    // Two replicas: once one is promoted, the other confirms the writes to it.
+    let replica = || {
+        EmbeddedRedis::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &replica_of,
+        ])
+        .unwrap()
+    };
+    let _replicas = [replica(), replica()];
+    let sentinel = Sentinel::start(primary.port());
+    sentinel.wait_replicas(2);
+    let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", sentinel.port);
+    let q = "sentinel";
+
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let args = [
+        "work",
+        "--redis-url",
+        &url,
+        "-q",
+        q,
+        "--handler",
+        "print",
+        "--no-metrics",
+        "--visibility-timeout",
+        "2s",
+    ];
+    let mut worker = Proc::weir(&args, &out, &err);
+
+    let redis = Redis::open(&url).unwrap();
+    let producer = Producer::new(redis.connect().await.unwrap(), q)
+        .unwrap()
+        .wait_replicas(1, Duration::from_secs(2));
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    let mut refused = 0;
+    let started = Instant::now();
+    let mut killed = false;
+    let mut n = 0;
+    while started.elapsed() < Duration::from_secs(15) {
+        if !killed && started.elapsed() > Duration::from_secs(3) {
+            primary.kill().unwrap();
+            killed = true;
+        }
+        let ids: Vec<String> = (n..n + 20).map(|i| format!("s-{i}")).collect();
+        n += 20;
+        let jobs = ids.iter().map(|id| NewJob::new("k", &1).unwrap().id(id.clone()));
+        match producer.enqueue_bulk(jobs).await {
+            Ok(r) if r.duplicates.is_empty() => (if killed { &mut after } else { &mut before }).extend(ids),
+            // Refused or unconfirmed during the failover: not promised.
+            _ => refused += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !before.is_empty() && !after.is_empty(),
+        "{} before, {} after, {refused} refused",
+        before.len(),
+        after.len()
+    );
+    let waited = Instant::now();
+    loop {
+        let seen = faults::printed_ids(&out);
+        let missing: Vec<&String> = before
+            .iter()
+            .chain(&after)
+            .filter(|id| !seen.contains_key(*id))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            waited.elapsed() < T,
+            "{} confirmed jobs never ran, e.g. {:?}\n{}",
+            missing.len(),
+            &missing[..missing.len().min(5)],
+            std::fs::read_to_string(&err).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "{} jobs confirmed before the kill, {} after; {refused} calls refused",
+        before.len(),
+        after.len()
+    );
+    worker.sigterm();
+    assert!(worker.wait_timeout(T).is_some_and(|s| s.success()));
+}
