@@ -64,6 +64,11 @@ def dashboard(uid, title, description, panels):
     }
 
 
+def depth(metric):
+    """A queue gauge every consumer samples: once per partition, the partitions added."""
+    return f"sum(max by (partition) ({metric}{Q}))"
+
+
 def rate(metric, by=""):
     group = f"sum by ({by}) " if by else "sum "
     return f"{group}(rate({metric}{Q}[$__rate_interval]))"
@@ -89,12 +94,19 @@ OVERVIEW = dashboard("weir-overview", "weir / overview",
         ("acked", rate("weir_jobs_acked_total")),
     ], unit="ops"),
     panel("Backlog", [
-        ("ready {{priority}}", f"sum by (priority) (weir_queue_ready_jobs{Q})"),
-        ("delayed", f"max(weir_queue_delayed_jobs{Q})"),
-        ("in flight", f"max(weir_queue_in_flight_jobs{Q})"),
-        ("deferred (uncharged, not done)", f"max(weir_queue_deferred_jobs{Q})"),
-    ]),
+        ("ready {{priority}}", f"sum by (priority) (max by (priority, partition) (weir_queue_ready_jobs{Q}))"),
+        ("delayed", depth("weir_queue_delayed_jobs")),
+        ("in flight", depth("weir_queue_in_flight_jobs")),
+        ("deferred (uncharged, not done)", depth("weir_queue_deferred_jobs")),
+    ], description="Every consumer samples the queue's depths; each partition of a partitioned queue "
+                   "is counted once and the partitions added up."),
     panel("Oldest ready job", [("age", f"max(weir_queue_oldest_ready_age_seconds{Q})")], unit="s"),
+    panel("Partitions: ready jobs and acks per partition", [
+        ("ready, partition {{partition}}",
+         f"sum by (partition) (max by (partition, priority) (weir_queue_ready_jobs{Q}))"),
+        ("acked/s, partition {{partition}}", rate("weir_jobs_acked_total", by="partition")),
+    ], description="For a partitioned queue (weir queue create --partitions): how evenly the work "
+                   "spreads. One line each for an unpartitioned queue."),
     panel("Handler duration", quantiles("weir_job_duration_seconds"), unit="s"),
     panel("End-to-end latency (enqueue to outcome)", quantiles("weir_job_end_to_end_seconds"), unit="s"),
     panel("Failures", [
@@ -105,8 +117,8 @@ OVERVIEW = dashboard("weir-overview", "weir / overview",
         ("leases lost", rate("weir_leases_lost_total")),
     ], unit="ops"),
     panel("Dead-letter queue", [
-        ("dead", f"max(weir_queue_dead_jobs{Q})"),
-        ("trimmed by the cap", f"max(weir_dead_trimmed_total{Q})"),
+        ("dead", depth("weir_queue_dead_jobs")),
+        ("trimmed by the cap", depth("weir_dead_trimmed_total")),
     ]),
     *LIMIT_PANELS,
     panel("Redis round trip p99 by script", [

@@ -9,7 +9,7 @@ use super::{
     SCRIPT_DURATION,
 };
 use crate::error::{Error, Result};
-use metrics::{Counter, Gauge, Histogram, counter};
+use metrics::{Counter, Gauge, Histogram, Label, counter};
 use std::sync::Arc;
 
 /// A consumer's metric handles for one queue, built once.
@@ -41,34 +41,44 @@ impl QueueMetrics {
     /// Handles for `queue`; `scripts` are the script labels whose error counters start at
     /// zero (the queue's `SCRIPT_NAMES`: passed in, so this module needs nothing from the
     /// stages it serves).
+    ///
+    /// A partition's lane (`Q~i`) records as queue `Q` with a `partition` label `i`, so
+    /// a dashboard's `sum by (queue)` adds a partitioned queue up and `by (partition)`
+    /// shows its skew; the limit and in-flight gauges, which the lanes share, carry the
+    /// queue alone.
     pub(crate) fn new(queue: &str, scripts: &[&'static str]) -> Self {
-        let q = queue.to_owned();
+        let l = lane_labels(queue);
+        let with = |k: &'static str, v: &'static str| {
+            let mut l = l.clone();
+            l.push(Label::new(k, v));
+            l
+        };
         // Error counters exist from the start (at zero), so dashboards and alerts see a
         // series before the first error.
         for script in scripts {
-            counter!(REDIS_ERRORS, "queue" => q.clone(), "script" => *script).absolute(0);
+            counter!(REDIS_ERRORS, with("script", script)).absolute(0);
         }
-        counter!(REDIS_RECONNECTS, "queue" => q.clone()).absolute(0);
+        counter!(REDIS_RECONNECTS, l.clone()).absolute(0);
+        let shared = vec![Label::new("queue", base_name(queue).to_owned())];
         Self {
             queue: queue.into(),
-            fetched: counter!(JOBS_FETCHED, "queue" => q.clone()),
-            global_granted: counter!(GLOBAL_GRANTED, "queue" => q.clone()),
-            global_denied: ["rate", "concurrency"]
-                .map(|l| counter!(GLOBAL_DENIED, "queue" => q.clone(), "limit" => l)),
-            acked: counter!(JOBS_ACKED, "queue" => q.clone()),
-            retried: counter!(JOBS_RETRIED, "queue" => q.clone()),
-            deferred: DEFER_REASONS.map(|r| counter!(JOBS_DEFERRED, "queue" => q.clone(), "reason" => r)),
-            dead: counter!(JOBS_DEAD, "queue" => q.clone()),
-            reclaimed: counter!(JOBS_RECLAIMED, "queue" => q.clone()),
-            leases_lost: counter!(LEASES_LOST, "queue" => q.clone()),
-            job_duration: metrics::histogram!(JOB_DURATION, "queue" => q.clone()),
-            job_latency: metrics::histogram!(JOB_LATENCY, "queue" => q.clone()),
-            fetch_batch: metrics::histogram!(FETCH_BATCH, "queue" => q.clone()),
-            ack_batch: metrics::histogram!(ACK_BATCH, "queue" => q.clone()),
-            channel_sent: counter!(CHANNEL_SENT, "queue" => q.clone()),
-            channel_received: counter!(CHANNEL_RECEIVED, "queue" => q.clone()),
-            limit: metrics::gauge!(LIMIT, "queue" => q.clone()),
-            in_flight: metrics::gauge!(IN_FLIGHT, "queue" => q),
+            fetched: counter!(JOBS_FETCHED, l.clone()),
+            global_granted: counter!(GLOBAL_GRANTED, l.clone()),
+            global_denied: ["rate", "concurrency"].map(|v| counter!(GLOBAL_DENIED, with("limit", v))),
+            acked: counter!(JOBS_ACKED, l.clone()),
+            retried: counter!(JOBS_RETRIED, l.clone()),
+            deferred: DEFER_REASONS.map(|r| counter!(JOBS_DEFERRED, with("reason", r))),
+            dead: counter!(JOBS_DEAD, l.clone()),
+            reclaimed: counter!(JOBS_RECLAIMED, l.clone()),
+            leases_lost: counter!(LEASES_LOST, l.clone()),
+            job_duration: metrics::histogram!(JOB_DURATION, l.clone()),
+            job_latency: metrics::histogram!(JOB_LATENCY, l.clone()),
+            fetch_batch: metrics::histogram!(FETCH_BATCH, l.clone()),
+            ack_batch: metrics::histogram!(ACK_BATCH, l.clone()),
+            channel_sent: counter!(CHANNEL_SENT, l.clone()),
+            channel_received: counter!(CHANNEL_RECEIVED, l),
+            limit: metrics::gauge!(LIMIT, shared.clone()),
+            in_flight: metrics::gauge!(IN_FLIGHT, shared),
         }
     }
 
@@ -124,15 +134,16 @@ pub(crate) fn record_script<T>(
     started: std::time::Instant,
     r: &Result<T>,
 ) {
-    let q = queue.to_owned();
-    metrics::histogram!(SCRIPT_DURATION, "queue" => q.clone(), "script" => script)
-        .record(started.elapsed().as_secs_f64());
+    let l = lane_labels(queue);
+    let mut with_script = l.clone();
+    with_script.push(Label::new("script", script));
+    metrics::histogram!(SCRIPT_DURATION, with_script.clone()).record(started.elapsed().as_secs_f64());
     if let Err(e) = r {
-        counter!(REDIS_ERRORS, "queue" => q.clone(), "script" => script).increment(1);
+        counter!(REDIS_ERRORS, with_script).increment(1);
         if let Error::Redis(re) = e
             && (re.is_connection_dropped() || re.is_io_error() || re.is_connection_refusal())
         {
-            counter!(REDIS_RECONNECTS, "queue" => q).increment(1);
+            counter!(REDIS_RECONNECTS, l).increment(1);
         }
     }
 }
@@ -140,4 +151,20 @@ pub(crate) fn record_script<T>(
 /// Counts jobs stored by an enqueue call.
 pub(crate) fn record_enqueued(queue: &str, n: u64) {
     counter!(JOBS_ENQUEUED, "queue" => queue.to_owned()).increment(n);
+}
+
+/// The queue of a lane name: `Q` for `Q` and for its partitions `Q~i`.
+fn base_name(lane: &str) -> &str {
+    lane.split('~').next().unwrap_or(lane)
+}
+
+/// The labels of a lane's series: `queue`, and for a partition, `partition`.
+pub(crate) fn lane_labels(lane: &str) -> Vec<Label> {
+    let mut parts = lane.split('~');
+    let queue = parts.next().unwrap_or(lane).to_owned();
+    let mut l = vec![Label::new("queue", queue)];
+    if let Some(i) = parts.next() {
+        l.push(Label::new("partition", i.to_owned()));
+    }
+    l
 }

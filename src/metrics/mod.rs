@@ -16,7 +16,7 @@
 mod handles;
 
 pub use handles::LimiterMetrics;
-pub(crate) use handles::{QueueMetrics, record_enqueued, record_script};
+pub(crate) use handles::{QueueMetrics, lane_labels, record_enqueued, record_script};
 
 #[cfg(feature = "prometheus")]
 use crate::error::{Error, Result};

@@ -50,8 +50,9 @@ impl Sampler {
             .query_async(&mut self.conn)
             .await;
         for (key, n) in top.unwrap_or_default() {
-            metrics::counter!(KEY_THROTTLED, "queue" => self.keys.name().to_owned(), "key" => key)
-                .absolute(n as u64);
+            let mut l = crate::metrics::lane_labels(self.keys.name());
+            l.push(metrics::Label::new("key", key));
+            metrics::counter!(KEY_THROTTLED, l).absolute(n as u64);
         }
     }
 

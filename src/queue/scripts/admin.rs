@@ -131,17 +131,20 @@ impl Stats {
             DEAD_TRIMMED, QUEUE_DEAD, QUEUE_DEFERRED, QUEUE_DELAYED, QUEUE_IN_FLIGHT, QUEUE_OLDEST,
             QUEUE_READY,
         };
-        let q = m.queue.to_string();
+        // A partition's lane: queue and partition labels (see `QueueMetrics::new`).
+        let l = crate::metrics::lane_labels(&m.queue);
         for (i, p) in ["high", "normal", "low"].into_iter().enumerate() {
-            metrics::gauge!(QUEUE_READY, "queue" => q.clone(), "priority" => p).set(self.ready[i] as f64);
+            let mut with = l.clone();
+            with.push(metrics::Label::new("priority", p));
+            metrics::gauge!(QUEUE_READY, with).set(self.ready[i] as f64);
         }
-        metrics::gauge!(QUEUE_DELAYED, "queue" => q.clone()).set(self.delayed as f64);
-        metrics::gauge!(QUEUE_IN_FLIGHT, "queue" => q.clone()).set(self.in_flight as f64);
-        metrics::gauge!(QUEUE_DEAD, "queue" => q.clone()).set(self.dead as f64);
-        metrics::gauge!(QUEUE_DEFERRED, "queue" => q.clone()).set(self.deferred as f64);
-        metrics::gauge!(QUEUE_OLDEST, "queue" => q.clone()).set(self.oldest_ready_age_ms as f64 / 1000.0);
+        metrics::gauge!(QUEUE_DELAYED, l.clone()).set(self.delayed as f64);
+        metrics::gauge!(QUEUE_IN_FLIGHT, l.clone()).set(self.in_flight as f64);
+        metrics::gauge!(QUEUE_DEAD, l.clone()).set(self.dead as f64);
+        metrics::gauge!(QUEUE_DEFERRED, l.clone()).set(self.deferred as f64);
+        metrics::gauge!(QUEUE_OLDEST, l.clone()).set(self.oldest_ready_age_ms as f64 / 1000.0);
         let trimmed = self.counters.get("trimmed").copied().unwrap_or(0);
-        metrics::counter!(DEAD_TRIMMED, "queue" => q).absolute(trimmed);
+        metrics::counter!(DEAD_TRIMMED, l).absolute(trimmed);
     }
 }
 
