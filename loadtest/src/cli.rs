@@ -51,6 +51,14 @@ pub struct Common {
     /// redis-server from PATH on a free port, stopped at the end.
     #[arg(long)]
     pub redis_url: Option<String>,
+    /// Start a private Redis Cluster of this many primaries (at least 3) instead of a
+    /// private redis-server.
+    #[arg(long, value_name = "PRIMARIES", conflicts_with = "redis_url")]
+    pub cluster: Option<usize>,
+    /// Make every fresh queue a partitioned queue of this many partitions (on a cluster,
+    /// spread over the primaries).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub partitions: Option<u64>,
     /// Jobs to enqueue (the cap for time-based scenarios; default depends on the scenario).
     #[arg(long)]
     pub jobs: Option<u64>,
@@ -105,6 +113,12 @@ pub struct DrainArgs {
     /// report rates, Redis CPU per job and memory as ratios.
     #[arg(long, conflicts_with = "compare_backlog")]
     pub compare_bare: bool,
+    /// Run the drain on a private single redis-server and on a private cluster of
+    /// --cluster primaries (default 3) with a queue of --partitions (default twice the
+    /// primaries), alternating, and report Redis CPU per job on each, how evenly the
+    /// primaries share it, and the drain speedup it projects for N primaries on N cores.
+    #[arg(long, conflicts_with_all = ["compare_bare", "compare_backlog", "compare_tracking", "redis_url"])]
+    pub compare_single: bool,
     /// Drain rate with --big-backlog jobs waiting against --small-backlog waiting (--jobs
     /// drained from each in rounds of --small-backlog; default 10 rounds).
     #[arg(long)]

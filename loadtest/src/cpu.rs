@@ -23,15 +23,36 @@ pub fn process_cpu() -> Option<Duration> {
 }
 
 /// Redis's CPU time so far (`used_cpu_sys + used_cpu_user` of `INFO cpu`, all its
-/// threads), in seconds; `None` if the server does not say (an ACL without INFO, say).
-/// On a shared server it counts every client's work.
+/// threads; on a cluster, summed over the primaries), in seconds; `None` if the server
+/// does not say (an ACL without INFO, say). On a shared server it counts every client's
+/// work.
 pub async fn redis_cpu(conn: &Conn) -> Option<f64> {
-    let info: String = redis::cmd("INFO")
+    Some(redis_cpu_by_node(conn).await?.iter().map(|(_, s)| s).sum())
+}
+
+/// [`redis_cpu`] of each node: one entry (address "") for a single server, one per
+/// primary on a cluster.
+pub async fn redis_cpu_by_node(conn: &Conn) -> Option<Vec<(String, f64)>> {
+    let info: redis::Value = redis::cmd("INFO")
         .arg("cpu")
         .query_async(&mut conn.clone())
         .await
         .ok()?;
-    parse_redis_cpu(&info)
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        redis::Value::SimpleString(s) => Some(s.clone()),
+        redis::Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    };
+    let mut nodes = match &info {
+        redis::Value::Map(kv) => kv
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, parse_redis_cpu(&text(v)?)?)))
+            .collect::<Vec<_>>(),
+        one => vec![(String::new(), parse_redis_cpu(&text(one)?)?)],
+    };
+    nodes.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(nodes)
 }
 
 fn parse_redis_cpu(info: &str) -> Option<f64> {

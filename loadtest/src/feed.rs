@@ -35,7 +35,7 @@ pub fn payload(bytes: usize, seed: u64) -> Box<RawValue> {
 impl Feed {
     /// A feed of at most `cap` jobs. `max_attempts` is high where jobs may fail or be
     /// reclaimed many times (downstream errors, kills) so none is dead-lettered.
-    pub fn new(
+    pub async fn new(
         conn: Conn,
         queue: &str,
         payload: Box<RawValue>,
@@ -43,7 +43,8 @@ impl Feed {
         max_attempts: u32,
     ) -> anyhow::Result<Self> {
         Ok(Self {
-            producer: Producer::new(conn, queue)?,
+            // A partitioned queue's jobs spread over its partitions.
+            producer: Producer::open(conn, queue).await?,
             keyer: None,
             payload,
             next: 0,

@@ -200,6 +200,29 @@ fn drain_compares_with_the_bare_queue() {
     assert!(r["redis_cpu_us_per_job"]["total"].as_f64().is_some(), "{r}");
 }
 
+/// A drain on a private 3-primary cluster, the queue in 6 partitions: nothing lost, and
+/// the comparison with a single server reports the cost per job and the spread.
+#[test]
+fn drain_runs_on_a_cluster_and_compares_with_a_single_server() {
+    let (r, _dir) = run(&["drain", "--jobs", "3000", "--cluster", "3", "--partitions", "6"]);
+    assert_eq!((num(&r, "lost"), num(&r, "duplicates")), (0.0, 0.0), "{r}");
+    assert!(r["redis"].as_str().unwrap().contains("Redis Cluster"), "{r}");
+    let (r, _dir) = run(&["drain", "--jobs", "3000", "--compare-single", "--rounds", "1"]);
+    let s = &r["compare_single"]["summary"];
+    for key in [
+        "single_redis_us_per_job",
+        "cluster_redis_us_per_job",
+        "redis_cpu_per_job_ratio",
+        "projected_speedup",
+    ] {
+        assert!(num(s, key) > 0.0, "{key} in {r}");
+    }
+    let shares = r["compare_single"]["cluster_rounds"][0]["shares"]
+        .as_array()
+        .unwrap();
+    assert_eq!(shares.len(), 3, "one share per primary: {r}");
+}
+
 /// Drain rate with a big backlog against a small one (small sizes here).
 #[test]
 fn drain_compares_backlog_sizes() {

@@ -53,14 +53,15 @@ impl Sums {
 
 /// Enqueues `n` jobs into a fresh queue; returns it and its accounting.
 async fn fill(target: &Target, c: &Common, n: u64) -> anyhow::Result<(String, Arc<Observed>)> {
-    let queue = Target::fresh_queue("backlog");
+    let queue = target.queue("backlog").await?;
     let mut feed = Feed::new(
         target.conn.clone(),
         &queue,
         payload(c.payload_bytes, c.seed),
         n,
         5,
-    )?;
+    )
+    .await?;
     feed.push_all().await?;
     Ok((queue, Arc::new(Observed::new(n, false))))
 }

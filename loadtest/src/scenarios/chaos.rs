@@ -45,7 +45,7 @@ pub async fn run(a: ChaosArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     c.consumers.get_or_insert(DEFAULT_CONSUMERS);
     c.visibility_timeout.get_or_insert(DEFAULT_VISIBILITY);
     c.jobs.get_or_insert(DEFAULT_JOBS);
-    let target = Target::open(c.redis_url.as_deref()).await?;
+    let target = Target::open(&c).await?;
     let o = drain::once(&target, &c, !c.no_track, "chaos", Some(a.kills)).await?;
     let mut r = drain::report(&c, c.jobs.unwrap_or(DEFAULT_JOBS), &o);
     r.scenario = "chaos".into();

@@ -21,7 +21,7 @@ use std::time::Duration;
 const MAX_ATTEMPTS: u32 = 1000;
 
 pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
-    let target = Target::open(a.common.redis_url.as_deref()).await?;
+    let target = Target::open(&a.common).await?;
     let (mut r, rows) = once(&a, &target).await?;
     if a.compare_fixed {
         let mut fixed = a.clone();

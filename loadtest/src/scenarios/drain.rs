@@ -64,7 +64,11 @@ pub fn spent(before: Option<f64>, after: Option<f64>) -> Option<f64> {
 }
 
 pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
-    let target = Target::open(a.common.redis_url.as_deref()).await?;
+    if a.compare_single {
+        // It starts a single server and a cluster of its own.
+        return super::versus_single::run(&a).await;
+    }
+    let target = Target::open(&a.common).await?;
     if a.compare_tracking {
         return compare(&target, &a).await;
     }
@@ -113,7 +117,7 @@ pub async fn once(
     kills: Option<usize>,
 ) -> anyhow::Result<Outcome> {
     let jobs = c.jobs.unwrap_or(DEFAULT_JOBS);
-    let queue = Target::fresh_queue(scenario);
+    let queue = target.queue(scenario).await?;
     let observed = Arc::new(Observed::new(jobs, track));
     // Killed consumers' jobs come back as failed attempts: never let them run out.
     let attempts = if kills.is_some() { 1000 } else { 5 };
@@ -198,7 +202,7 @@ async fn enqueue(
     attempts: u32,
 ) -> anyhow::Result<(Feed, f64, Option<f64>)> {
     let payload = payload(c.payload_bytes, c.seed);
-    let mut feed = Feed::new(target.conn.clone(), queue, payload, jobs, attempts)?;
+    let mut feed = Feed::new(target.conn.clone(), queue, payload, jobs, attempts).await?;
     let before = redis_cpu(&target.conn).await;
     let t = Instant::now();
     feed.push_all().await?;

@@ -130,7 +130,7 @@ pub async fn run(a: KeysArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let mut c = a.common.clone();
     c.concurrency.get_or_insert(DEFAULT_CONCURRENCY);
     let plan = Plan::new(&a)?;
-    let target = Target::open(c.redis_url.as_deref()).await?;
+    let target = Target::open(&c).await?;
     let without = side(&target, &c, &plan, false).await?;
     eprintln!(
         "A (without {}) done: fast keys {:.0} jobs/s; now B (with it)",
@@ -159,7 +159,7 @@ async fn side(
     plan: &Plan,
     with_special: bool,
 ) -> anyhow::Result<Side> {
-    let queue = Target::fresh_queue("keys");
+    let queue = target.queue("keys").await?;
     let concurrency = c.concurrency();
     // One second of the fast keys' ideal waiting, so the consumer never starves between
     // top-ups; the job cap is the ideal over the length with half again to spare.
@@ -177,7 +177,8 @@ async fn side(
         payload(c.payload_bytes, c.seed),
         cap,
         5,
-    )?
+    )
+    .await?
     .with_keys(mix.keyer());
     key_limits::store(&target.conn, &queue, &plan.limits).await?;
     feed.push(backlog).await?;

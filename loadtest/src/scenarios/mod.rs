@@ -9,6 +9,7 @@ pub mod keys;
 pub mod steady;
 pub mod timed;
 pub mod versus_bare;
+pub mod versus_single;
 
 use crate::accounting::Tally;
 use crate::cli::Common;

@@ -31,7 +31,7 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let jobs = c
         .jobs
         .unwrap_or_else(|| (rate as f64 * length.as_secs_f64()).ceil() as u64);
-    let target = Target::open(c.redis_url.as_deref()).await?;
+    let target = Target::open(c).await?;
     let o = timed::run(
         &target,
         c,

@@ -54,7 +54,7 @@ pub struct Outcome {
 }
 
 pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcome> {
-    let queue = Target::fresh_queue(t.scenario);
+    let queue = target.queue(t.scenario).await?;
     let observed = Arc::new(Observed::new(t.jobs_cap, !c.no_track));
     let mut feed = Feed::new(
         target.conn.clone(),
@@ -62,7 +62,8 @@ pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcom
         payload(c.payload_bytes, c.seed),
         t.jobs_cap,
         t.max_attempts,
-    )?;
+    )
+    .await?;
     if let Pace::Backlog(n) = t.pace {
         feed.push(n).await?; // start with work waiting, so the first second is not a ramp
     }
