@@ -48,7 +48,7 @@ pub struct Created {
 }
 
 impl Partitions {
-    fn from_tags(queue: &str, tags: &str) -> Result<Self> {
+    pub(crate) fn from_tags(queue: &str, tags: &str) -> Result<Self> {
         let base = QueueKeys::new(queue)?;
         let parts = tags
             .split(' ')

@@ -7,7 +7,7 @@ use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
 use crate::queue::keys::{QueueKeys, validate_token};
 use crate::queue::partitions::{self, Partitions};
 use crate::queue::scripts::{self, EnqueueArg};
-use crate::queue::spread::Spread;
+use crate::queue::spread::{Chunks, Spread};
 use crate::redis::conn::Conn;
 use crate::redis::retry::{Backoff, GiveUp, retrying};
 use futures_util::{Stream, StreamExt, stream};
@@ -299,7 +299,9 @@ impl Producer {
     /// Enqueues prepared jobs, each with a tag of the caller's (an input line number, say),
     /// in chunks of [`BULK_CHUNK`] jobs or [`BULK_CHUNK_BYTES`] with [`BULK_PIPELINE`] calls
     /// in flight; yields one outcome per chunk, in order. Jobs are taken from `jobs` only
-    /// as calls free up, so input of any size streams through in bounded memory.
+    /// as calls free up, so input of any size streams through in bounded memory. For a
+    /// partitioned queue every chunk holds one partition's jobs (gathered per partition,
+    /// a few chunks' worth held back at most), so a chunk is one call.
     ///
     /// A chunk whose call fails is tried again, up to [`CHUNK_TRIES`] calls in all: a
     /// dropped connection or a restarting Redis costs a retry, not the chunk. A retry of a
@@ -312,17 +314,12 @@ impl Producer {
     where
         I: IntoIterator<Item = (T, EnqueueArg)>,
     {
-        let mut jobs = jobs.into_iter().fuse();
-        let chunks = std::iter::from_fn(move || {
-            let (mut tags, mut args, mut bytes) = (Vec::new(), Vec::new(), 0);
-            while args.len() < BULK_CHUNK && bytes < BULK_CHUNK_BYTES {
-                let Some((tag, arg)) = jobs.next() else { break };
-                bytes += arg.envelope.len();
-                tags.push(tag);
-                args.push(arg);
-            }
-            (!args.is_empty()).then_some((tags, args))
-        });
+        let chunks = Chunks::new(
+            jobs.into_iter(),
+            self.spread.clone(),
+            BULK_CHUNK,
+            BULK_CHUNK_BYTES,
+        );
         let producer = self.clone();
         stream::iter(chunks)
             .map(move |(tags, args)| {

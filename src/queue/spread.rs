@@ -120,6 +120,80 @@ impl Spread {
     }
 }
 
+/// A bulk load's jobs in enqueue chunks of at most `max_jobs` jobs or `max_bytes` of
+/// envelopes; for a partitioned queue every chunk holds jobs of one partition only (one
+/// call, not one per partition), gathered per partition as the input comes, and no more
+/// than `4 × max_jobs` jobs held back at once (past that, the fullest partition goes).
+pub(crate) struct Chunks<T, I: Iterator<Item = (T, EnqueueArg)>> {
+    jobs: std::iter::Fuse<I>,
+    spread: Option<Arc<Spread>>,
+    lanes: Vec<Gathered<T>>,
+    held: usize,
+    max_jobs: usize,
+    max_bytes: usize,
+}
+
+struct Gathered<T> {
+    tags: Vec<T>,
+    args: Vec<EnqueueArg>,
+    bytes: usize,
+}
+
+impl<T> Default for Gathered<T> {
+    fn default() -> Self {
+        Self {
+            tags: Vec::new(),
+            args: Vec::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<T, I: Iterator<Item = (T, EnqueueArg)>> Chunks<T, I> {
+    pub(crate) fn new(jobs: I, spread: Option<Arc<Spread>>, max_jobs: usize, max_bytes: usize) -> Self {
+        let lanes = spread.as_ref().map_or(1, |s| s.parts.count());
+        Self {
+            jobs: jobs.fuse(),
+            spread,
+            lanes: (0..lanes).map(|_| Gathered::default()).collect(),
+            held: 0,
+            max_jobs,
+            max_bytes,
+        }
+    }
+
+    fn take(&mut self, lane: usize) -> (Vec<T>, Vec<EnqueueArg>) {
+        let g = std::mem::take(&mut self.lanes[lane]);
+        self.held -= g.args.len();
+        (g.tags, g.args)
+    }
+}
+
+impl<T, I: Iterator<Item = (T, EnqueueArg)>> Iterator for Chunks<T, I> {
+    type Item = (Vec<T>, Vec<EnqueueArg>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while let Some((tag, arg)) = self.jobs.next() {
+            let lane = self.spread.as_ref().map_or(0, |s| s.lane_of(&arg));
+            let g = &mut self.lanes[lane];
+            g.bytes += arg.envelope.len();
+            g.tags.push(tag);
+            g.args.push(arg);
+            self.held += 1;
+            if g.args.len() >= self.max_jobs || g.bytes >= self.max_bytes {
+                return Some(self.take(lane));
+            }
+            if self.held > 4 * self.max_jobs {
+                let fullest = (0..self.lanes.len()).max_by_key(|l| self.lanes[*l].args.len())?;
+                return Some(self.take(fullest));
+            }
+        }
+        // The input is done: what is gathered goes, partition by partition.
+        let lane = (0..self.lanes.len()).find(|l| !self.lanes[*l].args.is_empty())?;
+        Some(self.take(lane))
+    }
+}
+
 /// The job key in an envelope weir wrote (the `key` field, between the header and the
 /// payload), found the way the scripts find it (`job_key` in `scripts/lib.lua`).
 pub(crate) fn key_of(envelope: &[u8]) -> Option<&str> {
@@ -133,7 +207,48 @@ pub(crate) fn key_of(envelope: &[u8]) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::key_of;
+    use super::*;
+
+    fn job(id: String) -> EnqueueArg {
+        let env = format!(
+            r#"{{"attempt":0,"max_attempts":5,"priority":1,"enqueued_at":1,"id":"{id}","kind":"k","payload":1}}"#
+        );
+        EnqueueArg {
+            id,
+            priority: crate::Priority::Normal,
+            delay_ms: 0,
+            run_at_ms: 0,
+            envelope: env.into_bytes(),
+            unique: false,
+            unique_for_ms: 0,
+        }
+    }
+
+    #[test]
+    fn chunks_hold_one_partition_each_and_hold_back_little() {
+        let tags: Vec<String> = (0..4).map(|i| format!("q~{i}")).collect();
+        let spread = Spread::new(Partitions::from_tags("q", &tags.join(" ")).unwrap());
+        let jobs = (0..10_000).map(|i| (i, job(crate::queue::partitions::id_in("x", i % 4))));
+        let mut seen = 0;
+        for (tags, args) in Chunks::new(jobs, Some(spread.clone()), 100, 1 << 20) {
+            let lane = spread.lane_of(&args[0]);
+            assert!(
+                args.iter().all(|a| spread.lane_of(a) == lane),
+                "one partition per chunk"
+            );
+            assert!(args.len() <= 100 && tags.len() == args.len());
+            seen += args.len();
+        }
+        assert_eq!(seen, 10_000);
+        // Unpartitioned: plain chunks in order.
+        let chunks: Vec<_> =
+            Chunks::new((0..250).map(|i| (i, job(format!("j{i}")))), None, 100, 1 << 20).collect();
+        assert_eq!(
+            chunks.iter().map(|c| c.1.len()).collect::<Vec<_>>(),
+            [100, 100, 50]
+        );
+        assert_eq!(chunks[1].0[0], 100);
+    }
 
     #[test]
     fn finds_the_key_before_the_payload_only() {

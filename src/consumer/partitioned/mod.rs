@@ -79,7 +79,7 @@ pub(super) async fn run(
                 conns: conns.clone(),
                 keys: keys.clone(),
             };
-            lane_consumer(&outer, lane)
+            lane_consumer(&outer, lane, parts.lane_count())
         })
         .collect::<Result<Vec<_>>>()?;
     let owner = Owner {
@@ -124,9 +124,12 @@ pub(super) async fn run(
 
 /// The pipeline of one lane: `outer`'s configuration for the lane's keys, its budget, its
 /// tally; per-key limiters of its own (a key lives in one lane).
-fn lane_consumer(outer: &Consumer, lane: Lane) -> Result<Consumer> {
+fn lane_consumer(outer: &Consumer, lane: Lane, lanes: usize) -> Result<Consumer> {
     let mut config = outer.config.clone();
     config.queue = lane.keys.name().to_owned();
+    // Each lane's acker sees a share of the outcomes: under a backlog it lingers as much
+    // longer, so its settle calls stay as large as one queue's would be.
+    config.acker.linger *= lanes as u32;
     Ok(Consumer {
         key_limiters: key_limiters(&config)?,
         config,
