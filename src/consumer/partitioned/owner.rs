@@ -131,10 +131,22 @@ pub(crate) fn home_lanes(live: &[String], me: &str, lanes: usize) -> BTreeSet<us
     (0..lanes)
         .filter(|l| {
             live.iter()
-                .max_by_key(|id| (fnv1a(format!("{id}/{l}").as_bytes()), id.as_str()))
+                .max_by_key(|id| (weight(id, *l), id.as_str()))
                 .is_some_and(|owner| owner == me)
         })
         .collect()
+}
+
+/// Consumer `id`'s rendezvous weight for lane `l`: FNV-1a, then MurmurHash3's finalizer,
+/// so that every bit of the weight depends on every byte (FNV-1a alone barely moves its
+/// high bits, which decide the comparison, on the last bytes: the lane number).
+fn weight(id: &str, l: usize) -> u64 {
+    let mut h = fnv1a(format!("{id}/{l}").as_bytes());
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 #[cfg(test)]
