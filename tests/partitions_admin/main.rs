@@ -1,6 +1,7 @@
 //! The operator surface of a partitioned queue (`weir queue create --partitions P`): every
 //! admin call acts on all the queue's lanes, its partitions and its base, as one queue.
-//! The library's calls against states seeded lane by lane (`calls.rs`, `by_id.rs`).
+//! The library's calls against states seeded lane by lane (`calls.rs`, `by_id.rs`,
+//! `limits.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -9,6 +10,7 @@ mod faults;
 
 mod by_id;
 mod calls;
+mod limits;
 
 use common::{Ctx, State, seed};
 use std::time::Duration;
