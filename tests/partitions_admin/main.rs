@@ -1,7 +1,9 @@
 //! The operator surface of a partitioned queue (`weir queue create --partitions P`): every
-//! admin call acts on all the queue's lanes, its partitions and its base, as one queue.
-//! The library's calls against states seeded lane by lane (`calls.rs`, `by_id.rs`,
-//! `limits.rs`).
+//! admin call and command acts on all the queue's lanes, its partitions and its base, as
+//! one queue. The library's calls against states seeded lane by lane (`calls.rs`,
+//! `by_id.rs`, `limits.rs`), the `weir` commands (`commands.rs`), and stats and the
+//! dead-letter queue on a three-primary Redis Cluster, where the lanes live on different
+//! nodes (`cluster.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,6 +12,8 @@ mod faults;
 
 mod by_id;
 mod calls;
+mod cluster;
+mod commands;
 mod limits;
 
 use common::{Ctx, State, seed};
@@ -18,6 +22,9 @@ use weir::keys::QueueKeys;
 use weir::queue::partitions::Partitions;
 use weir::scripts::{self, Settle};
 use weir::{Conn, NewJob, Producer};
+
+/// A bound on every command and wait: generous for a loaded 2-core machine.
+pub(crate) const T: Duration = Duration::from_secs(60);
 
 /// A fresh queue made partitioned in `n` partitions.
 pub(crate) async fn partitioned(label: &str, n: usize) -> (Ctx, Partitions) {
@@ -89,4 +96,11 @@ pub(crate) async fn bury(conn: &Conn, keys: &QueueKeys, ids: &[&str]) {
 /// One lane's snapshot, read on that lane alone.
 pub(crate) async fn lane_stats(conn: &Conn, keys: &QueueKeys) -> weir::Stats {
     scripts::stats(&mut conn.clone(), keys).await.unwrap()
+}
+
+/// `weir args... --redis-url url`: (exit code, stdout, stderr).
+pub(crate) fn weir(url: &str, args: &[&str]) -> (i32, String, String) {
+    let mut all = args.to_vec();
+    all.extend(["--redis-url", url]);
+    faults::run_weir(&all, None, T)
 }
