@@ -24,6 +24,11 @@
 //! consumer: the fetch script reads them on every call (`fetch.lua`'s `global_grant`), so
 //! they apply at the next fetch. So do the per-key limits, which bind each job key (the
 //! envelope's `key`) on its own.
+//!
+//! A partitioned queue's partitions each hold their share of its fleet-wide limits
+//! (`settings/lanes.rs`): [`Settings::update`] and the clears write them.
+
+mod lanes;
 
 use crate::error::{Error, Result};
 use crate::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
@@ -306,7 +311,8 @@ impl Settings {
     /// Stores `update`'s set fields for `queue` once the settings they make (the stored
     /// ones with `update` on top) pass [`Settings::validate`]; returns those settings. What
     /// `weir limits set` and the web UI's limits form do: nothing is written when the
-    /// result would be refused.
+    /// result would be refused. A partitioned queue's partitions get their share
+    /// ([`Settings::share`]).
     pub async fn update<C: ConnectionLike + Send + Sync>(
         conn: &mut C,
         queue: &str,
@@ -315,13 +321,14 @@ impl Settings {
         let merged = Self::load(conn, queue).await?.merge(update);
         merged.validate()?;
         update.store(conn, queue).await?;
+        lanes::spread(conn, queue).await?;
         Ok(merged)
     }
 
-    /// Removes every setting of `queue`.
+    /// Removes every setting of `queue` (and of its partitions).
     pub async fn clear<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str) -> Result<()> {
         let _: () = conn.del(QueueKeys::new(queue)?.settings()).await?;
-        Ok(())
+        lanes::spread(conn, queue).await
     }
 
     /// Removes some settings of `queue`, leaving the others: each of `which` is a hash
@@ -342,7 +349,7 @@ impl Settings {
         if !fields.is_empty() {
             let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), fields).await?;
         }
-        Ok(())
+        lanes::spread(conn, queue).await
     }
 
     /// Removes the limits of their own of `keys` (they go back to the per-key defaults).
@@ -359,7 +366,7 @@ impl Settings {
         if Self::load(conn, queue).await?.key_overrides.is_empty() {
             let _: () = conn.hdel(&settings, "key_overrides").await?;
         }
-        Ok(())
+        lanes::spread(conn, queue).await
     }
 
     /// The dead-letter cap in force.

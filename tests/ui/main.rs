@@ -9,6 +9,7 @@ mod common;
 
 mod actions;
 mod api;
+mod partitions;
 mod security;
 
 use common::*;

@@ -168,6 +168,9 @@ pub(crate) async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
 #[derive(serde::Serialize)]
 struct DeadListed<'a> {
     id: &'a str,
+    /// A partitioned queue's lane the job is in (left out for other queues).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane: Option<&'a str>,
     dead_at: Timestamp,
     age_ms: u64,
     reason: Option<&'a str>,
@@ -180,11 +183,16 @@ struct DeadListed<'a> {
 async fn list(q: &Queue, limit: usize, offset: usize, as_json: bool) -> weir::Result<()> {
     let now = Timestamp::from(std::time::SystemTime::now());
     let dead = q.dead_jobs(offset, limit).await?;
+    // A partitioned queue's jobs say their lane.
+    let lanes = dead.iter().any(|d| d.lane.is_some());
     let mut rows = vec![vec![
         "ID".to_owned(),
         "DEAD-LETTERED".to_owned(),
         "REASON".to_owned(),
     ]];
+    if lanes {
+        rows[0].insert(1, "LANE".to_owned());
+    }
     for d in &dead {
         let at = Timestamp(d.dead_at_ms);
         if as_json {
@@ -194,6 +202,7 @@ async fn list(q: &Queue, limit: usize, offset: usize, as_json: bool) -> weir::Re
                 .and_then(|e| serde_json::from_str::<&serde_json::value::RawValue>(e).ok());
             json(&DeadListed {
                 id: &d.id,
+                lane: d.lane.as_deref(),
                 dead_at: at,
                 age_ms: at.age(now).as_millis() as u64,
                 reason: d.reason.as_deref(),
@@ -205,11 +214,15 @@ async fn list(q: &Queue, limit: usize, offset: usize, as_json: bool) -> weir::Re
                 },
             })?;
         } else {
-            rows.push(vec![
+            let mut row = vec![
                 d.id.clone(),
                 when(at, now),
                 d.reason.as_deref().unwrap_or("-").to_owned(),
-            ]);
+            ];
+            if lanes {
+                row.insert(1, d.lane.clone().unwrap_or_default());
+            }
+            rows.push(row);
         }
     }
     if !as_json && rows.len() > 1 {

@@ -86,8 +86,13 @@ fn render_page(p: &JobPage) -> String {
             .map(String::from)
             .to_vec(),
     ];
+    // A partitioned queue's jobs say their lane.
+    let lanes = p.jobs.iter().any(|j| j.lane.is_some());
+    if lanes {
+        rows[0].insert(1, "LANE".into());
+    }
     for j in &p.jobs {
-        rows.push(vec![
+        let mut row = vec![
             j.id.clone(),
             j.kind.clone().unwrap_or_else(|| "?".into()),
             attempts(j),
@@ -96,7 +101,11 @@ fn render_page(p: &JobPage) -> String {
                 .as_deref()
                 .map(one_line)
                 .unwrap_or_else(|| "-".into()),
-        ]);
+        ];
+        if lanes {
+            row.insert(1, j.lane.clone().unwrap_or_default());
+        }
+        rows.push(row);
     }
     table(&rows)
 }
@@ -223,7 +232,10 @@ pub(crate) fn report(acted: &JobsActed, as_json: bool) -> weir::Result<ExitCode>
         };
         println!("{} {verb}", count(acted.done.len() as u64, "job"));
         for d in &acted.done {
-            println!("  {} (was {})", d.id, d.from);
+            match &d.lane {
+                Some(lane) => println!("  {} (was {} in lane {lane})", d.id, d.from),
+                None => println!("  {} (was {})", d.id, d.from),
+            }
         }
         for s in &acted.skipped {
             eprintln!("{}: {}", s.id, s.reason);
@@ -242,6 +254,9 @@ fn render_detail(d: &JobDetail) -> String {
     let mut line = |k: &str, v: String| o += &format!("{k:<12}{v}\n");
     line("id", j.id.clone());
     line("queue", d.queue.clone());
+    if let Some(lane) = &j.lane {
+        line("lane", lane.clone());
+    }
     let suspect = if j.suspect { " (suspect: runs alone)" } else { "" };
     line("state", format!("{}{suspect}", j.state));
     line(

@@ -1,13 +1,16 @@
 //! `weir limits`: the queue's settings hash, which binds every consumer of the queue: the
 //! runtime limits a live fleet applies within a second, the global limits the whole fleet
 //! obeys together, and the dead-letter cap. (The limit flags of `weir work` are the
-//! library's `weir::limiter::LimiterOptions`.)
+//! library's `weir::limiter::LimiterOptions`.) A partitioned queue's settings are its
+//! base lane's; each partition holds its share of the fleet-wide ones (`Settings::share`).
 
 use crate::Common;
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
+use weir::keys::QueueKeys;
 use weir::limiter::{Rate, Target};
+use weir::queue::partitions::Partitions;
 use weir::settings::{Cleared, DEFAULT_DEAD_CAP, KeyLimits, RateSetting, Settings};
 
 /// `weir limits`.
@@ -192,7 +195,15 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
             Settings::update(&mut conn, queue, &update).await?;
         }
     }
-    let now = Settings::load(&mut conn, queue).await?;
+    show(&a.common, &mut conn).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `weir limits` prints after any subcommand: the settings stored now, a partitioned
+/// queue's shares, what the fleet holds, and the keys held back the most.
+async fn show(common: &Common, conn: &mut weir::Conn) -> weir::Result<()> {
+    let queue = &common.queue;
+    let now = Settings::load(conn, queue).await?;
     let cap = match now.dead_cap {
         Some(_) => String::new(),
         None => format!(" (dead_cap={DEFAULT_DEAD_CAP}: the default)"),
@@ -202,29 +213,84 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
     } else {
         println!("queue {queue}: {now}{cap}");
     }
+    let parts = Partitions::read(conn, queue).await?;
+    if let Some(p) = &parts {
+        print!("{}", shares(p.count(), &now));
+    }
     if now.global_rate.is_some() || now.global_concurrency.is_some() {
-        print!("{}", fleet(&a.common, &now).await?);
+        print!("{}", fleet(common, &now).await?);
     }
     if now.per_key() {
-        print!("{}", throttled(&mut conn, queue).await?);
+        let lanes: Vec<QueueKeys> = match &parts {
+            Some(p) => p.lanes().cloned().collect(),
+            None => vec![QueueKeys::new(queue)?],
+        };
+        print!("{}", throttled(conn, &lanes).await?);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// What each of a partitioned queue's `parts` partitions holds of the queue's fleet-wide
+/// limits: its share (the base lane holds the queue's own values, shown above).
+fn shares(parts: usize, now: &Settings) -> String {
+    let all: Vec<Settings> = (0..parts).map(|i| now.share(parts, i)).collect();
+    let range = |f: fn(&Settings) -> Option<u64>| {
+        let v: Vec<u64> = all.iter().filter_map(f).collect();
+        let (lo, hi) = (v.iter().min()?, v.iter().max()?);
+        Some(if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo} to {hi}")
+        })
+    };
+    let mut held = Vec::new();
+    if let (Some(r), Some(b)) = (
+        all[0].global_rate,
+        range(|s| s.global_rate.map(|r| u64::from(r.burst))),
+    ) {
+        held.push(format!("global rate {} (burst {b})", r.spec()));
+    }
+    if let Some(c) = range(|s| s.global_concurrency) {
+        held.push(format!("global concurrency {c}"));
+    }
+    if let Some(c) = range(|s| s.dead_cap) {
+        held.push(format!("dead-letter cap {c}"));
+    }
+    let each = match held.is_empty() {
+        true => "no fleet-wide limit to share".to_owned(),
+        false => held.join(", "),
+    };
+    format!(
+        "partitions {parts}, each holding its share: {each}; per-key limits and runtime knobs as the queue's\n"
+    )
 }
 
 /// How many keys `weir limits get` lists among the most held back.
 const TOP_KEYS: isize = 10;
 
-/// The keys whose limits held back the most jobs so far.
-async fn throttled(conn: &mut weir::Conn, queue: &str) -> weir::Result<String> {
-    let key = weir::keys::QueueKeys::new(queue)?.key_throttled();
-    let top: Vec<(String, f64)> = redis::cmd("ZRANGE")
-        .arg(&key)
-        .arg(0)
-        .arg(TOP_KEYS - 1)
-        .arg("REV")
-        .arg("WITHSCORES")
-        .query_async(conn)
-        .await?;
+/// The keys whose limits held back the most jobs so far, over `lanes` (the queue, or a
+/// partitioned queue's lanes: a key's jobs are mostly in one of them).
+async fn throttled(conn: &mut weir::Conn, lanes: &[QueueKeys]) -> weir::Result<String> {
+    // In the order the lanes list them (ties keep it), summed per key.
+    let mut top: Vec<(String, f64)> = Vec::new();
+    for lane in lanes {
+        let got: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(lane.key_throttled())
+            .arg(0)
+            .arg(TOP_KEYS - 1)
+            .arg("REV")
+            .arg("WITHSCORES")
+            .query_async(conn)
+            .await?;
+        for (k, n) in got {
+            match top.iter_mut().find(|(t, _)| *t == k) {
+                Some(t) => t.1 += n,
+                None => top.push((k, n)),
+            }
+        }
+    }
+    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+    top.truncate(TOP_KEYS as usize);
     if top.is_empty() {
         return Ok("keys held back: none so far\n".into());
     }

@@ -70,6 +70,11 @@ fn render_queues(list: &QueueList) -> String {
     if with_rates {
         rows[0].extend(["ENQUEUED/S", "ACKED/S", "FAILED/S"].map(String::from));
     }
+    // Partitioned queues' figures are summed over their lanes; the column says how many.
+    let partitioned = list.queues.iter().any(|q| q.partitions.is_some());
+    if partitioned {
+        rows[0].push("PARTITIONS".into());
+    }
     for q in &list.queues {
         let r = &q.ready;
         let mut row = vec![
@@ -93,6 +98,9 @@ fn render_queues(list: &QueueList) -> String {
                 f(rt.acked_per_s),
                 f(rt.retried_per_s + rt.dead_per_s),
             ]);
+        }
+        if partitioned {
+            row.push(q.partitions.map_or("-".into(), |p| p.to_string()));
         }
         rows.push(row);
     }

@@ -1,4 +1,5 @@
-//! `weir stats`: the queue's sizes and counters, as text or JSON, once or refreshing.
+//! `weir stats`: the queue's sizes and counters, as text or JSON, once or refreshing; a
+//! partitioned queue's summed over its lanes, and with `--partitions` lane by lane.
 
 use crate::output::count;
 use crate::{Common, parse_duration};
@@ -25,41 +26,40 @@ pub(crate) struct StatsArgs {
     /// Stop after this many refreshes with --watch (default: until interrupted).
     #[arg(long)]
     pub count: Option<u64>,
+    /// A partitioned queue: also a table of each lane (its partitions, then its base).
+    #[arg(long)]
+    pub partitions: bool,
+}
+
+/// The queue's snapshot, and each lane's if it is partitioned (a partitioned queue has
+/// two lanes at least: a partition and its base).
+async fn read(q: &weir::Queue) -> weir::Result<(Stats, Option<Vec<(String, Stats)>>)> {
+    let lanes = q.stats_by_lane().await?;
+    let total = Stats::sum(lanes.iter().map(|(_, s)| s));
+    Ok((total, (lanes.len() > 1).then_some(lanes)))
 }
 
 pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
     let q = a.common.queue_handle().await?;
     let mut conn = a.common.redis()?.connect().await?;
     if !a.watch {
-        let s = q.stats().await?;
+        let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
         if a.json {
-            let global = serde_json::json!({
-                "rate": limits.global_rate.map(|r| r.spec()),
-                "burst": limits.global_rate.map(|r| r.burst),
-                "concurrency": limits.global_concurrency,
-            });
-            let per_key = serde_json::json!({
-                "rate": limits.key_rate.map(|r| r.spec()),
-                "burst": limits.key_rate.map(|r| r.burst),
-                "concurrency": limits.key_concurrency,
-                "keys_with_own_limits": limits.key_overrides.len(),
-            });
             println!(
                 "{}",
-                serde_json::to_string(
-                    &serde_json::json!({ "queue": a.common.queue, "stats": s, "global_limits": global, "per_key_limits": per_key })
-                )?
+                serde_json::to_string(&as_json(&a.common.queue, &s, &limits, lanes.as_deref()))?
             );
         } else {
             print!("{}", render(&a.common.queue, &s, &limits, None));
+            print!("{}", render_lanes(lanes.as_deref(), a.partitions));
         }
         return Ok(ExitCode::SUCCESS);
     }
     let mut prev: Option<(Stats, std::time::Instant)> = None;
     let mut shown = 0u64;
     loop {
-        let s = q.stats().await?;
+        let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
         let now = std::time::Instant::now();
         let rates = prev
@@ -69,8 +69,9 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
         // Clear the screen and home the cursor, then draw the frame.
         let _ = write!(
             out,
-            "\x1b[2J\x1b[H{}",
-            render(&a.common.queue, &s, &limits, rates.as_ref())
+            "\x1b[2J\x1b[H{}{}",
+            render(&a.common.queue, &s, &limits, rates.as_ref()),
+            render_lanes(lanes.as_deref(), a.partitions)
         );
         let _ = out.flush();
         prev = Some((s, now));
@@ -83,6 +84,92 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
     }
+}
+
+/// What `weir stats --json` prints (docs/cli-json.md).
+fn as_json(
+    queue: &str,
+    s: &Stats,
+    limits: &Settings,
+    lanes: Option<&[(String, Stats)]>,
+) -> serde_json::Value {
+    let global = serde_json::json!({
+        "rate": limits.global_rate.map(|r| r.spec()),
+        "burst": limits.global_rate.map(|r| r.burst),
+        "concurrency": limits.global_concurrency,
+    });
+    let per_key = serde_json::json!({
+        "rate": limits.key_rate.map(|r| r.spec()),
+        "burst": limits.key_rate.map(|r| r.burst),
+        "concurrency": limits.key_concurrency,
+        "keys_with_own_limits": limits.key_overrides.len(),
+    });
+    let partitions = lanes.map(|l| {
+        l.iter()
+            .map(|(lane, s)| serde_json::json!({ "lane": lane, "stats": s }))
+            .collect::<Vec<_>>()
+    });
+    let mut v = serde_json::json!({
+        "queue": queue, "stats": s, "global_limits": global, "per_key_limits": per_key,
+    });
+    // Only a partitioned queue's answer has its lanes: another's stays as it was.
+    if let Some(p) = partitions {
+        v["partitions"] = p.into();
+    }
+    v
+}
+
+/// A partitioned queue's lanes: a line, or (`table`) a row each.
+fn render_lanes(lanes: Option<&[(String, Stats)]>, table: bool) -> String {
+    let Some(lanes) = lanes else {
+        return if table {
+            "partitions none: the queue is not partitioned\n".into()
+        } else {
+            String::new()
+        };
+    };
+    let parts = lanes.len() - 1;
+    if !table {
+        return format!("partitions {parts} and the base (weir stats --partitions shows each)\n");
+    }
+    let head = [
+        "LANE",
+        "READY",
+        "DELAYED",
+        "IN FLIGHT",
+        "DEAD",
+        "PAUSED",
+        "OLDEST",
+        "ENQUEUED",
+        "ACKED",
+    ];
+    let mut rows = vec![head.map(String::from).to_vec()];
+    for (i, (lane, s)) in lanes.iter().enumerate() {
+        let counter = |k: &str| s.counters.get(k).copied().unwrap_or(0).to_string();
+        let name = if i == parts {
+            format!("{lane} (base)")
+        } else {
+            lane.clone()
+        };
+        rows.push(vec![
+            name,
+            s.ready_total().to_string(),
+            s.delayed.to_string(),
+            s.in_flight.to_string(),
+            s.dead.to_string(),
+            if s.paused { "yes" } else { "no" }.into(),
+            match s.ready_total() {
+                0 => "-".into(),
+                _ => crate::output::age(Duration::from_millis(s.oldest_ready_age_ms)),
+            },
+            counter("enqueued"),
+            counter("acked"),
+        ]);
+    }
+    format!(
+        "partitions {parts} and the base:\n{}",
+        crate::output::table(&rows)
+    )
 }
 
 /// Per-second rates from two snapshots' counters.

@@ -1,5 +1,6 @@
 //! Jobs one at a time or a page at a time: listing by state, showing, deleting, running
-//! now, and the filtered bulk actions on the dead-letter queue.
+//! now, and the filtered bulk actions on the dead-letter queue. A partitioned queue's go
+//! over its lanes (`lane_jobs.rs`).
 
 use super::Queue;
 use super::types::{
@@ -7,8 +8,9 @@ use super::types::{
     JobsActed, LeaseInfo, Timestamp,
 };
 use crate::error::{Error, Result};
-use crate::queue::keys::validate_token;
+use crate::queue::keys::{QueueKeys, validate_token};
 use crate::queue::scripts::{self, PageEntry, Shown};
+use crate::redis::conn::Conn;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -30,7 +32,7 @@ struct Head {
 }
 
 /// What the scripts say of one job, before it becomes a [`JobSummary`].
-struct Raw<'a> {
+pub(super) struct Raw<'a> {
     id: &'a str,
     state: JobState,
     envelope: Option<&'a str>,
@@ -41,7 +43,7 @@ struct Raw<'a> {
 }
 
 impl Raw<'_> {
-    fn summary(&self, now: Timestamp) -> JobSummary {
+    pub(super) fn summary(&self, now: Timestamp) -> JobSummary {
         let head = self.envelope.and_then(|e| serde_json::from_str::<Head>(e).ok());
         let at = |s: JobState| self.score.filter(|_| self.state == s).map(Timestamp);
         let enqueued_at = head.as_ref().map(|h| Timestamp(h.enqueued_at));
@@ -62,13 +64,14 @@ impl Raw<'_> {
             last_error: self.error.map(str::to_owned),
             worker: self.mark.map(|m| m.strip_suffix(":s").unwrap_or(m).to_owned()),
             suspect: self.suspect || self.mark.is_some_and(|m| m.ends_with(":s")),
+            lane: None,
         }
     }
 }
 
 /// A page cursor: where the next page starts (see `jobs_page.lua`). Written as the
 /// offsets joined by dots; opaque to callers.
-fn parse_cursor(state: JobState, cursor: Option<&str>) -> Result<[u64; 3]> {
+pub(super) fn parse_cursor(state: JobState, cursor: Option<&str>) -> Result<[u64; 3]> {
     let Some(c) = cursor else { return Ok([0; 3]) };
     let bad = || {
         Error::Config(format!(
@@ -87,7 +90,7 @@ fn parse_cursor(state: JobState, cursor: Option<&str>) -> Result<[u64; 3]> {
     }
 }
 
-fn format_cursor(state: JobState, o: [u64; 3]) -> String {
+pub(super) fn format_cursor(state: JobState, o: [u64; 3]) -> String {
     match state {
         JobState::Delayed => format!("{}.{}.{}", o[0], o[1], o[2]),
         _ => o[0].to_string(),
@@ -95,7 +98,7 @@ fn format_cursor(state: JobState, o: [u64; 3]) -> String {
 }
 
 /// The state a script names, or `None` for `missing`.
-fn state_of(script: &'static str, s: &str) -> Result<Option<JobState>> {
+pub(super) fn state_of(script: &'static str, s: &str) -> Result<Option<JobState>> {
     match s {
         "missing" => Ok(None),
         other => JobState::parse(other).map(Some).ok_or_else(|| Error::Reply {
@@ -127,6 +130,9 @@ impl Queue {
         if let Some(k) = kind {
             validate_token("job kind", k, crate::queue::envelope::MAX_ID_LEN)?;
         }
+        if let Some(p) = self.partitions().await? {
+            return self.lane_jobs(&p, state, kind, limit, cursor).await;
+        }
         let offsets = parse_cursor(state, cursor)?;
         let window = if kind.is_some() { KIND_WINDOW } else { limit };
         let page = scripts::jobs_page(
@@ -156,8 +162,12 @@ impl Queue {
         })
     }
 
-    /// One job, wherever it is; `None` if there is no job `id` in the queue.
+    /// One job, wherever it is (in a partitioned queue, in whichever lane; its likeliest
+    /// first); `None` if there is no job `id` in the queue.
     pub async fn job(&self, id: &str) -> Result<Option<JobDetail>> {
+        if let Some(p) = self.partitions().await? {
+            return self.lane_job(&p, id).await;
+        }
         let s = scripts::job_show(&mut self.conn.clone(), &self.keys, id).await?;
         let Some(state) = state_of("job_show", &s.state)? else {
             return Ok(None);
@@ -170,15 +180,15 @@ impl Queue {
     /// it is neither retried nor dead-lettered: its lease is gone (its consumer logs it as
     /// a lost lease). Deleting a ready job costs O(length of its ready list) (LREM).
     pub async fn delete_jobs(&self, ids: &[String], only_dead: bool) -> Result<JobsActed> {
+        if let Some(p) = self.partitions().await? {
+            return self.lane_delete(&p, ids, only_dead).await;
+        }
         let got = scripts::jobs_delete(&mut self.conn.clone(), &self.keys, only_dead, ids).await?;
         let mut out = self.acted("delete");
         for (id, state) in got {
             match state_of("jobs_delete", &state)? {
-                Some(from) => out.done.push(JobMoved { id, from }),
-                None if only_dead => out
-                    .skipped
-                    .push(skipped(id, None, "not in the dead-letter queue")),
-                None => out.skipped.push(skipped(id, None, "no such job")),
+                Some(from) => out.done.push(JobMoved { id, from, lane: None }),
+                None => out.skipped.push(not_found(id, only_dead)),
             }
         }
         Ok(out)
@@ -188,22 +198,22 @@ impl Queue {
     /// job keeps its attempt count, a dead one starts afresh (as a requeue). Jobs ready or
     /// in flight are left as they are and reported as skipped.
     pub async fn run_now(&self, ids: &[String]) -> Result<JobsActed> {
+        if let Some(p) = self.partitions().await? {
+            return self.lane_run_now(&p, ids).await;
+        }
         let mut out = self.acted("run_now");
         for id in ids {
             let state = scripts::job_run_now(&mut self.conn.clone(), &self.keys, id).await?;
             let id = id.clone();
-            match state_of("job_run_now", &state)? {
-                Some(from @ (JobState::Delayed | JobState::Dead)) => out.done.push(JobMoved { id, from }),
-                Some(s) => out.skipped.push(skipped(id, Some(s), &format!("already {s}"))),
-                None => out.skipped.push(skipped(id, None, "no such job")),
-            }
+            ran_now(&mut out, id, state_of("job_run_now", &state)?, None);
         }
         Ok(out)
     }
 
     /// Requeues (`requeue`: to the back of ready, with a fresh attempt count) or deletes
     /// every dead-lettered job of `kind` (if given) dead-lettered at least `older_than`
-    /// ago (if given), oldest first, a bounded window per call.
+    /// ago (if given), oldest first, a bounded window per call (on every lane of a
+    /// partitioned queue).
     pub async fn dead_where(
         &self,
         requeue: bool,
@@ -214,25 +224,17 @@ impl Queue {
             validate_token("job kind", k, crate::queue::envelope::MAX_ID_LEN)?;
         }
         let min_age = older_than.map_or(0, |d| (d.as_millis() as u64).max(1));
-        let (mut rank, mut count) = (0, 0);
-        loop {
-            let mut conn = self.conn.clone();
-            let step = scripts::dlq_bulk(
-                &mut conn,
-                &self.keys,
-                requeue,
-                rank,
-                BULK_WINDOW,
-                min_age,
-                kind.unwrap_or(""),
-            )
-            .await?;
-            count += step.acted;
-            rank = step.next;
-            if step.done {
-                break;
+        let kind_arg = kind.unwrap_or("");
+        let count = match self.partitions().await? {
+            None => bulk(&self.conn, &self.keys, requeue, min_age, kind_arg).await?,
+            Some(p) => {
+                let each = self.each_lane(
+                    &p,
+                    |c, k| async move { bulk(&c, k, requeue, min_age, kind_arg).await },
+                );
+                each.await?.into_iter().sum()
             }
-        }
+        };
         Ok(BulkActed {
             version: JSON_VERSION,
             queue: self.keys.name().to_owned(),
@@ -243,7 +245,7 @@ impl Queue {
         })
     }
 
-    fn acted(&self, action: &'static str) -> JobsActed {
+    pub(super) fn acted(&self, action: &'static str) -> JobsActed {
         JobsActed {
             version: JSON_VERSION,
             queue: self.keys.name().to_owned(),
@@ -254,7 +256,39 @@ impl Queue {
     }
 }
 
-fn skipped(id: String, state: Option<JobState>, reason: &str) -> JobSkipped {
+/// The requeue or delete of the dead-lettered jobs one filter takes, on one lane, window
+/// after window; returns how many.
+async fn bulk(conn: &Conn, keys: &QueueKeys, requeue: bool, min_age: u64, kind: &str) -> Result<u64> {
+    let (mut rank, mut count) = (0, 0);
+    loop {
+        let mut c = conn.clone();
+        let step = scripts::dlq_bulk(&mut c, keys, requeue, rank, BULK_WINDOW, min_age, kind).await?;
+        count += step.acted;
+        rank = step.next;
+        if step.done {
+            return Ok(count);
+        }
+    }
+}
+
+/// What run-now did to `id`, found in `state` (`None`: no such job) in `lane`.
+pub(super) fn ran_now(out: &mut JobsActed, id: String, state: Option<JobState>, lane: Option<String>) {
+    match state {
+        Some(from @ (JobState::Delayed | JobState::Dead)) => out.done.push(JobMoved { id, from, lane }),
+        Some(s) => out.skipped.push(skipped(id, Some(s), &format!("already {s}"))),
+        None => out.skipped.push(skipped(id, None, "no such job")),
+    }
+}
+
+/// An id a delete found in no lane.
+pub(super) fn not_found(id: String, only_dead: bool) -> JobSkipped {
+    match only_dead {
+        true => skipped(id, None, "not in the dead-letter queue"),
+        false => skipped(id, None, "no such job"),
+    }
+}
+
+pub(super) fn skipped(id: String, state: Option<JobState>, reason: &str) -> JobSkipped {
     JobSkipped {
         id,
         state,
@@ -262,7 +296,7 @@ fn skipped(id: String, state: Option<JobState>, reason: &str) -> JobSkipped {
     }
 }
 
-fn entry(state: JobState, e: &PageEntry) -> Raw<'_> {
+pub(super) fn entry(state: JobState, e: &PageEntry) -> Raw<'_> {
     Raw {
         id: &e.id,
         state,
@@ -274,7 +308,7 @@ fn entry(state: JobState, e: &PageEntry) -> Raw<'_> {
     }
 }
 
-fn detail(queue: &str, id: &str, state: JobState, s: Shown) -> JobDetail {
+pub(super) fn detail(queue: &str, id: &str, state: JobState, s: Shown) -> JobDetail {
     let now = Timestamp(s.now_ms);
     let raw = Raw {
         id,
@@ -323,59 +357,4 @@ fn detail(queue: &str, id: &str, state: JobState, s: Shown) -> JobDetail {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursors_round_trip_and_bad_ones_are_refused() {
-        assert_eq!(parse_cursor(JobState::Ready, None).unwrap(), [0, 0, 0]);
-        let o = [3, 0, 7];
-        let c = format_cursor(JobState::Delayed, o);
-        assert_eq!(c, "3.0.7");
-        assert_eq!(parse_cursor(JobState::Delayed, Some(&c)).unwrap(), o);
-        assert_eq!(parse_cursor(JobState::Dead, Some("12")).unwrap(), [12, 0, 0]);
-        for (state, bad) in [
-            (JobState::Dead, "1.2.3"),
-            (JobState::Delayed, "4"),
-            (JobState::Ready, "x"),
-            (JobState::Ready, ""),
-            (JobState::InFlight, "-1"),
-        ] {
-            let e = parse_cursor(state, Some(bad)).unwrap_err().to_string();
-            assert!(e.contains("invalid cursor"), "{state} {bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn a_summary_reads_the_header_and_strips_the_suspect_mark() {
-        let env = r#"{"attempt":2,"max_attempts":5,"priority":0,"enqueued_at":1000,"id":"a","kind":"mail","payload":{}}"#;
-        let raw = Raw {
-            id: "a",
-            state: JobState::InFlight,
-            envelope: Some(env),
-            score: Some(9000),
-            error: Some("boom"),
-            mark: Some("00ff:s"),
-            suspect: false,
-        };
-        let s = raw.summary(Timestamp(4000));
-        assert_eq!(s.kind.as_deref(), Some("mail"));
-        assert_eq!(
-            (s.attempt, s.max_attempts, s.priority),
-            (Some(2), Some(5), Some("high"))
-        );
-        assert_eq!(
-            (s.age_ms, s.lease_deadline, s.due_at),
-            (Some(3000), Some(Timestamp(9000)), None)
-        );
-        assert_eq!(s.worker.as_deref(), Some("00ff"));
-        assert!(s.suspect);
-        let bad = Raw {
-            envelope: Some("{not json"),
-            mark: None,
-            ..raw
-        };
-        let s = bad.summary(Timestamp(4000));
-        assert_eq!((s.kind, s.attempt, s.worker), (None, None, None));
-    }
-}
+mod tests;

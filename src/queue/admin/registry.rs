@@ -4,11 +4,14 @@
 //! stores its jobs, so it is found without `KEYS` or `SCAN`. Queues created before the
 //! registry existed are found once by a SCAN of the key space ([`Queues::rescan`]), which
 //! records that it ran (`keys::QUEUES_SCANNED`); [`Queues::list`] runs it the first time.
+//!
+//! A partitioned queue is listed once, by its name, with its figures summed over its
+//! lanes; a lane's tag (`Q~3`) found in the registry is taken for its queue's name.
 
 use super::Queue;
 use super::types::{JSON_VERSION, QueueList, QueueSummary, Rates, ReadyCounts, Timestamp};
 use crate::error::Result;
-use crate::queue::keys::{QUEUES, QUEUES_SCANNED, queue_of_key};
+use crate::queue::keys::{QUEUES, QUEUES_SCANNED, QueueKeys, queue_of_key};
 use crate::queue::scripts::Stats;
 use crate::redis::conn::Conn;
 use std::collections::BTreeSet;
@@ -35,13 +38,21 @@ impl Queues {
         Self { conn }
     }
 
-    /// The registered queue names, sorted.
+    /// The registered queue names, sorted. A partition's tag stands for its queue (a
+    /// producer writing to one lane registers the tag).
     pub async fn names(&self) -> Result<Vec<String>> {
         let names: BTreeSet<String> = redis::cmd("SMEMBERS")
             .arg(QUEUES)
             .query_async(&mut self.conn.clone())
             .await?;
-        Ok(names.into_iter().collect())
+        let queues: BTreeSet<String> = names
+            .into_iter()
+            .map(|n| match QueueKeys::new(&n) {
+                Ok(k) if k.is_partition() => k.base_name().to_owned(),
+                _ => n,
+            })
+            .collect();
+        Ok(queues.into_iter().collect())
     }
 
     /// Whether the one-off SCAN for queues older than the registry has run.
@@ -121,7 +132,7 @@ impl Queues {
             .map(|n| Queue::new(self.conn.clone(), n))
             .collect::<Result<Vec<_>>>()?;
         let first = read_all(&handles).await?;
-        let mut queues: Vec<QueueSummary> = first.iter().map(|(q, s)| summary(q, s)).collect();
+        let mut queues: Vec<QueueSummary> = first.iter().map(summary).collect();
         if let Some(window) = rate_window.filter(|w| !w.is_zero()) {
             let at = Instant::now();
             tokio::time::sleep(window).await;
@@ -130,9 +141,9 @@ impl Queues {
             queues = first
                 .iter()
                 .zip(&second)
-                .map(|((_, a), (q, b))| QueueSummary {
-                    rates: Some(Rates::between(&a.counters, &b.counters, took)),
-                    ..summary(q, b)
+                .map(|(a, b)| QueueSummary {
+                    rates: Some(Rates::between(&a.1.counters, &b.1.counters, took)),
+                    ..summary(b)
                 })
                 .collect();
         }
@@ -144,16 +155,20 @@ impl Queues {
     }
 }
 
+/// One queue's read: its name, its stats, its partition count if it is partitioned.
+type Read = (String, Stats, Option<usize>);
+
 /// Every queue's stats, read concurrently (pipelined on the shared connection).
-async fn read_all(handles: &[Queue]) -> Result<Vec<(String, Stats)>> {
+async fn read_all(handles: &[Queue]) -> Result<Vec<Read>> {
     let reads = handles.iter().map(|q| async move {
-        let s = q.stats().await?;
-        Ok::<_, crate::Error>((q.keys().name().to_owned(), s))
+        let parts = q.partitions().await?;
+        let s = q.stats_of(parts.as_ref()).await?;
+        Ok::<_, crate::Error>((q.keys().name().to_owned(), s, parts.map(|p| p.count())))
     });
     futures_util::future::try_join_all(reads).await
 }
 
-fn summary(name: &str, s: &Stats) -> QueueSummary {
+fn summary((name, s, partitions): &Read) -> QueueSummary {
     QueueSummary {
         name: name.to_owned(),
         ready: ReadyCounts {
@@ -169,5 +184,6 @@ fn summary(name: &str, s: &Stats) -> QueueSummary {
         oldest_ready_age_ms: s.oldest_ready_age_ms,
         rates: None,
         counters: s.counters.clone(),
+        partitions: *partitions,
     }
 }

@@ -6,7 +6,8 @@
 //! Conventions: times are RFC 3339 strings in UTC with milliseconds
 //! (`"2026-12-02T00:00:00.000Z"`, Redis's clock), durations are whole milliseconds in
 //! fields ending `_ms`, rates are per second in fields ending `_per_s`, absent values are
-//! `null`.
+//! `null`. The fields only a partitioned queue has (`lane`, `partitions`) are left out of
+//! the answers about other queues, which stay as they were.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -184,6 +185,10 @@ pub struct QueueSummary {
     /// Lifetime counters (enqueued, fetched, acked, retried, deferred, dead, reclaimed,
     /// trimmed, deleted), as stored.
     pub counters: BTreeMap<String, u64>,
+    /// A partitioned queue's partition count (its figures are sums over its lanes); left
+    /// out for a queue that is not partitioned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<usize>,
 }
 
 /// The answer of `weir queues`.
@@ -229,6 +234,10 @@ pub struct JobSummary {
     pub worker: Option<String>,
     /// A suspect: it was running when a consumer died, and will run alone.
     pub suspect: bool,
+    /// The lane of a partitioned queue it is in (a partition's tag, or the queue's name for
+    /// its base); left out for a queue that is not partitioned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// A page of `weir jobs`.
@@ -318,6 +327,9 @@ pub struct JobMoved {
     pub id: String,
     /// The state it was in.
     pub from: JobState,
+    /// The lane it was in, as [`JobSummary::lane`] (left out likewise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// A job an action left alone.

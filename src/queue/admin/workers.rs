@@ -11,7 +11,9 @@
 use super::Queue;
 use super::types::{JSON_VERSION, Timestamp, Worker, WorkerList};
 use crate::error::Result;
-use std::collections::HashMap;
+use crate::queue::keys::QueueKeys;
+use crate::redis::conn::Conn;
+use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
 /// Most workers one listing returns.
@@ -65,44 +67,86 @@ fn host_name() -> String {
 
 impl Queue {
     /// The live consumers of this queue (at most [`MAX_WORKERS`]), oldest entry first.
-    /// Two round trips: the registry, then the records.
+    /// Two round trips: the registry, then the records. A partitioned queue's consumers
+    /// register on each lane they serve: their entries are merged by worker id (one
+    /// process serving several lanes under one id is one worker, holding the sum of what
+    /// its entries hold).
     pub async fn workers(&self) -> Result<WorkerList> {
-        let mut conn = self.conn.clone();
-        let ((secs, micros), entries): ((u64, u64), Vec<(String, u64)>) = redis::pipe()
-            .cmd("TIME")
-            .cmd("ZRANGE")
-            .arg(self.keys.workers())
-            .arg(0)
-            .arg(MAX_WORKERS - 1)
-            .arg("WITHSCORES")
-            .query_async(&mut conn)
-            .await?;
-        let now = secs * 1000 + micros / 1000;
-        let live: Vec<(String, u64)> = entries.into_iter().filter(|(_, exp)| *exp >= now).collect();
-        let mut p = redis::pipe();
-        for (id, _) in &live {
-            p.cmd("HGETALL").arg(self.keys.worker(id));
-        }
-        let records: Vec<HashMap<String, String>> = if live.is_empty() {
-            Vec::new()
-        } else {
-            p.query_async(&mut conn).await?
+        let (now, workers) = match self.partitions().await? {
+            None => registry(&self.conn, &self.keys).await?,
+            Some(p) => {
+                let lanes = self.each_lane(&p, |c, k| async move { registry(&c, k).await });
+                let lanes = lanes.await?;
+                let now = lanes.iter().map(|(t, _)| *t).max().unwrap_or(Timestamp(0));
+                (now, merge(lanes.into_iter().flat_map(|(_, w)| w)))
+            }
         };
-        let workers = live
-            .into_iter()
-            .zip(records)
-            .filter(|(_, r)| !r.is_empty())
-            .map(|((id, exp), r)| worker(id, exp, &r))
-            .collect();
         Ok(WorkerList {
             version: JSON_VERSION,
             queue: self.keys.name().to_owned(),
-            now: Timestamp(now),
+            now,
             workers,
         })
     }
 }
 
+/// One lane's registry: Redis's time and the live workers, oldest entry first.
+async fn registry(conn: &Conn, keys: &QueueKeys) -> Result<(Timestamp, Vec<Worker>)> {
+    let mut conn = conn.clone();
+    let ((secs, micros), entries): ((u64, u64), Vec<(String, u64)>) = redis::pipe()
+        .cmd("TIME")
+        .cmd("ZRANGE")
+        .arg(keys.workers())
+        .arg(0)
+        .arg(MAX_WORKERS - 1)
+        .arg("WITHSCORES")
+        .query_async(&mut conn)
+        .await?;
+    let now = secs * 1000 + micros / 1000;
+    let live: Vec<(String, u64)> = entries.into_iter().filter(|(_, exp)| *exp >= now).collect();
+    let mut p = redis::pipe();
+    for (id, _) in &live {
+        p.cmd("HGETALL").arg(keys.worker(id));
+    }
+    let records: Vec<HashMap<String, String>> = if live.is_empty() {
+        Vec::new()
+    } else {
+        p.query_async(&mut conn).await?
+    };
+    let workers = live
+        .into_iter()
+        .zip(records)
+        .filter(|(_, r)| !r.is_empty())
+        .map(|((id, exp), r)| worker(id, exp, &r))
+        .collect();
+    Ok((Timestamp(now), workers))
+}
+
+/// The entries of several lanes, one per worker id: the jobs running and leased added,
+/// the concurrency limit the highest entry's (the lanes of one process share its limit),
+/// the earliest start, the latest beat and expiry; oldest entry first.
+fn merge(entries: impl Iterator<Item = Worker>) -> Vec<Worker> {
+    let mut by_id: BTreeMap<String, Worker> = BTreeMap::new();
+    for w in entries {
+        match by_id.get_mut(&w.id) {
+            None => {
+                by_id.insert(w.id.clone(), w);
+            }
+            Some(m) => {
+                m.running += w.running;
+                m.leased += w.leased;
+                m.concurrency_limit = m.concurrency_limit.max(w.concurrency_limit);
+                m.started_at = m.started_at.min(w.started_at);
+                m.last_beat = m.last_beat.max(w.last_beat);
+                m.expires_at = m.expires_at.max(w.expires_at);
+            }
+        }
+    }
+    let mut out: Vec<Worker> = by_id.into_values().collect();
+    out.sort_by(|a, b| (a.expires_at, &a.id).cmp(&(b.expires_at, &b.id)));
+    out.truncate(MAX_WORKERS);
+    out
+}
 fn worker(id: String, expires_ms: u64, r: &HashMap<String, String>) -> Worker {
     let num = |k: &str| r.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     let text = |k: &str| r.get(k).cloned().unwrap_or_default();
@@ -117,5 +161,46 @@ fn worker(id: String, expires_ms: u64, r: &HashMap<String, String>) -> Worker {
         leased: num("leased"),
         last_beat: Timestamp(num("last_beat_ms")),
         expires_at: Timestamp(expires_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, limit: u64, running: u64, leased: u64, beat: u64) -> Worker {
+        Worker {
+            id: id.into(),
+            host: "h".into(),
+            pid: 7,
+            weir_version: "0".into(),
+            started_at: Timestamp(beat - 100),
+            concurrency_limit: limit,
+            running,
+            leased,
+            last_beat: Timestamp(beat),
+            expires_at: Timestamp(beat + 3000),
+        }
+    }
+
+    #[test]
+    fn one_process_on_several_lanes_is_one_worker() {
+        let got = merge(
+            [
+                entry("b", 8, 1, 2, 2000),
+                entry("a", 16, 3, 4, 1000),
+                entry("b", 8, 5, 6, 1500),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            (got[0].id.as_str(), got[1].id.as_str()),
+            ("a", "b"),
+            "oldest entry first"
+        );
+        let b = &got[1];
+        assert_eq!((b.running, b.leased, b.concurrency_limit), (6, 8, 8));
+        assert_eq!((b.started_at, b.last_beat), (Timestamp(1400), Timestamp(2000)));
     }
 }

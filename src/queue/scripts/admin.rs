@@ -22,6 +22,9 @@ pub struct DeadJob {
     pub envelope: Option<String>,
     /// The reason or last error.
     pub reason: Option<String>,
+    /// The lane of a partitioned queue it is in (a partition's tag, or the queue's name for
+    /// its base); `None` for a queue that is not partitioned. `Queue::dead_jobs` sets it.
+    pub lane: Option<String>,
 }
 
 /// Lists dead-lettered jobs, newest first.
@@ -47,6 +50,7 @@ pub async fn dlq_list<C: ConnectionLike>(
             dead_at_ms: as_u64("dlq_list", &at)?,
             envelope: opt_string(env),
             reason: opt_string(reason),
+            lane: None,
         });
     }
     Ok(out)
@@ -122,6 +126,29 @@ impl Stats {
     /// Jobs still to be done: ready, delayed or leased.
     pub fn pending(&self) -> u64 {
         self.ready_total() + self.delayed + self.in_flight
+    }
+
+    /// The snapshot of a partitioned queue from its lanes' (`queue/partitions.rs`): sizes,
+    /// counters and dead-letter caps added, paused if any lane is, the oldest ready job's
+    /// age the oldest of any lane.
+    pub fn sum<'a>(lanes: impl IntoIterator<Item = &'a Stats>) -> Stats {
+        let mut s = Stats::default();
+        for l in lanes {
+            for (a, b) in s.ready.iter_mut().zip(l.ready) {
+                *a += b;
+            }
+            s.delayed += l.delayed;
+            s.in_flight += l.in_flight;
+            s.dead += l.dead;
+            s.deferred += l.deferred;
+            s.dead_cap += l.dead_cap;
+            s.paused |= l.paused;
+            s.oldest_ready_age_ms = s.oldest_ready_age_ms.max(l.oldest_ready_age_ms);
+            for (k, v) in &l.counters {
+                *s.counters.entry(k.clone()).or_default() += v;
+            }
+        }
+        s
     }
 
     /// Publishes this snapshot as the queue's gauges (and the trimmed counter). It lives

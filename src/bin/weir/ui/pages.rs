@@ -109,6 +109,7 @@ fn overview_body(list: &QueueList, flash: Markup) -> Markup {
                             td {
                                 a href=(queue_link(&q.name, "ready")) { (q.name) }
                                 @if q.paused { " " span.badge.paused { "paused" } }
+                                @if let Some(n) = q.partitions { " " span.badge { (n) " partitions" } }
                             }
                             td.n { (q.ready.total) }
                             td.n.muted { (q.ready.high) " / " (q.ready.normal) " / " (q.ready.low) }
@@ -324,6 +325,7 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
     html! {
         dl.facts {
             dt { "Queue" } dd { a href=(queue_link(&d.queue, j.state.as_str())) { (d.queue) } }
+            @if let Some(l) = &j.lane { dt { "Lane" } dd { code { (l) } } }
             dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } }
             dt { "Kind" } dd { (j.kind.as_deref().unwrap_or("? (not a weir envelope)")) }
             dt { "Priority" } dd { (j.priority.unwrap_or("?")) }
