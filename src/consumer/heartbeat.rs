@@ -44,6 +44,9 @@ pub(crate) struct Registration {
     pub(crate) limit: Arc<Limit>,
     /// The consumer's running jobs (with a limit shared by several queues, its own).
     pub(crate) running: Arc<Limit>,
+    /// Whether this entry reports `running`: a partitioned queue's consumer reports it on
+    /// its base lane only, since `weir workers` adds a worker's lanes up.
+    pub(crate) reports_running: bool,
 }
 
 /// The heartbeat task.
@@ -107,8 +110,15 @@ impl Heartbeat {
         let r = &self.registration;
         let (id, fields) = (
             r.record.id.clone(),
-            r.record
-                .fields(r.limit.get(), r.running.in_flight(), self.leases.len()),
+            r.record.fields(
+                r.limit.get(),
+                if r.reports_running {
+                    r.running.in_flight()
+                } else {
+                    0
+                },
+                self.leases.len(),
+            ),
         );
         async move { scripts::worker_beat(&mut conn, &keys, &id, ttl.as_millis() as u64, &fields).await }
     }

@@ -318,6 +318,7 @@ impl Consumer {
             record: WorkerRecord::new(tag.clone()),
             limit: self.limit.clone(),
             running: self.running.clone(),
+            reports_running: self.lane.as_ref().is_none_or(|l| !l.keys.is_partition()),
         };
         let heartbeat = Heartbeat::new(beat_conn, keys.clone(), c.lease, leases.clone(), registration);
         let heartbeat = tasks.spawn("heartbeat", heartbeat.run(steps.stop_housekeeping.clone()));
