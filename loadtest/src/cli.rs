@@ -119,6 +119,11 @@ pub struct DrainArgs {
     /// primaries share it, and the drain speedup it projects for N primaries on N cores.
     #[arg(long, conflicts_with_all = ["compare_bare", "compare_backlog", "compare_tracking", "redis_url"])]
     pub compare_single: bool,
+    /// Run drains with fleet-wide limits set far above the drain rate (a global rate of
+    /// 10,000,000/s, a global concurrency of 10,000,000) and without, alternating, and
+    /// report what the limits cost: drain rate and Redis CPU per job.
+    #[arg(long, conflicts_with_all = ["compare_bare", "compare_backlog", "compare_tracking", "compare_single"])]
+    pub compare_global_limits: bool,
     /// Drain rate with --big-backlog jobs waiting against --small-backlog waiting (--jobs
     /// drained from each in rounds of --small-backlog; default 10 rounds).
     #[arg(long)]

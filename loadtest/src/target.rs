@@ -7,6 +7,7 @@
 use crate::cli::Common;
 use weir::Conn;
 use weir::queue::partitions::Partitions;
+use weir::settings::Settings;
 use weir::{EmbeddedCluster, EmbeddedRedis, Redis};
 
 /// The private server or cluster a run started, stopped when the run ends.
@@ -20,6 +21,8 @@ pub struct Target {
     pub url: String,
     pub conn: Conn,
     partitions: Option<usize>,
+    /// Queue settings every fresh queue gets before it is used (a comparison sets them).
+    settings: std::sync::Mutex<Option<Settings>>,
 }
 
 impl Target {
@@ -61,6 +64,7 @@ impl Target {
             url,
             conn,
             partitions,
+            settings: Default::default(),
         })
     }
 
@@ -69,13 +73,23 @@ impl Target {
         format!("lt-{scenario}-{:08x}", rand::random::<u32>())
     }
 
-    /// A fresh queue (see [`Target::fresh_queue`]), partitioned if the run asks for it.
+    /// A fresh queue (see [`Target::fresh_queue`]), partitioned if the run asks for it,
+    /// with the settings [`Target::set_queue_settings`] gave.
     pub async fn queue(&self, scenario: &str) -> anyhow::Result<String> {
         let q = Self::fresh_queue(scenario);
         if let Some(p) = self.partitions {
             Partitions::create(&mut self.conn.clone(), &q, p).await?;
         }
+        let settings = self.settings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(s) = settings {
+            Settings::update(&mut self.conn.clone(), &q, &s).await?;
+        }
         Ok(q)
+    }
+
+    /// Settings for the fresh queues made from now on (`None`: none).
+    pub fn set_queue_settings(&self, s: Option<Settings>) {
+        *self.settings.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
 
     /// Deletes a queue's keys on a shared server (a private one just goes away).

@@ -223,6 +223,29 @@ fn drain_runs_on_a_cluster_and_compares_with_a_single_server() {
     assert_eq!(shares.len(), 3, "one share per primary: {r}");
 }
 
+/// Drains with fleet-wide limits that never bind, and without: both rates reported.
+#[test]
+fn drain_prices_the_global_limits() {
+    let (r, _dir) = run(&[
+        "drain",
+        "--jobs",
+        "3000",
+        "--compare-global-limits",
+        "--reps",
+        "1",
+    ]);
+    assert_eq!(num(&r, "lost"), 0.0, "{r}");
+    let c = &r["compare_global_limits"];
+    for key in [
+        "drain_jobs_per_s_with",
+        "drain_jobs_per_s_without",
+        "redis_drain_us_per_job_with",
+    ] {
+        assert!(num(c, key) > 0.0, "{key} in {r}");
+    }
+    assert!(c["drain_change_pct"].as_f64().is_some(), "{r}");
+}
+
 /// Drain rate with a big backlog against a small one (small sizes here).
 #[test]
 fn drain_compares_backlog_sizes() {

@@ -78,6 +78,9 @@ pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     if a.compare_backlog {
         return super::backlog::run(&target, &a).await;
     }
+    if a.compare_global_limits {
+        return compare_global_limits(&target, &a).await;
+    }
     let o = once(&target, &a.common, !a.common.no_track, "drain", None).await?;
     let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
     let mut r = report(&a.common, jobs, &o);
@@ -268,6 +271,67 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
     let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
     let mut r = report(&a.common, jobs, &o);
     put_comparison(&mut r, [&with, &without], [&cpu_with, &cpu_without], jobs);
+    r.put("redis", target.describe());
+    Ok((r, o.rows))
+}
+
+/// Drains with and without fleet-wide limits that never bind, `rounds` pairs in ABBA
+/// order on fresh queues: what reading and keeping the limits costs.
+async fn compare_global_limits(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+    let mut limits = weir::settings::Settings::default();
+    limits.global_rate = Some("10000000/s".parse().map_err(anyhow::Error::msg)?);
+    limits.global_concurrency = Some(10_000_000);
+    let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
+    let (mut rates, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    let mut last = None;
+    for round_no in 0..a.rounds.max(1) {
+        let order = if round_no % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for limited in order {
+            target.set_queue_settings(limited.then(|| limits.clone()));
+            let o = once(target, &a.common, !a.common.no_track, "drain", None).await?;
+            let us = o.cost.redis_drain_s.map_or(0.0, |s| s * 1e6 / jobs as f64);
+            eprintln!(
+                "  {} drain: {:.0} jobs/s, Redis CPU {:.2} µs per job",
+                if limited {
+                    "with limits   "
+                } else {
+                    "without limits"
+                },
+                o.drain_rate,
+                us
+            );
+            rates[usize::from(limited)].push(o.drain_rate);
+            cpu[usize::from(limited)].push(us);
+            if limited {
+                last = Some(o);
+            }
+        }
+    }
+    target.set_queue_settings(None);
+    let o = last.ok_or_else(|| anyhow::anyhow!("no run with limits"))?;
+    let mut r = report(&a.common, jobs, &o);
+    let (with, without) = (median(&rates[1]), median(&rates[0]));
+    let (c_with, c_without) = (median(&cpu[1]), median(&cpu[0]));
+    r.drain_jobs_per_s = Some(round(with, 1));
+    let pct = |a: f64, b: f64| round((a - b) / b.max(1e-9) * 100.0, 2);
+    let summary = serde_json::json!({
+        "global_rate": "10000000/s", "global_concurrency": 10_000_000u64,
+        "drain_jobs_per_s_with": round(with, 1), "drain_jobs_per_s_without": round(without, 1),
+        "drain_change_pct": pct(with, without),
+        "redis_drain_us_per_job_with": round(c_with, 3), "redis_drain_us_per_job_without": round(c_without, 3),
+        "redis_cpu_more_pct": pct(c_with, c_without),
+        "rounds_with": rates[1], "rounds_without": rates[0],
+    });
+    eprintln!(
+        "medians: with limits {with:.0} jobs/s, without {without:.0} ({:+.1}%); Redis CPU per job {c_with:.2} vs {c_without:.2} µs ({:+.1}%)",
+        (with - without) / without.max(1e-9) * 100.0,
+        (c_with - c_without) / c_without.max(1e-9) * 100.0
+    );
+    r.put("compare_global_limits", summary);
     r.put("redis", target.describe());
     Ok((r, o.rows))
 }
