@@ -278,9 +278,11 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
 /// Drains with and without fleet-wide limits that never bind, `rounds` pairs in ABBA
 /// order on fresh queues: what reading and keeping the limits costs.
 async fn compare_global_limits(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
-    let mut limits = weir::settings::Settings::default();
-    limits.global_rate = Some("10000000/s".parse().map_err(anyhow::Error::msg)?);
-    limits.global_concurrency = Some(10_000_000);
+    let limits = weir::settings::Settings {
+        global_rate: Some("10000000/s".parse().map_err(anyhow::Error::msg)?),
+        global_concurrency: Some(10_000_000),
+        ..Default::default()
+    };
     let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
     let (mut rates, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     let mut last = None;
