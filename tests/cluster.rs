@@ -5,7 +5,7 @@
 
 mod faults;
 
-use faults::{Proc, run_weir};
+use faults::{Workers, run_weir};
 use std::time::{Duration, Instant};
 use weir::queue::partitions::Partitions;
 use weir::{EmbeddedCluster, Queue, Queues, Redis};
@@ -172,22 +172,8 @@ async fn idle_consumers_are_woken_on_their_shard_only() {
     let q = queue_elsewhere(&cluster, "wake");
     let channel = format!("weir:{{{q}}}:wake");
     let owner = owner_port(&cluster, &channel);
-    let dir = tempfile::tempdir().unwrap();
-    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
-    let _worker = Proc::weir(
-        &[
-            "work",
-            "--redis-url",
-            &url,
-            "-q",
-            &q,
-            "--handler",
-            "noop",
-            "--no-metrics",
-        ],
-        &out,
-        &err,
-    );
+    let mut workers = Workers::new();
+    workers.start(&["--redis-url", &url, "-q", &q, "--handler", "noop", "--no-metrics"]);
     // Idle, it listens on the queue's sharded channel, on the shard that owns it.
     let started = Instant::now();
     loop {
@@ -199,11 +185,7 @@ async fn idle_consumers_are_woken_on_their_shard_only() {
         if n.1 >= 1 {
             break;
         }
-        assert!(
-            started.elapsed() < T,
-            "no sharded subscriber: {}",
-            std::fs::read_to_string(&err).unwrap()
-        );
+        assert!(started.elapsed() < T, "no sharded subscriber: {}", workers.log(0));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let ports = cluster.primary_ports().unwrap();
@@ -225,11 +207,7 @@ async fn idle_consumers_are_woken_on_their_shard_only() {
     let a = admin(&url, &q).await;
     let started = Instant::now();
     while a.stats().await.unwrap().counters.get("acked") != Some(&4) {
-        assert!(
-            started.elapsed() < T,
-            "not drained: {}",
-            std::fs::read_to_string(&err).unwrap()
-        );
+        assert!(started.elapsed() < T, "not drained: {}", workers.log(0));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Both enqueue paths (plain commands, the script) published on the shard; nothing
@@ -310,37 +288,30 @@ async fn a_partitioned_queue_spreads_over_every_primary_and_two_consumers_drain_
     assert_eq!(depths.iter().map(|d| d.1).sum::<u64>(), total as u64);
     assert!(max as f64 <= min as f64 * 1.2, "{depths:?}");
 
-    let dir = tempfile::tempdir().unwrap();
-    let work = |n: usize| {
-        let (out, err) = (
-            dir.path().join(format!("out{n}")),
-            dir.path().join(format!("err{n}")),
-        );
-        let args = [
-            "work",
-            "--redis-url",
-            &url,
-            "-q",
-            q,
-            "--handler",
-            "print",
-            "--drain",
-            "--no-metrics",
-        ];
-        (Proc::weir(&args, &out, &err), out, err)
-    };
-    let (mut a, a_out, a_err) = work(1);
-    let (mut b, b_out, b_err) = work(2);
-    for (p, err) in [(&mut a, &a_err), (&mut b, &b_err)] {
+    let mut workers = Workers::new();
+    let args = [
+        "--redis-url",
+        &url,
+        "-q",
+        q,
+        "--handler",
+        "print",
+        "--drain",
+        "--no-metrics",
+    ];
+    workers.start(&args);
+    workers.start(&args);
+    for (i, p) in workers.procs.iter_mut().enumerate() {
         let status = p.wait_timeout(T).expect("drained in time");
-        assert!(status.success(), "{}", std::fs::read_to_string(err).unwrap());
+        assert!(status.success(), "{}", workers.log(i));
     }
-    let mut seen = faults::printed_ids(&a_out);
-    let from_b = faults::printed_ids(&b_out);
-    assert!(!seen.is_empty() && !from_b.is_empty(), "both consumers ran jobs");
-    for (id, n) in from_b {
-        *seen.entry(id).or_insert(0) += n;
-    }
+    let seen = workers.printed();
+    let each = workers.outs.iter().map(|o| faults::printed_ids(o).len());
+    assert!(
+        each.clone().all(|n| n > 0),
+        "both consumers ran jobs: {:?}",
+        each.collect::<Vec<_>>()
+    );
     assert_eq!(seen.len(), total, "every job ran");
     assert!(seen.values().all(|&n| n == 1), "a job ran twice");
     let mut conn = Redis::open(&url).unwrap().connect().await.unwrap();
@@ -406,34 +377,25 @@ async fn consumers_joining_and_leaving_leave_no_partition_unserved_for_longer_th
             worst
         }
     });
-    let dir = tempfile::tempdir().unwrap();
-    let start = |name: &str| {
-        let (out, err) = (
-            dir.path().join(format!("{name}.out")),
-            dir.path().join(format!("{name}.err")),
-        );
-        let args = [
-            "work",
-            "--redis-url",
-            &url,
-            "-q",
-            q,
-            "--handler",
-            "noop",
-            "--no-metrics",
-            "--visibility-timeout",
-            "3s",
-        ];
-        Proc::weir(&args, &out, &err)
-    };
-    let mut a = start("a");
-    let mut b = start("b");
+    let mut workers = Workers::new();
+    let args = [
+        "--redis-url",
+        &url,
+        "-q",
+        q,
+        "--handler",
+        "noop",
+        "--no-metrics",
+        "--visibility-timeout",
+        "3s",
+    ];
+    let (a, b) = (workers.start(&args), workers.start(&args));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    a.kill9();
+    workers.procs[a].kill9();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let mut c = start("c");
+    workers.start(&args);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    b.kill9();
+    workers.procs[b].kill9();
     tokio::time::sleep(Duration::from_secs(6)).await;
     producing.store(false, Ordering::Relaxed);
     feed.await.unwrap();
@@ -459,8 +421,7 @@ async fn consumers_joining_and_leaving_leave_no_partition_unserved_for_longer_th
     }
     watching.store(false, Ordering::Relaxed);
     let worst = watch.await.unwrap();
-    c.sigterm();
-    assert!(c.wait_timeout(T).is_some_and(|s| s.success()));
+    workers.stop(T);
     // A lane whose owner died waits at most for the owner's registry entry (one lease)
     // and its leases (one lease, side by side), plus a round or two: 2 s of slack here.
     eprintln!("longest stretches without an ack, per partition: {worst:?}");
@@ -471,13 +432,6 @@ async fn consumers_joining_and_leaving_leave_no_partition_unserved_for_longer_th
     );
 }
 
-/// Ids printed by the `--handler print` consumers writing to `outs`.
-fn printed(outs: &[std::path::PathBuf]) -> std::collections::HashSet<String> {
-    outs.iter()
-        .flat_map(|o| faults::printed_ids(o).into_keys())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_killed_mid_run_loses_no_job_enqueued_with_wait_replicas() {
     let mut cluster = EmbeddedCluster::start(3, 1).unwrap();
@@ -486,22 +440,7 @@ async fn a_primary_killed_mid_run_loses_no_job_enqueued_with_wait_replicas() {
     let redis = Redis::open(&url).unwrap();
     let mut conn = redis.connect().await.unwrap();
     Partitions::create(&mut conn, q, 6).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let outs: Vec<_> = (0..2).map(|i| dir.path().join(format!("out{i}"))).collect();
-    let errs: Vec<_> = (0..2).map(|i| dir.path().join(format!("err{i}"))).collect();
-    let args = [
-        "work",
-        "--redis-url",
-        &url,
-        "-q",
-        q,
-        "--handler",
-        "print",
-        "--no-metrics",
-        "--visibility-timeout",
-        "2s",
-    ];
-    let mut workers: Vec<Proc> = (0..2).map(|i| Proc::weir(&args, &outs[i], &errs[i])).collect();
+    let mut workers = Workers::running(&url, q, "print", 2);
 
     let producer = weir::Producer::open(conn.clone(), q)
         .await
@@ -543,30 +482,12 @@ async fn a_primary_killed_mid_run_loses_no_job_enqueued_with_wait_replicas() {
         acknowledged.len()
     );
     // Every acknowledged job runs, the killed primary's partitions' among them.
-    let waited = Instant::now();
-    loop {
-        let seen = printed(&outs);
-        let missing: Vec<&String> = acknowledged.iter().filter(|id| !seen.contains(*id)).collect();
-        if missing.is_empty() {
-            break;
-        }
-        assert!(
-            waited.elapsed() < T,
-            "{} acknowledged jobs never ran, e.g. {:?}; {}",
-            missing.len(),
-            &missing[..missing.len().min(5)],
-            std::fs::read_to_string(&errs[0]).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    workers.wait_printed(&acknowledged, T).await;
     eprintln!(
         "{} jobs acknowledged, {refused} calls refused during the failover",
         acknowledged.len()
     );
-    for w in &mut workers {
-        w.sigterm();
-        assert!(w.wait_timeout(T).is_some_and(|s| s.success()));
-    }
+    workers.stop(T);
 }
 
 /// `CLUSTER MYID` of the node at `port`.
@@ -638,22 +559,7 @@ async fn resharding_a_partition_mid_run_loses_nothing() {
     let redis = Redis::open(&url).unwrap();
     let mut conn = redis.connect().await.unwrap();
     let parts = Partitions::create(&mut conn, q, 3).await.unwrap().partitions;
-    let dir = tempfile::tempdir().unwrap();
-    let outs: Vec<_> = (0..2).map(|i| dir.path().join(format!("out{i}"))).collect();
-    let errs: Vec<_> = (0..2).map(|i| dir.path().join(format!("err{i}"))).collect();
-    let args = [
-        "work",
-        "--redis-url",
-        &url,
-        "-q",
-        q,
-        "--handler",
-        "print:2ms",
-        "--no-metrics",
-        "--visibility-timeout",
-        "2s",
-    ];
-    let mut workers: Vec<Proc> = (0..2).map(|i| Proc::weir(&args, &outs[i], &errs[i])).collect();
+    let mut workers = Workers::running(&url, q, "print:2ms", 2);
     // Partition 0's slot moves to the next primary while jobs flow into and out of it.
     let lane = parts.partition(0).clone();
     let from = owner_port(&cluster, lane.jobs());
@@ -689,24 +595,8 @@ async fn resharding_a_partition_mid_run_loses_nothing() {
     migrate_slot(&primaries, slot, from, to).await;
     let ids = feed.await.unwrap();
     assert_eq!(owner_port(&cluster, lane.jobs()), to, "the partition moved");
-    let waited = Instant::now();
-    loop {
-        let seen = printed(&outs);
-        let missing = ids.iter().filter(|id| !seen.contains(*id)).count();
-        if missing == 0 {
-            break;
-        }
-        assert!(
-            waited.elapsed() < T,
-            "{missing} jobs never ran; {}",
-            std::fs::read_to_string(&errs[0]).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    for w in &mut workers {
-        w.sigterm();
-        assert!(w.wait_timeout(T).is_some_and(|s| s.success()));
-    }
+    workers.wait_printed(&ids, T).await;
+    workers.stop(T);
     let left = admin(&url, lane.name()).await.stats().await.unwrap();
     assert_eq!(
         (left.ready_total(), left.in_flight, left.dead),

@@ -130,10 +130,7 @@ async fn global_rate_grants_its_burst_then_says_when_the_next_permit_comes() {
 
 /// `weir limits <args>` on the test's queue; asserts it succeeds; returns its output.
 fn run_limits(ctx: &Ctx, args: &[&str]) -> String {
-    let all = [&["limits", "--redis-url", &ctx.url, "-q", &ctx.queue][..], args].concat();
-    let (code, out, err) = run_weir(&all, None, T);
-    assert_eq!(code, 0, "weir {all:?}: {out}{err}");
-    out
+    faults::weir_on(&ctx.url, &ctx.queue, &[&["limits"][..], args].concat())
 }
 
 #[tokio::test]

@@ -205,10 +205,7 @@ async fn a_keys_own_limits_replace_the_defaults_and_clear_back_to_them() {
 }
 
 fn run_limits(ctx: &Ctx, args: &[&str]) -> String {
-    let all = [&["limits", "--redis-url", &ctx.url, "-q", &ctx.queue][..], args].concat();
-    let (code, out, err) = run_weir(&all, None, T);
-    assert_eq!(code, 0, "weir {all:?}: {out}{err}");
-    out
+    faults::weir_on(&ctx.url, &ctx.queue, &[&["limits"][..], args].concat())
 }
 
 #[tokio::test]

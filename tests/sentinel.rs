@@ -5,7 +5,7 @@
 
 mod faults;
 
-use faults::Proc;
+use faults::Workers;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -111,21 +111,7 @@ async fn consumers_follow_a_sentinel_failover_and_no_confirmed_job_is_lost() {
     let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", sentinel.port);
     let q = "sentinel";
 
-    let dir = tempfile::tempdir().unwrap();
-    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
-    let args = [
-        "work",
-        "--redis-url",
-        &url,
-        "-q",
-        q,
-        "--handler",
-        "print",
-        "--no-metrics",
-        "--visibility-timeout",
-        "2s",
-    ];
-    let mut worker = Proc::weir(&args, &out, &err);
+    let mut workers = Workers::running(&url, q, "print", 1);
 
     let redis = Redis::open(&url).unwrap();
     let producer = Producer::new(redis.connect().await.unwrap(), q)
@@ -157,31 +143,12 @@ async fn consumers_follow_a_sentinel_failover_and_no_confirmed_job_is_lost() {
         before.len(),
         after.len()
     );
-    let waited = Instant::now();
-    loop {
-        let seen = faults::printed_ids(&out);
-        let missing: Vec<&String> = before
-            .iter()
-            .chain(&after)
-            .filter(|id| !seen.contains_key(*id))
-            .collect();
-        if missing.is_empty() {
-            break;
-        }
-        assert!(
-            waited.elapsed() < T,
-            "{} confirmed jobs never ran, e.g. {:?}\n{}",
-            missing.len(),
-            &missing[..missing.len().min(5)],
-            std::fs::read_to_string(&err).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let confirmed: Vec<String> = before.iter().chain(&after).cloned().collect();
+    workers.wait_printed(&confirmed, T).await;
     eprintln!(
         "{} jobs confirmed before the kill, {} after; {refused} calls refused",
         before.len(),
         after.len()
     );
-    worker.sigterm();
-    assert!(worker.wait_timeout(T).is_some_and(|s| s.success()));
+    workers.stop(T);
 }

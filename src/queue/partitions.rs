@@ -177,6 +177,24 @@ impl Partitions {
     }
 }
 
+/// The jobs a lane has ready to run (its three ready lists and its suspects): one round
+/// trip, to the lane's shard. What producers and consumers of a partitioned queue compare
+/// lanes by.
+pub(crate) async fn ready_depth<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<u64> {
+    let (high, normal, low, suspects): (u64, u64, u64, u64) = redis::pipe()
+        .cmd("LLEN")
+        .arg(keys.ready(crate::Priority::High))
+        .cmd("LLEN")
+        .arg(keys.ready(crate::Priority::Normal))
+        .cmd("LLEN")
+        .arg(keys.ready(crate::Priority::Low))
+        .cmd("LLEN")
+        .arg(keys.suspects())
+        .query_async(conn)
+        .await?;
+    Ok(high + normal + low + suspects)
+}
+
 /// An id that names partition `i`: `<id>.p<i>`.
 pub fn id_in(id: &str, i: usize) -> String {
     format!("{id}.p{i}")

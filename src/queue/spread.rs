@@ -8,7 +8,7 @@
 //!   random (power of two choices) by their ready depths, cached for a second and
 //!   refreshed in the background; its id names the partition (`<id>.p<i>`).
 
-use crate::queue::partitions::Partitions;
+use crate::queue::partitions::{Partitions, ready_depth};
 use crate::queue::scripts::EnqueueArg;
 use crate::redis::conn::Conn;
 use rand::Rng;
@@ -96,20 +96,8 @@ impl Spread {
     /// Reads every partition's ready depth, one round trip per partition, side by side.
     async fn read_depths(&self, conn: Conn) {
         let reads = (0..self.parts.count()).map(|i| {
-            let keys = self.parts.partition(i).clone();
             let mut conn = conn.clone();
-            async move {
-                let r: redis::RedisResult<(u64, u64, u64)> = redis::pipe()
-                    .cmd("LLEN")
-                    .arg(keys.ready(crate::Priority::High))
-                    .cmd("LLEN")
-                    .arg(keys.ready(crate::Priority::Normal))
-                    .cmd("LLEN")
-                    .arg(keys.ready(crate::Priority::Low))
-                    .query_async(&mut conn)
-                    .await;
-                (i, r.map(|(h, n, l)| h + n + l))
-            }
+            async move { (i, ready_depth(&mut conn, self.parts.partition(i)).await) }
         });
         for (i, depth) in futures_util::future::join_all(reads).await {
             match depth {

@@ -200,3 +200,119 @@ pub(crate) fn printed_ids(path: &Path) -> HashMap<String, usize> {
     }
     seen
 }
+
+/// `weir <args> --redis-url URL -q QUEUE`; asserts it exits 0 (within a minute); returns
+/// its standard output.
+pub(crate) fn weir_on(url: &str, queue: &str, args: &[&str]) -> String {
+    let all = [args, &["--redis-url", url, "-q", queue][..]].concat();
+    let (code, out, err) = run_weir(&all, None, Duration::from_secs(60));
+    assert_eq!(code, 0, "weir {all:?}: {out}{err}");
+    out
+}
+
+/// `weir work` processes, each writing its standard output and error to files of its own
+/// in a directory kept for the pool's life; killed when dropped.
+pub(crate) struct Workers {
+    dir: tempfile::TempDir,
+    pub procs: Vec<Proc>,
+    pub outs: Vec<std::path::PathBuf>,
+    pub errs: Vec<std::path::PathBuf>,
+}
+
+impl Workers {
+    pub(crate) fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            procs: Vec::new(),
+            outs: Vec::new(),
+            errs: Vec::new(),
+        }
+    }
+
+    /// `n` workers of `queue` at `url` running `handler`, with 2 s leases (so jobs a
+    /// failure strands come back soon) and no metrics.
+    pub(crate) fn running(url: &str, queue: &str, handler: &str, n: usize) -> Self {
+        let mut w = Self::new();
+        let args = [
+            "--redis-url",
+            url,
+            "-q",
+            queue,
+            "--handler",
+            handler,
+            "--no-metrics",
+            "--visibility-timeout",
+            "2s",
+        ];
+        for _ in 0..n {
+            w.start(&args);
+        }
+        w
+    }
+
+    /// Starts `weir work <args>`; returns its index.
+    pub(crate) fn start(&mut self, args: &[&str]) -> usize {
+        let i = self.procs.len();
+        let (out, err) = (
+            self.dir.path().join(format!("out{i}")),
+            self.dir.path().join(format!("err{i}")),
+        );
+        let all = [&["work"][..], args].concat();
+        self.procs.push(Proc::weir(&all, &out, &err));
+        self.outs.push(out);
+        self.errs.push(err);
+        i
+    }
+
+    /// What worker `i` wrote to its standard error so far.
+    pub(crate) fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.errs[i]).unwrap_or_default()
+    }
+
+    /// Ids every `--handler print` worker printed, with how often.
+    pub(crate) fn printed(&self) -> HashMap<String, usize> {
+        let mut seen = HashMap::new();
+        for out in &self.outs {
+            for (id, n) in printed_ids(out) {
+                *seen.entry(id).or_insert(0) += n;
+            }
+        }
+        seen
+    }
+
+    /// Waits until every id in `ids` was printed, up to `limit`.
+    pub(crate) async fn wait_printed(&self, ids: &[String], limit: Duration) {
+        let started = Instant::now();
+        loop {
+            let seen = self.printed();
+            let missing: Vec<&String> = ids.iter().filter(|id| !seen.contains_key(*id)).collect();
+            if missing.is_empty() {
+                return;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{} jobs never ran, e.g. {:?}\n{}",
+                missing.len(),
+                &missing[..missing.len().min(5)],
+                self.log(0)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops every worker still running (SIGTERM) and asserts each exits 0.
+    pub(crate) fn stop(&mut self, limit: Duration) {
+        for (i, p) in self.procs.iter_mut().enumerate() {
+            if p.child.try_wait().unwrap().is_some() {
+                continue;
+            }
+            p.sigterm();
+            let status = p.wait_timeout(limit);
+            assert!(
+                status.is_some_and(|s| s.success()),
+                "worker {i}: {status:?}\n{}",
+                std::fs::read_to_string(&self.errs[i]).unwrap_or_default()
+            );
+        }
+    }
+}

@@ -243,11 +243,7 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
     let (mut cpu_with, mut cpu_without) = (Vec::new(), Vec::new());
     let mut last = None;
     for round_no in 0..a.rounds.max(1) {
-        let order = if round_no % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
+        let order = super::abba(round_no);
         for track in order {
             let o = once(target, &a.common, track, "drain", None).await?;
             eprintln!(
@@ -287,11 +283,7 @@ async fn compare_global_limits(target: &Target, a: &DrainArgs) -> anyhow::Result
     let (mut rates, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     let mut last = None;
     for round_no in 0..a.rounds.max(1) {
-        let order = if round_no % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
+        let order = super::abba(round_no);
         for limited in order {
             target.set_queue_settings(limited.then(|| limits.clone()));
             let o = once(target, &a.common, !a.common.no_track, "drain", None).await?;

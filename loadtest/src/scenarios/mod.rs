@@ -78,6 +78,16 @@ pub fn account(r: &mut Report, tally: Option<Tally>, totals: &Totals) {
 }
 
 /// The median (0 for none): on a shared machine one run in a few lands on a busy moment.
+/// The sides of comparison round `round_no` in ABBA order (false first on even rounds),
+/// so drift over a run falls on both sides alike.
+pub fn abba(round_no: usize) -> [bool; 2] {
+    if round_no.is_multiple_of(2) {
+        [false, true]
+    } else {
+        [true, false]
+    }
+}
+
 pub fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);

@@ -95,11 +95,7 @@ pub async fn run(a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let (mut singles, mut clusters) = (Vec::new(), Vec::new());
     let mut last = None;
     for round_no in 0..a.rounds.max(1) {
-        let order = if round_no % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
+        let order = super::abba(round_no);
         for on_cluster in order {
             let (s, o) = side(if on_cluster { &cluster } else { &single }, &a.common).await?;
             eprintln!(

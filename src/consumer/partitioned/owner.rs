@@ -15,7 +15,7 @@
 //! none for a round: two fetch it (harmless), or it waits a round (`EVERY`).
 
 use super::role::Role;
-use crate::queue::partitions::{Partitions, fnv1a};
+use crate::queue::partitions::{Partitions, fnv1a, ready_depth};
 use crate::redis::conn::HealingConnection;
 use rand::seq::IndexedRandom;
 use std::collections::BTreeSet;
@@ -108,21 +108,9 @@ impl Owner {
         best.map(|(l, _)| l)
     }
 
-    /// Ready jobs (and suspects) of lane `l`: one round trip, to the lane's shard.
+    /// Ready jobs (and suspects) of lane `l`.
     async fn depth(&self, l: usize) -> crate::Result<u64> {
-        let keys = self.parts.lane(l);
-        let (high, normal, low, suspects): (u64, u64, u64, u64) = redis::pipe()
-            .cmd("LLEN")
-            .arg(keys.ready(crate::Priority::High))
-            .cmd("LLEN")
-            .arg(keys.ready(crate::Priority::Normal))
-            .cmd("LLEN")
-            .arg(keys.ready(crate::Priority::Low))
-            .cmd("LLEN")
-            .arg(keys.suspects())
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(high + normal + low + suspects)
+        ready_depth(&mut self.conn.clone(), self.parts.lane(l)).await
     }
 }
 
