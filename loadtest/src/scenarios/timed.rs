@@ -13,8 +13,11 @@ use crate::target::Target;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often the producer looks at the clock (rate) or the queue (backlog).
-const FEED_TICK: Duration = Duration::from_millis(10);
+/// How often the producer looks at the clock (rate) or the queue (backlog). Short, so a
+/// steady rate arrives as a stream of small bulk calls (at 100,000 jobs/s, 200 jobs
+/// every 2 ms), not as bursts whose wait in line would be counted as the consumer's
+/// latency (10 ms ticks added 2-9 ms to the p99 at 30,000-100,000 jobs/s).
+const FEED_TICK: Duration = Duration::from_millis(2);
 
 /// How the producer feeds the queue.
 #[derive(Debug, Clone, Copy)]
