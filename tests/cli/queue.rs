@@ -1,4 +1,4 @@
-//! `weir stats`, `weir dlq list|requeue|purge`, `weir pause|resume`.
+//! `weir stats`, `weir dlq list|requeue|purge`, `weir pause|resume`, `weir queue create|show`.
 
 use crate::common::*;
 use crate::{cli, no_panic, text};
@@ -122,4 +122,51 @@ async fn pause_and_resume() {
     assert!(text(&cli(&ctx, &["pause", "-q", q], "").stdout).contains("already paused"));
     assert!(text(&cli(&ctx, &["resume", "-q", q], "").stdout).contains(&format!("queue {q} resumed")));
     assert!(!ctx.stats().await.paused);
+}
+
+/// `weir queue create --partitions`: made once, the same count again is a no-op, another
+/// count is a usage error that changes nothing; `queue show` lists the partitions; a
+/// consumer running the queue unpartitioned is reported, to be restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_create_is_idempotent_and_names_the_consumers_to_restart() {
+    let ctx = Ctx::new("cli-partitions").await;
+    let q = ctx.queue.clone();
+    let registry = weir::Registry::new().on("k", weir::handler_fn(|_job: weir::Job| async { Ok(()) }));
+    let mut config = weir::ConsumerConfig::new(&q);
+    config.metrics = false;
+    let consumer = weir::Consumer::new(config, ctx.redis.clone(), registry).unwrap();
+    let stop = weir::CancellationToken::new();
+    let running = tokio::spawn(consumer.run(stop.clone()));
+    wait_until(
+        "the consumer to register",
+        std::time::Duration::from_secs(30),
+        || async { ctx.admin().workers().await.unwrap().workers.len() == 1 },
+    )
+    .await;
+
+    let o = cli(&ctx, &["queue", "create", "-q", &q, "--partitions", "4"], "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains(&format!("queue {q}: 4 partitions")), "{out}");
+    assert!(out.contains("1 consumer running: restart it"), "{out}");
+    let o = cli(&ctx, &["queue", "create", "-q", &q, "--partitions", "4"], "");
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        text(&o.stdout).contains("has 4 partitions already"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = cli(&ctx, &["queue", "create", "-q", &q, "--partitions", "5"], "");
+    assert_eq!(o.status.code(), Some(2), "another count is a usage error");
+    assert!(
+        text(&o.stderr).contains("already has 4 partitions"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = cli(&ctx, &["queue", "show", "-q", &q, "--json"], "");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tags: Vec<String> = (0..4).map(|i| format!("{q}~{i}")).collect();
+    assert_eq!(v["partitions"], serde_json::json!(tags));
+    stop.cancel();
+    running.await.unwrap().unwrap();
 }

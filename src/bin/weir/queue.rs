@@ -42,6 +42,8 @@ pub(crate) async fn run(a: QueueArgs) -> weir::Result<ExitCode> {
     let mut conn = a.common.redis()?.connect().await?;
     match a.action {
         Action::Create { partitions, json } => {
+            // Consumers running now read the queue as unpartitioned when they started.
+            let running = weir::Queue::new(conn.clone(), q)?.workers().await?.workers.len();
             let made = Partitions::create(&mut conn, q, partitions as usize).await?;
             let tags: Vec<&str> = (0..made.partitions.count())
                 .map(|i| made.partitions.partition(i).name())
@@ -57,6 +59,7 @@ pub(crate) async fn run(a: QueueArgs) -> weir::Result<ExitCode> {
                     "partitions": tags,
                     "created": made.created,
                     "placement": placement,
+                    "running_consumers": if made.created { running } else { 0 },
                 }))?;
             } else if made.created {
                 println!("queue {q}: {} partitions", tags.len());
@@ -67,6 +70,15 @@ pub(crate) async fn run(a: QueueArgs) -> weir::Result<ExitCode> {
                     }
                 }
                 print_spread(&made.placement);
+                if running > 0 {
+                    println!(
+                        "{} running: restart {} so {} the partitions (until then {} only the queue's own lane)",
+                        output::count(running as u64, "consumer"),
+                        if running == 1 { "it" } else { "them" },
+                        if running == 1 { "it serves" } else { "they serve" },
+                        if running == 1 { "it serves" } else { "they serve" },
+                    );
+                }
             } else {
                 println!("queue {q} has {} partitions already", tags.len());
             }
