@@ -1,0 +1,178 @@
+//! Starting a consumer's pipeline: the fetcher, the pool, the acker, the heartbeat and
+//! housekeeping, spawned on the consumer's connections (`mod.rs` runs the shutdown order
+//! over what this returns).
+
+use super::*;
+
+impl Consumer {
+    /// Spawns the fetcher, the pool, the acker, the heartbeat and housekeeping, on `conn`
+    /// and the heartbeat's `beat_conn`.
+    pub(super) fn start(
+        &self,
+        tasks: &mut Tasks,
+        steps: &Steps,
+        [conn, beat_conn]: [HealingConnection; 2],
+        keys: QueueKeys,
+    ) -> Started {
+        let c = &self.config;
+        // This run's tag, in the start marks of the jobs it runs: its worker id too (one
+        // for every lane of a partitioned queue).
+        let tag = match &self.lane {
+            Some(lane) => lane.tag.clone(),
+            None => format!("{:016x}", rand::random::<u64>()),
+        };
+        let metrics = if c.metrics {
+            QueueMetrics::new(keys.name(), crate::queue::scripts::SCRIPT_NAMES)
+        } else {
+            QueueMetrics::disabled(keys.name())
+        };
+        // A limiter shared by several queues (or lanes) is labelled by their consumer.
+        if let (Some(l), true, None, None) = (&self.limiter, c.metrics, &self.share, &self.lane) {
+            l.attach_metrics(LimiterMetrics::new(&c.queue));
+        }
+        let (pool_tx, pool_rx) = mpsc::unbounded_channel();
+        let (acker_tx, acker_rx) = mpsc::channel(c.acker.channel_capacity());
+        // With a shared budget, the gate reads the queue's buffer: it is the share's.
+        let buffer = self
+            .share
+            .as_ref()
+            .map_or_else(Arc::default, |s| s.buffer().clone());
+        let leases = Arc::new(Leases::new(self.backlog.clone()));
+        let queue_backlog = Arc::new(AtomicBool::new(false));
+        // Wakes the drain watch: a flush written, a fetch that came back empty.
+        let nudge = Arc::new(Notify::new());
+        let acker = Acker::new(
+            c.acker.clone(),
+            AckerDeps {
+                conn: conn.clone(),
+                keys: keys.clone(),
+                tag: tag.clone(),
+                leases: leases.clone(),
+                tally: self.tally.clone(),
+                backlog: self.backlog.clone(),
+                metrics: metrics.clone(),
+                queue_backlog: queue_backlog.clone(),
+                flushed: nudge.clone(),
+            },
+        );
+        let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));
+        let registration = Registration {
+            record: WorkerRecord::new(tag.clone()),
+            limit: self.limit.clone(),
+            running: self.running.clone(),
+            reports_running: self.lane.as_ref().is_none_or(|l| !l.keys.is_partition()),
+        };
+        let heartbeat = Heartbeat::new(beat_conn, keys.clone(), c.lease, leases.clone(), registration);
+        let heartbeat = tasks.spawn("heartbeat", heartbeat.run(steps.stop_housekeeping.clone()));
+        let fetcher = Fetcher {
+            config: c.fetcher.clone(),
+            redis: self.redis.clone(),
+            conn: conn.clone(),
+            keys: keys.clone(),
+            limit: self.limit.clone(),
+            rate: self.rate.clone(),
+            buffer: buffer.clone(),
+            leases: leases.clone(),
+            flush_max: c.acker.flush_max,
+            backlog: queue_backlog,
+            emptied: nudge.clone(),
+            pool: pool_tx,
+            acker: acker_tx.clone(),
+            metrics: metrics.clone(),
+            lease: c.lease,
+            unknown_kind_grace: c.pool.unknown_kind_grace,
+            adaptive_per_key: self.key_limiters.is_some(),
+            role: self.lane.as_ref().map(|l| l.role.clone()),
+        };
+        let fetcher = tasks.spawn("fetcher", fetcher.run(steps.stop_fetching.clone()));
+        let runs = Arc::new(Runs::default());
+        let pool = Pool {
+            config: c.pool.clone(),
+            registry: self.registry.clone(),
+            limit: self.limit.clone(),
+            limiter: self.limiter.clone(),
+            key_limiters: self.key_limiters.clone(),
+            rate: self.rate.clone(),
+            share: self.share.clone(),
+            buffer,
+            acker: acker_tx.clone(),
+            metrics: metrics.clone(),
+            runs: runs.clone(),
+            suspects: Suspects::new(conn.clone(), keys.clone(), tag.clone(), leases.clone()),
+            inline: Default::default(),
+        };
+        let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
+        let drain = DrainWatch::new(conn.clone(), keys.clone(), self.running.clone(), leases, nudge);
+        let mut key_shares = None;
+        if let Some(limiters) = &self.key_limiters {
+            let shares = KeyShares {
+                conn: conn.clone(),
+                keys: keys.clone(),
+                tag,
+                limiters: limiters.clone(),
+            };
+            key_shares = Some(tasks.spawn("key shares", shares.run(steps.stop_housekeeping.clone())));
+        }
+        let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics, drain);
+        Started {
+            fetcher,
+            pool,
+            acker,
+            heartbeat,
+            reclaimer,
+            key_shares,
+            runs,
+            acker_tx,
+        }
+    }
+
+    /// Spawns the reclaimer (returned: the shutdown waits for it) and the other
+    /// housekeeping tasks this configuration asks for (`drain` in drain mode).
+    fn start_housekeeping(
+        &self,
+        tasks: &mut Tasks,
+        steps: &Steps,
+        conn: HealingConnection,
+        keys: QueueKeys,
+        metrics: QueueMetrics,
+        drain: DrainWatch,
+    ) -> Task {
+        let c = &self.config;
+        let stop = &steps.stop_housekeeping;
+        let budget = c.pool.deferral_budget;
+        let reclaimer = Reclaimer::new(
+            c.reclaimer.clone(),
+            budget,
+            conn.clone(),
+            keys.clone(),
+            metrics.clone(),
+        );
+        let reclaimer = tasks.spawn("reclaimer", reclaimer.run(stop.clone()));
+        tasks.spawn(
+            "cron",
+            CronTask::new(conn.clone(), keys.clone()).run(stop.clone()),
+        );
+        // A partitioned queue's process-wide knobs are its base lane's to watch.
+        let lane_of_many = self.lane.as_ref().is_some_and(|l| l.keys.is_partition());
+        if let Some(every) = c.settings_poll.filter(|_| !lane_of_many) {
+            // A limiter shared with other queues is no one queue's to tune.
+            let limiter = self
+                .limiter
+                .clone()
+                .zip(c.limiter.clone())
+                .filter(|_| self.share.is_none());
+            let rate = (self.rate.clone(), c.rate);
+            let watch = SettingsWatch::new(every, conn.clone(), &keys, limiter, rate);
+            tasks.spawn("settings watch", watch.run(stop.clone()));
+        }
+        if c.metrics {
+            let limits = (self.limit.clone(), self.running.clone());
+            let sampler = Sampler::new(conn.clone(), keys.clone(), limits, metrics);
+            tasks.spawn("sampler", sampler.run(stop.clone()));
+        }
+        if c.drain {
+            tasks.spawn("drain watch", drain.run(steps.stop_fetching.clone()));
+        }
+        reclaimer
+    }
+}

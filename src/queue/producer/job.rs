@@ -1,0 +1,194 @@
+//! A job to enqueue ([`NewJob`]) and its encoding into an envelope, checked once.
+
+use crate::error::{Error, Result};
+use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
+use crate::queue::keys::validate_token;
+use crate::queue::partitions;
+use crate::queue::scripts::EnqueueArg;
+use serde_json::value::RawValue;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A job to enqueue, built with options.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub(super) kind: String,
+    pub(super) payload: Box<RawValue>,
+    pub(super) id: Option<String>,
+    pub(super) priority: Priority,
+    pub(super) delay: Duration,
+    pub(super) run_at: Option<SystemTime>,
+    pub(super) max_attempts: Option<u32>,
+    pub(super) trace_id: Option<String>,
+    pub(super) unique_for: Duration,
+    pub(super) unique_key: Option<String>,
+    pub(super) key: Option<String>,
+}
+
+impl NewJob {
+    /// A job of `kind` whose payload is `payload` serialized to JSON.
+    pub fn new<T: serde::Serialize + ?Sized>(kind: impl Into<String>, payload: &T) -> Result<Self> {
+        Ok(Self::from_raw(kind, serde_json::value::to_raw_value(payload)?))
+    }
+
+    /// A job whose payload is already JSON text (checked to be valid JSON).
+    pub fn from_json(kind: impl Into<String>, payload: &str) -> Result<Self> {
+        Ok(Self::from_raw(kind, RawValue::from_string(payload.to_owned())?))
+    }
+
+    /// A job with a raw JSON payload.
+    pub fn from_raw(kind: impl Into<String>, payload: Box<RawValue>) -> Self {
+        Self {
+            kind: kind.into(),
+            payload,
+            id: None,
+            priority: Priority::Normal,
+            delay: Duration::ZERO,
+            run_at: None,
+            max_attempts: None,
+            trace_id: None,
+            unique_for: Duration::ZERO,
+            unique_key: None,
+            key: None,
+        }
+    }
+
+    /// A caller-chosen id: enqueueing it again while the job exists is refused.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The priority (default normal).
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+
+    /// Run no sooner than `delay` from now (Redis's clock).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Run no sooner than `at`.
+    pub fn run_at(mut self, at: SystemTime) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// Runs allowed in all before the job is dead-lettered (default 5, at least 1).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// A trace id that travels with the job.
+    pub fn trace_id(mut self, t: impl Into<String>) -> Self {
+        self.trace_id = Some(t.into());
+        self
+    }
+
+    /// A uniqueness window: the job is refused (reported as a duplicate) if a job with the
+    /// same unique key (its [`unique_key`](Self::unique_key), else its id) was enqueued
+    /// within `window`, by any producer in any language, whether that job is still
+    /// waiting, running or done. The window starts when the job is due (now, or after its
+    /// delay). A dead-lettered job frees its key early. Zero (the default) means none;
+    /// whole milliseconds count.
+    pub fn unique_for(mut self, window: Duration) -> Self {
+        self.unique_for = window;
+        self
+    }
+
+    /// The key [`unique_for`](Self::unique_for) dedupes on, instead of the id (1 to 128
+    /// characters from `[A-Za-z0-9_.:-]`: hash longer keys). Without a window it does
+    /// nothing.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// The job's key: the tenant, customer or destination host that per-key limits count
+    /// it against (1 to 128 characters from `[A-Za-z0-9_.:-]`: hash longer keys). Written
+    /// in the envelope's `key` field; none by default.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+}
+
+/// Checks and encodes `job` under the limits (envelope bytes, default attempts); a
+/// generated id names `partition` when given (`<id>.p<i>`).
+pub(super) fn encode_job(
+    job: NewJob,
+    now_ms: u64,
+    buf: &mut Vec<u8>,
+    (max_envelope_bytes, default_max_attempts): (usize, u32),
+    partition: Option<usize>,
+) -> Result<EnqueueArg> {
+    validate_token("job kind", &job.kind, MAX_ID_LEN)?;
+    let unique = job.id.is_some();
+    let id = match job.id {
+        Some(id) => {
+            validate_token("job id", &id, MAX_ID_LEN)?;
+            id
+        }
+        None => match partition {
+            Some(i) => partitions::id_in(&envelope::new_id(), i),
+            None => envelope::new_id(),
+        },
+    };
+    if let Some(t) = &job.trace_id {
+        validate_token("trace id", t, MAX_ID_LEN)?;
+    }
+    let unique_for_ms = job.unique_for.as_millis() as u64;
+    let unique_key = match (unique_for_ms, &job.unique_key) {
+        (0, _) => None,
+        (_, Some(k)) => {
+            validate_token("unique key", k, MAX_ID_LEN)?;
+            Some(k.as_str())
+        }
+        (_, None) => Some(id.as_str()),
+    };
+    if let Some(k) = &job.key {
+        validate_token("job key", k, MAX_ID_LEN)?;
+    }
+    let max_attempts = job.max_attempts.unwrap_or(default_max_attempts).max(1);
+    let env = EnvelopeOut {
+        attempt: 0,
+        max_attempts,
+        priority: job.priority as u8,
+        enqueued_at: now_ms,
+        id: &id,
+        kind: &job.kind,
+        trace_id: job.trace_id.as_deref(),
+        unique_key,
+        key: job.key.as_deref(),
+        payload: &job.payload,
+    };
+    env.encode_into(buf)?;
+    if buf.len() > max_envelope_bytes {
+        return Err(Error::TooLarge {
+            id,
+            size: buf.len(),
+            limit: max_envelope_bytes,
+        });
+    }
+    let run_at_ms = job
+        .run_at
+        .map(|t| {
+            t.duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(1)
+                .max(1)
+        })
+        .unwrap_or(0);
+    Ok(EnqueueArg {
+        id,
+        priority: job.priority,
+        delay_ms: job.delay.as_millis() as u64,
+        run_at_ms,
+        envelope: buf.clone(),
+        unique,
+        unique_for_ms,
+    })
+}
