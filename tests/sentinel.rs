@@ -122,7 +122,15 @@ async fn consumers_follow_a_sentinel_failover_and_no_confirmed_job_is_lost() {
     let started = Instant::now();
     let mut killed = false;
     let mut n = 0;
-    while started.elapsed() < Duration::from_secs(15) {
+    // Until a good stretch of jobs went in after the kill: the sentinel's failover takes
+    // a second or several (its down-after is 1 s, then an election and a promotion).
+    while !killed || after.len() < 1000 {
+        assert!(
+            started.elapsed() < T,
+            "{} before, {} after, {refused} refused",
+            before.len(),
+            after.len()
+        );
         if !killed && started.elapsed() > Duration::from_secs(3) {
             primary.kill().unwrap();
             killed = true;
