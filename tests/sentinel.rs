@@ -81,6 +81,24 @@ impl Sentinel {
     }
 }
 
+impl Sentinel {
+    /// What the sentinel saw, for a failure message: its view of mymaster and its log.
+    fn report(&self) -> String {
+        let master = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+            .and_then(|mut c| {
+                redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg("mymaster")
+                    .query::<Vec<String>>(&mut c)
+            })
+            .map(|kv| kv.join(" "))
+            .unwrap_or_else(|e| e.to_string());
+        let log = std::fs::read_to_string(self._dir.path().join("sentinel.log")).unwrap_or_default();
+        format!("sentinel's view of mymaster: {master}\nsentinel's log:\n{log}")
+    }
+}
+
 impl Drop for Sentinel {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -119,6 +137,7 @@ async fn consumers_follow_a_sentinel_failover_and_no_confirmed_job_is_lost() {
         .wait_replicas(1, Duration::from_secs(2));
     let (mut before, mut after) = (Vec::new(), Vec::new());
     let mut refused = 0;
+    let mut last_refusal = String::new();
     let started = Instant::now();
     let mut killed = false;
     let mut n = 0;
@@ -127,9 +146,10 @@ async fn consumers_follow_a_sentinel_failover_and_no_confirmed_job_is_lost() {
     while !killed || after.len() < 1000 {
         assert!(
             started.elapsed() < T,
-            "{} before, {} after, {refused} refused",
+            "{} before, {} after, {refused} refused (the last: {last_refusal})\n{}",
             before.len(),
-            after.len()
+            after.len(),
+            sentinel.report()
         );
         if !killed && started.elapsed() > Duration::from_secs(3) {
             primary.kill().unwrap();
@@ -141,7 +161,14 @@ async fn consumers_follow_a_sentinel_failover_and_no_confirmed_job_is_lost() {
         match producer.enqueue_bulk(jobs).await {
             Ok(r) if r.duplicates.is_empty() => (if killed { &mut after } else { &mut before }).extend(ids),
             // Refused or unconfirmed during the failover: not promised.
-            _ => refused += 1,
+            Ok(r) => {
+                refused += 1;
+                last_refusal = format!("duplicates: {:?}", r.duplicates);
+            }
+            Err(e) => {
+                refused += 1;
+                last_refusal = e.to_string();
+            }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
