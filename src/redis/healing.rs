@@ -18,6 +18,14 @@ fn lost_primary(e: &redis::RedisError) -> bool {
     e.is_connection_refusal() || e.is_connection_dropped() || e.is_io_error() || e.code() == Some("READONLY")
 }
 
+/// Behind Sentinel, a reply that says this connection's server is no longer the primary:
+/// READONLY, for a write sent to a demoted primary. redis-rs hands error replies back as
+/// values ([`redis::Value::ServerError`]) and turns them into errors only later, when the
+/// caller converts the reply; in a pipeline's replies, any of them.
+fn demoted(v: &redis::Value) -> bool {
+    matches!(v, redis::Value::ServerError(e) if e.code() == "READONLY")
+}
+
 /// A [`Conn`] that is replaced when its calls keep timing out.
 ///
 /// A [`Conn`] reconnects when its connection breaks (reset, end of stream), but a
@@ -26,7 +34,10 @@ fn lost_primary(e: &redis::RedisError) -> bool {
 /// open: hours. After `REPLACE_AFTER_TIMEOUTS` (3) timeouts in a row, one background task
 /// opens a new connection and every clone moves onto it; until then calls fail and their
 /// callers retry, as for any Redis error. Behind Sentinel the same happens when the
-/// primary is gone or demoted: the new connection goes to the primary the sentinels name.
+/// primary is gone or demoted (refused, dropped, READONLY), and at once when a `WAIT`
+/// finds fewer replicas than asked for (a primary the sentinels replaced may be cut off
+/// from them and still take writes): the new connection goes to the primary the sentinels
+/// name.
 #[derive(Clone)]
 pub struct HealingConnection {
     shared: Arc<Shared>,
@@ -66,17 +77,32 @@ impl HealingConnection {
             .clone()
     }
 
-    fn observe<T>(&self, result: &redis::RedisResult<T>) {
+    /// Counts a call's outcome: `failed` when it timed out or, behind Sentinel, said the
+    /// primary is gone (`demoted`: its reply said so).
+    fn observe<T>(&self, result: &redis::RedisResult<T>, demoted: impl FnOnce(&T) -> bool) {
         let shared = &self.shared;
-        match result {
-            Ok(_) => shared.timeouts.store(0, Ordering::Relaxed),
-            Err(e) if e.is_timeout() || (shared.redis.follows_failover() && lost_primary(e)) => {
-                let n = shared.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-                if n >= REPLACE_AFTER_TIMEOUTS && !shared.replacing.swap(true, Ordering::AcqRel) {
-                    tokio::spawn(replace(shared.clone()));
-                }
+        let sentinel = shared.redis.follows_failover();
+        let failed = match result {
+            Ok(v) => sentinel && demoted(v),
+            Err(e) => e.is_timeout() || (sentinel && lost_primary(e)),
+        };
+        if !failed {
+            if result.is_ok() {
+                shared.timeouts.store(0, Ordering::Relaxed);
             }
-            Err(_) => {}
+            return;
+        }
+        let n = shared.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= REPLACE_AFTER_TIMEOUTS {
+            self.recheck_primary();
+        }
+    }
+
+    /// Replaces the connection by a new one (behind Sentinel: to the primary the sentinels
+    /// name now), in the background, unless a replacement is already under way.
+    pub(crate) fn recheck_primary(&self) {
+        if !self.shared.replacing.swap(true, Ordering::AcqRel) {
+            tokio::spawn(replace(self.shared.clone()));
         }
     }
 }
@@ -95,7 +121,9 @@ async fn replace(shared: Arc<Shared>) {
         Ok(conn) => {
             *shared.current.write().unwrap_or_else(|p| p.into_inner()) = conn;
             shared.timeouts.store(0, Ordering::Relaxed);
-            tracing::warn!("calls to Redis kept timing out: replaced the connection");
+            tracing::warn!(
+                "calls to Redis kept failing, or the primary was in doubt: replaced the connection"
+            );
         }
         // Still unreachable: the next timeouts try again.
         Err(e) => tracing::debug!(error = %e, "replacing a timed-out connection failed"),
@@ -108,7 +136,7 @@ impl ConnectionLike for HealingConnection {
         let mut conn = self.current();
         Box::pin(async move {
             let r = conn.req_packed_command(cmd).await;
-            self.observe(&r);
+            self.observe(&r, demoted);
             r
         })
     }
@@ -122,7 +150,7 @@ impl ConnectionLike for HealingConnection {
         let mut conn = self.current();
         Box::pin(async move {
             let r = conn.req_packed_commands(pipeline, offset, count).await;
-            self.observe(&r);
+            self.observe(&r, |vs| vs.iter().any(demoted));
             r
         })
     }

@@ -58,7 +58,16 @@ impl Conn {
         cmd.arg(replicas).arg(timeout.as_millis() as u64);
         match &mut self.0 {
             Inner::Single(c) => cmd.query_async(c).await,
-            Inner::Failover(c) => cmd.query_async(c).await,
+            Inner::Failover(c) => {
+                let acked: usize = cmd.query_async(c).await?;
+                // Fewer replicas than asked for: the primary may be one the sentinels
+                // have replaced, cut off from the others and still taking writes. The
+                // next calls go to the primary the sentinels name now.
+                if acked < replicas {
+                    c.recheck_primary();
+                }
+                Ok(acked)
+            }
             Inner::Cluster(c) => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
