@@ -4,8 +4,9 @@
 //! `{"attempt":N,"max_attempts":M,"priority":P,"enqueued_at":T,` so scripts can read and
 //! bump the attempt count with a pattern (`scripts/lib.lua`) instead of re-encoding JSON.
 //!
-//! Decoding: the envelope with serde_json, the payload kept as raw JSON (no parse of its
-//! values: the consumer only needs the header). The handler's typed decode,
+//! Decoding: the header read by hand where it is exactly as weir writes it (`header.rs`),
+//! by serde_json otherwise, with the same result; the payload kept as raw JSON, checked
+//! by serde_json but not parsed into values (the consumer only needs the header). The handler's typed decode,
 //! [`Job::payload`], parses the payload once; with the `simd` feature it uses simd-json
 //! where simd-json wins in `benches/envelope.rs` (large number-heavy payloads, see
 //! [`SIMD_PAYLOAD_MIN_BYTES`]) and serde_json elsewhere; both give the same values and
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod header;
 mod payload;
 #[cfg(feature = "simd")]
 pub use payload::payload_simd_json;
@@ -198,7 +200,10 @@ pub fn decode(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeError> 
             limit,
         });
     }
-    let job: Job = serde_json::from_slice(bytes).map_err(|e| DecodeError::Invalid(e.to_string()))?;
+    let job = match header::canonical(bytes) {
+        Some(job) => job,
+        None => serde_json::from_slice(bytes).map_err(|e| DecodeError::Invalid(e.to_string()))?,
+    };
     check_id(id, job)
 }
 
