@@ -125,8 +125,8 @@ async fn replace(shared: Arc<Shared>) {
                 "calls to Redis kept failing, or the primary was in doubt: replaced the connection"
             );
         }
-        // Still unreachable: the next timeouts try again.
-        Err(e) => tracing::debug!(error = %e, "replacing a timed-out connection failed"),
+        // Still unreachable: the next failures try again.
+        Err(e) => tracing::debug!(error = %e, "replacing the connection failed"),
     }
     shared.replacing.store(false, Ordering::Release);
 }
