@@ -18,7 +18,7 @@ const T: Duration = Duration::from_secs(120);
 struct Sentinel {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Sentinel {
@@ -48,11 +48,7 @@ impl Sentinel {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        Self {
-            child,
-            port,
-            _dir: dir,
-        }
+        Self { child, port, dir }
     }
 
     /// Waits until the sentinel sees `replicas` replicas of mymaster, linked up.
@@ -76,13 +72,11 @@ impl Sentinel {
             if seen >= replicas {
                 return;
             }
-            assert!(started.elapsed() < T, "the sentinel never saw the replica");
+            assert!(started.elapsed() < T, "the sentinel never saw the replicas");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-}
 
-impl Sentinel {
     /// What the sentinel saw, for a failure message: its view of mymaster and its log.
     fn report(&self) -> String {
         let master = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
@@ -95,7 +89,7 @@ impl Sentinel {
             })
             .map(|kv| kv.join(" "))
             .unwrap_or_else(|e| e.to_string());
-        let log = std::fs::read_to_string(self._dir.path().join("sentinel.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(self.dir.path().join("sentinel.log")).unwrap_or_default();
         format!("sentinel's view of mymaster: {master}\nsentinel's log:\n{log}")
     }
 }

@@ -6,8 +6,8 @@
 //!
 //! Decoding: the header read by hand where it is exactly as weir writes it (`header.rs`),
 //! by serde_json otherwise, with the same result; the payload kept as raw JSON, checked
-//! by serde_json but not parsed into values (the consumer only needs the header). The handler's typed decode,
-//! [`Job::payload`], parses the payload once; with the `simd` feature it uses simd-json
+//! by serde_json but not parsed into values (the consumer only needs the header). The
+//! handler's typed decode, [`Job::payload`], parses the payload once; with the `simd` feature it uses simd-json
 //! where simd-json wins in `benches/envelope.rs` (large number-heavy payloads, see
 //! [`SIMD_PAYLOAD_MIN_BYTES`]) and serde_json elsewhere; both give the same values and
 //! errors.
