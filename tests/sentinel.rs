@@ -55,14 +55,8 @@ impl Sentinel {
     fn wait_replicas(&self, replicas: usize) {
         let started = Instant::now();
         loop {
-            let seen = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(300)))
-                .and_then(|mut c| {
-                    redis::cmd("SENTINEL")
-                        .arg("REPLICAS")
-                        .arg("mymaster")
-                        .query::<Vec<Vec<String>>>(&mut c)
-                })
+            let seen = self
+                .ask::<Vec<Vec<String>>>("REPLICAS")
                 .map(|rs| {
                     rs.iter()
                         .filter(|r| r.windows(2).any(|w| w[0] == "master-link-status" && w[1] == "ok"))
@@ -77,16 +71,17 @@ impl Sentinel {
         }
     }
 
+    /// `SENTINEL <what> mymaster`.
+    fn ask<T: redis::FromRedisValue>(&self, what: &str) -> redis::RedisResult<T> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?;
+        let mut c = client.get_connection_with_timeout(Duration::from_millis(500))?;
+        redis::cmd("SENTINEL").arg(what).arg("mymaster").query(&mut c)
+    }
+
     /// What the sentinel saw, for a failure message: its view of mymaster and its log.
     fn report(&self) -> String {
-        let master = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
-            .and_then(|mut c| {
-                redis::cmd("SENTINEL")
-                    .arg("MASTER")
-                    .arg("mymaster")
-                    .query::<Vec<String>>(&mut c)
-            })
+        let master = self
+            .ask::<Vec<String>>("MASTER")
             .map(|kv| kv.join(" "))
             .unwrap_or_else(|e| e.to_string());
         let log = std::fs::read_to_string(self.dir.path().join("sentinel.log")).unwrap_or_default();
