@@ -1,0 +1,93 @@
+//! Decoding an envelope as the consumer fetched it: [`decode`], with its checks (the size
+//! limit, the id it is stored under, the payload's nesting) and [`DecodeError`], the
+//! reason stored in the dead-letter queue when one fails.
+
+use super::{Job, MAX_PAYLOAD_DEPTH, header};
+
+/// Why an envelope was refused by the consumer (the reason stored in the dead-letter queue).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Over the size limit.
+    #[error("envelope of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// Envelope size.
+        size: usize,
+        /// Configured limit.
+        limit: usize,
+    },
+    /// Not a valid envelope.
+    #[error("undecodable envelope: {0}")]
+    Invalid(String),
+    /// The envelope's id does not match the id it is stored under.
+    #[error("envelope id {found:?} does not match its key {expected:?}")]
+    IdMismatch {
+        /// Id the job is stored under.
+        expected: String,
+        /// Id inside the envelope.
+        found: String,
+    },
+}
+
+/// Decodes an envelope stored under `id`, refusing it over `limit` bytes.
+pub fn decode(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeError> {
+    if bytes.len() > limit {
+        return Err(DecodeError::TooLarge {
+            size: bytes.len(),
+            limit,
+        });
+    }
+    let job = match header::canonical(bytes) {
+        Some(job) => job,
+        None => serde_json::from_slice(bytes).map_err(|e| DecodeError::Invalid(e.to_string()))?,
+    };
+    check_id(id, job)
+}
+
+/// The raw payload skips serde's recursion limit; a payload nested deeper than
+/// [`MAX_PAYLOAD_DEPTH`] would fail in the handler's own parse, or overflow the stack of a
+/// parser without a limit, which aborts the whole process. One pass over the bytes.
+fn check_depth(payload: &str) -> Result<(), DecodeError> {
+    // Valid JSON (serde_json has checked it) closes what it opens: nesting deeper than
+    // the limit takes more than twice as many bytes.
+    if payload.len() <= 2 * MAX_PAYLOAD_DEPTH {
+        return Ok(());
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in payload.as_bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_PAYLOAD_DEPTH {
+                    return Err(DecodeError::Invalid(format!(
+                        "payload nests deeper than {MAX_PAYLOAD_DEPTH} levels"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_id(id: &str, job: Job) -> Result<Job, DecodeError> {
+    check_depth(job.payload.get())?;
+    if job.id != id {
+        return Err(DecodeError::IdMismatch {
+            expected: id.to_owned(),
+            found: job.id,
+        });
+    }
+    Ok(job)
+}
