@@ -11,12 +11,10 @@
 
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
-use crate::consumer::config::check;
 use crate::consumer::leases::Leases;
 use crate::consumer::partitioned::Role;
 use crate::consumer::pool::cannot_take;
 use crate::consumer::wake::Wake;
-use crate::error::Result;
 use crate::limiter::RateGate;
 use crate::limiter::limit::Limit;
 use crate::metrics::{DeferReason, QueueMetrics};
@@ -36,61 +34,14 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+mod config;
 mod size;
+pub use config::FetcherConfig;
 use size::FetchSize;
 
 /// Longest an idle fetcher waits without a wake message before it looks again (covers a
 /// wake lost while the subscription reconnected).
 const IDLE_RECHECK: Duration = Duration::from_secs(5);
-
-/// Fetcher settings. (The lease length is the consumer's: [`crate::ConsumerConfig::lease`].)
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct FetcherConfig {
-    /// Most jobs per fetch call, 1..=10000 (default 500).
-    pub batch: usize,
-    /// Fetch calls in flight at once, 1..=16 (default 2).
-    pub pipeline: usize,
-    /// Envelopes over this size are not run here, at least 64 bytes (default 1 MiB): they
-    /// are deferred, uncharged, for a consumer with a larger limit, and dead-lettered once
-    /// the pool's `unknown_kind_grace` has passed.
-    pub max_envelope_bytes: usize,
-}
-
-impl FetcherConfig {
-    /// Default of [`FetcherConfig::batch`].
-    pub const DEFAULT_BATCH: usize = 500;
-    /// Default of [`FetcherConfig::pipeline`].
-    pub const DEFAULT_PIPELINE: usize = 2;
-    /// Default of [`FetcherConfig::max_envelope_bytes`].
-    pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = envelope::DEFAULT_MAX_ENVELOPE_BYTES;
-
-    /// Checks every value against its range, with a message that names it.
-    pub fn validate(&self) -> Result<()> {
-        check(
-            (1..=10_000).contains(&self.batch),
-            "batch must be between 1 and 10000",
-        )?;
-        check(
-            (1..=16).contains(&self.pipeline),
-            "fetch pipeline must be between 1 and 16",
-        )?;
-        check(
-            self.max_envelope_bytes >= 64,
-            "envelope size limit must be at least 64 bytes",
-        )
-    }
-}
-
-impl Default for FetcherConfig {
-    fn default() -> Self {
-        Self {
-            batch: Self::DEFAULT_BATCH,
-            pipeline: Self::DEFAULT_PIPELINE,
-            max_envelope_bytes: Self::DEFAULT_MAX_ENVELOPE_BYTES,
-        }
-    }
-}
 
 /// The fetcher task.
 pub(crate) struct Fetcher {
