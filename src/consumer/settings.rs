@@ -1,7 +1,7 @@
 //! Queue settings: limits an operator stores for a queue (`weir limits set`) that bind
 //! every consumer of that queue. Running consumers apply the runtime limits within about
 //! a second, without a restart; the scripts read the dead-letter cap on every call that
-//! buries or trims. They live in the queue's settings hash ([`QueueKeys::settings`]):
+//! buries or trims. They live in the queue's settings hash ([`QueueKeys::settings`](crate::queue::keys::QueueKeys::settings)):
 //!
 //! ```text
 //! HASH weir:{Q}:settings
@@ -28,76 +28,20 @@
 //! A partitioned queue's partitions each hold their share of its fleet-wide limits
 //! (`settings/lanes.rs`): [`Settings::update`] and the clears write them.
 
+mod hash;
 mod lanes;
+mod store;
+mod values;
+
+pub use values::{Cleared, RateSetting};
 
 use crate::error::{Error, Result};
 use crate::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
-use crate::queue::keys::QueueKeys;
-use redis::AsyncCommands;
-use redis::aio::ConnectionLike;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// The dead-letter cap of a queue with no `dead_cap` setting (`scripts/lib.lua` has the
 /// same number): the oldest dead-lettered jobs beyond it are trimmed, and counted.
 pub const DEFAULT_DEAD_CAP: u64 = 10_000;
-
-/// A stored rate: a cap, or `off` to lift the consumers' own cap.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum RateSetting {
-    /// No cap, whatever the consumer was started with.
-    Off,
-    /// This cap.
-    Limit(Rate),
-}
-
-impl RateSetting {
-    /// This setting with `burst` (a cap gets it; `off` stays off).
-    pub fn with_burst(self, burst: u32) -> Self {
-        match self {
-            RateSetting::Off => RateSetting::Off,
-            RateSetting::Limit(r) => RateSetting::Limit(r.with_burst(burst)),
-        }
-    }
-}
-
-impl std::str::FromStr for RateSetting {
-    type Err = crate::limiter::LimiterError;
-
-    /// `off`, or a rate as [`Rate`] parses it (`500/s`, `30/m`).
-    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
-        if s.trim() == "off" {
-            Ok(RateSetting::Off)
-        } else {
-            s.parse().map(RateSetting::Limit)
-        }
-    }
-}
-
-/// A group of settings `weir limits clear` can remove alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cleared {
-    /// The dead-letter cap (back to [`DEFAULT_DEAD_CAP`]).
-    DeadCap,
-    /// The global rate and its burst.
-    GlobalRate,
-    /// The global concurrency.
-    GlobalConcurrency,
-    /// Every per-key limit: the defaults and every key's own.
-    PerKey,
-}
-
-impl Cleared {
-    /// The hash fields of the group (for [`Cleared::PerKey`], the defaults: the keys' own
-    /// are found in the hash).
-    pub fn fields(self) -> &'static [&'static str] {
-        match self {
-            Cleared::DeadCap => &["dead_cap"],
-            Cleared::GlobalRate => &["global_rate", "global_burst"],
-            Cleared::GlobalConcurrency => &["global_concurrency"],
-            Cleared::PerKey => &["key_rate", "key_burst", "key_concurrency", "key_overrides"],
-        }
-    }
-}
 
 /// The runtime settings of a queue; `None` fields are not set.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -141,81 +85,6 @@ pub struct KeyLimits {
 }
 
 impl Settings {
-    /// Reads the settings of `queue`.
-    pub async fn load<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str) -> Result<Self> {
-        let key = QueueKeys::new(queue)?.settings();
-        let h: HashMap<String, String> = conn.hgetall(&key).await?;
-        Self::from_hash(&h)
-    }
-
-    /// Parses the hash; a field that does not parse is an error naming it.
-    pub fn from_hash(h: &HashMap<String, String>) -> Result<Self> {
-        fn field<T: std::str::FromStr>(h: &HashMap<String, String>, name: &'static str) -> Result<Option<T>>
-        where
-            T::Err: std::fmt::Display,
-        {
-            h.get(name)
-                .map(|v| {
-                    v.trim()
-                        .parse::<T>()
-                        .map_err(|e| Error::Config(format!("runtime setting {name} = {v:?}: {e}")))
-                })
-                .transpose()
-        }
-        let rate = match h.get("rate").map(|r| r.trim()) {
-            None => None,
-            Some("off") => Some(RateSetting::Off),
-            Some(_) => {
-                let r: Rate = field(h, "rate")?.expect("present");
-                let burst: Option<u32> = field(h, "burst")?;
-                Some(RateSetting::Limit(burst.map_or(r, |b| r.with_burst(b))))
-            }
-        };
-        Ok(Self {
-            min: field(h, "min_concurrency")?,
-            max: field(h, "max_concurrency")?,
-            target_p95: field(h, "target_p95")?,
-            error_threshold: field(h, "error_threshold")?,
-            rate,
-            dead_cap: field(h, "dead_cap")?,
-            global_rate: match field::<Rate>(h, "global_rate")? {
-                None => None,
-                Some(r) => Some(match field::<u32>(h, "global_burst")? {
-                    Some(b) => r.with_burst(b),
-                    None => r.with_burst(Self::default_global_burst(&r)),
-                }),
-            },
-            global_concurrency: field(h, "global_concurrency")?,
-            key_rate: match field::<Rate>(h, "key_rate")? {
-                None => None,
-                Some(r) => Some(match field::<u32>(h, "key_burst")? {
-                    Some(b) => r.with_burst(b),
-                    None => r.with_burst(Self::default_global_burst(&r)),
-                }),
-            },
-            key_concurrency: field(h, "key_concurrency")?,
-            key_overrides: Self::overrides_from_hash(h)?,
-        })
-    }
-
-    /// The `key_rate:<key>` and `key_concurrency:<key>` fields.
-    fn overrides_from_hash(h: &HashMap<String, String>) -> Result<BTreeMap<String, KeyLimits>> {
-        let mut out: BTreeMap<String, KeyLimits> = BTreeMap::new();
-        for (name, v) in h {
-            let bad =
-                |e: &dyn std::fmt::Display| Error::Config(format!("runtime setting {name} = {v:?}: {e}"));
-            if let Some(k) = name.strip_prefix("key_rate:") {
-                let r: Rate = v.trim().parse().map_err(|e| bad(&e))?;
-                let r = r.with_burst(Self::default_global_burst(&r));
-                out.entry(k.to_owned()).or_default().rate = Some(r);
-            } else if let Some(k) = name.strip_prefix("key_concurrency:") {
-                let c: u64 = v.trim().parse().map_err(|e| bad(&e))?;
-                out.entry(k.to_owned()).or_default().concurrency = Some(c);
-            }
-        }
-        Ok(out)
-    }
-
     /// Whether any per-key limit is set.
     pub fn per_key(&self) -> bool {
         self.key_rate.is_some() || self.key_concurrency.is_some() || !self.key_overrides.is_empty()
@@ -226,147 +95,6 @@ impl Settings {
     /// in any one period, and a fetch takes up to a tenth of a period's jobs at once.
     pub fn default_global_burst(rate: &Rate) -> u32 {
         (rate.count / 10.0).ceil().clamp(1.0, 1e6) as u32
-    }
-
-    /// The hash fields of the settings that are set.
-    pub fn to_fields(&self) -> Vec<(String, String)> {
-        let mut f: Vec<(String, String)> = self
-            .fixed_fields()
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect();
-        for (key, l) in &self.key_overrides {
-            if let Some(r) = l.rate {
-                f.push((format!("key_rate:{key}"), r.spec()));
-            }
-            if let Some(c) = l.concurrency {
-                f.push((format!("key_concurrency:{key}"), c.to_string()));
-            }
-        }
-        if !self.key_overrides.is_empty() {
-            f.push(("key_overrides".into(), "1".into()));
-        }
-        f
-    }
-
-    /// The fields of the settings that are set, but for the keys' own limits.
-    fn fixed_fields(&self) -> Vec<(&'static str, String)> {
-        let mut f = Vec::new();
-        if let Some(v) = self.min {
-            f.push(("min_concurrency", v.to_string()));
-        }
-        if let Some(v) = self.max {
-            f.push(("max_concurrency", v.to_string()));
-        }
-        if let Some(v) = self.target_p95 {
-            f.push(("target_p95", v.to_string()));
-        }
-        if let Some(v) = self.error_threshold {
-            f.push(("error_threshold", v.to_string()));
-        }
-        match self.rate {
-            Some(RateSetting::Off) => f.push(("rate", "off".into())),
-            Some(RateSetting::Limit(r)) => {
-                f.push(("rate", r.spec()));
-                f.push(("burst", r.burst.to_string()));
-            }
-            None => {}
-        }
-        if let Some(v) = self.dead_cap {
-            f.push(("dead_cap", v.to_string()));
-        }
-        if let Some(r) = self.global_rate {
-            f.push(("global_rate", r.spec()));
-            f.push(("global_burst", r.burst.to_string()));
-        }
-        if let Some(v) = self.global_concurrency {
-            f.push(("global_concurrency", v.to_string()));
-        }
-        if let Some(r) = self.key_rate {
-            f.push(("key_rate", r.spec()));
-            f.push(("key_burst", r.burst.to_string()));
-        }
-        if let Some(v) = self.key_concurrency {
-            f.push(("key_concurrency", v.to_string()));
-        }
-        f
-    }
-
-    /// Writes the settings that are set, leaving the others as they are.
-    pub async fn store<C: ConnectionLike + Send + Sync>(&self, conn: &mut C, queue: &str) -> Result<()> {
-        let key = QueueKeys::new(queue)?.settings();
-        let fields = self.to_fields();
-        if !fields.is_empty() {
-            // HSET with several pairs, not HMSET: the minimal ACL (docs/security.md) has
-            // `hset` only.
-            let _: () = redis::cmd("HSET")
-                .arg(&key)
-                .arg(&fields)
-                .query_async(conn)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Stores `update`'s set fields for `queue` once the settings they make (the stored
-    /// ones with `update` on top) pass [`Settings::validate`]; returns those settings. What
-    /// `weir limits set` and the web UI's limits form do: nothing is written when the
-    /// result would be refused. A partitioned queue's partitions get their share
-    /// ([`Settings::share`]).
-    pub async fn update<C: ConnectionLike + Send + Sync>(
-        conn: &mut C,
-        queue: &str,
-        update: &Settings,
-    ) -> Result<Settings> {
-        let merged = Self::load(conn, queue).await?.merge(update);
-        merged.validate()?;
-        update.store(conn, queue).await?;
-        lanes::spread(conn, queue).await?;
-        Ok(merged)
-    }
-
-    /// Removes every setting of `queue` (and of its partitions).
-    pub async fn clear<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str) -> Result<()> {
-        let _: () = conn.del(QueueKeys::new(queue)?.settings()).await?;
-        lanes::spread(conn, queue).await
-    }
-
-    /// Removes some settings of `queue`, leaving the others: each of `which` is a hash
-    /// group of fields.
-    pub async fn clear_some<C: ConnectionLike + Send + Sync>(
-        conn: &mut C,
-        queue: &str,
-        which: &[Cleared],
-    ) -> Result<()> {
-        let mut fields: Vec<String> = which
-            .iter()
-            .flat_map(|c| c.fields().iter().map(|f| f.to_string()))
-            .collect();
-        if which.contains(&Cleared::PerKey) {
-            let stored = Self::load(conn, queue).await?;
-            fields.extend(key_fields(stored.key_overrides.keys()));
-        }
-        if !fields.is_empty() {
-            let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), fields).await?;
-        }
-        lanes::spread(conn, queue).await
-    }
-
-    /// Removes the limits of their own of `keys` (they go back to the per-key defaults).
-    pub async fn clear_keys<C: ConnectionLike + Send + Sync>(
-        conn: &mut C,
-        queue: &str,
-        keys: &[String],
-    ) -> Result<()> {
-        let settings = QueueKeys::new(queue)?.settings();
-        let fields: Vec<String> = key_fields(keys.iter()).collect();
-        if !fields.is_empty() {
-            let _: () = conn.hdel(&settings, fields).await?;
-        }
-        if Self::load(conn, queue).await?.key_overrides.is_empty() {
-            let _: () = conn.hdel(&settings, "key_overrides").await?;
-        }
-        lanes::spread(conn, queue).await
     }
 
     /// The dead-letter cap in force.
@@ -476,11 +204,6 @@ impl Settings {
     }
 }
 
-/// The hash fields of the limits of their own of `keys`.
-fn key_fields<'a>(keys: impl Iterator<Item = &'a String>) -> impl Iterator<Item = String> {
-    keys.flat_map(|k| [format!("key_rate:{k}"), format!("key_concurrency:{k}")])
-}
-
 impl std::fmt::Display for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let fields = self.to_fields();
@@ -492,6 +215,7 @@ impl std::fmt::Display for Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn hash(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs
