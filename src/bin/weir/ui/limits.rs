@@ -4,8 +4,9 @@
 
 use super::guard::Posted;
 use super::html::{after, button, csrf, page, query};
-use super::pages::{PageQuery, done, render, workers_table};
+use super::pages::{PageQuery, done, render};
 use super::state::{App, Failure};
+use super::workers::workers_table;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};

@@ -19,6 +19,7 @@ mod html;
 mod limits;
 mod pages;
 mod state;
+mod workers;
 
 use crate::{Common, parse_duration};
 use axum::Router;
@@ -78,7 +79,7 @@ fn router(app: App) -> Router {
         .route("/", get(pages::overview))
         .route("/queue", get(pages::queue))
         .route("/job", get(pages::job))
-        .route("/workers", get(pages::workers))
+        .route("/workers", get(workers::workers))
         .route("/limits", get(limits::show))
         .route("/queue/pause", post(actions::pause))
         .route("/queue/resume", post(actions::resume))
