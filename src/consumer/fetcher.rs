@@ -220,11 +220,13 @@ impl Fetcher {
         let mut jobs = Vec::with_capacity(fetched.jobs.len());
         let mut leased = Vec::with_capacity(fetched.jobs.len());
         let mut bad = Vec::new();
-        for (i, (id, env)) in fetched.jobs.into_iter().enumerate() {
-            match envelope::decode(&id, &env, limit) {
+        for (i, (name, env)) in fetched.jobs.into_iter().enumerate() {
+            match envelope::decode(&name, &env, limit) {
                 Ok(mut job) => {
                     job.suspect = i < fetched.suspects;
-                    leased.push((id, job.priority()));
+                    // An inline job's lease is named by its envelope (see Fetched::jobs).
+                    let item = (name != job.id).then_some(name);
+                    leased.push((job.id.clone(), job.priority(), item));
                     jobs.push(job);
                 }
                 Err(e) => {
@@ -243,8 +245,10 @@ impl Fetcher {
                             },
                         ),
                     };
-                    leased.push((id.clone(), priority));
-                    bad.push(Done { id, outcome });
+                    // Not decoded: known by its lease's name (for an inline job, its
+                    // envelope), which the outcome then names.
+                    leased.push((name.clone(), priority, None));
+                    bad.push(Done { id: name, outcome });
                 }
             }
         }
@@ -287,11 +291,13 @@ impl Fetcher {
 
     /// Adds the leases of a fetch that came back after shutdown, so they are released.
     fn register(&self, fetched: &Fetched, sent: Instant) {
-        let leased = fetched.jobs.iter().map(|(id, env)| {
-            let p = envelope::decode(id, env, usize::MAX)
-                .map(|j| j.priority())
-                .unwrap_or_default();
-            (id.clone(), p)
+        let leased = fetched.jobs.iter().map(|(name, env)| match envelope::decode(name, env, usize::MAX) {
+            Ok(j) => {
+                let item = (*name != j.id).then(|| name.clone());
+                let p = j.priority();
+                (j.id, p, item)
+            }
+            Err(_) => (name.clone(), Priority::default(), None),
         });
         self.leases.add(fetched.deadline_ms, sent, leased);
     }

@@ -139,7 +139,7 @@ impl Heartbeat {
     /// ago (a lease taken since has nearly its whole length ahead). Lost leases are
     /// forgotten.
     async fn beat(&mut self, every: Duration, ttl: Duration) {
-        let due: Vec<(String, u64)> = match Instant::now().checked_sub(every / 2) {
+        let due: Vec<Due> = match Instant::now().checked_sub(every / 2) {
             Some(old) => self.due(old),
             None => Vec::new(),
         };
@@ -157,33 +157,40 @@ impl Heartbeat {
     }
 
     /// The leases whose deadline was set at or before `old`.
-    fn due(&self, old: Instant) -> Vec<(String, u64)> {
+    fn due(&self, old: Instant) -> Vec<Due> {
         self.leases.with(|t| {
             t.leases
                 .iter()
                 .filter(|(_, l)| l.renewed <= old)
-                .map(|(id, l)| (id.clone(), l.token))
+                .map(|(id, l)| Due {
+                    id: id.clone(),
+                    item: l.item.clone(),
+                    token: l.token,
+                })
                 .collect()
         })
     }
 
     /// Extends the leases of `chunk` in one call.
-    async fn extend(&mut self, chunk: &[(String, u64)], every: Duration) {
+    async fn extend(&mut self, chunk: &[Due], every: Duration) {
         let vt = self.lease.as_millis() as u64;
-        let pairs: Vec<(&str, u64)> = chunk.iter().map(|(id, t)| (id.as_str(), *t)).collect();
+        let pairs: Vec<(&str, u64)> = chunk
+            .iter()
+            .map(|d| (d.item.as_deref().unwrap_or(&d.id), d.token))
+            .collect();
         let sent = Instant::now();
         let call = scripts::extend(&mut self.conn, &self.keys, vt, &pairs);
         match tokio::time::timeout(every, call).await {
             Ok(Ok((_, lost))) => {
                 self.errors.succeeded();
+                let lost: std::collections::HashSet<&str> = lost.iter().map(String::as_str).collect();
                 self.leases.with(|t| {
-                    for (id, _) in chunk {
-                        if let Some(l) = t.leases.get_mut(id) {
+                    for d in chunk {
+                        if lost.contains(d.item.as_deref().unwrap_or(&d.id)) {
+                            t.leases.remove(&d.id);
+                        } else if let Some(l) = t.leases.get_mut(&d.id) {
                             l.renewed = sent;
                         }
-                    }
-                    for id in &lost {
-                        t.leases.remove(id);
                     }
                 });
                 if !lost.is_empty() {
@@ -203,4 +210,12 @@ impl Heartbeat {
             }
         }
     }
+}
+
+/// A lease the heartbeat extends: the job's id, its lease's name in Redis when that is an
+/// inline job's envelope, and its token.
+struct Due {
+    id: String,
+    item: Option<String>,
+    token: u64,
 }

@@ -32,6 +32,16 @@ pub(crate) struct Lease {
     /// Its outcome is known (the acker is writing it): it must never be released as if
     /// it had not run.
     pub outcome: bool,
+    /// An inline job's envelope, which is its lease's name in Redis (`lib.lua`'s items);
+    /// none for a job named by its id.
+    pub item: Option<String>,
+}
+
+impl Lease {
+    /// What names job `id`'s lease in Redis: its envelope for an inline job, else its id.
+    pub(crate) fn name<'a>(&'a self, id: &'a str) -> &'a str {
+        self.item.as_deref().unwrap_or(id)
+    }
 }
 
 /// The table and its room signal.
@@ -86,10 +96,16 @@ impl Leases {
         r
     }
 
-    /// Adds the leases of one fetch (asked for at `sent`), in fetch order.
-    pub(crate) fn add(&self, token: u64, sent: Instant, jobs: impl IntoIterator<Item = (String, Priority)>) {
+    /// Adds the leases of one fetch (asked for at `sent`), in fetch order: each job's id,
+    /// priority and, for an inline job, its envelope (its lease's name).
+    pub(crate) fn add(
+        &self,
+        token: u64,
+        sent: Instant,
+        jobs: impl IntoIterator<Item = (String, Priority, Option<String>)>,
+    ) {
         self.with(|t| {
-            for (id, priority) in jobs {
+            for (id, priority, item) in jobs {
                 let seq = t.next_seq;
                 t.next_seq += 1;
                 let lease = Lease {
@@ -99,15 +115,19 @@ impl Leases {
                     renewed: sent,
                     marked: false,
                     outcome: false,
+                    item,
                 };
                 t.leases.insert(id, lease);
             }
         })
     }
 
-    /// The token of `id`'s lease, if still held.
-    pub(crate) fn token(&self, id: &str) -> Option<u64> {
-        lock(&self.table).leases.get(id).map(|l| l.token)
+    /// The token and the name of `id`'s lease (see [`Lease::name`]), if still held.
+    pub(crate) fn token(&self, id: &str) -> Option<(u64, String)> {
+        lock(&self.table)
+            .leases
+            .get(id)
+            .map(|l| (l.token, l.name(id).to_string()))
     }
 
     /// Records that `id`'s start mark was written.

@@ -50,13 +50,13 @@ impl Suspects {
 
     /// Marks the start of suspect `id` in Redis (retried until it lands, or shutdown).
     async fn mark(&self, id: &str, shutdown: &CancellationToken) -> Marked {
-        let Some(token) = self.leases.token(id) else {
+        let Some((token, name)) = self.leases.token(id) else {
             return Marked::Lost;
         };
         let call = retrying("start_suspect", Backoff::CALL, GiveUp::NEVER, || {
             let mut conn = self.conn.clone();
-            let (keys, tag) = (&self.keys, self.tag.as_str());
-            async move { scripts::start_suspect(&mut conn, keys, id, token, tag).await }
+            let (keys, tag, name) = (&self.keys, self.tag.as_str(), name.as_str());
+            async move { scripts::start_suspect(&mut conn, keys, name, token, tag).await }
         });
         tokio::select! {
             biased;

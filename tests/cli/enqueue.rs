@@ -34,7 +34,7 @@ async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
         assert!(err.contains(&format!("line {n}:")), "line {n} reported: {err}");
     }
     assert!(!err.contains("line 6:"), "empty lines are skipped: {err}");
-    let s = ctx.snapshot().await;
+    let s = ctx.snapshot().await.by_id();
     assert_eq!(s.ready[0], ["fixed"]);
     assert_eq!(s.ready[1].len(), 1);
     assert!(s.jobs["fixed"].starts_with(r#"{"attempt":0,"max_attempts":7,"priority":0,"#));
@@ -73,7 +73,7 @@ async fn enqueue_with_kind_takes_bare_payloads_and_defaults() {
     no_panic(&o);
     assert_eq!(o.status.code(), Some(3));
     assert!(text(&o.stderr).contains("line 4:"), "{}", text(&o.stderr));
-    let s = ctx.snapshot().await;
+    let s = ctx.snapshot().await.by_id();
     assert_eq!(s.delayed[2].len(), 3);
     assert!(
         s.jobs
@@ -201,7 +201,7 @@ async fn unique_for_skips_keys_enqueued_within_the_window_from_the_flag_or_the_l
     assert!(out.contains("enqueued 2 jobs"), "{out}");
     assert!(err.contains("skipped 2 duplicate jobs"), "{err}");
     assert!(err.contains("line 5: invalid unique key \"bad key\""), "{err}");
-    let s = ctx.snapshot().await;
+    let s = ctx.snapshot().await.by_id();
     assert_eq!(s.unique.len(), 2, "{:?}", s.unique);
     assert_eq!(s.unique["order-2"], "order-2");
     let o = cli(
@@ -245,7 +245,7 @@ async fn a_lines_key_or_the_flags_lands_in_the_envelope() {
         ],
         "{err}"
     );
-    let s = ctx.snapshot().await;
+    let s = ctx.snapshot().await.by_id();
     assert_eq!(s.jobs.len(), 2, "{:?}", s.jobs);
     assert!(
         s.jobs["a"].ends_with(
@@ -279,7 +279,7 @@ async fn a_lines_key_or_the_flags_lands_in_the_envelope() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let o = cli(&ctx, &["enqueue", "-q", q, "--kind", "m"], "12\n");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let s = ctx.snapshot().await;
+    let s = ctx.snapshot().await.by_id();
     let m: Vec<&String> = s.jobs.values().filter(|e| e.contains(r#""kind":"m""#)).collect();
     assert_eq!(m.len(), 3);
     for e in m {
@@ -298,5 +298,5 @@ async fn a_lines_key_or_the_flags_lands_in_the_envelope() {
         "{}",
         text(&o.stderr)
     );
-    assert_eq!(ctx.snapshot().await.jobs.len(), 5, "nothing more stored");
+    assert_eq!(ctx.snapshot().await.by_id().jobs.len(), 5, "nothing more stored");
 }

@@ -26,7 +26,7 @@ async fn seed_jobs(ctx: &Ctx, n: u32) -> Vec<String> {
 
 /// Every job is still ready, uncharged, and nothing was leased, acked or dead-lettered.
 async fn untouched(ctx: &Ctx, ids: &[String]) {
-    let s = ctx.snapshot().await;
+    let s = ctx.snapshot().await.by_id();
     let mut ready = s.ready[1].clone();
     ready.sort();
     let mut want = ids.to_vec();

@@ -216,6 +216,42 @@ fn pairs(v: &[(&str, u64)]) -> Vec<(String, u64)> {
     out
 }
 
+/// The id an inline job's envelope holds (`lib.lua`'s items: an envelope opens with `{`).
+pub(crate) fn item_id(item: &str) -> Option<String> {
+    if !item.starts_with('{') {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(item).ok()?;
+    Some(v["id"].as_str()?.to_string())
+}
+
+impl State {
+    /// This state with every inline job (an envelope in a ready list, the suspects or the
+    /// lease) named by its id, its envelope in `jobs`: where the jobs are, whichever way
+    /// they are stored.
+    pub(crate) fn by_id(mut self) -> Self {
+        let mut adopt = |item: &mut String| {
+            if let Some(id) = item_id(item) {
+                self.jobs.insert(id.clone(), std::mem::replace(item, id));
+            }
+        };
+        for list in &mut self.ready {
+            list.iter_mut().for_each(&mut adopt);
+        }
+        self.suspects.iter_mut().for_each(&mut adopt);
+        self.lease.iter_mut().for_each(|(item, _)| adopt(item));
+        let rekey = |m: &mut BTreeMap<String, String>| {
+            *m = std::mem::take(m)
+                .into_iter()
+                .map(|(k, v)| (item_id(&k).unwrap_or(k), v))
+                .collect();
+        };
+        rekey(&mut self.started);
+        rekey(&mut self.lease_tokens);
+        self
+    }
+}
+
 /// Builders for seeding and expecting states.
 impl State {
     pub(crate) fn ready(mut self, p: usize, ids: &[&str]) -> Self {

@@ -12,6 +12,7 @@ mod enqueue;
 mod fetch;
 mod functions;
 mod inspect;
+mod inspect_inline;
 mod lease;
 mod reclaim;
 mod settle;

@@ -13,7 +13,10 @@ use std::sync::atomic::Ordering;
 /// One settle call's worth: outcomes, and start marks written or removed.
 #[derive(Default)]
 pub(super) struct Batch {
+    /// Outcomes, each naming its lease as Redis does (see `Lease::name`).
     pub(super) items: Vec<Settle>,
+    /// Per item: the job's id (its lease's key in the table).
+    ids: Vec<String>,
     /// Per item: how it counts if the settle applies it.
     counted: Vec<Counted>,
     marks: Vec<(String, u64)>,
@@ -34,9 +37,10 @@ impl Acker {
                 };
                 l.outcome = true;
                 if l.marked && d.outcome == Outcome::Ack {
-                    b.ended.push(d.id.clone());
+                    b.ended.push(l.name(&d.id).to_string());
                 }
                 b.items.push(settle_item(d, l));
+                b.ids.push(d.id.clone());
                 b.counted.push(Counted::of(&d.outcome));
             }
             for id in unmarked {
@@ -47,7 +51,7 @@ impl Acker {
                     // Marked now, written or not: a mark that may have landed is removed
                     // with the ack later (removing one that did not is harmless).
                     l.marked = true;
-                    b.marks.push((id.clone(), l.token));
+                    b.marks.push((l.name(id).to_string(), l.token));
                 }
             }
         });
@@ -56,11 +60,16 @@ impl Acker {
 
     /// Forgets the settled leases; counts what was recorded.
     pub(super) fn record(&mut self, batch: &Batch, settled: Settled) {
-        let Settled { missed, spent } = settled;
+        let Settled {
+            missed,
+            spent,
+            missed_inline,
+        } = settled;
         let items = &batch.items;
-        if !missed.is_empty() {
+        let lost = missed.len() + missed_inline as usize;
+        if lost > 0 {
             tracing::warn!(
-                count = missed.len(),
+                count = lost,
                 "outcomes not recorded: their leases expired (the jobs run again) or an earlier, retried call recorded them"
             );
         }
@@ -76,11 +85,13 @@ impl Acker {
         for id in &missed {
             *missed_left.entry(id.as_str()).or_default() += 1;
         }
-        let (mut acked, mut retried, mut dead) = (0, 0, 0);
+        // Inline acks that found no lease are counted, not named (see settle.lua).
+        let (mut acked, mut retried, mut dead) = (0usize, 0, 0);
+        let mut inline_left = missed_inline as usize;
         let mut deferred = [0u64; DEFER_REASONS.len()];
         self.deps.leases.with(|t| {
-            for item in items {
-                t.leases.remove(item.id());
+            for id in &batch.ids {
+                t.leases.remove(id);
             }
         });
         for (item, &counted) in items.iter().zip(&batch.counted) {
@@ -89,6 +100,7 @@ impl Acker {
                 continue;
             }
             match counted {
+                Counted::Acked if inline_left > 0 && item.is_inline() => inline_left -= 1,
                 Counted::Acked => acked += 1,
                 Counted::Retried => retried += 1,
                 Counted::Deferred(_) if spent.iter().any(|id| id == item.id()) => dead += 1,
@@ -107,13 +119,13 @@ impl Acker {
             counter.increment(n);
         }
         m.dead.increment(dead as u64);
-        m.leases_lost.increment(missed.len() as u64);
+        m.leases_lost.increment(lost as u64);
         let t = &self.deps.tally;
         t.acked.fetch_add(acked as u64, Ordering::Relaxed);
         t.retried.fetch_add(retried as u64, Ordering::Relaxed);
         t.deferred.fetch_add(deferred.iter().sum(), Ordering::Relaxed);
         t.dead.fetch_add(dead as u64, Ordering::Relaxed);
-        t.lost_leases.fetch_add(missed.len() as u64, Ordering::Relaxed);
+        t.lost_leases.fetch_add(lost as u64, Ordering::Relaxed);
     }
 }
 
@@ -138,7 +150,7 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
 }
 
 fn settle_item(d: &Done, l: &Lease) -> Settle {
-    let id = d.id.clone();
+    let id = l.name(&d.id).to_string();
     match &d.outcome {
         Outcome::Ack => Settle::Ack { id, token: l.token },
         Outcome::Retry { delay_ms, error, .. } => Settle::Retry {

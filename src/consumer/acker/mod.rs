@@ -212,7 +212,7 @@ impl Acker {
         for chunk in held.chunks(LEASE_CHUNK).rev() {
             let triples: Vec<(&str, u64, Priority)> = chunk
                 .iter()
-                .map(|(id, l)| (id.as_str(), l.token, l.priority))
+                .map(|(id, l)| (l.name(id), l.token, l.priority))
                 .collect();
             let released = retrying("release", Backoff::CALL, GiveUp::at(deadline), || {
                 let mut conn = self.deps.conn.clone();

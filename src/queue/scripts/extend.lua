@@ -2,9 +2,10 @@
 --
 -- KEYS: the queue's keys (lib.lua); touches lease, lease_tokens.
 -- ARGV[1]: visibility timeout (ms): new deadline = Redis TIME + this
--- ARGV[2..]: pairs of id, lease token (the deadline fetch returned)
--- Returns: { new_deadline_ms, lost_id1, lost_id2, ... } where lost ids are the ones whose
---   lease this caller no longer holds.
+-- ARGV[2..]: pairs of lease item (lib.lua: a job id, or an inline job's envelope), lease
+--   token (the deadline fetch returned)
+-- Returns: { new_deadline_ms, lost1, lost2, ... }: the items whose lease this caller no
+--   longer holds.
 --   The token stays the lease's for its whole life: an extended lease keeps it in
 --   K.lease_tokens (the score is the current deadline). So a caller whose reply was lost
 --   (the extend applied, the new deadline never heard of) still holds its leases, for the

@@ -24,7 +24,8 @@
 --     alone, one at a time, so that a crash is charged to the job that caused it; one per
 --     call spreads them over calls and consumers;
 --   ids: the ids of the envelopes that follow, in the same order, joined by newlines (one
---     string: a reply value per job costs Redis more than the join). weir's ids never hold
+--     string: a reply value per job costs Redis more than the join); an empty line for an
+--     inline job (lib.lua's items): its lease is its envelope, which names it. weir's ids never hold
 --     a newline; should one pushed by hand hold one, the pieces no longer match the
 --     envelopes in number, and the caller pairs what it can by the ids inside them.
 
@@ -337,10 +338,27 @@ if ni == 0 then
   return { 0, next_due, grant.bits, 0 }
 end
 
--- 5. load envelopes and lease; an id without an envelope (purged meanwhile) is dropped,
---    and, under per-key limits, a job its key's limits hold back (see admit)
+-- 5. load envelopes and lease: an inline job is its own envelope (lib.lua's items), an id
+--    has its envelope in K.jobs; an id without one (purged meanwhile) is dropped, and,
+--    under per-key limits, a job its key's limits hold back (see admit; an inline job
+--    with a key is adopted first, so that it has a record by id to be held back by)
 local deadline = now + vt
-local envs = hmget_chunked(K.jobs, ids)
+local envs, hashed, nh = {}, {}, 0
+for i = 1, ni do
+  local item = ids[i]
+  if is_inline(item) then
+    envs[i] = item
+  else
+    nh = nh + 1
+    hashed[nh] = i
+  end
+end
+if nh > 0 then
+  local names = {}
+  for k = 1, nh do names[k] = ids[hashed[k]] end
+  local got = hmget_chunked(K.jobs, names)
+  for k = 1, nh do envs[hashed[k]] = got[k] or false end
+end
 local suspects = 0
 if suspect and envs[1] then suspects = 1 end
 -- The score as a string, formatted once: a Lua number would be formatted per job.
@@ -360,12 +378,16 @@ if nl < ni then
   local kept_ids, kept_envs = {}, {}
   lease, nl = {}, 0
   for i = 1, ni do
-    local env = envs[i]
-    if env and (not keyed or admit(keyed, ids[i], env, i <= suspects, now, vt)) then
+    local item, env = ids[i], envs[i]
+    if env and keyed and is_inline(item) and job_key(env) then
+      item = adopt(item)
+      env = item and env
+    end
+    if env and (not keyed or admit(keyed, item, env, i <= suspects, now, vt)) then
       nl = nl + 1
       lease[2 * nl - 1] = score
-      lease[2 * nl] = ids[i]
-      kept_ids[nl], kept_envs[nl] = ids[i], env
+      lease[2 * nl] = item
+      kept_ids[nl], kept_envs[nl] = item, env
     end
   end
   if keyed then
@@ -379,11 +401,22 @@ if nl < ni then
   end
   if nl == 0 then return { 0, 0, grant.bits, 0 } end
   ids, envs = kept_ids, kept_envs
+  nh = nil
 end
 call_chunked('ZADD', K.lease, lease)
 count('fetched', nl)
 grant.take(nl)
-local joined = table.concat(ids, '\n')
+-- One line per job: its id, or nothing for an inline job (its envelope names it).
+local joined
+if nh == 0 then
+  joined = string.rep('\n', nl - 1)
+else
+  local names = {}
+  for i = 1, nl do
+    if is_inline(ids[i]) then names[i] = '' else names[i] = ids[i] end
+  end
+  joined = table.concat(names, '\n')
+end
 if nl <= CHUNK then return { deadline, 0, grant.bits, suspects, joined, unpack(envs, 1, nl) } end
 local out = { deadline, 0, grant.bits, suspects, joined }
 for i = 1, nl do out[5 + i] = envs[i] end

@@ -10,10 +10,50 @@
 --   lease and is dropped as "missed" (settle.lua), its heartbeat drops it as lost, and
 --   reclaim never sees it, so it is neither retried nor dead-lettered.
 --   Cost: O(log n) per job, but a ready job is removed from its list with LREM, O(length
---   of that list): the price of deleting from the middle of a queue.
+--   of that list): the price of deleting from the middle of a queue. The ids not in jobs
+--   may be inline jobs (lib.lua's items), ready or leased: one scan of the lease, the
+--   suspects and the ready lists (SCAN items a call) looks for all of them, O(n) in the
+--   queue's size, paid only by a call with such an id (an inline job, or a missing one;
+--   not with 'dead': an inline job is never dead-lettered).
+
+-- Finds inline jobs by id: a scan of the lease, then the suspects and the ready lists,
+-- SCAN items a call, that stops once every id is found. `wanted`: id -> anything but
+-- false. Returns id -> { item, the key holding it, lease deadline (leased only) }.
+local SCAN = 1000
+local function find_inline(wanted)
+  local found, left = {}, 0
+  for _ in pairs(wanted) do left = left + 1 end
+  if left == 0 then return found end
+  local function hit(item, key, score)
+    if not is_inline(item) then return false end
+    local id = item_id(item)
+    if id and wanted[id] and not found[id] then
+      found[id] = { item, key, score }
+      left = left - 1
+    end
+    return left == 0
+  end
+  local n = redis.call('ZCARD', K.lease)
+  for at = 0, n - 1, SCAN do
+    local got = redis.call('ZRANGE', K.lease, at, at + SCAN - 1, 'WITHSCORES')
+    for i = 1, #got, 2 do
+      if hit(got[i], K.lease, tonumber(got[i + 1])) then return found end
+    end
+  end
+  for _, key in ipairs({ K.suspects, K.ready[1], K.ready[2], K.ready[3] }) do
+    local len = redis.call('LLEN', key)
+    for at = 0, len - 1, SCAN do
+      local got = redis.call('LRANGE', key, at, at + SCAN - 1)
+      for i = 1, #got do
+        if hit(got[i], key) then return found end
+      end
+    end
+  end
+  return found
+end
 
 local only = ARGV[1]
-local out = {}
+local states = {}
 local deleted = 0
 
 -- Where job `id` is, out of it; returns the state it was in, or nil.
@@ -37,6 +77,8 @@ local function take(id, env)
   return nil
 end
 
+-- 1. by id
+local tried, wanted, nw = {}, {}, 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local env = redis.call('HGET', K.jobs, id)
@@ -45,9 +87,42 @@ for i = 2, #ARGV do
     redis.call('HDEL', K.jobs, id)
     forget({ id })
     deleted = deleted + 1
+  elseif not env and only ~= 'dead' and not tried[id] then
+    wanted[id] = i
+    nw = nw + 1
   end
-  out[#out + 1] = id
-  out[#out + 1] = state or 'missing'
+  tried[id] = true
+  states[i] = state
+end
+
+-- 2. the inline jobs among the others, out of their list or lease with their per-lease
+--    records (keyed by the item)
+if nw > 0 then
+  local found = find_inline(wanted)
+  for i = 2, #ARGV do
+    local id = ARGV[i]
+    local f = wanted[id] == i and found[id]
+    if f then
+      local item = f[1]
+      if f[2] == K.lease then
+        redis.call('ZREM', K.lease, item)
+        redis.call('HDEL', K.lease_tokens, item)
+        redis.call('HDEL', K.started, item)
+        states[i] = 'in_flight'
+      else
+        redis.call('LREM', f[2], 1, item)
+        states[i] = 'ready'
+      end
+      forget({ id })
+      deleted = deleted + 1
+    end
+  end
+end
+
+local out = {}
+for i = 2, #ARGV do
+  out[#out + 1] = ARGV[i]
+  out[#out + 1] = states[i] or 'missing'
 end
 count('deleted', deleted)
 return out

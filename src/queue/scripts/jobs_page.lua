@@ -17,13 +17,16 @@
 --   time, lease deadline or dead-lettered-at ms; false for ready), last error (or false),
 --   start mark (or false), segment (0 suspect, 1..3 priority of the list or set it is in) }
 --   more: 1 if entries remain past the returned offsets (the next page's cursor).
+--   An inline job (lib.lua's items: ready and in_flight pages) is reported by the id its
+--   envelope holds (false if it holds none) with the item as its envelope; its start mark
+--   is read by the item, its last error by the id.
 
 local state = ARGV[1]
 local o = { tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) }
 local limit, window, kind = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local now = now_ms()
 
--- Entries looked at, in page order: { id, score, segment }.
+-- Entries looked at, in page order: { item, score, segment }.
 local seen = {}
 local more = 0
 
@@ -37,8 +40,8 @@ if state == 'ready' then
     if skip >= len then
       skip = skip - len
     elseif #seen < window then
-      local ids = redis.call('LRANGE', lists[s], skip, skip + window - #seen - 1)
-      for i = 1, #ids do seen[#seen + 1] = { ids[i], false, s - 1 } end
+      local got = redis.call('LRANGE', lists[s], skip, skip + window - #seen - 1)
+      for i = 1, #got do seen[#seen + 1] = { got[i], false, s - 1 } end
       skip = 0
     end
   end
@@ -74,12 +77,27 @@ else
   if redis.call('ZCARD', key) > o[1] then more = 1 end
 end
 
--- 2. their envelopes; keep those of the kind asked for, up to the limit (the cursor then
---    stops after the last one kept, so the next page goes on from there)
-local ids = {}
-for i = 1, #seen do ids[i] = seen[i][1] end
-local envs = {}
-if #ids > 0 then envs = hmget_chunked(K.jobs, ids) end
+-- 2. their ids and envelopes: an inline job is its own envelope and holds its id, an id
+--    has its envelope in K.jobs (delayed and dead hold ids only); keep those of the kind
+--    asked for, up to the limit (the cursor then stops after the last one kept, so the
+--    next page goes on from there)
+local items = state == 'ready' or state == 'in_flight'
+local ids, envs = {}, {}
+local hashed, at = {}, {}
+for i = 1, #seen do
+  local item = seen[i][1]
+  if items and is_inline(item) then
+    ids[i], envs[i] = item_id(item) or false, item
+  else
+    ids[i] = item
+    hashed[#hashed + 1] = item
+    at[#hashed] = i
+  end
+end
+if #hashed > 0 then
+  local got = hmget_chunked(K.jobs, hashed)
+  for k = 1, #hashed do envs[at[k]] = got[k] end
+end
 local out = { now, 0, 0, 0, 0 }
 local kept = 0
 for i = 1, #seen do
@@ -97,12 +115,12 @@ for i = 1, #seen do
       break
     end
     kept = kept + 1
-    local id = seen[i][1]
+    local id = ids[i]
     out[#out + 1] = id
     out[#out + 1] = env or false
     out[#out + 1] = seen[i][2] or false
-    out[#out + 1] = redis.call('HGET', K.errors, id)
-    out[#out + 1] = redis.call('HGET', K.started, id)
+    out[#out + 1] = id and redis.call('HGET', K.errors, id)
+    out[#out + 1] = redis.call('HGET', K.started, seen[i][1])
     out[#out + 1] = seen[i][3]
   end
 end

@@ -31,7 +31,11 @@ pub struct Fetched {
     /// How many of `jobs`, at the front, are suspects (0 or 1): jobs that were running
     /// when their consumer died. Run each alone, marked with [`start_suspect`].
     pub suspects: usize,
-    /// (id, envelope) pairs, in the order fetched.
+    /// (name, envelope) pairs, in the order fetched. A job's name is its id, or, for an
+    /// inline job (one a bulk load of generated ids stored in the ready list itself:
+    /// `lib.lua`'s items), its envelope: the name its lease has in Redis, which settle,
+    /// extend and release take. [`envelope::decode`](crate::queue::envelope::decode)
+    /// reads the id from the envelope then.
     pub jobs: Vec<(String, Vec<u8>)>,
     /// Leased ids that are not UTF-8 (pushed by hand: weir never writes one). They cannot
     /// be jobs; [`dead_letter_raw`](super::dead_letter_raw) buries them.
@@ -156,7 +160,9 @@ fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) {
         return;
     }
     for (i, (id, env)) in pieces.zip(envs).enumerate() {
-        match String::from_utf8(id.to_vec()) {
+        // An empty line: an inline job, named by its envelope.
+        let name = if id.is_empty() { env.clone() } else { id.to_vec() };
+        match String::from_utf8(name) {
             Ok(id) => out.jobs.push((id, env)),
             Err(e) => out.bad_ids.push(e.into_bytes()),
         }

@@ -2,10 +2,10 @@
 --
 -- Every script receives the same KEYS, in the order keys.rs builds them, all under the
 -- queue's {hash tag} so a script touches one cluster slot:
---   KEYS[1..3]  LIST  ready ids, priority high, normal, low (pushed right, popped left)
+--   KEYS[1..3]  LIST  ready items, priority high, normal, low (pushed right, popped left)
 --   KEYS[4..6]  ZSET  delayed id -> due time ms, priority high, normal, low
 --   KEYS[7]     HASH  id -> envelope (JSON)
---   KEYS[8]     ZSET  id -> lease deadline ms (the in-flight set)
+--   KEYS[8]     ZSET  item -> lease deadline ms (the in-flight set)
 --   KEYS[9]     ZSET  id -> dead-lettered-at ms (the dead-letter queue, capped)
 --   KEYS[10]    HASH  id -> last error / dead-letter reason
 --   KEYS[11]    STRING  present while the queue is paused
@@ -20,6 +20,14 @@
 --   KEYS[18]    HASH  queue settings (dead_cap, and the runtime limits consumers poll)
 --   KEYS[19]    prefix (not a key): KEYS[19] .. unique key is a STRING holding the id of the
 --                     job that took that key, expiring (PX) at the end of its window
+-- Items: the ready lists, the suspects list and the lease hold items, each either a job
+-- id, whose envelope is in K.jobs, or an inline job: the envelope itself (it opens with
+-- '{', which no id holds), stored nowhere else. The bulk load of generated ids that are
+-- ready now (enqueue.rs's enqueue_plain) writes inline jobs, so a job that runs once and
+-- succeeds costs Redis one list push, one pop, one lease add and one lease remove. A job
+-- that needs a record by its id (a retry, a deferral, a dead letter, a reclaim, a hold by
+-- its key's limits) is adopted first: its envelope goes to K.jobs and its id replaces it.
+-- Per-lease records (K.lease_tokens, K.started) are keyed by the item.
 local K = {
   ready = { KEYS[1], KEYS[2], KEYS[3] },
   delayed = { KEYS[4], KEYS[5], KEYS[6] },
@@ -83,6 +91,29 @@ local function hmget_chunked(key, ids)
     i = j + 1
   end
   return out
+end
+
+-- Whether a ready, suspects or lease item is an inline job (the envelope itself).
+local function is_inline(item)
+  return string.byte(item, 1) == 123
+end
+
+-- The id an inline job's envelope holds (the header's fifth field), or nil.
+local ITEM_ID = '^{"attempt":%d+,"max_attempts":%d+,"priority":%d,"enqueued_at":%d+,"id":"([^"]*)"'
+local function item_id(item)
+  if not is_inline(item) then return item end
+  return string.match(item, ITEM_ID)
+end
+
+-- Adopts an inline job (out of its list or lease already): its envelope to K.jobs under
+-- its id, which is returned; an id is returned as it is. An envelope without a readable
+-- id (not written by weir) is stored under 'unnamed-' and its SHA-1, so it can still be
+-- dead-lettered and looked at.
+local function adopt(item)
+  if not is_inline(item) then return item end
+  local id = string.match(item, ITEM_ID) or ('unnamed-' .. redis.sha1hex(item))
+  redis.call('HSET', K.jobs, id, item)
+  return id
 end
 
 -- Every envelope weir writes opens with this fixed header (envelope.rs keeps the field

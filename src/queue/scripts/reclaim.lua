@@ -40,11 +40,14 @@ local function done(returned, suspects, buried)
 end
 
 -- 1. leases past their deadline, their start marks, and the end of the leases
-local ids = redis.call('ZRANGEBYSCORE', K.lease, '-inf', '(' .. now, 'LIMIT', 0, n)
-if #ids == 0 then return done(0, 0, 0) end
+--    (lease items: ids, or inline jobs, adopted here: each outcome below is kept by id)
+local items = redis.call('ZRANGEBYSCORE', K.lease, '-inf', '(' .. now, 'LIMIT', 0, n)
+if #items == 0 then return done(0, 0, 0) end
 local marks = {}
-if redis.call('EXISTS', K.started) == 1 then marks = hmget_chunked(K.started, ids) end
-end_leases(ids)
+if redis.call('EXISTS', K.started) == 1 then marks = hmget_chunked(K.started, items) end
+end_leases(items)
+local ids = {}
+for i = 1, #items do ids[i] = adopt(items[i]) end
 
 -- 2. each job by its mark; a lease whose job was purged is dropped
 local returned, deferred, suspects, buried = 0, 0, 0, 0

@@ -3,8 +3,9 @@
 --
 -- KEYS: the queue's keys (lib.lua); touches lease, lease_tokens, started, ready[1..3],
 --   wake.
--- ARGV: triples of id, lease token, priority (0-2), in the order fetched
--- Returns: the ids not released because this caller no longer holds their lease.
+-- ARGV: triples of lease item (lib.lua: a job id, or an inline job's envelope, which goes
+--   back as it is), lease token, priority (0-2), in the order fetched
+-- Returns: the items not released because this caller no longer holds their lease.
 
 local missed = {}
 local released = {}

@@ -5,10 +5,12 @@
 --   delayed[1..3], dead, errors, deferrals, counters, wake; reads settings (the
 --   dead-letter cap, whether a global or per-key concurrency is set).
 -- ARGV[1]: G, the number of ack groups that follow
--- then G ack groups, one per lease token (jobs fetched together share it) and mark:
---   token (the lease deadline fetch returned: a lease's token never changes), marked (1:
---   these jobs have start marks, removed with the acks; 0: none), k, then k job ids
--- then the other outcomes and the start marks, one group each:
+-- then G ack groups, one per lease token (jobs fetched together share it) and kind:
+--   token (the lease deadline fetch returned: a lease's token never changes), flags (+1:
+--   these jobs have start marks, removed with the acks; +2: they are inline jobs, named
+--   by their envelopes), k, then k lease items (lib.lua: job ids, or envelopes)
+-- then the other outcomes and the start marks, one group each (an `id` is the lease's
+-- item: a job id or an inline job's envelope; an inline job is adopted first):
 --   'R', id, token, priority (0-2), delay (ms), error
 --        retry: attempt + 1 and back to delayed, or dead-letter once attempts are spent
 --   'F', id, token, priority (0-2), delay (ms), max deferrals, max age (ms), reason
@@ -21,15 +23,20 @@
 --        consumer tagged `tag` (HSET started id tag, for the ids still held), so a crash
 --        of that consumer is not taken for "never ran" (see reclaim.lua); a retry or a
 --        dead-letter removes its job's mark itself
--- Returns: { missed, spent }
+-- Returns: { missed, spent, missed_inline }
 --   missed: the ids not acted on because this caller no longer holds their lease
 --     (expired and reclaimed, already settled, or listed twice), acks first, in ARGV
 --     order; marks of ids no longer held are skipped and not reported;
---   spent: the ids of deferrals dead-lettered because their deferral budget was spent.
+--   spent: the ids of deferrals dead-lettered because their deferral budget was spent;
+--   missed_inline: how many inline acks found no lease. An inline job's lease is its
+--     envelope, leased by one fetch only (a reclaimed job is adopted, and comes back
+--     named by its id; a released one is never acked by the consumer that released it),
+--     so its ack needs no token check: one ZREM of the group, which says how many it
+--     found, not which (an earlier try of a retried call settled them, or they expired).
 -- Burying trims the dead-letter queue toward the queue's cap (lib.lua's trim_dead).
 
 local now = now_ms()
-local missed, nm = {}, 0
+local missed, nm, missed_inline = {}, 0, 0
 local retried, deferred, buried = 0, 0, 0
 local spent = {}
 
@@ -45,18 +52,32 @@ local has_tokens = redis.call('EXISTS', K.lease_tokens) == 1
 local na = 0
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
-  local token, marked, k = ARGV[i], ARGV[i + 1] == '1', tonumber(ARGV[i + 2])
+  local token, flags, k = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local marked = flags % 2 == 1
   local first, last = i + 3, i + 2 + k
-  local acked, refused = held_in(token, first, last)
-  if #acked > 0 then
-    call_chunked('ZREM', K.lease, acked)
-    call_chunked('HDEL', K.jobs, acked)
-    if has_tokens then call_chunked('HDEL', K.lease_tokens, acked) end
-    if marked then call_chunked('HDEL', K.started, acked) end
-    forget(acked)
-    na = na + #acked
+  if flags >= 2 then
+    local c = first
+    while c <= last do
+      local e = math.min(c + CHUNK - 1, last)
+      local removed = redis.call('ZREM', K.lease, unpack(ARGV, c, e))
+      missed_inline = missed_inline + (e - c + 1 - removed)
+      na = na + removed
+      if has_tokens then redis.call('HDEL', K.lease_tokens, unpack(ARGV, c, e)) end
+      if marked then redis.call('HDEL', K.started, unpack(ARGV, c, e)) end
+      c = e + 1
+    end
+  else
+    local acked, refused = held_in(token, first, last)
+    if #acked > 0 then
+      call_chunked('ZREM', K.lease, acked)
+      call_chunked('HDEL', K.jobs, acked)
+      if has_tokens then call_chunked('HDEL', K.lease_tokens, acked) end
+      if marked then call_chunked('HDEL', K.started, acked) end
+      forget(acked)
+      na = na + #acked
+    end
+    for j = 1, #refused do miss(refused[j]) end
   end
-  for j = 1, #refused do miss(refused[j]) end
   i = last + 1
 end
 
@@ -75,10 +96,14 @@ end
 while i <= #ARGV do
   local op = ARGV[i]
   if op == 'R' or op == 'D' or op == 'F' then
-    local id, token = ARGV[i + 1], ARGV[i + 2]
+    local item, token = ARGV[i + 1], ARGV[i + 2]
     -- (an id settled earlier in this call has no lease left: not held)
-    local held = lease_held(id, redis.call('ZSCORE', K.lease, id), token)
-    if held then end_leases({ id }) end
+    local held = lease_held(item, redis.call('ZSCORE', K.lease, item), token)
+    local id = item
+    if held then
+      end_leases({ item })
+      id = adopt(item)
+    end
     if op == 'R' then
       if held then
         local env = redis.call('HGET', K.jobs, id)
@@ -105,7 +130,7 @@ while i <= #ARGV do
           deferred = deferred + 1
         else
           buried = buried + 1
-          spent[#spent + 1] = id
+          spent[#spent + 1] = item
         end
       end
       i = i + 8
@@ -116,7 +141,7 @@ while i <= #ARGV do
       end
       i = i + 4
     end
-    if not held then miss(id) end
+    if not held then miss(item) end
   elseif op == 'S' then
     local k = tonumber(ARGV[i + 3])
     mark(ARGV[i + 1], ARGV[i + 2], i + 4, k)
@@ -146,4 +171,4 @@ if retried + deferred > 0 then
 elseif na + buried > 0 and concurrency_limited() then
   wake('free')
 end
-return { missed, spent }
+return { missed, spent, missed_inline }

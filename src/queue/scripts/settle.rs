@@ -66,7 +66,8 @@ pub enum Settle {
 }
 
 impl Settle {
-    /// The job id.
+    /// The job id: the lease's name in Redis, which for an inline job (see
+    /// [`Fetched::jobs`](super::Fetched::jobs)) is its envelope.
     pub fn id(&self) -> &str {
         match self {
             Settle::Ack { id, .. }
@@ -74,6 +75,12 @@ impl Settle {
             | Settle::Defer { id, .. }
             | Settle::Dead { id, .. } => id,
         }
+    }
+
+    /// Whether it names an inline job's lease (by its envelope: JSON opens with `{`,
+    /// which no job id holds).
+    pub fn is_inline(&self) -> bool {
+        is_inline(self.id())
     }
 
     /// The lease token.
@@ -96,6 +103,9 @@ pub struct Settled {
     /// The ids of [`Settle::Defer`] outcomes that were dead-lettered instead, their
     /// deferral budget spent.
     pub spent: Vec<String>,
+    /// How many acks of inline jobs found no lease (counted, not named: see
+    /// `settle.lua`); they are not among `missed`.
+    pub missed_inline: u64,
 }
 
 /// Start marks that travel with a [`settle_marked`] call: which runs started at this
@@ -167,32 +177,44 @@ pub async fn settle_marked<C: ConnectionLike>(
     }
     add_marks(&mut inv, marks);
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    let (missed, spent) = settle_reply(reply)?;
+    let (missed, spent, missed_inline) = settle_reply(reply)?;
     Ok(Settled {
         missed: into_strings("settle", missed)?,
         spent: into_strings("settle", spent)?,
+        missed_inline,
     })
 }
 
-/// Splits settle's `{ missed, spent }` reply.
-fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>)> {
+/// Splits settle's `{ missed, spent, missed_inline }` reply.
+fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>, u64)> {
     let list = |v: Option<Value>| match v {
         Some(Value::Array(a)) => Ok(a),
         other => Err(reply_err("settle", format!("expected a list, got {other:?}"))),
     };
     let mut it = reply.into_iter();
     let missed = list(it.next())?;
-    Ok((missed, list(it.next())?))
+    let spent = list(it.next())?;
+    let inline = match it.next() {
+        Some(v) => super::as_u64("settle", &v)?,
+        None => 0,
+    };
+    Ok((missed, spent, inline))
 }
 
-/// The ack groups of `settle.lua`: one per lease token and mark flag (`ended` lists the
-/// acked jobs that have a start mark to remove).
+/// Whether a lease's name is an inline job's envelope rather than a job id.
+pub(crate) fn is_inline(name: &str) -> bool {
+    name.as_bytes().first() == Some(&b'{')
+}
+
+/// The ack groups of `settle.lua`: one per lease token and flags (+1: the acked jobs have
+/// a start mark to remove, as `ended` lists; +2: they are inline jobs).
 fn add_acks(inv: &mut redis::ScriptInvocation<'_>, items: &[Settle], ended: &[String]) {
     let ended: HashSet<&str> = ended.iter().map(String::as_str).collect();
-    let mut groups: Vec<((u64, bool), Vec<&str>)> = Vec::new();
+    let mut groups: Vec<((u64, u8), Vec<&str>)> = Vec::new();
     for item in items {
         if let Settle::Ack { id, token } = item {
-            let key = (*token, ended.contains(id.as_str()));
+            let flags = u8::from(ended.contains(id.as_str())) + 2 * u8::from(is_inline(id));
+            let key = (*token, flags);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, ids)) => ids.push(id),
                 None => groups.push((key, vec![id])),
@@ -200,8 +222,8 @@ fn add_acks(inv: &mut redis::ScriptInvocation<'_>, items: &[Settle], ended: &[St
         }
     }
     inv.arg(groups.len());
-    for ((token, marked), ids) in &groups {
-        inv.arg(*token).arg(u8::from(*marked)).arg(ids.len()).arg(ids);
+    for ((token, flags), ids) in &groups {
+        inv.arg(*token).arg(*flags).arg(ids.len()).arg(ids);
     }
 }
 
@@ -234,6 +256,6 @@ pub async fn dead_letter_raw<C: ConnectionLike>(
         inv.arg("D").arg(id).arg(token).arg(reason);
     }
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    let (missed, _) = settle_reply(reply)?;
+    let (missed, _, _) = settle_reply(reply)?;
     Ok(missed.into_iter().filter_map(opt_string).collect())
 }

@@ -3,7 +3,7 @@
 -- The rare path: one call per suspect run; other jobs' starts travel with settle.
 --
 -- KEYS: the queue's keys (lib.lua); touches lease, lease_tokens, started.
--- ARGV[1]: job id
+-- ARGV[1]: the lease item (lib.lua: a job id, or an inline job's envelope)
 -- ARGV[2]: lease token (the deadline fetch returned)
 -- ARGV[3]: the consumer's tag
 -- Returns: 1 if marked; 0 if the caller no longer holds the lease (the job must not run).

@@ -17,13 +17,15 @@ out[#out + 1] = delayed
 out[#out + 1] = redis.call('ZCARD', K.lease)
 out[#out + 1] = redis.call('ZCARD', K.dead)
 out[#out + 1] = redis.call('EXISTS', K.paused)
--- the oldest ready job heads one of the ready lists; its envelope says when it was enqueued
+-- the oldest ready job heads one of the ready lists; its envelope (the item itself for an
+-- inline job, lib.lua's items) says when it was enqueued
 local now = now_ms()
 local oldest = 0
 for p = 1, 3 do
-  local id = redis.call('LINDEX', K.ready[p], 0)
-  if id then
-    local env = redis.call('HGET', K.jobs, id)
+  local item = redis.call('LINDEX', K.ready[p], 0)
+  if item then
+    local env = item
+    if not is_inline(item) then env = redis.call('HGET', K.jobs, item) end
     local at = env and string.match(env, '"enqueued_at":(%d+)')
     if at then oldest = math.max(oldest, now - tonumber(at)) end
   end
