@@ -291,14 +291,17 @@ impl Fetcher {
 
     /// Adds the leases of a fetch that came back after shutdown, so they are released.
     fn register(&self, fetched: &Fetched, sent: Instant) {
-        let leased = fetched.jobs.iter().map(|(name, env)| match envelope::decode(name, env, usize::MAX) {
-            Ok(j) => {
-                let item = (*name != j.id).then(|| name.clone());
-                let p = j.priority();
-                (j.id, p, item)
-            }
-            Err(_) => (name.clone(), Priority::default(), None),
-        });
+        let leased = fetched
+            .jobs
+            .iter()
+            .map(|(name, env)| match envelope::decode(name, env, usize::MAX) {
+                Ok(j) => {
+                    let item = (*name != j.id).then(|| name.clone());
+                    let p = j.priority();
+                    (j.id, p, item)
+                }
+                Err(_) => (name.clone(), Priority::default(), None),
+            });
         self.leases.add(fetched.deadline_ms, sent, leased);
     }
 }

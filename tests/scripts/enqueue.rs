@@ -167,7 +167,11 @@ async fn enqueue_table_through_the_functions_library() {
     for c in cases() {
         let jobs = c.jobs.clone();
         // (the function is the script: it stores every job by its id)
-        let after = if c.after == routed_inline() { routed() } else { c.after };
+        let after = if c.after == routed_inline() {
+            routed()
+        } else {
+            c.after
+        };
         let dups = run_case(
             &ctx,
             c.name,

@@ -11,6 +11,7 @@ mod dlq;
 mod enqueue;
 mod fetch;
 mod functions;
+mod inline_lease;
 mod inspect;
 mod inspect_inline;
 mod lease;

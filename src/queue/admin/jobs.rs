@@ -163,7 +163,9 @@ impl Queue {
     }
 
     /// One job, wherever it is (in a partitioned queue, in whichever lane; its likeliest
-    /// first); `None` if there is no job `id` in the queue.
+    /// first); `None` if there is no job `id` in the queue. A job stored by id is found in
+    /// O(log n); an inline job (docs/protocol.md: a bulk load's job, its envelope its list
+    /// item) by a scan of the lease and the lists, O(n), as is an id found nowhere.
     pub async fn job(&self, id: &str) -> Result<Option<JobDetail>> {
         if let Some(p) = self.partitions().await? {
             return self.lane_job(&p, id).await;
@@ -178,7 +180,8 @@ impl Queue {
     /// Deletes jobs by id: ready, delayed, dead or in flight (or, with `only_dead`, only
     /// dead-lettered ones). A job in flight keeps running, but its outcome is dropped and
     /// it is neither retried nor dead-lettered: its lease is gone (its consumer logs it as
-    /// a lost lease). Deleting a ready job costs O(length of its ready list) (LREM).
+    /// a lost lease). Deleting a ready job costs O(length of its ready list) (LREM), and an
+    /// inline job (docs/protocol.md) is first found by a scan of the lease and the lists.
     pub async fn delete_jobs(&self, ids: &[String], only_dead: bool) -> Result<JobsActed> {
         if let Some(p) = self.partitions().await? {
             return self.lane_delete(&p, ids, only_dead).await;

@@ -16,42 +16,6 @@
 --   queue's size, paid only for such an id (an inline job, or a missing one); any other
 --   id costs O(log n).
 
--- Finds inline jobs by id: a scan of the lease, then the suspects and the ready lists,
--- SCAN items a call, that stops once every id is found. `wanted`: id -> anything but
--- false. Returns id -> { item, the key holding it, lease deadline (leased only) }.
-local SCAN = 1000
-local function find_inline(wanted)
-  local found, left = {}, 0
-  for _ in pairs(wanted) do left = left + 1 end
-  if left == 0 then return found end
-  local function hit(item, key, score)
-    if not is_inline(item) then return false end
-    local id = item_id(item)
-    if id and wanted[id] and not found[id] then
-      found[id] = { item, key, score }
-      left = left - 1
-    end
-    return left == 0
-  end
-  local n = redis.call('ZCARD', K.lease)
-  for at = 0, n - 1, SCAN do
-    local got = redis.call('ZRANGE', K.lease, at, at + SCAN - 1, 'WITHSCORES')
-    for i = 1, #got, 2 do
-      if hit(got[i], K.lease, tonumber(got[i + 1])) then return found end
-    end
-  end
-  for _, key in ipairs({ K.suspects, K.ready[1], K.ready[2], K.ready[3] }) do
-    local len = redis.call('LLEN', key)
-    for at = 0, len - 1, SCAN do
-      local got = redis.call('LRANGE', key, at, at + SCAN - 1)
-      for i = 1, #got do
-        if hit(got[i], key) then return found end
-      end
-    end
-  end
-  return found
-end
-
 local id = ARGV[1]
 local now = now_ms()
 local env = redis.call('HGET', K.jobs, id)

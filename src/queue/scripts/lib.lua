@@ -116,6 +116,43 @@ local function adopt(item)
   return id
 end
 
+-- Finds inline jobs by id: a scan of the lease, then the suspects and the ready lists,
+-- SCAN items a call, that stops once every id is found: O(n) in the queue's size, for
+-- the operator's calls by id only (job_show, jobs_delete, job_run_now). `wanted`: id -> anything but
+-- false. Returns id -> { item, the key holding it, lease deadline (leased only) }.
+local SCAN = 1000
+local function find_inline(wanted)
+  local found, left = {}, 0
+  for _ in pairs(wanted) do left = left + 1 end
+  if left == 0 then return found end
+  local function hit(item, key, score)
+    if not is_inline(item) then return false end
+    local id = item_id(item)
+    if id and wanted[id] and not found[id] then
+      found[id] = { item, key, score }
+      left = left - 1
+    end
+    return left == 0
+  end
+  local n = redis.call('ZCARD', K.lease)
+  for at = 0, n - 1, SCAN do
+    local got = redis.call('ZRANGE', K.lease, at, at + SCAN - 1, 'WITHSCORES')
+    for i = 1, #got, 2 do
+      if hit(got[i], K.lease, tonumber(got[i + 1])) then return found end
+    end
+  end
+  for _, key in ipairs({ K.suspects, K.ready[1], K.ready[2], K.ready[3] }) do
+    local len = redis.call('LLEN', key)
+    for at = 0, len - 1, SCAN do
+      local got = redis.call('LRANGE', key, at, at + SCAN - 1)
+      for i = 1, #got do
+        if hit(got[i], key) then return found end
+      end
+    end
+  end
+  return found
+end
+
 -- Every envelope weir writes opens with this fixed header (envelope.rs keeps the field
 -- order), so scripts read and bump the attempt count without a cjson round trip, which
 -- would rewrite the payload's numbers. Returns attempt, max_attempts, priority (1-based

@@ -1,0 +1,264 @@
+//! Inline jobs (lib.lua's items: the envelope is the ready-list item and the lease member,
+//! with nothing in the jobs hash) through the lease scripts: fetched beside jobs stored by
+//! id, acked by one ZREM without a token read, adopted by id for a retry, a dead letter or
+//! a reclaim, released and extended as they are.
+
+use crate::N;
+use crate::common::*;
+use std::time::Duration;
+use weir::Priority;
+use weir::retry::DeferralBudget;
+use weir::scripts::{self, Reclaimed, Settle};
+
+const VT: u64 = 30_000;
+
+/// Job `id`'s envelope (normal priority, 3 attempts): its inline item.
+fn item(id: &str) -> String {
+    env(id, 0, 3, 1)
+}
+
+#[tokio::test]
+async fn fetch_leases_inline_jobs_by_their_envelopes_beside_jobs_by_id() {
+    let ctx = Ctx::new("inline-fetch").await;
+    let (a, c) = (item("a"), item("c"));
+    let before = State::default().ready(N, &[&a, "b", &c]).job("b", 0, 3, 1);
+    let after = State::default()
+        .job("b", 0, 3, 1)
+        .lease(&[(&a, NOW + VT), ("b", NOW + VT), (&c, NOW + VT)])
+        .counter("fetched", 3);
+    let f = run_case(
+        &ctx,
+        "mixed ready list",
+        &before,
+        |mut conn, k| async move { scripts::fetch(&mut conn, &k, 10, VT).await },
+        &after,
+    )
+    .await;
+    let names: Vec<&str> = f.jobs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [a.as_str(), "b", c.as_str()],
+        "inline jobs are named by their envelopes"
+    );
+    for (name, e) in &f.jobs {
+        let want = if name == "b" { item("b") } else { name.clone() };
+        assert_eq!(String::from_utf8(e.clone()).unwrap(), want);
+        let job = weir::envelope::decode(name, e, usize::MAX).unwrap();
+        assert_eq!(job.id, item_id(&want).unwrap());
+    }
+}
+
+#[tokio::test]
+async fn inline_acks_remove_the_lease_and_count_what_they_missed() {
+    let ctx = Ctx::new("inline-ack").await;
+    let (a, b, gone) = (item("a"), item("b"), item("gone"));
+    let before = State::default()
+        .lease(&[(&a, FUTURE), (&b, FUTURE)])
+        .started(&b, "c1")
+        .lease_token(&a, FUTURE - 5);
+    let items = vec![
+        Settle::Ack {
+            id: a.clone(),
+            token: FUTURE - 5,
+        },
+        Settle::Ack {
+            id: b.clone(),
+            token: FUTURE,
+        },
+        Settle::Ack {
+            id: gone.clone(),
+            token: FUTURE,
+        },
+    ];
+    let after = State::default().started(&b, "c1").counter("acked", 2);
+    let settled = run_case(
+        &ctx,
+        "two held, one gone",
+        &before,
+        |mut conn, k| async move { scripts::settle(&mut conn, &k, &items).await },
+        &after,
+    )
+    .await;
+    assert!(settled.missed.is_empty(), "{:?}", settled.missed);
+    assert_eq!(settled.missed_inline, 1);
+
+    // With its start mark named as ended, the mark goes with the ack.
+    let before = State::default().lease(&[(&b, FUTURE)]).started(&b, "c1");
+    let ended = [b.clone()];
+    let items = vec![Settle::Ack {
+        id: b.clone(),
+        token: FUTURE,
+    }];
+    let marks = scripts::StartMarks {
+        tag: "c1",
+        started: &[],
+        ended: &ended,
+    };
+    let settled = run_case(
+        &ctx,
+        "marked ack",
+        &before,
+        |mut conn, k| async move { scripts::settle_marked(&mut conn, &k, &items, marks).await },
+        &State::default().counter("acked", 1),
+    )
+    .await;
+    assert_eq!(settled.missed_inline, 0);
+}
+
+#[tokio::test]
+async fn failures_of_inline_jobs_adopt_them_by_id() {
+    let ctx = Ctx::new("inline-fail").await;
+    let (a, b, x) = (item("a"), item("b"), r#"{"not":"weir's"}"#.to_string());
+    let before = State::default()
+        .lease(&[(&a, FUTURE), (&b, FUTURE), (&x, FUTURE)])
+        .started(&a, "c1");
+    let items = vec![
+        Settle::Retry {
+            id: a.clone(),
+            token: FUTURE,
+            priority: Priority::Normal,
+            delay_ms: 5_000,
+            error: "boom".into(),
+        },
+        Settle::Dead {
+            id: b.clone(),
+            token: FUTURE,
+            reason: "bad".into(),
+        },
+        Settle::Dead {
+            id: x.clone(),
+            token: FUTURE,
+            reason: "unreadable".into(),
+        },
+        // not held (another token): reported by the name it was given
+        Settle::Dead {
+            id: item("c"),
+            token: FUTURE,
+            reason: "late".into(),
+        },
+    ];
+    let unnamed = format!("unnamed-{}", sha1_hex(&x));
+    let after = State {
+        jobs: [
+            ("a".to_string(), env("a", 1, 3, 1)),
+            ("b".to_string(), item("b")),
+            (unnamed.clone(), x.clone()),
+        ]
+        .into_iter()
+        .collect(),
+        ..State::default()
+    }
+    .delayed(N, &[("a", NOW + 5_000)])
+    .dead(&[("b", NOW), (&unnamed, NOW)])
+    .error("a", "boom")
+    .error("b", "bad")
+    .error(&unnamed, "unreadable")
+    .counter("retried", 1)
+    .counter("dead", 2);
+    let settled = run_case(
+        &ctx,
+        "retry, dead, unnamed dead, late",
+        &before,
+        |mut conn, k| async move { scripts::settle(&mut conn, &k, &items).await },
+        &after,
+    )
+    .await;
+    assert_eq!(settled.missed, [item("c")]);
+}
+
+#[tokio::test]
+async fn expired_inline_leases_are_reclaimed_by_id() {
+    let ctx = Ctx::new("inline-reclaim").await;
+    let (a, s) = (item("a"), item("s"));
+    let before = State::default()
+        .lease(&[(&a, PAST), (&s, PAST)])
+        .started(&s, "c1");
+    let after = State::default()
+        .job("a", 0, 3, 1)
+        .job("s", 0, 3, 1)
+        .ready(N, &["a"])
+        .suspects(&["s"])
+        .deferral("a", 1, NOW)
+        .error("a", "lease expired before its run started")
+        .counter("reclaimed", 2)
+        .counter("deferred", 1);
+    let budget = DeferralBudget {
+        max_deferrals: 1_000,
+        max_age: Duration::from_secs(86_400),
+    };
+    let r = run_case(
+        &ctx,
+        "never ran, and ran",
+        &before,
+        |mut conn, k| async move { scripts::reclaim(&mut conn, &k, 100, budget).await },
+        &after,
+    )
+    .await;
+    assert_eq!(
+        r,
+        Reclaimed {
+            returned: 1,
+            suspects: 1,
+            ..Reclaimed::default()
+        }
+    );
+}
+
+#[tokio::test]
+async fn inline_leases_extend_and_release_as_they_are() {
+    let ctx = Ctx::new("inline-upkeep").await;
+    let (a, b) = (item("a"), item("b"));
+    let before = State::default().lease(&[(&a, FUTURE), (&b, FUTURE)]);
+    let held = [(a.as_str(), FUTURE), (b.as_str(), FUTURE + 1)];
+    let after = State::default()
+        .lease(&[(&a, NOW + 10_000), (&b, FUTURE)])
+        .lease_token(&a, FUTURE);
+    let (_, lost) = run_case(
+        &ctx,
+        "extend",
+        &before,
+        |mut c, k| async move { scripts::extend(&mut c, &k, 10_000, &held).await },
+        &after,
+    )
+    .await;
+    assert_eq!(lost, std::slice::from_ref(&b));
+
+    let held = [
+        (a.as_str(), FUTURE, Priority::Normal),
+        (b.as_str(), FUTURE, Priority::Normal),
+    ];
+    let missed = run_case(
+        &ctx,
+        "release",
+        &before,
+        |mut c, k| async move { scripts::release(&mut c, &k, &held).await },
+        &State::default().ready(N, &[&a, &b]),
+    )
+    .await;
+    assert!(missed.is_empty(), "{missed:?}");
+
+    let marked = run_case(
+        &ctx,
+        "start_suspect",
+        &before,
+        |mut c, k| async move { scripts::start_suspect(&mut c, &k, &a, FUTURE, "c1").await },
+        &before.clone().started(&item("a"), "c1:s"),
+    )
+    .await;
+    assert!(marked);
+}
+
+/// SHA-1 of `s` in hex, as Lua's `redis.sha1hex` gives it.
+fn sha1_hex(s: &str) -> String {
+    let out = std::process::Command::new("sha1sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(s.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..40].to_string()
+}
