@@ -450,6 +450,7 @@ async fn a_primary_killed_mid_run_loses_no_job_enqueued_with_wait_replicas() {
     let mut refused = 0;
     let started = Instant::now();
     let mut killed = None;
+    let mut before_kill = 0;
     let mut n = 0;
     while started.elapsed() < Duration::from_secs(14) {
         if killed.is_none() && started.elapsed() > Duration::from_secs(3) {
@@ -457,6 +458,7 @@ async fn a_primary_killed_mid_run_loses_no_job_enqueued_with_wait_replicas() {
             let port = cluster.nodes()[0].port();
             cluster.nodes()[0].kill().unwrap();
             killed = Some(port);
+            before_kill = acknowledged.len();
         }
         let ids: Vec<String> = (n..n + 60).map(|i| format!("f-{i}")).collect();
         n += 60;
@@ -476,9 +478,11 @@ async fn a_primary_killed_mid_run_loses_no_job_enqueued_with_wait_replicas() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(killed.is_some());
+    // Jobs went in before the kill and after it (how many depends on the machine's load:
+    // a few hundred at least in the 3 s before and the 11 s after).
     assert!(
-        acknowledged.len() > 2000,
-        "{} acknowledged, {refused} calls refused",
+        before_kill >= 300 && acknowledged.len() >= before_kill + 300,
+        "{before_kill} acknowledged before the kill, {} in all, {refused} calls refused",
         acknowledged.len()
     );
     // Every acknowledged job runs, the killed primary's partitions' among them.
