@@ -60,6 +60,9 @@ pub(crate) struct Fetcher {
     /// Set while fetches come back full (the queue holds a backlog): the acker then
     /// lingers to gather large flushes.
     pub backlog: Arc<AtomicBool>,
+    /// Set from each fetch: the queue has a global or per-key concurrency (the acker
+    /// then settles through the script, which wakes consumers waiting for a slot).
+    pub concurrency_set: Arc<AtomicBool>,
     /// Told when a fetch comes back empty: the drain watch looks whether the queue is
     /// empty then.
     pub emptied: Arc<Notify>,
@@ -122,6 +125,9 @@ impl Fetcher {
                     match result {
                         Ok(fetched) => {
                             errors.succeeded();
+                            if !fetched.paused {
+                                self.concurrency_set.store(fetched.global.concurrency_set, Ordering::Relaxed);
+                            }
                             let got = fetched.jobs.len() + fetched.bad_ids.len();
                             self.count_global(&fetched, want, got);
                             if let Some(r) = &self.role {

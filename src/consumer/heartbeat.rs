@@ -160,12 +160,16 @@ impl Heartbeat {
     fn due(&self, old: Instant) -> Vec<Due> {
         self.leases.with(|t| {
             t.leases
-                .iter()
+                .iter_mut()
                 .filter(|(_, l)| l.renewed <= old)
-                .map(|(id, l)| Due {
-                    id: id.clone(),
-                    item: l.item.clone(),
-                    token: l.token,
+                .map(|(id, l)| {
+                    // Sent now, whatever becomes of the reply (see Lease::extend_sent).
+                    l.extend_sent = true;
+                    Due {
+                        id: id.clone(),
+                        item: l.item.clone(),
+                        token: l.token,
+                    }
                 })
                 .collect()
         })

@@ -35,6 +35,8 @@ pub(crate) struct Lease {
     /// An inline job's envelope, which is its lease's name in Redis (`lib.lua`'s items);
     /// none for a job named by its id.
     pub item: Option<String>,
+    /// An extend was sent for it (landed or not): Redis may keep a token record for it.
+    pub extend_sent: bool,
 }
 
 impl Lease {
@@ -116,6 +118,7 @@ impl Leases {
                     marked: false,
                     outcome: false,
                     item,
+                    extend_sent: false,
                 };
                 t.leases.insert(id, lease);
             }

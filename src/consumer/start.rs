@@ -39,6 +39,7 @@ impl Consumer {
             .map_or_else(Arc::default, |s| s.buffer().clone());
         let leases = Arc::new(Leases::new(self.backlog.clone()));
         let queue_backlog = Arc::new(AtomicBool::new(false));
+        let concurrency_set = Arc::new(AtomicBool::new(true));
         // Wakes the drain watch: a flush written, a fetch that came back empty.
         let nudge = Arc::new(Notify::new());
         let acker = Acker::new(
@@ -53,6 +54,7 @@ impl Consumer {
                 metrics: metrics.clone(),
                 queue_backlog: queue_backlog.clone(),
                 flushed: nudge.clone(),
+                concurrency_set: concurrency_set.clone(),
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));
@@ -75,6 +77,7 @@ impl Consumer {
             leases: leases.clone(),
             flush_max: c.acker.flush_max,
             backlog: queue_backlog,
+            concurrency_set,
             emptied: nudge.clone(),
             pool: pool_tx,
             acker: acker_tx.clone(),

@@ -262,3 +262,75 @@ fn sha1_hex(s: &str) -> String {
         .unwrap();
     String::from_utf8(out.stdout).unwrap()[..40].to_string()
 }
+
+/// Acks of inline jobs alone, as plain commands: the leases go, with the start marks and
+/// token records named; the counter counts what was held, a retried call included.
+#[tokio::test]
+async fn plain_inline_acks_leave_what_the_script_leaves() {
+    let ctx = Ctx::new("inline-plain").await;
+    let (a, b, c, gone) = (item("a"), item("b"), item("c"), item("gone"));
+    let before = State::default()
+        .lease(&[(&a, FUTURE), (&b, FUTURE), (&c, FUTURE)])
+        .started(&b, "c1")
+        .lease_token(&a, FUTURE - 5)
+        .counter("acked", 7);
+    let items: Vec<Settle> = [&a, &b, &gone]
+        .iter()
+        .map(|id| Settle::Ack {
+            id: id.to_string(),
+            token: FUTURE,
+        })
+        .collect();
+    let (ended, extended) = (vec![b.clone()], vec![a.clone()]);
+    let after = State::default().lease(&[(&c, FUTURE)]).counter("acked", 9);
+    let settled = run_case(
+        &ctx,
+        "two held, one gone",
+        &before,
+        |mut conn, k| {
+            let (items, ended, extended) = (items.clone(), ended.clone(), extended.clone());
+            async move { scripts::ack_inline(&mut conn, &k, &items, &ended, &extended).await }
+        },
+        &after,
+    )
+    .await;
+    assert!(settled.missed.is_empty() && settled.spent.is_empty());
+    assert_eq!(settled.missed_inline, 1);
+
+    // The same call again (its first reply lost): nothing held, nothing more counted.
+    let again = run_case(
+        &ctx,
+        "retried",
+        &after,
+        |mut conn, k| async move { scripts::ack_inline(&mut conn, &k, &items, &ended, &extended).await },
+        &after,
+    )
+    .await;
+    assert_eq!(again.missed_inline, 3);
+}
+
+#[tokio::test]
+async fn fetch_says_when_a_concurrency_is_set() {
+    let ctx = Ctx::new("inline-conc").await;
+    for (setting, set) in [
+        (None, false),
+        (Some(("global_concurrency", "5")), true),
+        (Some(("key_concurrency", "2")), true),
+        (Some(("key_overrides", "1")), true),
+        (Some(("global_rate", "10/s")), false),
+    ] {
+        let before = match setting {
+            Some((f, v)) => State::default().setting(f, v),
+            None => State::default(),
+        };
+        let f = run_case(
+            &ctx,
+            "empty queue",
+            &before,
+            |mut conn, k| async move { scripts::fetch(&mut conn, &k, 10, VT).await },
+            &before,
+        )
+        .await;
+        assert_eq!(f.global.concurrency_set, set, "{setting:?}");
+    }
+}

@@ -21,6 +21,8 @@ pub(super) struct Batch {
     counted: Vec<Counted>,
     marks: Vec<(String, u64)>,
     ended: Vec<String>,
+    /// Acked inline leases an extend was sent for (they may have a token record).
+    extended: Vec<String>,
 }
 
 impl Acker {
@@ -38,6 +40,9 @@ impl Acker {
                 l.outcome = true;
                 if l.marked && d.outcome == Outcome::Ack {
                     b.ended.push(l.name(&d.id).to_string());
+                }
+                if l.extend_sent && l.item.is_some() && d.outcome == Outcome::Ack {
+                    b.extended.push(l.name(&d.id).to_string());
                 }
                 b.items.push(settle_item(d, l));
                 b.ids.push(d.id.clone());
@@ -140,10 +145,25 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
         started: &batch.marks,
         ended: &batch.ended,
     };
+    // Acks of inline jobs alone, where no freed lease needs to wake anyone: plain
+    // commands (scripts::ack_inline), no envelope copied into Lua.
+    let plain = batch.marks.is_empty()
+        && !deps.concurrency_set.load(Ordering::Relaxed)
+        && batch
+            .items
+            .iter()
+            .all(|i| matches!(i, Settle::Ack { .. }) && i.is_inline());
     retrying("settle", Backoff::CALL, give_up, || {
         let mut conn = deps.conn.clone();
         let (keys, items) = (&deps.keys, &batch.items);
-        async move { scripts::settle_marked(&mut conn, keys, items, marks).await }
+        let (ended, extended) = (&batch.ended, &batch.extended);
+        async move {
+            if plain {
+                scripts::ack_inline(&mut conn, keys, items, ended, extended).await
+            } else {
+                scripts::settle_marked(&mut conn, keys, items, marks).await
+            }
+        }
     })
     .await
     .ok()

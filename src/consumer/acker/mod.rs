@@ -54,6 +54,10 @@ pub(crate) struct AckerDeps {
     pub queue_backlog: Arc<AtomicBool>,
     /// Told after each flush: the drain watch looks whether the queue is empty then.
     pub flushed: Arc<Notify>,
+    /// Set by the fetcher from each fetch: the queue has a global or per-key concurrency,
+    /// whose waiting consumers a settle must wake (`GlobalLimits::concurrency_set`).
+    /// Until a fetch says otherwise, it is taken to have one.
+    pub concurrency_set: Arc<AtomicBool>,
 }
 
 /// The acker task.

@@ -18,7 +18,9 @@
 --     as bits (global_grant, admit): 2 a global rate is set, 4 a global concurrency is
 --     set, 8 the global rate cut this call short, 16 the global concurrency did, 32
 --     per-key limits held some popped jobs back (the queue may hold more ready), 64
---     jobs are parked waiting for a slot of their key (they come back when one frees);
+--     jobs are parked waiting for a slot of their key (they come back when one frees),
+--     128 a global or per-key concurrency is set (so a settle that ends leases wakes the
+--     consumers waiting for a slot: settle.lua's concurrency_limited);
 --   suspects: how many of the returned jobs, at the front, are suspects (0 or 1): jobs
 --     that were running when their consumer died (see reclaim.lua). A consumer runs them
 --     alone, one at a time, so that a crash is charged to the job that caused it; one per
@@ -287,6 +289,7 @@ if redis.call('EXISTS', K.paused) == 1 then return { 0, 0, 1, 0 } end
 local now = now_ms()
 local limits = redis.call('HMGET', K.settings, unpack(LIMIT_FIELDS))
 local grant = global_grant(KEYS[NQ + 1], limits, n, now)
+if limits[3] or limits[6] or limits[7] then grant.bits = grant.bits + 128 end
 if grant.n == 0 then return { 0, grant.wait, grant.bits, 0 } end
 n = grant.n
 local keyed = key_limits(KEYS[NQ + 2], limits, auto, now)

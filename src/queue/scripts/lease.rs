@@ -60,10 +60,13 @@ pub struct GlobalLimits {
     /// Jobs are parked for a slot of their key: they come back as the key's jobs finish
     /// (not when a delay falls due), so an idle fetcher should look again soon.
     pub parked: bool,
+    /// A global or per-key concurrency is set: a settle that ends leases must wake the
+    /// consumers waiting for a slot, which [`ack_inline`](super::ack_inline) does not.
+    pub concurrency_set: bool,
 }
 
 impl GlobalLimits {
-    /// From the state bits `fetch.lua` returns (2, 4, 8, 16, 32; 1 is "paused").
+    /// From the state bits `fetch.lua` returns (2 to 128; 1 is "paused").
     fn from_bits(bits: u64) -> Self {
         Self {
             rate: bits & 2 != 0,
@@ -72,6 +75,7 @@ impl GlobalLimits {
             cut_by_concurrency: bits & 16 != 0,
             held_by_key: bits & 32 != 0,
             parked: bits & 64 != 0,
+            concurrency_set: bits & 128 != 0,
         }
     }
 

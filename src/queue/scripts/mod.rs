@@ -31,7 +31,7 @@ pub use inspect::{
 pub use lease::{
     Fetched, GlobalLimits, Reclaimed, extend, fetch, fetch_keyed, key_shares, reclaim, release, start_suspect,
 };
-pub use settle::{Settle, Settled, StartMarks, dead_letter_raw, settle, settle_marked};
+pub use settle::{Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked};
 
 /// The shared prelude every script opens with.
 pub const LIB: &str = include_str!("lib.lua");

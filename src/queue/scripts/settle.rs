@@ -241,6 +241,63 @@ fn add_marks(inv: &mut redis::ScriptInvocation<'_>, marks: StartMarks<'_>) {
     }
 }
 
+/// The acks of inline jobs alone (`items` all [`Settle::Ack`] of inline jobs), as
+/// settle.lua applies them but in one MULTI/EXEC of plain commands: ZREM of the leases
+/// (which says how many it found), HDEL of the start marks of `ended` and of the token
+/// records of `extended` (the leases an extend was sent for: only they can have one),
+/// and the `acked` counter. Without the script, Redis does not copy every envelope into
+/// Lua and back out. It wakes no one: use [`settle`] where a global or per-key
+/// concurrency is set ([`GlobalLimits::concurrency_set`](super::GlobalLimits)), whose
+/// waiting consumers a freed lease must wake.
+///
+/// The counter is raised by every ack sent, and lowered after the call by those that
+/// found no lease ([`Settled::missed_inline`]), so a call retried after a lost reply
+/// counts its acks once.
+pub async fn ack_inline<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    items: &[Settle],
+    ended: &[String],
+    extended: &[String],
+) -> Result<Settled> {
+    let started = std::time::Instant::now();
+    let mut p = redis::pipe();
+    p.atomic();
+    let zrem = p.cmd("ZREM").arg(keys.lease());
+    for item in items {
+        zrem.arg(item.id());
+    }
+    if !ended.is_empty() {
+        p.cmd("HDEL").arg(keys.started()).arg(ended).ignore();
+    }
+    if !extended.is_empty() {
+        p.cmd("HDEL").arg(keys.lease_tokens()).arg(extended).ignore();
+    }
+    p.cmd("HINCRBY")
+        .arg(keys.counters())
+        .arg("acked")
+        .arg(items.len())
+        .ignore();
+    let r = p
+        .query_async::<(u64,)>(conn)
+        .await
+        .map_err(crate::error::Error::from);
+    crate::metrics::record_script(keys.name(), "settle", started, &r);
+    let missed = (items.len() as u64).saturating_sub(r?.0);
+    if missed > 0 {
+        redis::cmd("HINCRBY")
+            .arg(keys.counters())
+            .arg("acked")
+            .arg(-(missed as i64))
+            .query_async::<()>(conn)
+            .await?;
+    }
+    Ok(Settled {
+        missed_inline: missed,
+        ..Settled::default()
+    })
+}
+
 /// Dead-letters leased jobs by raw id bytes, for ids that are not UTF-8 (see
 /// [`Fetched::bad_ids`](super::Fetched::bad_ids)); returns the ids not acted on, lossily decoded.
 pub async fn dead_letter_raw<C: ConnectionLike>(
