@@ -22,7 +22,14 @@ dir=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free port at most 55535: a cluster node's bus listens 10,000 higher.
+free_port() {
+  python3 -c '
+import socket
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
+    if p <= 55535: print(p); break'
+}
 
 start() { # name, extra args...: starts a redis-server under callgrind, prints its port
   local name=$1 port; shift
