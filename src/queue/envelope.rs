@@ -94,7 +94,7 @@ pub(crate) struct EnvelopeOut<'a> {
 
 impl EnvelopeOut<'_> {
     /// Encodes into `buf` (cleared first): by hand where no string needs an escape
-    /// (`write.rs`: the same bytes, a fifth of serde_json's instructions), else with
+    /// (`write.rs`: the same bytes; preparing a job takes 40% fewer instructions), else with
     /// serde_json.
     pub(crate) fn encode_into(&self, buf: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         buf.clear();
