@@ -178,10 +178,7 @@ impl Heartbeat {
     /// Extends the leases of `chunk` in one call.
     async fn extend(&mut self, chunk: &[Due], every: Duration) {
         let vt = self.lease.as_millis() as u64;
-        let pairs: Vec<(&str, u64)> = chunk
-            .iter()
-            .map(|d| (d.item.as_deref().unwrap_or(&d.id), d.token))
-            .collect();
+        let pairs: Vec<(&str, u64)> = chunk.iter().map(|d| (d.name(), d.token)).collect();
         let sent = Instant::now();
         let call = scripts::extend(&mut self.conn, &self.keys, vt, &pairs);
         match tokio::time::timeout(every, call).await {
@@ -190,7 +187,7 @@ impl Heartbeat {
                 let lost: std::collections::HashSet<&str> = lost.iter().map(String::as_str).collect();
                 self.leases.with(|t| {
                     for d in chunk {
-                        if lost.contains(d.item.as_deref().unwrap_or(&d.id)) {
+                        if lost.contains(d.name()) {
                             t.leases.remove(&d.id);
                         } else if let Some(l) = t.leases.get_mut(&d.id) {
                             l.renewed = sent;
@@ -222,4 +219,11 @@ struct Due {
     id: String,
     item: Option<String>,
     token: u64,
+}
+
+impl Due {
+    /// The lease's name in Redis (as `Lease::name`).
+    fn name(&self) -> &str {
+        self.item.as_deref().unwrap_or(&self.id)
+    }
 }

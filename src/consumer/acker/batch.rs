@@ -15,8 +15,6 @@ use std::sync::atomic::Ordering;
 pub(super) struct Batch {
     /// Outcomes, each naming its lease as Redis does (see `Lease::name`).
     pub(super) items: Vec<Settle>,
-    /// Per item: the job's id (its lease's key in the table).
-    ids: Vec<String>,
     /// Per item: how it counts if the settle applies it.
     counted: Vec<Counted>,
     marks: Vec<(String, u64)>,
@@ -45,7 +43,6 @@ impl Acker {
                     b.extended.push(l.name(&d.id).to_string());
                 }
                 b.items.push(settle_item(d, l));
-                b.ids.push(d.id.clone());
                 b.counted.push(Counted::of(&d.outcome));
             }
             for id in unmarked {
@@ -63,8 +60,9 @@ impl Acker {
         b
     }
 
-    /// Forgets the settled leases; counts what was recorded.
-    pub(super) fn record(&mut self, batch: &Batch, settled: Settled) {
+    /// Forgets the settled leases (those of `dones`, the outcomes `batch` was made of);
+    /// counts what was recorded.
+    pub(super) fn record(&mut self, dones: &[Done], batch: &Batch, settled: Settled) {
         let Settled {
             missed,
             spent,
@@ -95,8 +93,8 @@ impl Acker {
         let mut inline_left = missed_inline as usize;
         let mut deferred = [0u64; DEFER_REASONS.len()];
         self.deps.leases.with(|t| {
-            for id in &batch.ids {
-                t.leases.remove(id);
+            for d in dones {
+                t.leases.remove(&d.id);
             }
         });
         for (item, &counted) in items.iter().zip(&batch.counted) {

@@ -167,7 +167,7 @@ impl Acker {
             }
         };
         match written {
-            Some(missed) => self.record(&batch, missed),
+            Some(missed) => self.record(&pending, &batch, missed),
             None => {
                 self.pending = pending;
                 self.unmarked = unmarked;
@@ -184,7 +184,7 @@ impl Acker {
         for chunk in pending.chunks(self.config.flush_max.max(1)) {
             let batch = self.batch(chunk, &std::mem::take(&mut unmarked));
             match write(&self.deps, &batch, GiveUp::at(deadline)).await {
-                Some(missed) => self.record(&batch, missed),
+                Some(missed) => self.record(chunk, &batch, missed),
                 None => tracing::error!(
                     outcomes = batch.items.len(),
                     "gave up recording outcomes at shutdown; their jobs come back when the leases expire"

@@ -21,6 +21,17 @@ impl Settings {
                 })
                 .transpose()
         }
+        // A fleet-wide rate and its burst (default: Settings::default_global_burst).
+        let rate_with_burst =
+            |h: &HashMap<String, String>, rate: &'static str, burst: &'static str| -> Result<Option<Rate>> {
+                Ok(match field::<Rate>(h, rate)? {
+                    None => None,
+                    Some(r) => Some(match field::<u32>(h, burst)? {
+                        Some(b) => r.with_burst(b),
+                        None => r.with_burst(Self::default_global_burst(&r)),
+                    }),
+                })
+            };
         let rate = match h.get("rate").map(|r| r.trim()) {
             None => None,
             Some("off") => Some(RateSetting::Off),
@@ -37,21 +48,9 @@ impl Settings {
             error_threshold: field(h, "error_threshold")?,
             rate,
             dead_cap: field(h, "dead_cap")?,
-            global_rate: match field::<Rate>(h, "global_rate")? {
-                None => None,
-                Some(r) => Some(match field::<u32>(h, "global_burst")? {
-                    Some(b) => r.with_burst(b),
-                    None => r.with_burst(Self::default_global_burst(&r)),
-                }),
-            },
+            global_rate: rate_with_burst(h, "global_rate", "global_burst")?,
             global_concurrency: field(h, "global_concurrency")?,
-            key_rate: match field::<Rate>(h, "key_rate")? {
-                None => None,
-                Some(r) => Some(match field::<u32>(h, "key_burst")? {
-                    Some(b) => r.with_burst(b),
-                    None => r.with_burst(Self::default_global_burst(&r)),
-                }),
-            },
+            key_rate: rate_with_burst(h, "key_rate", "key_burst")?,
             key_concurrency: field(h, "key_concurrency")?,
             key_overrides: Self::overrides_from_hash(h)?,
         })

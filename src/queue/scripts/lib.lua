@@ -111,7 +111,7 @@ end
 -- dead-lettered and looked at.
 local function adopt(item)
   if not is_inline(item) then return item end
-  local id = string.match(item, ITEM_ID) or ('unnamed-' .. redis.sha1hex(item))
+  local id = item_id(item) or ('unnamed-' .. redis.sha1hex(item))
   redis.call('HSET', K.jobs, id, item)
   return id
 end
