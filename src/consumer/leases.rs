@@ -11,7 +11,6 @@
 use crate::consumer::buffer::Buffer;
 use crate::consumer::handle::Backlog;
 use crate::queue::envelope::Priority;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -57,7 +56,7 @@ pub(crate) struct Leases {
 /// The leases by job id, and the next fetch sequence number.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    pub leases: HashMap<String, Lease>,
+    pub leases: foldhash::HashMap<String, Lease>,
     next_seq: u64,
 }
 
