@@ -46,8 +46,8 @@ impl Bench {
         let items: Vec<Settle> = f
             .jobs
             .into_iter()
-            .map(|(id, _)| Settle::Ack {
-                id,
+            .map(|j| Settle::Ack {
+                id: j.name,
                 token: f.deadline_ms,
             })
             .collect();

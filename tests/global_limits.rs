@@ -71,8 +71,8 @@ async fn global_concurrency_grants_what_the_leases_leave_and_the_settle_gives_ba
     let acks: Vec<Settle> = first
         .jobs
         .iter()
-        .map(|(id, _)| Settle::Ack {
-            id: id.clone(),
+        .map(|j| Settle::Ack {
+            id: j.name.clone(),
             token: first.deadline_ms,
         })
         .collect();

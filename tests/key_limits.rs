@@ -35,7 +35,7 @@ async fn set(ctx: &Ctx, s: Settings) {
 }
 
 fn ids(f: &Fetched) -> Vec<&str> {
-    f.jobs.iter().map(|(id, _)| id.as_str()).collect()
+    f.jobs.iter().map(|j| j.name.as_str()).collect()
 }
 
 async fn ack(ctx: &Ctx, f: &Fetched, which: &[&str]) {

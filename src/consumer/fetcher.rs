@@ -18,7 +18,7 @@ use crate::consumer::wake::Wake;
 use crate::limiter::RateGate;
 use crate::limiter::limit::Limit;
 use crate::metrics::{DeferReason, QueueMetrics};
-use crate::queue::envelope::{self, DecodeError, Job, Priority};
+use crate::queue::envelope::{DecodeError, Job, Priority};
 use crate::queue::keys::QueueKeys;
 use crate::queue::scripts::{self, Fetched};
 use crate::redis::conn::HealingConnection;
@@ -226,12 +226,12 @@ impl Fetcher {
         let mut jobs = Vec::with_capacity(fetched.jobs.len());
         let mut leased = Vec::with_capacity(fetched.jobs.len());
         let mut bad = Vec::new();
-        for (i, (name, env)) in fetched.jobs.into_iter().enumerate() {
-            match envelope::decode(&name, &env, limit) {
+        for (i, fetched_job) in fetched.jobs.into_iter().enumerate() {
+            match fetched_job.decode(limit) {
                 Ok(mut job) => {
                     job.suspect = i < fetched.suspects;
-                    // An inline job's lease is named by its envelope (see Fetched::jobs).
-                    let item = (name != job.id).then_some(name);
+                    // An inline job's lease is named by its envelope (see FetchedJob::name).
+                    let item = fetched_job.is_inline().then_some(fetched_job.name);
                     leased.push((job.id.clone(), job.priority(), item));
                     jobs.push(job);
                 }
@@ -239,7 +239,7 @@ impl Fetcher {
                     // Too large for this consumer, but a producer took it: some consumer
                     // may run it, so it is deferred for a while. Anything else is dead.
                     let big = matches!(e, DecodeError::TooLarge { .. });
-                    let (priority, outcome) = match header_priority(&env).filter(|_| big) {
+                    let (priority, outcome) = match header_priority(fetched_job.envelope()).filter(|_| big) {
                         Some(p) => {
                             let grace = self.unknown_kind_grace;
                             (p, cannot_take(grace, DeferReason::Oversize, e.to_string()))
@@ -253,6 +253,7 @@ impl Fetcher {
                     };
                     // Not decoded: known by its lease's name (for an inline job, its
                     // envelope), which the outcome then names.
+                    let name = fetched_job.name;
                     leased.push((name.clone(), priority, None));
                     bad.push(Done { id: name, outcome });
                 }
@@ -300,13 +301,13 @@ impl Fetcher {
         let leased = fetched
             .jobs
             .iter()
-            .map(|(name, env)| match envelope::decode(name, env, usize::MAX) {
+            .map(|f| match f.decode(usize::MAX) {
                 Ok(j) => {
-                    let item = (*name != j.id).then(|| name.clone());
+                    let item = f.is_inline().then(|| f.name.clone());
                     let p = j.priority();
                     (j.id, p, item)
                 }
-                Err(_) => (name.clone(), Priority::default(), None),
+                Err(_) => (f.name.clone(), Priority::default(), None),
             });
         self.leases.add(fetched.deadline_ms, sent, leased);
     }

@@ -21,6 +21,7 @@ mod header;
 mod payload;
 mod write;
 pub use decode::{DecodeError, decode};
+pub(crate) use decode::decode_inline;
 #[cfg(feature = "simd")]
 pub use payload::payload_simd_json;
 pub use payload::{

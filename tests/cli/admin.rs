@@ -154,7 +154,7 @@ async fn jobs_pages_through_every_state() {
     // in flight, delayed, dead
     let f = scripts::fetch(&mut ctx.c(), &ctx.keys, 1, 60_000).await.unwrap();
     let v = cli_json(&ctx, &["jobs", "--state", "in-flight", "--json", "-q", q], 0);
-    assert_eq!(v["jobs"][0]["id"], f.jobs[0].0.as_str());
+    assert_eq!(v["jobs"][0]["id"], f.jobs[0].name.as_str());
     assert!(is_time(&v["jobs"][0]["lease_deadline"]), "{v}");
     ctx.producer()
         .enqueue(
@@ -291,7 +291,7 @@ async fn job_delete_and_run_now() {
     let v = cli_json(&ctx, &["job", "delete", "later", "--json", "-q", q], 0);
     assert_eq!(v["done"][0]["from"], "in_flight");
     let ack = scripts::Settle::Dead {
-        id: f.jobs[0].0.clone(),
+        id: f.jobs[0].name.clone(),
         token: f.deadline_ms,
         reason: "x".into(),
     };

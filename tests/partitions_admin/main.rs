@@ -76,19 +76,19 @@ pub(crate) async fn bury(conn: &Conn, keys: &QueueKeys, ids: &[&str]) {
     enqueue(conn, keys.name(), "k", ids).await;
     let mut c = conn.clone();
     let f = scripts::fetch(&mut c, keys, 1000, 60_000).await.unwrap();
-    let (mine, others): (Vec<_>, Vec<_>) = f.jobs.iter().partition(|(id, _)| ids.contains(&id.as_str()));
+    let (mine, others): (Vec<_>, Vec<_>) = f.jobs.iter().partition(|j| ids.contains(&j.name.as_str()));
     let items: Vec<Settle> = mine
         .iter()
-        .map(|(id, _)| Settle::Dead {
-            id: id.clone(),
+        .map(|j| Settle::Dead {
+            id: j.name.clone(),
             token: f.deadline_ms,
-            reason: format!("broke {id}"),
+            reason: format!("broke {}", j.name),
         })
         .collect();
     scripts::settle(&mut c, keys, &items).await.unwrap();
     let back: Vec<(&str, u64, weir::Priority)> = others
         .iter()
-        .map(|(id, _)| (id.as_str(), f.deadline_ms, weir::Priority::Normal))
+        .map(|j| (j.name.as_str(), f.deadline_ms, weir::Priority::Normal))
         .collect();
     scripts::release(&mut c, keys, &back).await.unwrap();
 }

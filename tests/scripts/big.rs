@@ -71,12 +71,12 @@ async fn extend_and_dead_letter_past_the_cap(ctx: &Ctx) {
     let (mut c, k) = (ctx.c(), &ctx.keys);
     let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
     assert_eq!(f.jobs.len(), BIG);
-    assert!(f.jobs.iter().all(|(_, e)| e.starts_with(br#"{"attempt":0,"#)));
+    assert!(f.jobs.iter().all(|j| j.envelope().starts_with(br#"{"attempt":0,"#)));
     let token = f.deadline_ms;
-    let held: Vec<(&str, u64)> = f.jobs.iter().map(|(id, _)| (id.as_str(), token)).collect();
+    let held: Vec<(&str, u64)> = f.jobs.iter().map(|j| (j.name.as_str(), token)).collect();
     let (_, lost) = scripts::extend(&mut c, k, 60_000, &held).await.unwrap();
     assert!(lost.is_empty());
-    let started: Vec<(String, u64)> = f.jobs.iter().map(|(id, _)| (id.clone(), token)).collect();
+    let started: Vec<(String, u64)> = f.jobs.iter().map(|j| (j.name.clone(), token)).collect();
     let marks = scripts::StartMarks {
         tag: "c1",
         started: &started,
@@ -88,8 +88,8 @@ async fn extend_and_dead_letter_past_the_cap(ctx: &Ctx) {
     let items: Vec<Settle> = f
         .jobs
         .iter()
-        .map(|(id, _)| Settle::Retry {
-            id: id.clone(),
+        .map(|j| Settle::Retry {
+            id: j.name.clone(),
             token,
             priority: Priority::Normal,
             delay_ms: 0,
@@ -157,15 +157,15 @@ async fn release_and_ack(ctx: &Ctx, args: &[EnqueueArg]) {
     let held: Vec<(&str, u64, Priority)> = f
         .jobs
         .iter()
-        .map(|(id, _)| (id.as_str(), f.deadline_ms, Priority::Normal))
+        .map(|j| (j.name.as_str(), f.deadline_ms, Priority::Normal))
         .collect();
     assert!(scripts::release(&mut c, k, &held).await.unwrap().is_empty());
     let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
     let acks: Vec<Settle> = f
         .jobs
         .iter()
-        .map(|(id, _)| Settle::Ack {
-            id: id.clone(),
+        .map(|j| Settle::Ack {
+            id: j.name.clone(),
             token: f.deadline_ms,
         })
         .collect();
@@ -184,8 +184,8 @@ async fn dead_letter_and_purge(ctx: &Ctx, args: &[EnqueueArg]) {
         let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
         f.jobs
             .iter()
-            .map(|(id, _)| Settle::Dead {
-                id: id.clone(),
+            .map(|j| Settle::Dead {
+                id: j.name.clone(),
                 token: f.deadline_ms,
                 reason: "r".into(),
             })

@@ -154,11 +154,12 @@ async fn fetch_table() {
         )
         .await;
         let t1 = ctx.now_ms().await;
-        let ids: Vec<&str> = f.jobs.iter().map(|(id, _)| id.as_str()).collect();
+        let ids: Vec<&str> = f.jobs.iter().map(|j| j.name.as_str()).collect();
         assert_eq!(ids, c.got, "case {:?}: ids", c.name);
-        for (id, e) in &f.jobs {
+        for j in &f.jobs {
+            let id = &j.name;
             assert_eq!(
-                Some(&String::from_utf8(e.clone()).unwrap()),
+                Some(&String::from_utf8(j.envelope().to_vec()).unwrap()),
                 before.jobs.get(id),
                 "{id}"
             );
@@ -270,7 +271,7 @@ async fn suspects_come_first_one_per_call() {
             &after,
         )
         .await;
-        let ids: Vec<&str> = f.jobs.iter().map(|(id, _)| id.as_str()).collect();
+        let ids: Vec<&str> = f.jobs.iter().map(|j| j.name.as_str()).collect();
         assert_eq!((ids.as_slice(), f.suspects), (got, suspects), "case {name:?}");
     }
 }

@@ -34,16 +34,20 @@ async fn fetch_leases_inline_jobs_by_their_envelopes_beside_jobs_by_id() {
         &after,
     )
     .await;
-    let names: Vec<&str> = f.jobs.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = f.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(
         names,
         [a.as_str(), "b", c.as_str()],
         "inline jobs are named by their envelopes"
     );
-    for (name, e) in &f.jobs {
+    for j in &f.jobs {
+        let (name, e) = (&j.name, j.envelope());
+        assert_eq!(j.is_inline(), name != "b");
         let want = if name == "b" { item("b") } else { name.clone() };
-        assert_eq!(String::from_utf8(e.clone()).unwrap(), want);
-        let job = weir::envelope::decode(name, e, usize::MAX).unwrap();
+        assert_eq!(String::from_utf8(e.to_vec()).unwrap(), want);
+        let job = j.decode(usize::MAX).unwrap();
+        let by_bytes = weir::envelope::decode(name, e, usize::MAX).unwrap();
+        assert_eq!((&job.id, job.payload.get()), (&by_bytes.id, by_bytes.payload.get()));
         assert_eq!(job.id, item_id(&want).unwrap());
     }
 }

@@ -234,7 +234,7 @@ async fn released_jobs_are_fetched_again_first_in_order() {
     let jobs = (0..6).map(|i| weir::NewJob::new("k", &i).unwrap().id(format!("j{i}")));
     ctx.producer().enqueue_bulk(jobs).await.unwrap();
     let f = scripts::fetch(&mut c, k, 3, 60_000).await.unwrap();
-    let ids: Vec<String> = f.jobs.iter().map(|(id, _)| id.clone()).collect();
+    let ids: Vec<String> = f.jobs.iter().map(|j| j.name.clone()).collect();
     assert_eq!(ids, ["j0", "j1", "j2"]);
     let held: Vec<(&str, u64, Priority)> = ids
         .iter()
@@ -242,7 +242,7 @@ async fn released_jobs_are_fetched_again_first_in_order() {
         .collect();
     assert!(scripts::release(&mut c, k, &held).await.unwrap().is_empty());
     let again = scripts::fetch(&mut c, k, 10, 60_000).await.unwrap();
-    let ids: Vec<&str> = again.jobs.iter().map(|(id, _)| id.as_str()).collect();
+    let ids: Vec<&str> = again.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(ids, ["j0", "j1", "j2", "j3", "j4", "j5"]);
-    assert!(again.jobs.iter().all(|(_, e)| e.starts_with(br#"{"attempt":0,"#)));
+    assert!(again.jobs.iter().all(|j| j.envelope().starts_with(br#"{"attempt":0,"#)));
 }

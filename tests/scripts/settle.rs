@@ -319,7 +319,7 @@ async fn ack_after_expiry_and_re_lease_is_refused_and_the_new_holder_wins() {
     assert_eq!(r.returned, 1);
     let second = scripts::fetch(&mut c, k, 10, 60_000).await.unwrap();
     assert_eq!(second.jobs.len(), 1);
-    assert!(String::from_utf8_lossy(&second.jobs[0].1).starts_with(r#"{"attempt":0,"#));
+    assert!(String::from_utf8_lossy(second.jobs[0].envelope()).starts_with(r#"{"attempt":0,"#));
     let t2 = second.deadline_ms;
     assert_ne!(t1, t2);
 

@@ -46,6 +46,22 @@ pub fn decode(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeError> 
     check_id(id, job)
 }
 
+/// [`decode`] of an inline job's envelope, which is its name (text already).
+pub(crate) fn decode_inline(text: &str, limit: usize) -> Result<Job, DecodeError> {
+    if text.len() > limit {
+        return Err(DecodeError::TooLarge {
+            size: text.len(),
+            limit,
+        });
+    }
+    let job = match header::canonical_text(text) {
+        Some(job) => job,
+        None => serde_json::from_str(text).map_err(|e| DecodeError::Invalid(e.to_string()))?,
+    };
+    check_depth(job.payload.get())?;
+    Ok(job)
+}
+
 /// The raw payload skips serde's recursion limit; a payload nested deeper than
 /// [`MAX_PAYLOAD_DEPTH`] would fail in the handler's own parse, or overflow the stack of a
 /// parser without a limit, which aborts the whole process. One pass over the bytes.

@@ -14,7 +14,11 @@ use serde_json::value::RawValue;
 /// The job in `bytes` when its header is canonical and its payload valid JSON; `None`
 /// sends the envelope to serde_json.
 pub(super) fn canonical(bytes: &[u8]) -> Option<Job> {
-    let text = std::str::from_utf8(bytes).ok()?;
+    canonical_text(std::str::from_utf8(bytes).ok()?)
+}
+
+/// [`canonical`] of text.
+pub(super) fn canonical_text(text: &str) -> Option<Job> {
     let mut r = Reader { text, at: 0 };
     r.literal("{\"attempt\":")?;
     let attempt = r.whole()?;
@@ -73,12 +77,15 @@ impl<'a> Reader<'a> {
 
     /// A whole number as JSON writes it (digits, no leading zero) that fits a u64.
     fn whole(&mut self) -> Option<u64> {
-        let digits = self.rest().bytes().take_while(u8::is_ascii_digit).count();
-        let s = &self.rest()[..digits];
-        if digits == 0 || (digits > 1 && s.starts_with('0')) {
+        let rest = &self.text.as_bytes()[self.at..];
+        let (mut n, mut digits) = (0u64, 0);
+        for &b in rest.iter().take_while(|b| b.is_ascii_digit()) {
+            n = n.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+            digits += 1;
+        }
+        if digits == 0 || (digits > 1 && rest[0] == b'0') {
             return None;
         }
-        let n = s.parse().ok()?;
         self.at += digits;
         Some(n)
     }

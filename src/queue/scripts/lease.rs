@@ -9,7 +9,7 @@
 use super::{EXTEND, FETCH, KEY_SHARES, RECLAIM, RELEASE, START_SUSPECT};
 use super::{as_u64, call, into_strings, invocation, reply_err};
 use crate::error::Result;
-use crate::queue::envelope::Priority;
+use crate::queue::envelope::{self, DecodeError, Job, Priority};
 use crate::queue::keys::QueueKeys;
 use crate::queue::retry::DeferralBudget;
 use redis::Value;
@@ -31,15 +31,60 @@ pub struct Fetched {
     /// How many of `jobs`, at the front, are suspects (0 or 1): jobs that were running
     /// when their consumer died. Run each alone, marked with [`start_suspect`].
     pub suspects: usize,
-    /// (name, envelope) pairs, in the order fetched. A job's name is its id, or, for an
-    /// inline job (one a bulk load of generated ids stored in the ready list itself:
-    /// `lib.lua`'s items), its envelope: the name its lease has in Redis, which settle,
-    /// extend and release take. [`envelope::decode`](crate::queue::envelope::decode)
-    /// reads the id from the envelope then.
-    pub jobs: Vec<(String, Vec<u8>)>,
+    /// The jobs leased, in the order fetched.
+    pub jobs: Vec<FetchedJob>,
     /// Leased ids that are not UTF-8 (pushed by hand: weir never writes one). They cannot
     /// be jobs; [`dead_letter_raw`](super::dead_letter_raw) buries them.
     pub bad_ids: Vec<Vec<u8>>,
+}
+
+/// One job a fetch leased: the name its lease has in Redis, and its envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedJob {
+    /// The job's id, or, for an inline job (one a bulk load of generated ids stored in
+    /// the ready list itself: `lib.lua`'s items), its envelope: the name its lease has in
+    /// Redis, which settle, extend and release take. [`FetchedJob::decode`] reads the id
+    /// from the envelope then.
+    pub name: String,
+    /// The envelope, unless the name is the envelope (an inline job).
+    stored: Option<Vec<u8>>,
+}
+
+impl FetchedJob {
+    /// A job stored by id: its id and envelope.
+    pub fn stored(id: String, envelope: Vec<u8>) -> Self {
+        Self {
+            name: id,
+            stored: Some(envelope),
+        }
+    }
+
+    /// An inline job: its envelope is its name.
+    pub fn inline(envelope: String) -> Self {
+        Self {
+            name: envelope,
+            stored: None,
+        }
+    }
+
+    /// The job's envelope.
+    pub fn envelope(&self) -> &[u8] {
+        self.stored.as_deref().unwrap_or(self.name.as_bytes())
+    }
+
+    /// Whether the job is inline (its name is its envelope).
+    pub fn is_inline(&self) -> bool {
+        self.stored.is_none()
+    }
+
+    /// Decodes the envelope (see [`envelope::decode`](crate::queue::envelope::decode)),
+    /// refusing it over `limit` bytes.
+    pub fn decode(&self, limit: usize) -> std::result::Result<Job, DecodeError> {
+        match &self.stored {
+            Some(env) => envelope::decode(&self.name, env, limit),
+            None => envelope::decode_inline(&self.name, limit),
+        }
+    }
 }
 
 /// The global limits of a queue (`weir limits set --global-rate/--global-concurrency`)
@@ -165,10 +210,16 @@ fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) {
     }
     for (i, (id, env)) in pieces.zip(envs).enumerate() {
         // An empty line: an inline job, named by its envelope.
-        let name = if id.is_empty() { env.clone() } else { id.to_vec() };
-        match String::from_utf8(name) {
-            Ok(id) => out.jobs.push((id, env)),
-            Err(e) => out.bad_ids.push(e.into_bytes()),
+        if id.is_empty() {
+            match String::from_utf8(env) {
+                Ok(env) => out.jobs.push(FetchedJob::inline(env)),
+                Err(e) => out.bad_ids.push(e.into_bytes()),
+            }
+        } else {
+            match std::str::from_utf8(id) {
+                Ok(id) => out.jobs.push(FetchedJob::stored(id.to_owned(), env)),
+                Err(_) => out.bad_ids.push(id.to_vec()),
+            }
         }
         // A suspect whose id is not UTF-8 is not among `jobs`.
         if i < suspects {
@@ -189,7 +240,7 @@ fn pair_by_envelope(out: &mut Fetched, envs: Vec<Vec<u8>>) {
     let mut unnamed = 0;
     for env in envs {
         match serde_json::from_slice::<IdOnly>(&env) {
-            Ok(named) => out.jobs.push((named.id, env)),
+            Ok(named) => out.jobs.push(FetchedJob::stored(named.id, env)),
             Err(_) => unnamed += 1,
         }
     }
@@ -332,7 +383,7 @@ mod tests {
     use super::*;
 
     fn ids_of(f: &Fetched) -> Vec<&str> {
-        f.jobs.iter().map(|(id, _)| id.as_str()).collect()
+        f.jobs.iter().map(|j| j.name.as_str()).collect()
     }
 
     #[test]
@@ -341,9 +392,24 @@ mod tests {
         let envs = vec![b"{1}".to_vec(), b"{2}".to_vec(), b"{3}".to_vec()];
         pair(&mut f, b"s\nb\xff\nc", envs, 1);
         assert_eq!(ids_of(&f), ["s", "c"]);
-        assert_eq!(f.jobs[1].1, b"{3}");
+        assert_eq!(f.jobs[1].envelope(), b"{3}");
         assert_eq!(f.bad_ids, [b"b\xff".to_vec()]);
         assert_eq!(f.suspects, 1);
+    }
+
+    #[test]
+    fn an_empty_id_line_is_an_inline_job_named_by_its_envelope() {
+        let mut f = Fetched::default();
+        let env = br#"{"attempt":0,"max_attempts":3,"priority":1,"enqueued_at":5,"id":"g-1","kind":"k","payload":{}}"#;
+        let envs = vec![env.to_vec(), b"{2}".to_vec(), b"{\xff}".to_vec()];
+        pair(&mut f, b"\nb\n", envs, 0);
+        assert_eq!(ids_of(&f), [std::str::from_utf8(env).unwrap(), "b"]);
+        assert!(f.jobs[0].is_inline() && !f.jobs[1].is_inline());
+        assert_eq!((f.jobs[0].envelope(), f.jobs[1].envelope()), (&env[..], &b"{2}"[..]));
+        assert_eq!(f.jobs[0].decode(usize::MAX).unwrap().id, "g-1");
+        assert!(f.jobs[0].decode(10).is_err(), "over the size limit");
+        // An inline envelope that is not UTF-8 cannot be named.
+        assert_eq!(f.bad_ids, [b"{\xff}".to_vec()]);
     }
 
     #[test]
