@@ -141,17 +141,38 @@ impl Acker {
         match msg {
             AckerMsg::Started(ids) => self.unmarked.extend(ids),
             AckerMsg::Done(d) => self.pending.push(d),
+            AckerMsg::Dones(ds) => self.pending.extend(ds),
         }
     }
 
-    /// Writes the pending outcomes and marks, retrying failed calls until they succeed.
-    /// Once `finish` is cancelled the retries go on until the final flush's timeout, no
-    /// longer; a write that gives up leaves its outcomes to the final flush. (A call in
-    /// flight is never dropped while it can still succeed: it may have been applied, and
-    /// sent again it would be reported as not recorded.)
+    /// Writes the pending outcomes and marks, in calls of at most `flush_max` outcomes
+    /// (a wave of outcomes from the pool can take the pending ones past it), retrying
+    /// failed calls until they succeed. Once `finish` is cancelled the retries go on
+    /// until the final flush's timeout, no longer; a write that gives up leaves its
+    /// outcomes, and those after it, to the final flush. (A call in flight is never
+    /// dropped while it can still succeed: it may have been applied, and sent again it
+    /// would be reported as not recorded.)
     async fn flush(&mut self, finish: &CancellationToken) {
-        let pending = std::mem::take(&mut self.pending);
-        let unmarked = std::mem::take(&mut self.unmarked);
+        let mut pending = std::mem::take(&mut self.pending);
+        let mut unmarked = std::mem::take(&mut self.unmarked);
+        loop {
+            let rest = pending.split_off(pending.len().min(self.config.flush_max.max(1)));
+            if !self.flush_one(pending, std::mem::take(&mut unmarked), finish).await {
+                self.pending.extend(rest);
+                break;
+            }
+            pending = rest;
+            if pending.is_empty() {
+                break;
+            }
+        }
+        self.deps.backlog.set_outcomes(self.pending.len());
+        self.deps.flushed.notify_one();
+    }
+
+    /// One settle call of `pending` and `unmarked`; false (both back in `self`) if it
+    /// gave up.
+    async fn flush_one(&mut self, pending: Vec<Done>, unmarked: Vec<String>, finish: &CancellationToken) -> bool {
         let batch = self.batch(&pending, &unmarked);
         let last_chance = self.config.final_flush_timeout;
         let written = {
@@ -167,14 +188,16 @@ impl Acker {
             }
         };
         match written {
-            Some(missed) => self.record(&pending, &batch, missed),
+            Some(missed) => {
+                self.record(&pending, &batch, missed);
+                true
+            }
             None => {
                 self.pending = pending;
                 self.unmarked = unmarked;
+                false
             }
         }
-        self.deps.backlog.set_outcomes(self.pending.len());
-        self.deps.flushed.notify_one();
     }
 
     /// The last writes, in calls of at most `flush_max` outcomes, until `deadline`.

@@ -15,6 +15,8 @@ pub(crate) enum AckerMsg {
     Started(Vec<String>),
     /// A job is finished.
     Done(Done),
+    /// Jobs are finished (the ones of a dispatch wave that finished in place).
+    Dones(Vec<Done>),
 }
 
 /// A finished job.

@@ -4,9 +4,10 @@
 //! limiter, each job's latency and outcome class also go to the [`Limiter`].
 //!
 //! A job's handler call is polled once in place: a call that finishes at once (a fast
-//! handler) costs no task. The others go on in tasks of their own; the acker is told which
-//! of those started, one message per dispatch wave (the jobs started while slots were
-//! free), so their start marks travel with its writes, and each is registered (`runs.rs`),
+//! handler) costs no task, and its outcome goes to the acker with the others of its
+//! dispatch wave (the jobs started while slots were free), one message for them all. The
+//! others go on in tasks of their own; the acker is told which of those started, one
+//! message per wave, so their start marks travel with its writes, and each is registered (`runs.rs`),
 //! so the shutdown can abort the ones that outlive it. A suspect (a job that was running
 //! when a consumer died) runs alone: one at a time (its own gate, besides a concurrency
 //! slot), its start marked in Redis before it runs (`suspect.rs`).
@@ -90,8 +91,7 @@ impl Pool {
     async fn dispatch(self: &Arc<Self>, batch: Vec<Job>, shutdown: &CancellationToken) -> bool {
         self.metrics.channel_received.increment(batch.len() as u64);
         let mut groups: Vec<(Arc<dyn BatchHandler>, Vec<Job>)> = Vec::new();
-        // Jobs started and not yet reported to the acker.
-        let mut wave: Vec<String> = Vec::new();
+        let mut wave = Wave::default();
         for job in batch {
             if job.is_suspect() && self.registry.route(&job.kind).is_some() {
                 tokio::spawn(self.clone().run_suspect(job, shutdown.clone()));
@@ -115,9 +115,7 @@ impl Pool {
                         return false;
                     };
                     self.buffer.take(1);
-                    if let Some(id) = self.start_one(h.clone(), job, permit).await {
-                        wave.push(id);
-                    }
+                    self.start_one(h.clone(), job, permit, &mut wave);
                 }
                 Some(Route::Batch(h)) => {
                     let max = h.max_batch().max(1);
@@ -143,7 +141,7 @@ impl Pool {
                 return false;
             }
         }
-        self.report_started(&mut wave, shutdown).await
+        self.report(&mut wave, shutdown).await
     }
 
     /// Sends `msg` to the acker; false if shutdown came first (the acker's channel is
@@ -156,23 +154,32 @@ impl Pool {
         }
     }
 
-    /// Tells the acker which jobs of `wave` started (and empties it).
-    async fn report_started(&self, wave: &mut Vec<String>, shutdown: &CancellationToken) -> bool {
-        if wave.is_empty() {
-            return true;
+    /// Tells the acker what `wave` holds (and empties it): the jobs that started, then
+    /// the outcomes of those that finished in place, whose permits go after them.
+    async fn report(&self, wave: &mut Wave, shutdown: &CancellationToken) -> bool {
+        if !wave.started.is_empty() && !self.tell(AckerMsg::Started(std::mem::take(&mut wave.started)), shutdown).await {
+            return false;
         }
-        self.tell(AckerMsg::Started(std::mem::take(wave)), shutdown).await
+        if !wave.done.is_empty() {
+            // The acker outlives every worker; a closed channel means the process is
+            // exiting and the leases bring the jobs back.
+            let _ = self.acker.send(AckerMsg::Dones(std::mem::take(&mut wave.done))).await;
+        }
+        // Outcome first, permit after: see `spawn_call`.
+        wave.permits.clear();
+        true
     }
 
-    /// [`Self::permit`]; if none is free at once, the jobs started so far are reported
-    /// before waiting for one: a wave of starts is one message, not one per job.
-    async fn permit_reporting(&self, wave: &mut Vec<String>, shutdown: &CancellationToken) -> Option<Permit> {
+    /// [`Self::permit`]; if none is free at once, the wave so far is reported before
+    /// waiting for one (its permits may be the ones to wait for): a wave is two messages
+    /// at most, not one per job.
+    async fn permit_reporting(&self, wave: &mut Wave, shutdown: &CancellationToken) -> Option<Permit> {
         let permit = self.permit(shutdown);
         tokio::pin!(permit);
         if let Poll::Ready(p) = futures_util::poll!(&mut permit) {
             return p;
         }
-        if !self.report_started(wave, shutdown).await {
+        if !self.report(wave, shutdown).await {
             return None;
         }
         permit.await
@@ -199,15 +206,27 @@ impl Pool {
         self: &Arc<Self>,
         h: Arc<dyn BatchHandler>,
         jobs: Vec<Job>,
-        wave: &mut Vec<String>,
+        wave: &mut Wave,
         shutdown: &CancellationToken,
     ) -> bool {
         let Some(permit) = self.permit_reporting(wave, shutdown).await else {
             return false;
         };
         self.buffer.take(jobs.len());
-        wave.extend(jobs.iter().map(|j| j.id.clone()));
+        wave.started.extend(jobs.iter().map(|j| j.id.clone()));
         self.spawn_batch(h, jobs, permit);
         true
     }
+}
+
+/// What one dispatch wave has to tell the acker.
+#[derive(Default)]
+pub(crate) struct Wave {
+    /// Jobs started whose runs go on.
+    started: Vec<String>,
+    /// Outcomes of jobs that finished in place: at most the concurrency limit, as each
+    /// holds its permit until they are sent.
+    done: Vec<Done>,
+    /// The permits of the jobs that finished in place, held until their outcomes are sent.
+    permits: Vec<Permit>,
 }

@@ -2,7 +2,7 @@
 //! against panics and timeouts, registered in [`Runs`](super::Runs) once it runs in a task
 //! of its own; its latency goes to the limiter and the metrics, its outcomes to the acker.
 
-use super::Pool;
+use super::{Pool, Wave};
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::runs::Head;
 use crate::consumer::tasks::panic_message;
@@ -15,7 +15,7 @@ use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -24,29 +24,27 @@ impl Pool {
     /// finishes without waiting (a fast handler) costs no task, no registration and no start
     /// report; one that waits goes on in a task of its own, registered in
     /// [`Runs`](super::Runs) (see [`Inline`] for calls that take long before they wait).
-    /// Returns the job's id if its run is still going.
-    pub(crate) async fn start_one(
-        self: &Arc<Self>,
-        h: Arc<dyn Handler>,
-        job: Job,
-        permit: Permit,
-    ) -> Option<String> {
+    /// The wave gets the job's outcome and permit if it finished, its id if it goes on.
+    pub(crate) fn start_one(self: &Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit, wave: &mut Wave) {
         let head = head(&job);
         let mut call = self.clone().call_one(h, job);
         if self.inline.allowed() {
             let polled = Instant::now();
-            let first = futures_util::poll!(call.as_mut());
+            let first = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
             self.inline.took(polled.elapsed());
             if let Poll::Ready(result) = first {
-                // Outcome first, permit after: see `spawn_call`.
-                self.finish(head.0, head.1, result).await;
-                drop(permit);
-                return None;
+                // Outcome first, permit after: the wave sends the one, then drops the other.
+                let (id, attempt) = head;
+                wave.done.push(Done {
+                    id,
+                    outcome: self.outcome(attempt, result),
+                });
+                wave.permits.push(permit);
+                return;
             }
         }
-        let id = head.0.clone();
+        wave.started.push(head.0.clone());
         self.spawn_call(head, call, permit);
-        Some(id)
     }
 
     /// Spawns the run of one job, registered in [`Runs`](super::Runs); returns its task.
@@ -104,13 +102,14 @@ impl Pool {
                 }
                 Err((e, s)) => (Err(e), s),
             };
+            let elapsed = started.elapsed();
             match (&self.key_limiters, &key) {
                 (Some(kl), Some(k)) => {
-                    kl.finished(k, started, started.elapsed(), signal);
+                    kl.finished(k, started, elapsed, signal);
                 }
-                _ => self.record(started, std::iter::once(signal)),
+                _ => self.record(started, elapsed, std::iter::once(signal)),
             }
-            self.metrics.job_duration.record(started.elapsed().as_secs_f64());
+            self.metrics.job_duration.record(elapsed.as_secs_f64());
             self.record_latency(enqueued_at, 1);
             result
         })
@@ -146,15 +145,13 @@ impl Pool {
             }
             Err((e, s)) => (vec![Err(e); n], Some(s)),
         };
-        self.metrics
-            .job_duration
-            .record_many(started.elapsed().as_secs_f64(), n);
+        let elapsed = started.elapsed();
+        self.metrics.job_duration.record_many(elapsed.as_secs_f64(), n);
         self.record_latency(oldest, n);
         // One sample per job, all with the call's latency: windows count jobs.
         let signals = results.iter().map(|r| failed.unwrap_or_else(|| Signal::of(r)));
         match &self.key_limiters {
             Some(kl) => {
-                let elapsed = started.elapsed();
                 let mut keyless = Vec::new();
                 for (key, signal) in keys.iter().zip(signals) {
                     match key {
@@ -164,9 +161,9 @@ impl Pool {
                         None => keyless.push(signal),
                     }
                 }
-                self.record(started, keyless.into_iter());
+                self.record(started, elapsed, keyless.into_iter());
             }
-            None => self.record(started, signals),
+            None => self.record(started, elapsed, signals),
         }
         if !self.runs.end(key) {
             return; // abandoned at shutdown: see spawn_call
@@ -207,11 +204,11 @@ impl Pool {
         caught.map_err(panicked)
     }
 
-    /// When the job starts, if a limiter wants its latency (one clock read per job).
-    /// Tells the limiter (when the limit is adaptive) how the jobs of one call went.
-    fn record(&self, started: Instant, signals: impl Iterator<Item = Signal>) {
+    /// Tells the limiter (when the limit is adaptive) how the jobs of one call, started at
+    /// `started` and `elapsed` long, went.
+    fn record(&self, started: Instant, elapsed: Duration, signals: impl Iterator<Item = Signal>) {
         if let Some(l) = &self.limiter {
-            l.record_batch(started, started.elapsed(), signals);
+            l.record_batch(started, elapsed, signals);
         }
     }
 
@@ -223,10 +220,18 @@ impl Pool {
         self.metrics.job_latency.record_many(secs, n);
     }
 
-    /// Sends the outcome of a job that ran at `(attempt, max_attempts)`. Backpressure is
-    /// not a failure of the job: it is deferred, uncharged, within the deferral budget.
-    async fn finish(&self, id: String, (attempt, max_attempts): (u32, u32), result: JobResult) {
-        let outcome = match result {
+    /// Sends the outcome of a job that ran at `(attempt, max_attempts)`.
+    async fn finish(&self, id: String, attempt: (u32, u32), result: JobResult) {
+        let outcome = self.outcome(attempt, result);
+        // The acker outlives every worker; a closed channel means the process is exiting
+        // and the lease brings the job back.
+        let _ = self.acker.send(AckerMsg::Done(Done { id, outcome })).await;
+    }
+
+    /// The outcome of a job that ran at `(attempt, max_attempts)`. Backpressure is not a
+    /// failure of the job: it is deferred, uncharged, within the deferral budget.
+    fn outcome(&self, (attempt, max_attempts): (u32, u32), result: JobResult) -> Outcome {
+        match result {
             Ok(()) => Outcome::Ack,
             Err(e) if e.backpressure => {
                 let c = &self.config;
@@ -247,10 +252,7 @@ impl Pool {
                 }
             }
             Err(e) => Outcome::Dead { reason: e.message },
-        };
-        // The acker outlives every worker; a closed channel means the process is exiting
-        // and the lease brings the job back.
-        let _ = self.acker.send(AckerMsg::Done(Done { id, outcome })).await;
+        }
     }
 }
 
