@@ -41,8 +41,10 @@ pub fn validate_lane_name(name: &str) -> Result<(), Error> {
 /// Keeping these to a plain alphabet means they never need escaping in an envelope, which
 /// is what lets scripts read the envelope header with a pattern (see `scripts/lib.lua`).
 pub(crate) fn validate_token(what: &'static str, value: &str, max: usize) -> Result<(), Error> {
-    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
-    if value.is_empty() || value.len() > max || !value.chars().all(ok_char) {
+    // Bytes, not chars: every allowed character is ASCII, and no byte of a multi-byte
+    // character is.
+    let ok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-');
+    if value.is_empty() || value.len() > max || !value.bytes().all(ok) {
         return Err(Error::InvalidName {
             what,
             value: value.chars().take(200).collect(),

@@ -18,7 +18,9 @@ pub(super) fn plain(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) -> bool {
         return false;
     }
     let payload = env.payload.get();
-    buf.reserve(96 + env.id.len() + env.kind.len() + payload.len());
+    // Every byte below: the numbers take at most 40, names and quotes at most 120.
+    let strings_len: usize = strings.iter().flatten().map(|s| s.len()).sum();
+    buf.reserve(160 + strings_len + payload.len());
     let mut n = itoa::Buffer::new();
     buf.extend_from_slice(br#"{"attempt":"#);
     buf.extend_from_slice(n.format(env.attempt).as_bytes());

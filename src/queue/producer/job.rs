@@ -187,7 +187,8 @@ pub(super) fn encode_job(
         priority: job.priority,
         delay_ms: job.delay.as_millis() as u64,
         run_at_ms,
-        envelope: buf.clone(),
+        // The buffer itself (sized for this envelope), not a copy of it.
+        envelope: std::mem::take(buf),
         unique,
         unique_for_ms,
     })

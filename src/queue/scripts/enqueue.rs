@@ -85,10 +85,15 @@ async fn enqueue_plain(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg], c
     let mut p = redis::pipe();
     p.atomic();
     for section in jobs.chunk_by(|a, b| a.priority == b.priority) {
-        let push = p.cmd("RPUSH").arg(keys.ready(section[0].priority));
+        // Sized up front: the command's buffer is written once, not regrown per job.
+        let bytes = section.iter().map(|j| j.envelope.len()).sum::<usize>();
+        let ready = keys.ready(section[0].priority);
+        let mut push = redis::Cmd::with_capacity(section.len() + 2, bytes + ready.len() + 5);
+        push.arg("RPUSH").arg(ready);
         for j in section {
             push.arg(&j.envelope);
         }
+        p.add_command(push);
     }
     p.cmd("HINCRBY")
         .arg(keys.counters())

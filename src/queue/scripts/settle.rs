@@ -263,10 +263,14 @@ pub async fn ack_inline<C: ConnectionLike>(
     let started = std::time::Instant::now();
     let mut p = redis::pipe();
     p.atomic();
-    let zrem = p.cmd("ZREM").arg(keys.lease());
+    // Sized up front: the names are envelopes, and a regrown buffer copies them again.
+    let bytes = items.iter().map(|i| i.id().len()).sum::<usize>();
+    let mut zrem = redis::Cmd::with_capacity(items.len() + 2, bytes + keys.lease().len() + 4);
+    zrem.arg("ZREM").arg(keys.lease());
     for item in items {
         zrem.arg(item.id());
     }
+    p.add_command(zrem);
     if !ended.is_empty() {
         p.cmd("HDEL").arg(keys.started()).arg(ended).ignore();
     }
