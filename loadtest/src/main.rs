@@ -35,6 +35,13 @@ use clap::Parser;
 use cli::{Cli, Scenario};
 use std::process::ExitCode;
 
+/// The `weir` binary's allocator, so the harness measures what the CLI runs. (Not in the
+/// unit tests: `cpu.rs`'s test of the peak RSS reset needs freed memory to go back to the
+/// system at once, and mimalloc keeps it up to a second.)
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -168,7 +168,10 @@ async fn enqueue_memory_stays_flat_in_the_input_size() {
         std::fs::remove_file(&path).unwrap();
     }
     let (small, large) = (peaks[0], peaks[1]);
-    assert!(large < 40.0, "80 MB of input held in {large:.1} MB: not streamed");
+    // Held whole, 80 MB of input would take more than 80 MB. (The binary's allocator,
+    // mimalloc, keeps freed pages up to a second before it returns them: a few MB more
+    // than glibc's malloc here, 44 MB against 39 MB.)
+    assert!(large < 50.0, "80 MB of input held in {large:.1} MB: not streamed");
     assert!(
         large < small + 10.0,
         "peak grows with the input: {small:.1} MB for 20 MB, {large:.1} MB for 80 MB"
