@@ -71,32 +71,45 @@ impl Feed {
     }
 
     /// Enqueues the next `n` jobs (fewer at the cap) in one bulk call; returns how many.
+    /// Each job is prepared as the producer pulls it (as `weir enqueue` streams its
+    /// input), so encoding overlaps the calls in flight.
     pub async fn push(&mut self, n: u64) -> anyhow::Result<u64> {
         let n = n.min(self.remaining());
         if n == 0 {
             return Ok(0);
         }
         let now = weir::envelope::unix_ms();
+        let failed = std::sync::Mutex::new(None);
+        let (producer, keyer, payload, max_attempts) = (&self.producer, &self.keyer, &self.payload, self.max_attempts);
         let mut buf = Vec::new();
-        let mut args = Vec::with_capacity(n as usize);
-        for i in self.next..self.next + n {
-            let job = NewJob::from_raw(KIND, self.payload.clone())
+        let args = (self.next..self.next + n).map_while(|i| {
+            let job = NewJob::from_raw(KIND, payload.clone())
                 .id(job_id(i))
-                .max_attempts(self.max_attempts);
-            let job = match &self.keyer {
+                .max_attempts(max_attempts);
+            let job = match keyer {
                 Some(k) => job.key(k(i)),
                 None => job,
             };
-            let mut arg = self.producer.prepare(job, now, &mut buf)?;
-            // The harness's ids are unique by construction (`lt-<i>` on a fresh queue), as
-            // weir's generated ones are: they take the same bulk path, without an existence
-            // check per id, so the figures are those of `weir enqueue`.
-            arg.unique = false;
-            args.push(((), arg));
+            match producer.prepare(job, now, &mut buf) {
+                // The harness's ids are unique by construction (`lt-<i>` on a fresh
+                // queue), as weir's generated ones are: they take the same bulk path,
+                // without an existence check per id, so the figures are those of
+                // `weir enqueue`.
+                Ok(arg) => Some(((), weir::scripts::EnqueueArg { unique: false, ..arg })),
+                Err(e) => {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                    None
+                }
+            }
+        });
+        {
+            let mut chunks = std::pin::pin!(producer.enqueue_tagged(args));
+            while let Some(chunk) = chunks.next().await {
+                chunk.result?;
+            }
         }
-        let mut chunks = std::pin::pin!(self.producer.enqueue_tagged(args));
-        while let Some(chunk) = chunks.next().await {
-            chunk.result?;
+        if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e.into());
         }
         self.next += n;
         Ok(n)
