@@ -80,7 +80,8 @@ impl Feed {
         }
         let now = weir::envelope::unix_ms();
         let failed = std::sync::Mutex::new(None);
-        let (producer, keyer, payload, max_attempts) = (&self.producer, &self.keyer, &self.payload, self.max_attempts);
+        let (producer, keyer, payload, max_attempts) =
+            (&self.producer, &self.keyer, &self.payload, self.max_attempts);
         let mut buf = Vec::new();
         let args = (self.next..self.next + n).map_while(|i| {
             let job = NewJob::from_raw(KIND, payload.clone())

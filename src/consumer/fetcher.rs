@@ -298,17 +298,14 @@ impl Fetcher {
 
     /// Adds the leases of a fetch that came back after shutdown, so they are released.
     fn register(&self, fetched: &Fetched, sent: Instant) {
-        let leased = fetched
-            .jobs
-            .iter()
-            .map(|f| match f.decode(usize::MAX) {
-                Ok(j) => {
-                    let item = f.is_inline().then(|| f.name.clone());
-                    let p = j.priority();
-                    (j.id, p, item)
-                }
-                Err(_) => (f.name.clone(), Priority::default(), None),
-            });
+        let leased = fetched.jobs.iter().map(|f| match f.decode(usize::MAX) {
+            Ok(j) => {
+                let item = f.is_inline().then(|| f.name.clone());
+                let p = j.priority();
+                (j.id, p, item)
+            }
+            Err(_) => (f.name.clone(), Priority::default(), None),
+        });
         self.leases.add(fetched.deadline_ms, sent, leased);
     }
 }

@@ -20,8 +20,8 @@ mod decode;
 mod header;
 mod payload;
 mod write;
-pub use decode::{DecodeError, decode};
 pub(crate) use decode::decode_inline;
+pub use decode::{DecodeError, decode};
 #[cfg(feature = "simd")]
 pub use payload::payload_simd_json;
 pub use payload::{

@@ -71,7 +71,11 @@ async fn extend_and_dead_letter_past_the_cap(ctx: &Ctx) {
     let (mut c, k) = (ctx.c(), &ctx.keys);
     let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
     assert_eq!(f.jobs.len(), BIG);
-    assert!(f.jobs.iter().all(|j| j.envelope().starts_with(br#"{"attempt":0,"#)));
+    assert!(
+        f.jobs
+            .iter()
+            .all(|j| j.envelope().starts_with(br#"{"attempt":0,"#))
+    );
     let token = f.deadline_ms;
     let held: Vec<(&str, u64)> = f.jobs.iter().map(|j| (j.name.as_str(), token)).collect();
     let (_, lost) = scripts::extend(&mut c, k, 60_000, &held).await.unwrap();

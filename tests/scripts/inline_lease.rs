@@ -47,7 +47,10 @@ async fn fetch_leases_inline_jobs_by_their_envelopes_beside_jobs_by_id() {
         assert_eq!(String::from_utf8(e.to_vec()).unwrap(), want);
         let job = j.decode(usize::MAX).unwrap();
         let by_bytes = weir::envelope::decode(name, e, usize::MAX).unwrap();
-        assert_eq!((&job.id, job.payload.get()), (&by_bytes.id, by_bytes.payload.get()));
+        assert_eq!(
+            (&job.id, job.payload.get()),
+            (&by_bytes.id, by_bytes.payload.get())
+        );
         assert_eq!(job.id, item_id(&want).unwrap());
     }
 }

@@ -244,5 +244,10 @@ async fn released_jobs_are_fetched_again_first_in_order() {
     let again = scripts::fetch(&mut c, k, 10, 60_000).await.unwrap();
     let ids: Vec<&str> = again.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(ids, ["j0", "j1", "j2", "j3", "j4", "j5"]);
-    assert!(again.jobs.iter().all(|j| j.envelope().starts_with(br#"{"attempt":0,"#)));
+    assert!(
+        again
+            .jobs
+            .iter()
+            .all(|j| j.envelope().starts_with(br#"{"attempt":0,"#))
+    );
 }

@@ -157,7 +157,10 @@ impl Acker {
         let mut unmarked = std::mem::take(&mut self.unmarked);
         loop {
             let rest = pending.split_off(pending.len().min(self.config.flush_max.max(1)));
-            if !self.flush_one(pending, std::mem::take(&mut unmarked), finish).await {
+            if !self
+                .flush_one(pending, std::mem::take(&mut unmarked), finish)
+                .await
+            {
                 self.pending.extend(rest);
                 break;
             }
@@ -172,7 +175,12 @@ impl Acker {
 
     /// One settle call of `pending` and `unmarked`; false (both back in `self`) if it
     /// gave up.
-    async fn flush_one(&mut self, pending: Vec<Done>, unmarked: Vec<String>, finish: &CancellationToken) -> bool {
+    async fn flush_one(
+        &mut self,
+        pending: Vec<Done>,
+        unmarked: Vec<String>,
+        finish: &CancellationToken,
+    ) -> bool {
         let batch = self.batch(&pending, &unmarked);
         let last_chance = self.config.final_flush_timeout;
         let written = {

@@ -157,13 +157,20 @@ impl Pool {
     /// Tells the acker what `wave` holds (and empties it): the jobs that started, then
     /// the outcomes of those that finished in place, whose permits go after them.
     async fn report(&self, wave: &mut Wave, shutdown: &CancellationToken) -> bool {
-        if !wave.started.is_empty() && !self.tell(AckerMsg::Started(std::mem::take(&mut wave.started)), shutdown).await {
+        if !wave.started.is_empty()
+            && !self
+                .tell(AckerMsg::Started(std::mem::take(&mut wave.started)), shutdown)
+                .await
+        {
             return false;
         }
         if !wave.done.is_empty() {
             // The acker outlives every worker; a closed channel means the process is
             // exiting and the leases bring the jobs back.
-            let _ = self.acker.send(AckerMsg::Dones(std::mem::take(&mut wave.done))).await;
+            let _ = self
+                .acker
+                .send(AckerMsg::Dones(std::mem::take(&mut wave.done)))
+                .await;
         }
         // Outcome first, permit after: see `spawn_call`.
         wave.permits.clear();

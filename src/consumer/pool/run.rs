@@ -25,7 +25,13 @@ impl Pool {
     /// report; one that waits goes on in a task of its own, registered in
     /// [`Runs`](super::Runs) (see [`Inline`] for calls that take long before they wait).
     /// The wave gets the job's outcome and permit if it finished, its id if it goes on.
-    pub(crate) fn start_one(self: &Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit, wave: &mut Wave) {
+    pub(crate) fn start_one(
+        self: &Arc<Self>,
+        h: Arc<dyn Handler>,
+        job: Job,
+        permit: Permit,
+        wave: &mut Wave,
+    ) {
         let head = head(&job);
         let mut call = self.clone().call_one(h, job);
         if self.inline.allowed() {

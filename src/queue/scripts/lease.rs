@@ -405,7 +405,10 @@ mod tests {
         pair(&mut f, b"\nb\n", envs, 0);
         assert_eq!(ids_of(&f), [std::str::from_utf8(env).unwrap(), "b"]);
         assert!(f.jobs[0].is_inline() && !f.jobs[1].is_inline());
-        assert_eq!((f.jobs[0].envelope(), f.jobs[1].envelope()), (&env[..], &b"{2}"[..]));
+        assert_eq!(
+            (f.jobs[0].envelope(), f.jobs[1].envelope()),
+            (&env[..], &b"{2}"[..])
+        );
         assert_eq!(f.jobs[0].decode(usize::MAX).unwrap().id, "g-1");
         assert!(f.jobs[0].decode(10).is_err(), "over the size limit");
         // An inline envelope that is not UTF-8 cannot be named.

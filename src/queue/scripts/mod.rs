@@ -29,7 +29,8 @@ pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
 pub use lease::{
-    Fetched, FetchedJob, GlobalLimits, Reclaimed, extend, fetch, fetch_keyed, key_shares, reclaim, release, start_suspect,
+    Fetched, FetchedJob, GlobalLimits, Reclaimed, extend, fetch, fetch_keyed, key_shares, reclaim, release,
+    start_suspect,
 };
 pub use settle::{Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked};
 
