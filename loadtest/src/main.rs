@@ -37,7 +37,7 @@ use std::process::ExitCode;
 
 /// The `weir` binary's allocator, so the harness measures what the CLI runs. (Not in the
 /// unit tests: `cpu.rs`'s test of the peak RSS reset needs freed memory to go back to the
-/// system at once, and mimalloc keeps it up to a second.)
+/// system at once, and mimalloc keeps freed pages a while.)
 #[cfg(not(test))]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
