@@ -79,6 +79,16 @@ impl Limit {
             .acquire_owned()
             .await
             .expect("limit semaphore never closes");
+        self.counted(permit)
+    }
+
+    /// A slot, if one is free now.
+    pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
+        let permit = self.sem.clone().try_acquire_owned().ok()?;
+        Some(self.counted(permit))
+    }
+
+    fn counted(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Permit {
         let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         self.peak.fetch_max(now, Ordering::Relaxed);
         Permit {

@@ -206,6 +206,11 @@ impl RateGate {
         self.prefetch.load(Ordering::Relaxed)
     }
 
+    /// No rate is in force now.
+    pub fn is_unlimited(&self) -> bool {
+        self.prefetch() == usize::MAX
+    }
+
     /// The rate in force.
     pub fn rate(&self) -> Option<Rate> {
         self.get().map(|r| r.rate())
@@ -217,7 +222,7 @@ impl RateGate {
 
     /// Waits for a token of the rate in force; returns at once without a cap.
     pub async fn until_ready(&self) {
-        if self.prefetch() == usize::MAX {
+        if self.is_unlimited() {
             return;
         }
         if let Some(r) = self.get() {

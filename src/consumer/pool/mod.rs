@@ -181,6 +181,15 @@ impl Pool {
     /// waiting for one (its permits may be the ones to wait for): a wave is two messages
     /// at most, not one per job.
     async fn permit_reporting(&self, wave: &mut Wave, shutdown: &CancellationToken) -> Option<Permit> {
+        // The common case, without the futures below: no rate, no shared budget, a free slot.
+        if self.share.is_none() && self.rate.is_unlimited() {
+            if shutdown.is_cancelled() {
+                return None;
+            }
+            if let Some(p) = self.limit.try_acquire() {
+                return Some(p);
+            }
+        }
         let permit = self.permit(shutdown);
         tokio::pin!(permit);
         if let Poll::Ready(p) = futures_util::poll!(&mut permit) {

@@ -41,7 +41,8 @@ pub(super) fn canonical_text(text: &str) -> Option<Job> {
     if !text.ends_with('}') {
         return None;
     }
-    let payload: Box<RawValue> = serde_json::from_str(raw).ok()?;
+    // Borrowed, then copied: serde_json buffers nothing on the way.
+    let payload: Box<RawValue> = serde_json::from_str::<&RawValue>(raw).ok()?.to_owned();
     // Whitespace around it would be dropped here and there alike; leave it to serde_json.
     if payload.get().len() != raw.len() {
         return None;
