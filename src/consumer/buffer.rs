@@ -1,6 +1,7 @@
 //! The bounded hand-off between the fetcher and the pool: a count of jobs fetched but not
-//! yet started. The fetcher fetches only while it stays under [`Buffer::capacity`], which
-//! follows the concurrency limit: that is the backpressure. The jobs themselves travel on
+//! yet started. The fetcher fetches only while it stays under its room: at least
+//! [`Buffer::capacity`], which follows the concurrency limit, and for fast jobs about 10 ms
+//! of work at the rate they go (the fetcher's `Pace`): that is the backpressure. The jobs themselves travel on
 //! an unbounded channel; this count is what bounds it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,8 +20,8 @@ impl Buffer {
         self.len.load(Ordering::Acquire)
     }
 
-    /// Prefetch allowed for a concurrency `limit`: two jobs per slot, so a slot that frees
-    /// up finds its next job waiting while the next fetch is in flight.
+    /// The least prefetch allowed at a concurrency `limit`: two jobs per slot, so a slot
+    /// that frees up finds its next job waiting while the next fetch is in flight.
     pub(crate) fn capacity(limit: usize) -> usize {
         (limit * 2).max(2)
     }

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 mod config;
 mod size;
 pub use config::FetcherConfig;
-use size::FetchSize;
+use size::{FetchSize, Pace};
 
 /// Longest an idle fetcher waits without a wake message before it looks again (covers a
 /// wake lost while the subscription reconnected).
@@ -97,13 +97,16 @@ impl Fetcher {
         let mut idle_until: Option<Instant> = None;
         let mut errors = Streak::new("fetch", Backoff::FETCH);
         let mut size = FetchSize::new(self.config.batch);
+        let mut pace = Pace::new(Instant::now());
         loop {
             let active = self.active();
             if idle_until.is_none() && active {
                 while inflight.len() < self.config.pipeline.max(1) {
                     let limit = self.limit.get();
-                    let capacity = Buffer::capacity(limit).min(self.rate.prefetch());
-                    let held_cap = Leases::cap(limit, self.flush_max);
+                    let capacity = Buffer::capacity(limit)
+                        .max(pace.ahead(self.config.batch))
+                        .min(self.rate.prefetch());
+                    let held_cap = Leases::cap(capacity, limit, self.flush_max);
                     let free = capacity
                         .saturating_sub(self.buffer.len() + reserved)
                         .min(held_cap.saturating_sub(self.leases.len() + reserved));
@@ -155,6 +158,7 @@ impl Fetcher {
                                 self.emptied.notify_one();
                             } else {
                                 idle_until = None;
+                                pace.saw(fetched.jobs.len(), Instant::now());
                                 self.deliver(fetched, sent, &shutdown).await;
                             }
                         }

@@ -8,7 +8,6 @@
 //! (the buffer, the running jobs and two settle calls' worth of outcomes), so when settles
 //! fall behind, fetching slows down instead of memory growing with the backlog.
 
-use crate::consumer::buffer::Buffer;
 use crate::consumer::handle::Backlog;
 use crate::queue::envelope::Priority;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -69,11 +68,11 @@ impl Leases {
         }
     }
 
-    /// The most leases the fetcher takes at a concurrency `limit`: a full buffer, the
-    /// running jobs, and two settle calls of `flush_max` outcomes (one being written, one
-    /// gathering).
-    pub(crate) fn cap(limit: usize, flush_max: usize) -> usize {
-        Buffer::capacity(limit) + limit + 2 * flush_max
+    /// The most leases the fetcher takes at a concurrency `limit` with room for `buffer`
+    /// jobs fetched ahead: a full buffer, the running jobs, and two settle calls of
+    /// `flush_max` outcomes (one being written, one gathering).
+    pub(crate) fn cap(buffer: usize, limit: usize, flush_max: usize) -> usize {
+        buffer + limit + 2 * flush_max
     }
 
     /// Leases held now.
