@@ -87,11 +87,24 @@ impl Pool {
         }
     }
 
-    /// Starts every job of a fetched batch; false if shutdown came first.
+    /// Starts every job of a fetched batch; false if shutdown came first. The outcomes of
+    /// jobs that finished in place reach the acker either way: a job that ran must never
+    /// be released as if it had not.
     async fn dispatch(self: &Arc<Self>, batch: Vec<Job>, shutdown: &CancellationToken) -> bool {
+        let mut wave = Wave::default();
+        let started = self.start_all(batch, &mut wave, shutdown).await;
+        self.send_done(&mut wave).await;
+        started
+    }
+
+    async fn start_all(
+        self: &Arc<Self>,
+        batch: Vec<Job>,
+        wave: &mut Wave,
+        shutdown: &CancellationToken,
+    ) -> bool {
         self.metrics.channel_received.increment(batch.len() as u64);
         let mut groups: Vec<(Arc<dyn BatchHandler>, Vec<Job>)> = Vec::new();
-        let mut wave = Wave::default();
         for job in batch {
             if job.is_suspect() && self.registry.route(&job.kind).is_some() {
                 tokio::spawn(self.clone().run_suspect(job, shutdown.clone()));
@@ -111,11 +124,11 @@ impl Pool {
                     }
                 }
                 Some(Route::One(h)) => {
-                    let Some(permit) = self.permit_reporting(&mut wave, shutdown).await else {
+                    let Some(permit) = self.permit_reporting(wave, shutdown).await else {
                         return false;
                     };
                     self.buffer.take(1);
-                    self.start_one(h.clone(), job, permit, &mut wave);
+                    self.start_one(h.clone(), job, permit, wave);
                 }
                 Some(Route::Batch(h)) => {
                     let max = h.max_batch().max(1);
@@ -129,7 +142,7 @@ impl Pool {
                     groups[i].1.push(job);
                     if groups[i].1.len() >= max {
                         let (h, jobs) = groups.swap_remove(i);
-                        if !self.start_batch(h, jobs, &mut wave, shutdown).await {
+                        if !self.start_batch(h, jobs, wave, shutdown).await {
                             return false;
                         }
                     }
@@ -137,11 +150,11 @@ impl Pool {
             }
         }
         for (h, jobs) in groups {
-            if !self.start_batch(h, jobs, &mut wave, shutdown).await {
+            if !self.start_batch(h, jobs, wave, shutdown).await {
                 return false;
             }
         }
-        self.report(&mut wave, shutdown).await
+        self.report(wave, shutdown).await
     }
 
     /// Sends `msg` to the acker; false if shutdown came first (the acker's channel is
@@ -154,16 +167,19 @@ impl Pool {
         }
     }
 
-    /// Tells the acker what `wave` holds (and empties it): the jobs that started, then
-    /// the outcomes of those that finished in place, whose permits go after them.
+    /// Tells the acker what `wave` holds (and empties it): the outcomes of the jobs that
+    /// finished in place, whose permits go after them, and the jobs that started.
     async fn report(&self, wave: &mut Wave, shutdown: &CancellationToken) -> bool {
-        if !wave.started.is_empty()
-            && !self
+        self.send_done(wave).await;
+        wave.started.is_empty()
+            || self
                 .tell(AckerMsg::Started(std::mem::take(&mut wave.started)), shutdown)
                 .await
-        {
-            return false;
-        }
+    }
+
+    /// Sends the outcomes of `wave`'s jobs that finished in place, even at shutdown (as a
+    /// spawned run sends its own), then lets their permits go.
+    async fn send_done(&self, wave: &mut Wave) {
         if !wave.done.is_empty() {
             // The acker outlives every worker; a closed channel means the process is
             // exiting and the leases bring the jobs back.
@@ -174,7 +190,6 @@ impl Pool {
         }
         // Outcome first, permit after: see `spawn_call`.
         wave.permits.clear();
-        true
     }
 
     /// [`Self::permit`]; if none is free at once, the wave so far is reported before
