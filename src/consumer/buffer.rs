@@ -1,7 +1,8 @@
 //! The bounded hand-off between the fetcher and the pool: a count of jobs fetched but not
 //! yet started. The fetcher fetches only while it stays under its room: at least
-//! [`Buffer::capacity`], which follows the concurrency limit, and for fast jobs about 10 ms
-//! of work at the rate they go (the fetcher's `Pace`): that is the backpressure. The jobs themselves travel on
+//! [`Buffer::capacity`], which follows the concurrency limit, and under a backlog of fast
+//! jobs about 10 ms of work at the rate they go (the fetcher's `Pace`): that is the
+//! backpressure. The jobs themselves travel on
 //! an unbounded channel; this count is what bounds it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -103,9 +103,15 @@ impl Fetcher {
             if idle_until.is_none() && active {
                 while inflight.len() < self.config.pipeline.max(1) {
                     let limit = self.limit.get();
-                    let capacity = Buffer::capacity(limit)
-                        .max(pace.ahead(self.config.batch))
-                        .min(self.rate.prefetch());
+                    // More than two per slot only under a backlog (fetches come back
+                    // full): near an empty queue a large fetch buys nothing and its last
+                    // jobs wait for the whole batch to be decoded.
+                    let ahead = if self.backlog.load(Ordering::Relaxed) {
+                        pace.ahead(self.config.batch)
+                    } else {
+                        0
+                    };
+                    let capacity = Buffer::capacity(limit).max(ahead).min(self.rate.prefetch());
                     let held_cap = Leases::cap(capacity, limit, self.flush_max);
                     let free = capacity
                         .saturating_sub(self.buffer.len() + reserved)

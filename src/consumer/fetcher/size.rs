@@ -46,7 +46,9 @@ impl FetchSize {
 /// 2 ms, less than a fetch's round trip under load, so Redis and the consumer took turns
 /// instead of working side by side (`weir work --drain` of 1,000,000 no-op jobs: 4.6 s with
 /// 512 jobs ahead, 3.1 s with 2,048). [`Pace::ahead`] is [`Pace::AHEAD`] of work at the
-/// rate seen: for jobs of 2.5 ms or more at a steady rate, no more than two per slot.
+/// rate seen: for jobs of 2.5 ms or more at a steady rate, no more than two per slot. The
+/// fetcher uses it only while the queue holds a backlog (fetches come back full): near an
+/// empty queue a larger fetch buys nothing.
 #[derive(Debug)]
 pub(super) struct Pace {
     since: Instant,

@@ -67,7 +67,7 @@ pub enum Settle {
 
 impl Settle {
     /// The job id: the lease's name in Redis, which for an inline job (see
-    /// [`Fetched::jobs`](super::Fetched::jobs)) is its envelope.
+    /// [`FetchedJob::name`](super::FetchedJob::name)) is its envelope.
     pub fn id(&self) -> &str {
         match self {
             Settle::Ack { id, .. }
