@@ -172,7 +172,10 @@ async fn enqueue_memory_stays_flat_in_the_input_size() {
     let (small, large) = (peaks[0], peaks[1]);
     // Held whole, 160 MB of input would take more than 160 MB. (mimalloc keeps more
     // than glibc's malloc did: about 53 MB here against 39 MB.)
-    assert!(large < 80.0, "160 MB of input held in {large:.1} MB: not streamed");
+    assert!(
+        large < 80.0,
+        "160 MB of input held in {large:.1} MB: not streamed"
+    );
     assert!(
         large < small + 10.0,
         "peak grows with the input: {small:.1} MB for 40 MB, {large:.1} MB for 160 MB"
