@@ -332,8 +332,9 @@ impl Producer {
         Ok((stored, dups))
     }
 
-    /// Checks and encodes one job with this producer's limits; `buf` is scratch space
-    /// reused across calls. For a partitioned queue, a generated id names the partition
+    /// Checks and encodes one job with this producer's limits; `buf` is scratch space (a
+    /// job encoded whole takes it as its envelope and leaves it empty, so no envelope is
+    /// copied; one refused leaves its capacity for the next call). For a partitioned queue, a generated id names the partition
     /// the job goes to (its key's, or the next in turn).
     pub fn prepare(&self, job: NewJob, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
         let partition = match (&self.spread, &job.key) {
