@@ -19,19 +19,18 @@ use std::sync::LazyLock;
 mod admin;
 mod cron;
 mod enqueue;
+mod fetch;
 mod inspect;
 mod lease;
 mod settle;
 pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, partitions, pause, stats};
 pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue, register};
+pub use fetch::{Fetched, FetchedJob, GlobalLimits, fetch, fetch_keyed};
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
-pub use lease::{
-    Fetched, FetchedJob, GlobalLimits, Reclaimed, extend, fetch, fetch_keyed, key_shares, reclaim, release,
-    start_suspect,
-};
+pub use lease::{Reclaimed, extend, key_shares, reclaim, release, start_suspect};
 pub use settle::{Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked};
 
 /// The shared prelude every script opens with.

@@ -1,0 +1,297 @@
+//! The consumer's fetch: [`fetch`] leases ready jobs, and [`Fetched`] is what it brings
+//! (each job a [`FetchedJob`], named as its lease is in Redis), with the queue's global
+//! limits as the call met them. The lease upkeep calls are `lease.rs`.
+
+use super::FETCH;
+use super::{as_u64, call, invocation, reply_err};
+use crate::error::Result;
+use crate::queue::envelope::{self, DecodeError, Job};
+use crate::queue::keys::QueueKeys;
+use redis::Value;
+use redis::aio::ConnectionLike;
+
+/// What [`fetch`] returns.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// Lease deadline (ms, Redis clock) of every job returned: the lease token to settle,
+    /// extend and release them with, for the lease's whole life.
+    pub deadline_ms: u64,
+    /// With no jobs: ms until the next delayed job is due (0 = none delayed), or, when
+    /// the global rate granted none ([`GlobalLimits::cut_by_rate`]), until it grants one.
+    pub next_due_ms: u64,
+    /// The queue is paused.
+    pub paused: bool,
+    /// The queue's global limits, as this call met them.
+    pub global: GlobalLimits,
+    /// How many of `jobs`, at the front, are suspects (0 or 1): jobs that were running
+    /// when their consumer died. Run each alone, marked with [`start_suspect`](super::start_suspect).
+    pub suspects: usize,
+    /// The jobs leased, in the order fetched.
+    pub jobs: Vec<FetchedJob>,
+    /// Leased ids that are not UTF-8 (pushed by hand: weir never writes one). They cannot
+    /// be jobs; [`dead_letter_raw`](super::dead_letter_raw) buries them.
+    pub bad_ids: Vec<Vec<u8>>,
+}
+
+/// One job a fetch leased: the name its lease has in Redis, and its envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedJob {
+    /// The job's id, or, for an inline job (one a bulk load of generated ids stored in
+    /// the ready list itself: `lib.lua`'s items), its envelope: the name its lease has in
+    /// Redis, which settle, extend and release take. [`FetchedJob::decode`] reads the id
+    /// from the envelope then.
+    pub name: String,
+    /// The envelope, unless the name is the envelope (an inline job).
+    stored: Option<Vec<u8>>,
+}
+
+impl FetchedJob {
+    /// A job stored by id: its id and envelope.
+    pub fn stored(id: String, envelope: Vec<u8>) -> Self {
+        Self {
+            name: id,
+            stored: Some(envelope),
+        }
+    }
+
+    /// An inline job: its envelope is its name.
+    pub fn inline(envelope: String) -> Self {
+        Self {
+            name: envelope,
+            stored: None,
+        }
+    }
+
+    /// The job's envelope.
+    pub fn envelope(&self) -> &[u8] {
+        self.stored.as_deref().unwrap_or(self.name.as_bytes())
+    }
+
+    /// Whether the job is inline (its name is its envelope).
+    pub fn is_inline(&self) -> bool {
+        self.stored.is_none()
+    }
+
+    /// Decodes the envelope (see [`envelope::decode`](crate::queue::envelope::decode)),
+    /// refusing it over `limit` bytes.
+    pub fn decode(&self, limit: usize) -> std::result::Result<Job, DecodeError> {
+        match &self.stored {
+            Some(env) => envelope::decode(&self.name, env, limit),
+            None => envelope::decode_inline(&self.name, limit),
+        }
+    }
+}
+
+/// The global limits of a queue (`weir limits set --global-rate/--global-concurrency`)
+/// as one fetch met them: which are set, and which granted fewer jobs than were asked for.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GlobalLimits {
+    /// A global rate is set.
+    pub rate: bool,
+    /// A global concurrency is set.
+    pub concurrency: bool,
+    /// The global rate granted fewer jobs than asked for.
+    pub cut_by_rate: bool,
+    /// The global concurrency granted fewer jobs than asked for.
+    pub cut_by_concurrency: bool,
+    /// Per-key limits held back some of the jobs popped (they wait, delayed): the queue
+    /// may still hold ready jobs, even when none came back.
+    pub held_by_key: bool,
+    /// Jobs are parked for a slot of their key: they come back as the key's jobs finish
+    /// (not when a delay falls due), so an idle fetcher should look again soon.
+    pub parked: bool,
+    /// A global or per-key concurrency is set: a settle that ends leases must wake the
+    /// consumers waiting for a slot, which [`ack_inline`](super::ack_inline) does not.
+    pub concurrency_set: bool,
+}
+
+impl GlobalLimits {
+    /// From the state bits `fetch.lua` returns (2 to 128; 1 is "paused").
+    fn from_bits(bits: u64) -> Self {
+        Self {
+            rate: bits & 2 != 0,
+            concurrency: bits & 4 != 0,
+            cut_by_rate: bits & 8 != 0,
+            cut_by_concurrency: bits & 16 != 0,
+            held_by_key: bits & 32 != 0,
+            parked: bits & 64 != 0,
+            concurrency_set: bits & 128 != 0,
+        }
+    }
+
+    /// Either limit is set.
+    pub fn any(&self) -> bool {
+        self.rate || self.concurrency
+    }
+
+    /// Either limit granted fewer jobs than asked for.
+    pub fn cut(&self) -> bool {
+        self.cut_by_rate || self.cut_by_concurrency
+    }
+}
+
+/// Promotes due delayed jobs, then pops and leases up to `n` ready jobs (fewer when the
+/// queue's global limits grant fewer).
+pub async fn fetch<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    n: usize,
+    visibility_ms: u64,
+) -> Result<Fetched> {
+    fetch_keyed(conn, keys, n, visibility_ms, false).await
+}
+
+/// [`fetch`] for a consumer that adapts a limit per job key (`adaptive_per_key`): each
+/// key's live shares ([`key_shares`](super::key_shares)) are one more concurrency limit of the key.
+pub async fn fetch_keyed<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    n: usize,
+    visibility_ms: u64,
+    adaptive_per_key: bool,
+) -> Result<Fetched> {
+    let reply: Vec<Value> = call(
+        "fetch",
+        keys,
+        invocation(&FETCH, keys)
+            .key(keys.global_rate())
+            .key(keys.key_limits_prefix())
+            .arg(n)
+            .arg(visibility_ms)
+            .arg(if adaptive_per_key { "1" } else { "0" }),
+        conn,
+    )
+    .await?;
+    if reply.len() < 4 || reply.len() == 5 {
+        return Err(reply_err("fetch", format!("{} values", reply.len())));
+    }
+    let mut it = reply.into_iter();
+    let mut head = || it.next().unwrap_or(Value::Nil);
+    let (d, nd, p, s, ids) = (head(), head(), head(), head(), head());
+    let state = as_u64("fetch", &p)?;
+    let mut out = Fetched {
+        deadline_ms: as_u64("fetch", &d)?,
+        next_due_ms: as_u64("fetch", &nd)?,
+        paused: state == 1,
+        global: GlobalLimits::from_bits(state),
+        suspects: 0,
+        jobs: Vec::with_capacity(it.len()),
+        bad_ids: Vec::new(),
+    };
+    let suspects = as_u64("fetch", &s)? as usize;
+    let envs = it
+        .map(|env| match env {
+            Value::BulkString(b) => Ok(b),
+            other => Err(reply_err("fetch", format!("envelope is {other:?}"))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ids = match ids {
+        Value::Nil => return Ok(out),
+        Value::BulkString(b) => b,
+        other => return Err(reply_err("fetch", format!("ids are {other:?}"))),
+    };
+    pair(&mut out, &ids, envs, suspects);
+    Ok(out)
+}
+
+/// Pairs the fetched envelopes with their ids (`ids`: joined by newlines, in the same
+/// order) into `out`; the first `suspects` jobs are suspects.
+fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) {
+    let pieces = ids.split(|&b| b == b'\n');
+    if pieces.clone().count() != envs.len() {
+        // An id with a newline in it (weir never writes one: pushed by hand).
+        pair_by_envelope(out, envs);
+        return;
+    }
+    for (i, (id, env)) in pieces.zip(envs).enumerate() {
+        // An empty line: an inline job, named by its envelope.
+        if id.is_empty() {
+            match String::from_utf8(env) {
+                Ok(env) => out.jobs.push(FetchedJob::inline(env)),
+                Err(e) => out.bad_ids.push(e.into_bytes()),
+            }
+        } else {
+            match std::str::from_utf8(id) {
+                Ok(id) => out.jobs.push(FetchedJob::stored(id.to_owned(), env)),
+                Err(_) => out.bad_ids.push(id.to_vec()),
+            }
+        }
+        // A suspect whose id is not UTF-8 is not among `jobs`.
+        if i < suspects {
+            out.suspects = out.jobs.len();
+        }
+    }
+}
+
+/// The pairing when the ids cannot be told apart: each envelope by the id it holds. An
+/// envelope without a readable id cannot be named, so it stays leased and comes back
+/// when its lease expires (uncharged, as a deferral: the deferral budget ends the loop).
+/// Suspects are not told apart here: they run as ordinary jobs.
+fn pair_by_envelope(out: &mut Fetched, envs: Vec<Vec<u8>>) {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        id: String,
+    }
+    let mut unnamed = 0;
+    for env in envs {
+        match serde_json::from_slice::<IdOnly>(&env) {
+            Ok(named) => out.jobs.push(FetchedJob::stored(named.id, env)),
+            Err(_) => unnamed += 1,
+        }
+    }
+    tracing::warn!(
+        unnamed,
+        "fetched job ids with a newline in them (pushed by hand, not by weir): jobs paired by the ids in their envelopes"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids_of(f: &Fetched) -> Vec<&str> {
+        f.jobs.iter().map(|j| j.name.as_str()).collect()
+    }
+
+    #[test]
+    fn ids_pair_with_envelopes_in_order_suspect_first() {
+        let mut f = Fetched::default();
+        let envs = vec![b"{1}".to_vec(), b"{2}".to_vec(), b"{3}".to_vec()];
+        pair(&mut f, b"s\nb\xff\nc", envs, 1);
+        assert_eq!(ids_of(&f), ["s", "c"]);
+        assert_eq!(f.jobs[1].envelope(), b"{3}");
+        assert_eq!(f.bad_ids, [b"b\xff".to_vec()]);
+        assert_eq!(f.suspects, 1);
+    }
+
+    #[test]
+    fn an_empty_id_line_is_an_inline_job_named_by_its_envelope() {
+        let mut f = Fetched::default();
+        let env = br#"{"attempt":0,"max_attempts":3,"priority":1,"enqueued_at":5,"id":"g-1","kind":"k","payload":{}}"#;
+        let envs = vec![env.to_vec(), b"{2}".to_vec(), b"{\xff}".to_vec()];
+        pair(&mut f, b"\nb\n", envs, 0);
+        assert_eq!(ids_of(&f), [std::str::from_utf8(env).unwrap(), "b"]);
+        assert!(f.jobs[0].is_inline() && !f.jobs[1].is_inline());
+        assert_eq!(
+            (f.jobs[0].envelope(), f.jobs[1].envelope()),
+            (&env[..], &b"{2}"[..])
+        );
+        assert_eq!(f.jobs[0].decode(usize::MAX).unwrap().id, "g-1");
+        assert!(f.jobs[0].decode(10).is_err(), "over the size limit");
+        // An inline envelope that is not UTF-8 cannot be named.
+        assert_eq!(f.bad_ids, [b"{\xff}".to_vec()]);
+    }
+
+    #[test]
+    fn an_id_with_a_newline_pairs_by_the_ids_in_the_envelopes() {
+        let mut f = Fetched::default();
+        let envs = vec![
+            br#"{"attempt":0,"id":"x\ny","kind":"k"}"#.to_vec(),
+            b"not json".to_vec(),
+        ];
+        pair(&mut f, b"x\ny\nz", envs, 1);
+        assert_eq!(ids_of(&f), ["x\ny"]);
+        assert_eq!(f.suspects, 0);
+        assert!(f.bad_ids.is_empty());
+    }
+}
