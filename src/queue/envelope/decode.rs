@@ -33,33 +33,35 @@ pub enum DecodeError {
 /// (stored as its envelope, without an id apart: its `id` here is the envelope itself,
 /// which opens with `{`, as no id does) has nothing to check its id against.
 pub fn decode(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeError> {
-    if bytes.len() > limit {
-        return Err(DecodeError::TooLarge {
-            size: bytes.len(),
-            limit,
-        });
-    }
-    let job = match header::canonical(bytes) {
-        Some(job) => job,
-        None => serde_json::from_slice(bytes).map_err(|e| DecodeError::Invalid(e.to_string()))?,
-    };
+    within(bytes.len(), limit)?;
+    let job = read(|| header::canonical(bytes), || serde_json::from_slice(bytes))?;
     check_id(id, job)
 }
 
 /// [`decode`] of an inline job's envelope, which is its name (text already).
 pub(crate) fn decode_inline(text: &str, limit: usize) -> Result<Job, DecodeError> {
-    if text.len() > limit {
-        return Err(DecodeError::TooLarge {
-            size: text.len(),
-            limit,
-        });
-    }
-    let job = match header::canonical_text(text) {
-        Some(job) => job,
-        None => serde_json::from_str(text).map_err(|e| DecodeError::Invalid(e.to_string()))?,
-    };
+    within(text.len(), limit)?;
+    let job = read(|| header::canonical_text(text), || serde_json::from_str(text))?;
     check_depth(job.payload.get())?;
     Ok(job)
+}
+
+fn within(size: usize, limit: usize) -> Result<(), DecodeError> {
+    if size > limit {
+        return Err(DecodeError::TooLarge { size, limit });
+    }
+    Ok(())
+}
+
+/// The job by the hand-written header read, or else as serde_json reads it.
+fn read(
+    canonical: impl FnOnce() -> Option<Job>,
+    serde: impl FnOnce() -> serde_json::Result<Job>,
+) -> Result<Job, DecodeError> {
+    match canonical() {
+        Some(job) => Ok(job),
+        None => serde().map_err(|e| DecodeError::Invalid(e.to_string())),
+    }
 }
 
 /// The raw payload skips serde's recursion limit; a payload nested deeper than
