@@ -24,13 +24,54 @@ pub struct Feed {
     max_attempts: u32,
 }
 
-/// A JSON payload of about `bytes` bytes: `{"p":"<random letters>"}`.
+/// A JSON payload of about `bytes` bytes (at least [`STAMPED`]):
+/// `{"t":"<16 digits>","p":"<random letters>"}`. `t` is where [`Feed::push`] writes the
+/// time of the push in µs since the epoch, so the handler measures end-to-end latency in
+/// µs (the envelope's `enqueued_at` is whole ms, which added 0-1 ms to every figure);
+/// zeros here, for payloads that travel without a feed.
 pub fn payload(bytes: usize, seed: u64) -> Box<RawValue> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let fill: String = (0..bytes.saturating_sub(8))
+    let fill: String = (0..bytes.saturating_sub(STAMPED))
         .map(|_| rng.sample(rand::distr::Alphanumeric) as char)
         .collect();
-    RawValue::from_string(format!("{{\"p\":\"{fill}\"}}")).expect("letters make valid JSON")
+    RawValue::from_string(format!(
+        "{STAMP_AT}{}\",\"p\":\"{fill}\"}}",
+        "0".repeat(STAMP_DIGITS)
+    ))
+    .expect("letters make valid JSON")
+}
+
+/// What opens a [`payload`]: its stamp's digits follow.
+const STAMP_AT: &str = r#"{"t":""#;
+/// Digits of the stamp: µs since the epoch, zero-padded (16 digits last until 2286).
+const STAMP_DIGITS: usize = 16;
+/// The length of a [`payload`] with no letters.
+pub const STAMPED: usize = STAMP_AT.len() + STAMP_DIGITS + r#"","p":""}"#.len();
+
+/// `payload` with its stamp set to `us` (µs since the epoch); unchanged if it has none.
+fn stamped(payload: &RawValue, us: u64) -> Box<RawValue> {
+    let json = payload.get();
+    let digits = format!("{us:0STAMP_DIGITS$}");
+    match json.strip_prefix(STAMP_AT) {
+        Some(rest) if digits.len() == STAMP_DIGITS && rest.len() > STAMP_DIGITS => {
+            let json = format!("{STAMP_AT}{digits}{}", &rest[STAMP_DIGITS..]);
+            RawValue::from_string(json).expect("digits for digits keep the JSON valid")
+        }
+        _ => payload.to_owned(),
+    }
+}
+
+/// The stamp [`Feed::push`] wrote into a payload: µs since the epoch.
+pub fn stamp_us(payload_json: &str) -> Option<u64> {
+    let digits = payload_json.strip_prefix(STAMP_AT)?.get(..STAMP_DIGITS)?;
+    digits.parse().ok().filter(|&us| us > 0)
+}
+
+/// Now, in µs since the epoch.
+pub fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 impl Feed {
@@ -78,10 +119,11 @@ impl Feed {
         if n == 0 {
             return Ok(0);
         }
-        let now = weir::envelope::unix_ms();
+        let stamp = unix_us();
+        let now = stamp / 1000;
+        let payload = &stamped(&self.payload, stamp);
         let failed = std::sync::Mutex::new(None);
-        let (producer, keyer, payload, max_attempts) =
-            (&self.producer, &self.keyer, &self.payload, self.max_attempts);
+        let (producer, keyer, max_attempts) = (&self.producer, &self.keyer, self.max_attempts);
         let mut buf = Vec::new();
         let args = (self.next..self.next + n).map_while(|i| {
             let job = NewJob::from_raw(KIND, payload.clone())
@@ -123,5 +165,29 @@ impl Feed {
             self.push(50_000).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_keep_their_size_and_carry_the_push_stamp() {
+        for bytes in [STAMPED, 100, 1024] {
+            let p = payload(bytes, 1);
+            assert_eq!(p.get().len(), bytes);
+            assert_eq!(stamp_us(p.get()), None, "zeros: no stamp yet");
+            let s = stamped(&p, 1_796_000_000_123_456);
+            assert_eq!(s.get().len(), bytes);
+            assert_eq!(stamp_us(s.get()), Some(1_796_000_000_123_456));
+            let v: serde_json::Value = serde_json::from_str(s.get()).unwrap();
+            assert_eq!(v["t"], "1796000000123456");
+        }
+        // Under STAMPED bytes the payload is still the stamp's.
+        assert_eq!(payload(0, 1).get().len(), STAMPED);
+        let other = RawValue::from_string(r#"{"a":1}"#.into()).unwrap();
+        assert_eq!(stamped(&other, 5).get(), r#"{"a":1}"#);
+        assert_eq!(stamp_us(r#"{"a":1}"#), None);
     }
 }

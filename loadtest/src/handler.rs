@@ -5,10 +5,11 @@
 use crate::accounting::parse_index;
 use crate::child::PipeSink;
 use crate::downstream::{Downstream, Failure, unix_ms};
+use crate::feed::{stamp_us, unix_us};
 use crate::observed::Observed;
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use weir::{Handler, Job, JobError, JobResult};
 
 /// Retry delay after a downstream failure: short, so retried jobs come back within the
@@ -40,11 +41,11 @@ pub struct LoadHandler {
     pub sink: Sink,
 }
 
+/// Time since the job was pushed, µs: from the feed's stamp in its payload, else from the
+/// envelope's `enqueued_at` (whole ms).
 pub fn since_enqueued_us(job: &Job) -> u64 {
-    let now_us = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64);
-    now_us.saturating_sub(job.enqueued_at_ms * 1000)
+    let pushed = stamp_us(job.payload_json()).unwrap_or(job.enqueued_at_ms * 1000);
+    unix_us().saturating_sub(pushed)
 }
 
 impl Handler for LoadHandler {
