@@ -147,10 +147,40 @@ pub struct DrainArgs {
 pub struct SteadyArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Jobs enqueued per second [default: 5000] (`--rate` is each consumer's cap, as in
-    /// `weir work`).
-    #[arg(long)]
-    pub enqueue_rate: Option<u64>,
+    /// Jobs enqueued per second [default: 5000], or a share of the drain rate as N%: a
+    /// drain of 200,000 jobs with the same consumers runs first, against the same Redis,
+    /// and sets the rate (`--enqueue-rate 50%`: half the drain rate of this machine now).
+    /// `--rate` is each consumer's cap, as in `weir work`.
+    #[arg(long, value_name = "N|N%", value_parser = parse_enqueue_rate)]
+    pub enqueue_rate: Option<EnqueueRate>,
+}
+
+/// `steady`'s enqueue rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EnqueueRate {
+    /// Jobs per second.
+    PerSecond(u64),
+    /// This share (0 to 1] of a drain measured first, in the same run.
+    OfDrain(f64),
+}
+
+pub fn parse_enqueue_rate(s: &str) -> Result<EnqueueRate, String> {
+    if let Some(pct) = s.strip_suffix('%') {
+        match pct.trim().parse::<f64>() {
+            Ok(p) if p > 0.0 && p <= 100.0 => Ok(EnqueueRate::OfDrain(p / 100.0)),
+            _ => Err(format!(
+                "{s:?}: a share of the drain rate is above 0% and at most 100%"
+            )),
+        }
+    } else {
+        match s.trim().parse::<u64>() {
+            Ok(0) => Err("--enqueue-rate must be above 0".into()),
+            Ok(n) => Ok(EnqueueRate::PerSecond(n)),
+            Err(_) => Err(format!(
+                "{s:?}: jobs per second (5000) or a share of the drain rate (50%)"
+            )),
+        }
+    }
 }
 
 /// The simulated downstream, as options (shared with the consumer processes).
@@ -325,5 +355,21 @@ impl Common {
             return Err("--concurrency must be at least 1".into());
         }
         self.limits.limiter().map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enqueue_rate_is_jobs_per_second_or_a_share_of_the_drain() {
+        assert_eq!(parse_enqueue_rate("5000"), Ok(EnqueueRate::PerSecond(5000)));
+        assert_eq!(parse_enqueue_rate("50%"), Ok(EnqueueRate::OfDrain(0.5)));
+        assert_eq!(parse_enqueue_rate("100%"), Ok(EnqueueRate::OfDrain(1.0)));
+        assert_eq!(parse_enqueue_rate("12.5%"), Ok(EnqueueRate::OfDrain(0.125)));
+        for bad in ["0", "0%", "101%", "-5%", "fast", "", "%", "5000/s"] {
+            assert!(parse_enqueue_rate(bad).is_err(), "{bad:?}");
+        }
     }
 }

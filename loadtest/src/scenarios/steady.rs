@@ -1,11 +1,13 @@
 //! `steady`: a producer enqueues at `--enqueue-rate` for `--duration` while consumers
 //! process.
-//! Reports the achieved rate and end-to-end latency (enqueued → processed; both clocks
-//! are this machine's).
+//! Reports the achieved rate and end-to-end latency (pushed → handler, in µs: the feed
+//! stamps each push into the payloads; both clocks are this machine's). With
+//! `--enqueue-rate N%` a drain measured first sets the rate, so "at half the drain rate"
+//! holds for the machine as it is during the run.
 
 use super::timed::{self, Pace, Timed};
 use super::{account, base_report};
-use crate::cli::SteadyArgs;
+use crate::cli::{Common, EnqueueRate, SteadyArgs};
 use crate::report::{Report, round};
 use crate::sampler::Row;
 use crate::target::Target;
@@ -22,16 +24,26 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
             "steady: --rate caps each consumer's jobs/s, as in weir work; the enqueue rate is --enqueue-rate: give it too"
         );
     }
-    let rate = a.enqueue_rate.unwrap_or(DEFAULT_RATE);
-    if rate == 0 {
-        anyhow::bail!("--enqueue-rate must be above 0");
-    }
     let c = &a.common;
+    let target = Target::open(c).await?;
+    let (rate, drain) = match a.enqueue_rate.unwrap_or(EnqueueRate::PerSecond(DEFAULT_RATE)) {
+        EnqueueRate::PerSecond(r) => (r, None),
+        EnqueueRate::OfDrain(share) => {
+            let drained = drain_rate(&target, c).await?;
+            let rate = (drained * share).round().max(1.0) as u64;
+            if !c.quiet {
+                eprintln!(
+                    "drain: {drained:.0} jobs/s; steady at {:.0}% of it: {rate} jobs/s",
+                    share * 100.0
+                );
+            }
+            (rate, Some((drained, share)))
+        }
+    };
     let length = c.duration.unwrap_or(DEFAULT_LENGTH);
     let jobs = c
         .jobs
         .unwrap_or_else(|| (rate as f64 * length.as_secs_f64()).ceil() as u64);
-    let target = Target::open(c).await?;
     let o = timed::run(
         &target,
         c,
@@ -54,6 +66,10 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     r.set_limits(timed::window_rows(&o.rows, o.window));
     account(&mut r, o.tally, &o.totals);
     r.put("target_rate", rate);
+    if let Some((drained, share)) = drain {
+        r.put("drain_jobs_per_s", round(drained, 1));
+        r.put("share_of_drain", share);
+    }
     r.put("window_s", round(o.window.as_secs_f64(), 3));
     if !o.settled {
         r.put(
@@ -64,3 +80,22 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     r.put("redis", target.describe());
     Ok((r, o.rows))
 }
+
+/// Jobs drained per second from a backlog of [`DRAIN_JOBS`], with `c`'s consumers and
+/// limits, against `target`: what `drain` measures.
+async fn drain_rate(target: &Target, c: &Common) -> anyhow::Result<f64> {
+    let c = Common {
+        jobs: Some(DRAIN_JOBS),
+        duration: None,
+        quiet: true,
+        ..c.clone()
+    };
+    let o = super::drain::once(target, &c, !c.no_track, "steady-drain", None).await?;
+    if !o.finished {
+        anyhow::bail!("steady: the drain that sets --enqueue-rate did not finish");
+    }
+    Ok(o.drain_rate)
+}
+
+/// Jobs in the drain that sets `--enqueue-rate N%`.
+const DRAIN_JOBS: u64 = 200_000;
