@@ -121,7 +121,7 @@ impl Fetcher {
                     // one, and a burst comes in one call. (Fetches that started at 16
                     // and doubled while full took a burst in a ramp of round trips:
                     // `weir-loadtest steady --enqueue-rate 150000`, 300 jobs every 2 ms,
-                    // p99 7.6-10.9 ms with the ramp, 3.9-7.5 ms without, alternating.)
+                    // median p50 1.78 ms with the ramp, 1.58 ms without, alternating.)
                     let want = free.min(batch);
                     // Wait for a worthwhile batch unless the pipeline is empty.
                     if want == 0 || (!inflight.is_empty() && want < batch.min(capacity / 2).max(1)) {
