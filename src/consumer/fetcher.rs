@@ -35,9 +35,9 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 mod config;
-mod size;
+mod pace;
 pub use config::FetcherConfig;
-use size::Pace;
+use pace::Pace;
 
 /// Longest an idle fetcher waits without a wake message before it looks again (covers a
 /// wake lost while the subscription reconnected).
