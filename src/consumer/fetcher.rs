@@ -103,9 +103,9 @@ impl Fetcher {
             if idle_until.is_none() && active {
                 while inflight.len() < self.config.pipeline.max(1) {
                     let limit = self.limit.get();
-                    // More than two per slot only under a backlog (fetches come back
-                    // full): near an empty queue a large fetch buys nothing and its last
-                    // jobs wait for the whole batch to be decoded.
+                    // Room for more than two per slot only under a backlog (the last
+                    // fetch came back full): near an empty queue jobs held ahead buy
+                    // nothing and only wait in the buffer.
                     let ahead = if self.backlog.load(Ordering::Relaxed) {
                         pace.ahead(batch)
                     } else {
