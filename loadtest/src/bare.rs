@@ -5,11 +5,17 @@
 //! fetch (LPOP [`BATCH`] items, ZADD them to a lease set with a deadline from Redis
 //! `TIME`) and one Lua ack (ZREM them). No envelope, no jobs hash, no attempts, no
 //! handler: each item is the job's id and payload, and the items are the ids.
+//!
+//! Under a steady feed ([`Bare::push_and_wake`], [`Bare::consume`]) it wakes as weir does:
+//! each push publishes on a wake channel in the same transaction, and a loop that finds
+//! the list empty waits for that message instead of polling.
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use redis::Script;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weir::Conn;
+use tokio::sync::Notify;
+use weir::{CancellationToken, Conn};
 
 /// Items per RPUSH: as many as weir's bulk enqueue puts in one call.
 pub const CHUNK: usize = weir::producer::BULK_CHUNK;
@@ -21,6 +27,8 @@ pub const TASKS: usize = 4;
 pub const BATCH: usize = 500;
 /// Lease length written by the fetch (never reached: nothing reclaims here).
 const LEASE_MS: u64 = 30_000;
+/// Longest a consumer loop that found the list empty waits without a wake message.
+const IDLE_RECHECK: Duration = Duration::from_millis(100);
 
 /// LPOP up to ARGV[1] items from KEYS[1]; lease them in KEYS[2] until TIME + ARGV[2] ms.
 /// ZADD takes at most 2 × [`BATCH`] arguments, far below Lua's `unpack` limit.
@@ -41,23 +49,40 @@ return items
 /// ZREM the acked items (ARGV) from the lease set KEYS[1].
 const ACK: &str = "return redis.call('ZREM', KEYS[1], unpack(ARGV))";
 
+/// The bare item of job `i`: its id and payload, as one JSON object.
+pub fn item(i: u64, payload_json: &str) -> Vec<u8> {
+    format!(r#"{{"id":"lt-{i}","payload":{payload_json}}}"#).into_bytes()
+}
+
+/// The push stamp (µs since the epoch) in the payload of an [`item`], if it has one.
+pub fn item_stamp(item: &[u8]) -> Option<u64> {
+    let json = std::str::from_utf8(item).ok()?;
+    let at = json.find(PAYLOAD_AT)? + PAYLOAD_AT.len();
+    crate::feed::stamp_us(&json[at..])
+}
+
+const PAYLOAD_AT: &str = r#""payload":"#;
+
 /// One bare queue: its ready list and lease set.
 #[derive(Clone)]
 pub struct Bare {
     conn: Conn,
     ready: String,
     leases: String,
+    wake: String,
     fetch: Script,
     ack: Script,
 }
 
 impl Bare {
-    /// The bare queue `name` (keys `bare:{name}:ready`, `bare:{name}:leases`) on `conn`.
+    /// The bare queue `name` (keys `bare:{name}:ready`, `bare:{name}:leases`, wake
+    /// channel `bare:{name}:wake`) on `conn`.
     pub fn new(conn: Conn, name: &str) -> Self {
         Self {
             conn,
             ready: format!("bare:{{{name}}}:ready"),
             leases: format!("bare:{{{name}}}:leases"),
+            wake: format!("bare:{{{name}}}:wake"),
             fetch: Script::new(FETCH),
             ack: Script::new(ACK),
         }
@@ -111,24 +136,128 @@ impl Bare {
         let mut conn = self.conn.clone();
         let mut acked = 0;
         loop {
-            let items: Vec<Vec<u8>> = self
-                .fetch
-                .key(&self.ready)
-                .key(&self.leases)
-                .arg(BATCH)
-                .arg(LEASE_MS)
-                .invoke_async(&mut conn)
-                .await?;
+            let items = self.fetch(&mut conn).await?;
             if items.is_empty() {
                 return Ok(acked);
             }
-            let removed: u64 = self
-                .ack
-                .key(&self.leases)
-                .arg(&items)
-                .invoke_async(&mut conn)
-                .await?;
-            acked += removed;
+            acked += self.ack(&mut conn, &items).await?;
+        }
+    }
+
+    /// One fetch: up to [`BATCH`] items, leased.
+    async fn fetch(&self, conn: &mut Conn) -> anyhow::Result<Vec<Vec<u8>>> {
+        Ok(self
+            .fetch
+            .key(&self.ready)
+            .key(&self.leases)
+            .arg(BATCH)
+            .arg(LEASE_MS)
+            .invoke_async(conn)
+            .await?)
+    }
+
+    /// Ends the leases of `items`; returns how many it found.
+    async fn ack(&self, conn: &mut Conn, items: &[Vec<u8>]) -> anyhow::Result<u64> {
+        Ok(self.ack.key(&self.leases).arg(items).invoke_async(conn).await?)
+    }
+
+    /// Pushes `items` in one transaction: RPUSH (in commands of [`CHUNK`]) and a PUBLISH
+    /// on the wake channel, as weir's bulk enqueue writes a chunk and its wake.
+    pub async fn push_and_wake(&self, items: &[Vec<u8>]) -> anyhow::Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for chunk in items.chunks(CHUNK) {
+            pipe.cmd("RPUSH").arg(&self.ready).arg(chunk).ignore();
+        }
+        pipe.cmd("PUBLISH").arg(&self.wake).arg("").ignore();
+        pipe.query_async::<()>(&mut self.conn.clone()).await?;
+        Ok(())
+    }
+
+    /// Consumes what [`Bare::push_and_wake`] pushes, with [`TASKS`] fetch-and-ack loops
+    /// that wait for a wake message whenever a fetch comes back empty; `seen` is called
+    /// on every item fetched, before its ack. Returns the items acked once `stop` is
+    /// cancelled and the list is found empty.
+    pub async fn consume(
+        &self,
+        redis: &weir::Redis,
+        stop: CancellationToken,
+        seen: impl Fn(&[u8]) + Send + Sync + 'static,
+    ) -> anyhow::Result<u64> {
+        let mut sub = redis.subscribe(&self.wake).await?;
+        let mut conn = self.conn.clone();
+        self.fetch.prepare_invoke().load_async(&mut conn).await?;
+        self.ack.prepare_invoke().load_async(&mut conn).await?;
+        let woken = Arc::new(Notify::new());
+        let listener = tokio::spawn({
+            let woken = woken.clone();
+            async move {
+                while sub.next().await.is_some() {
+                    woken.notify_waiters();
+                }
+            }
+        });
+        let seen = Arc::new(seen);
+        let loops: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (q, stop, woken, seen) = (self.clone(), stop.clone(), woken.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let r = q.consume_loop(&stop, &woken, &*seen).await;
+                    if r.is_err() {
+                        stop.cancel(); // the others finish what is left and end
+                    }
+                    r
+                })
+            })
+            .collect();
+        let mut acked = 0;
+        let mut failed = None;
+        for l in loops {
+            match l.await? {
+                Ok(n) => acked += n,
+                Err(e) => failed = Some(e),
+            }
+        }
+        listener.abort();
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(acked),
+        }
+    }
+
+    /// One of [`Bare::consume`]'s loops.
+    async fn consume_loop(
+        &self,
+        stop: &CancellationToken,
+        woken: &Notify,
+        seen: &(impl Fn(&[u8]) + ?Sized),
+    ) -> anyhow::Result<u64> {
+        let mut conn = self.conn.clone();
+        let mut acked = 0;
+        loop {
+            // Listening from before the fetch: a push while it runs wakes us.
+            let wake = woken.notified();
+            tokio::pin!(wake);
+            wake.as_mut().enable();
+            let items = self.fetch(&mut conn).await?;
+            if items.is_empty() {
+                if stop.is_cancelled() {
+                    return Ok(acked);
+                }
+                tokio::select! {
+                    _ = wake => {}
+                    _ = tokio::time::sleep(IDLE_RECHECK) => {}
+                    _ = stop.cancelled() => {}
+                }
+                continue;
+            }
+            for item in &items {
+                seen(item);
+            }
+            acked += self.ack(&mut conn, &items).await?;
         }
     }
 
@@ -140,5 +269,24 @@ impl Bare {
             .query_async::<()>(&mut self.conn.clone())
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_carry_the_push_stamp_of_their_payload() {
+        let body = crate::feed::payload(100, 1);
+        let stamped = crate::feed::stamped(&body, 1_796_000_000_123_456);
+        let it = item(7, stamped.get());
+        let v: serde_json::Value = serde_json::from_slice(&it).unwrap();
+        assert_eq!(v["id"], "lt-7");
+        assert_eq!(item_stamp(&it), Some(1_796_000_000_123_456));
+        // No stamp yet (zeros), no payload, not UTF-8: none.
+        assert_eq!(item_stamp(&item(7, body.get())), None);
+        assert_eq!(item_stamp(br#"{"id":"x"}"#), None);
+        assert_eq!(item_stamp(&[0xff, 0xfe]), None);
     }
 }

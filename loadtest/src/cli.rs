@@ -153,6 +153,12 @@ pub struct SteadyArgs {
     /// `--rate` is each consumer's cap, as in `weir work`.
     #[arg(long, value_name = "N|N%", value_parser = parse_enqueue_rate)]
     pub enqueue_rate: Option<EnqueueRate>,
+    /// First run the bare reliable queue (as `drain --compare-bare` has it: Lua LPOP +
+    /// ZADD lease, Lua ZREM ack, raw RPUSH) fed at the same rate, the same way, for the
+    /// same time, against the same Redis, and report its end-to-end latency beside
+    /// weir's: the floor this machine sets at that rate.
+    #[arg(long)]
+    pub compare_bare: bool,
 }
 
 /// `steady`'s enqueue rate.

@@ -49,7 +49,7 @@ const STAMP_DIGITS: usize = 16;
 pub const STAMPED: usize = STAMP_AT.len() + STAMP_DIGITS + r#"","p":""}"#.len();
 
 /// `payload` with its stamp set to `us` (µs since the epoch); unchanged if it has none.
-fn stamped(payload: &RawValue, us: u64) -> Box<RawValue> {
+pub fn stamped(payload: &RawValue, us: u64) -> Box<RawValue> {
     let json = payload.get();
     let digits = format!("{us:0STAMP_DIGITS$}");
     match json.strip_prefix(STAMP_AT) {

@@ -6,12 +6,17 @@
 //! holds for the machine as it is during the run.
 
 use super::timed::{self, Pace, Timed};
-use super::{account, base_report};
+use super::{SETTLE_TIMEOUT, account, base_report};
+use crate::bare::{self, Bare};
 use crate::cli::{Common, EnqueueRate, SteadyArgs};
+use crate::feed::{payload, stamped, unix_us};
+use crate::histogram::{Histogram, Summary};
 use crate::report::{Report, round};
 use crate::sampler::Row;
 use crate::target::Target;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weir::CancellationToken;
 
 const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
 const DEFAULT_RATE: u64 = 5000;
@@ -44,6 +49,18 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let jobs = c
         .jobs
         .unwrap_or_else(|| (rate as f64 * length.as_secs_f64()).ceil() as u64);
+    let floor = if a.compare_bare {
+        let b = bare_steady(&target, c, rate, length, jobs).await?;
+        if !c.quiet {
+            eprintln!(
+                "bare at {rate} jobs/s: p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                b.p50_ms, b.p95_ms, b.p99_ms, b.max_ms
+            );
+        }
+        Some(b)
+    } else {
+        None
+    };
     let o = timed::run(
         &target,
         c,
@@ -71,6 +88,18 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         r.put("share_of_drain", share);
     }
     r.put("window_s", round(o.window.as_secs_f64(), 3));
+    if let Some(b) = floor {
+        let weir = o.observed.total.summary();
+        let x = |w: f64, b: f64| round(w / b.max(1e-9), 3);
+        r.put(
+            "compare_bare",
+            serde_json::json!({
+                "bare": { "tasks": bare::TASKS, "batch": bare::BATCH, "run": "first, at the same rate and length" },
+                "bare_latency": b,
+                "weir_vs_bare": { "p50": x(weir.p50_ms, b.p50_ms), "p99": x(weir.p99_ms, b.p99_ms) },
+            }),
+        );
+    }
     if !o.settled {
         r.put(
             "check_failed",
@@ -99,3 +128,62 @@ async fn drain_rate(target: &Target, c: &Common) -> anyhow::Result<f64> {
 
 /// Jobs in the drain that sets `--enqueue-rate N%`.
 const DRAIN_JOBS: u64 = 200_000;
+
+/// End-to-end latency of the bare reliable queue (`crate::bare`) fed at `rate` for
+/// `length` (at most `cap` jobs) on fresh keys, the way `timed::produce` feeds weir:
+/// every feed tick, the jobs due, stamped with the push time, in one transaction with its
+/// wake message.
+async fn bare_steady(
+    target: &Target,
+    c: &Common,
+    rate: u64,
+    length: Duration,
+    cap: u64,
+) -> anyhow::Result<Summary> {
+    let redis = weir::Redis::open(&target.url)?;
+    let q = Bare::new(redis.connect().await?, &Target::fresh_queue("bare"));
+    let latency = Arc::new(Histogram::default());
+    let stop = CancellationToken::new();
+    let consumer = tokio::spawn({
+        let (q, stop, latency) = (q.clone(), stop.clone(), latency.clone());
+        async move {
+            let seen = move |item: &[u8]| {
+                if let Some(at) = bare::item_stamp(item) {
+                    latency.record(unix_us().saturating_sub(at));
+                }
+            };
+            q.consume(&redis, stop, seen).await
+        }
+    });
+    let fed = async {
+        let body = payload(c.payload_bytes, c.seed);
+        let (start, mut sent) = (Instant::now(), 0u64);
+        let mut tick = timed::feed_ticks();
+        while start.elapsed() < length && sent < cap {
+            tick.tick().await;
+            let n = timed::due(start, rate, sent).min(cap - sent);
+            if n == 0 {
+                continue;
+            }
+            let body = stamped(&body, unix_us());
+            let items: Vec<Vec<u8>> = (sent..sent + n).map(|i| bare::item(i, body.get())).collect();
+            q.push_and_wake(&items).await?;
+            sent += n;
+        }
+        anyhow::Ok(sent)
+    }
+    .await;
+    stop.cancel();
+    let acked = match tokio::time::timeout(SETTLE_TIMEOUT, consumer).await {
+        Ok(joined) => joined??,
+        Err(_) => {
+            anyhow::bail!("steady --compare-bare: the bare queue did not empty within {SETTLE_TIMEOUT:?}")
+        }
+    };
+    let sent = fed?;
+    q.clear().await?;
+    if acked != sent {
+        anyhow::bail!("steady --compare-bare: the bare queue acked {acked} of {sent} items");
+    }
+    Ok(latency.summary())
+}

@@ -124,15 +124,11 @@ pub async fn produce(
 ) -> anyhow::Result<()> {
     let q = weir::Queue::new(target.conn.clone(), queue)?;
     let start = Instant::now();
-    let mut tick = tokio::time::interval(FEED_TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = feed_ticks();
     while Instant::now() < until && feed.remaining() > 0 {
         tick.tick().await;
         let n = match pace {
-            Pace::Rate(r) => {
-                let due = (start.elapsed().as_secs_f64() * r as f64) as u64;
-                due.saturating_sub(feed.enqueued())
-            }
+            Pace::Rate(r) => due(start, r, feed.enqueued()),
             Pace::Backlog(target_depth) => {
                 let s = q.stats().await?;
                 target_depth.saturating_sub(s.ready_total() + s.delayed)
@@ -141,6 +137,19 @@ pub async fn produce(
         feed.push(n).await?;
     }
     Ok(())
+}
+
+/// The producer's clock: a tick every [`FEED_TICK`], late ticks not made up in a burst.
+pub fn feed_ticks() -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(FEED_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
+}
+
+/// Jobs due at `rate` per second since `start`, less the `sent` ones.
+pub fn due(start: Instant, rate: u64, sent: u64) -> u64 {
+    let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
+    due.saturating_sub(sent)
 }
 
 /// Rows of the fed window only (the settle tail is left out of limit figures).

@@ -99,7 +99,7 @@ async fn bare_side(target: &Target, c: &Common, jobs: u64, in_flight: usize) -> 
     let conn = weir::Redis::open(&target.url)?.connect().await?;
     let q = Bare::new(conn, &Target::fresh_queue("bare"));
     let body = payload(c.payload_bytes, c.seed);
-    let item = |i: u64| format!(r#"{{"id":"lt-{i}","payload":{}}}"#, body.get()).into_bytes();
+    let item = |i: u64| bare::item(i, body.get());
     let before = redis_cpu(&target.conn).await;
     let pushed = q.enqueue(jobs, in_flight, item).await?;
     let enqueued = redis_cpu(&target.conn).await;
