@@ -5,9 +5,9 @@
 //! queue; a weir envelope over this consumer's size limit is deferred for a consumer with a
 //! larger one (see [`crate::pool::PoolConfig::unknown_kind_grace`]).
 //!
-//! When a fetch comes back empty the fetcher goes idle: no Redis traffic until an enqueue
-//! publishes on the queue's wake channel (the subscription is `wake.rs`), the next delayed
-//! job falls due, or a safety timeout passes.
+//! When a fetch comes back empty, or takes the last ready job, the fetcher goes idle: no
+//! Redis traffic until an enqueue publishes on the queue's wake channel (the subscription
+//! is `wake.rs`), the next delayed job falls due, or a safety timeout passes.
 
 use crate::consumer::acker::{AckerMsg, Done, Outcome};
 use crate::consumer::buffer::Buffer;
@@ -168,7 +168,15 @@ impl Fetcher {
                                 idle_until = Some(Instant::now() + idle_wait(&fetched));
                                 self.emptied.notify_one();
                             } else {
-                                idle_until = None;
+                                // A fetch that took the last ready job goes idle as an empty
+                                // one does (every write that readies a job publishes a wake
+                                // message) instead of asking again only to be told the queue
+                                // is empty: a round trip and a script call per burst saved
+                                // near an empty queue.
+                                idle_until = fetched.emptied.then(|| Instant::now() + idle_wait(&fetched));
+                                if fetched.emptied {
+                                    self.emptied.notify_one();
+                                }
                                 pace.saw(fetched.jobs.len(), Instant::now());
                                 self.deliver(fetched, sent, &shutdown).await;
                             }

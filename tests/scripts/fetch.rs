@@ -198,6 +198,78 @@ async fn empty_fetch_says_when_the_next_delayed_job_is_due() {
     );
 }
 
+/// A fetch that takes the last ready job says so, with the next due time, so the fetcher
+/// waits for a wake message instead of asking again; one that may have left jobs behind
+/// (it filled its batch, or a suspect waits) does not.
+#[tokio::test]
+async fn a_fetch_that_takes_the_last_ready_job_says_so() {
+    let ctx = Ctx::new("emptied").await;
+    let now = ctx.now_ms().await;
+    let three = State::default()
+        .ready(N, &["a", "b", "c"])
+        .delayed(L, &[("soon", now + 60_000)])
+        .job("a", 0, 3, 1)
+        .job("b", 0, 3, 1)
+        .job("c", 0, 3, 1)
+        .job("soon", 0, 3, 2);
+    // (name, state before, N, emptied, next due about 60 s)
+    let cases = [
+        (
+            "asks more than ready: emptied, with the next due time",
+            three.clone(),
+            10,
+            true,
+            true,
+        ),
+        (
+            "asks exactly what is ready: not known to be empty",
+            three.clone(),
+            3,
+            false,
+            false,
+        ),
+        ("asks fewer than ready", three.clone(), 2, false, false),
+        (
+            "a suspect still waits: not emptied",
+            three
+                .clone()
+                .suspects(&["s1", "s2"])
+                .job("s1", 0, 3, 1)
+                .job("s2", 0, 3, 1),
+            10,
+            false,
+            false,
+        ),
+        (
+            "the last suspect taken, ready emptied",
+            three.clone().suspects(&["s1"]).job("s1", 0, 3, 1),
+            10,
+            true,
+            true,
+        ),
+    ];
+    for (name, before, n, emptied, due) in cases {
+        let (_, keys) = ctx.other_queue("case");
+        seed(&mut ctx.c(), &keys, &before).await;
+        let f = scripts::fetch(&mut ctx.c(), &keys, n, VT).await.unwrap();
+        assert!(!f.jobs.is_empty(), "{name}");
+        assert_eq!(f.emptied, emptied, "{name}");
+        assert_eq!(
+            (50_000..=60_000).contains(&f.next_due_ms),
+            due,
+            "{name}: next due in {} ms",
+            f.next_due_ms
+        );
+        if !due {
+            assert_eq!(f.next_due_ms, 0, "{name}");
+        }
+    }
+    // An empty fetch is not "emptied": it took nothing (it says when to look again).
+    let (_, keys) = ctx.other_queue("case");
+    let f = scripts::fetch(&mut ctx.c(), &keys, 10, VT).await.unwrap();
+    assert!(f.jobs.is_empty() && !f.emptied);
+}
+
 /// name, state before, N, ids returned, how many of them are suspects, state after.
 type SuspectCase = (&'static str, State, usize, &'static [&'static str], usize, State);
 

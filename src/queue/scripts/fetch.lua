@@ -12,15 +12,19 @@
 -- Returns: { deadline_ms, next_due_in_ms, state, suspects, ids, envelope1, envelope2, ... }
 --   deadline_ms: the lease deadline of every returned job: the lease's token, which stays
 --     the same however often the lease is extended; 0 if none;
---   next_due_in_ms: with no job returned, ms until the next delayed job is due (0 = none),
---     or, when the global rate granted nothing, until it grants the next job;
+--   next_due_in_ms: with no job returned, or with the last ready job returned (256 below),
+--     ms until the next delayed job is due (0 = none), or, when the global rate granted
+--     nothing, until it grants the next job;
 --   state: 1 when the queue is paused (nothing is popped then); otherwise the limits
 --     as bits (global_grant, admit): 2 a global rate is set, 4 a global concurrency is
 --     set, 8 the global rate cut this call short, 16 the global concurrency did, 32
 --     per-key limits held some popped jobs back (the queue may hold more ready), 64
 --     jobs are parked waiting for a slot of their key (they come back when one frees),
 --     128 a global or per-key concurrency is set (so a settle that ends leases wakes the
---     consumers waiting for a slot: settle.lua's concurrency_limited);
+--     consumers waiting for a slot: settle.lua's concurrency_limited), 256 this call took
+--     the last ready job: the ready lists and suspects are empty now, so the caller may
+--     wait for a wake message (every write that readies a job publishes one) or the next
+--     due time instead of asking again;
 --   suspects: how many of the returned jobs, at the front, are suspects (0 or 1): jobs
 --     that were running when their consumer died (see reclaim.lua). A consumer runs them
 --     alone, one at a time, so that a crash is charged to the job that caused it; one per
@@ -328,8 +332,9 @@ for p = 1, 3 do
   end
 end
 
--- 4. nothing ready: say when the next delayed job is due, so the fetcher sleeps till then
-if ni == 0 then
+-- 4. nothing ready (left): say when the next delayed job is due, so the fetcher sleeps
+--    till then, or till a wake message
+local function next_due_in()
   local next_due = 0
   for p = 1, 3 do
     local z = redis.call('ZRANGE', K.delayed[p], 0, 0, 'WITHSCORES')
@@ -338,7 +343,13 @@ if ni == 0 then
       if next_due == 0 or d < next_due then next_due = d end
     end
   end
-  return { 0, next_due, grant.bits, 0 }
+  return next_due
+end
+if ni == 0 then return { 0, next_due_in(), grant.bits, 0 } end
+local next_due = 0
+if ni < n and redis.call('EXISTS', K.suspects) == 0 then
+  grant.bits = grant.bits + 256
+  next_due = next_due_in()
 end
 
 -- 5. load envelopes and lease: an inline job is its own envelope (lib.lua's items), an id
@@ -402,7 +413,7 @@ if nl < ni then
       end
     end
   end
-  if nl == 0 then return { 0, 0, grant.bits, 0 } end
+  if nl == 0 then return { 0, next_due, grant.bits, 0 } end
   ids, envs = kept_ids, kept_envs
   nh = nil
 end
@@ -420,7 +431,7 @@ else
   end
   joined = table.concat(names, '\n')
 end
-if nl <= CHUNK then return { deadline, 0, grant.bits, suspects, joined, unpack(envs, 1, nl) } end
-local out = { deadline, 0, grant.bits, suspects, joined }
+if nl <= CHUNK then return { deadline, next_due, grant.bits, suspects, joined, unpack(envs, 1, nl) } end
+local out = { deadline, next_due, grant.bits, suspects, joined }
 for i = 1, nl do out[5 + i] = envs[i] end
 return out

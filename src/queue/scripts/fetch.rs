@@ -16,11 +16,16 @@ pub struct Fetched {
     /// Lease deadline (ms, Redis clock) of every job returned: the lease token to settle,
     /// extend and release them with, for the lease's whole life.
     pub deadline_ms: u64,
-    /// With no jobs: ms until the next delayed job is due (0 = none delayed), or, when
-    /// the global rate granted none ([`GlobalLimits::cut_by_rate`]), until it grants one.
+    /// With no jobs, or with [`Fetched::emptied`]: ms until the next delayed job is due
+    /// (0 = none delayed), or, when the global rate granted none
+    /// ([`GlobalLimits::cut_by_rate`]), until it grants one.
     pub next_due_ms: u64,
     /// The queue is paused.
     pub paused: bool,
+    /// This call took the last ready job: the ready lists and suspects were empty after
+    /// it. Every write that readies a job publishes on the wake channel, so the caller
+    /// can wait for that (or [`Fetched::next_due_ms`]) instead of asking again at once.
+    pub emptied: bool,
     /// The queue's global limits, as this call met them.
     pub global: GlobalLimits,
     /// How many of `jobs`, at the front, are suspects (0 or 1): jobs that were running
@@ -106,7 +111,7 @@ pub struct GlobalLimits {
 }
 
 impl GlobalLimits {
-    /// From the state bits `fetch.lua` returns (2 to 128; 1 is "paused").
+    /// From the state bits `fetch.lua` returns (2 to 128; 1 is "paused", 256 "emptied").
     fn from_bits(bits: u64) -> Self {
         Self {
             rate: bits & 2 != 0,
@@ -173,6 +178,7 @@ pub async fn fetch_keyed<C: ConnectionLike>(
         deadline_ms: as_u64("fetch", &d)?,
         next_due_ms: as_u64("fetch", &nd)?,
         paused: state == 1,
+        emptied: state & 256 != 0,
         global: GlobalLimits::from_bits(state),
         suspects: 0,
         jobs: Vec::with_capacity(it.len()),
