@@ -66,6 +66,44 @@ fn parse_redis_cpu(info: &str) -> Option<f64> {
     Some(field("used_cpu_sys")? + field("used_cpu_user")?)
 }
 
+/// CPU time so far of this process and of Redis: [`CpuMark::per_job`] gives what a stretch
+/// of a run cost per job.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuMark {
+    process: Option<Duration>,
+    redis: Option<f64>,
+}
+
+/// CPU µs per job over a stretch of a run: this process (producer, in-process consumer,
+/// accounting) and Redis; `None` where it could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct PerJob {
+    pub harness_us: Option<f64>,
+    pub redis_us: Option<f64>,
+}
+
+impl CpuMark {
+    pub async fn now(conn: &Conn) -> Self {
+        Self {
+            process: process_cpu(),
+            redis: redis_cpu(conn).await,
+        }
+    }
+
+    /// CPU µs per job of `jobs` since this mark.
+    pub async fn per_job(&self, conn: &Conn, jobs: u64) -> PerJob {
+        let now = Self::now(conn).await;
+        let us = |s: f64| (s * 1e9 / jobs.max(1) as f64).round() / 1000.0;
+        PerJob {
+            harness_us: now
+                .process
+                .zip(self.process)
+                .map(|(b, a)| us(b.saturating_sub(a).as_secs_f64())),
+            redis_us: now.redis.zip(self.redis).map(|(b, a)| us(b - a)),
+        }
+    }
+}
+
 /// Starts a new peak of this process's resident memory (Linux: `5` into
 /// `/proc/self/clear_refs` resets `VmHWM` to the current size); false if it cannot.
 pub fn reset_peak_rss() -> bool {

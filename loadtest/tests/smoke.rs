@@ -334,6 +334,11 @@ fn steady_compares_with_the_bare_queue() {
         r["compare_bare"]["weir_vs_bare"]["p99"].as_f64().unwrap() > 0.0,
         "{r}"
     );
+    // CPU per job of both sides: the harness process and Redis.
+    for cpu in [&r["cpu_per_job"], &r["compare_bare"]["bare_cpu_per_job"]] {
+        assert!(cpu["harness_us"].as_f64().is_some_and(|us| us >= 0.0), "{r}");
+        assert!(cpu["redis_us"].as_f64().is_some_and(|us| us > 0.0), "{r}");
+    }
 }
 
 #[test]

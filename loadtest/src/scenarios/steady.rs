@@ -9,6 +9,7 @@ use super::timed::{self, Pace, Timed};
 use super::{SETTLE_TIMEOUT, account, base_report};
 use crate::bare::{self, Bare};
 use crate::cli::{Common, EnqueueRate, SteadyArgs};
+use crate::cpu::{CpuMark, PerJob};
 use crate::feed::{payload, stamped, unix_us};
 use crate::histogram::{Histogram, Summary};
 use crate::report::{Report, round};
@@ -50,17 +51,18 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         .jobs
         .unwrap_or_else(|| (rate as f64 * length.as_secs_f64()).ceil() as u64);
     let floor = if a.compare_bare {
-        let b = bare_steady(&target, c, rate, length, jobs).await?;
+        let (b, cpu) = bare_steady(&target, c, rate, length, jobs).await?;
         if !c.quiet {
             eprintln!(
                 "bare at {rate} jobs/s: p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
                 b.p50_ms, b.p95_ms, b.p99_ms, b.max_ms
             );
         }
-        Some(b)
+        Some((b, cpu))
     } else {
         None
     };
+    let mark = CpuMark::now(&target.conn).await;
     let o = timed::run(
         &target,
         c,
@@ -88,7 +90,9 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         r.put("share_of_drain", share);
     }
     r.put("window_s", round(o.window.as_secs_f64(), 3));
-    if let Some(b) = floor {
+    let cpu = mark.per_job(&target.conn, o.enqueued).await;
+    r.put("cpu_per_job", cpu);
+    if let Some((b, bare_cpu)) = floor {
         let weir = o.observed.total.summary();
         let x = |w: f64, b: f64| round(w / b.max(1e-9), 3);
         r.put(
@@ -96,6 +100,7 @@ pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
             serde_json::json!({
                 "bare": { "tasks": bare::TASKS, "batch": bare::BATCH, "run": "first, at the same rate and length" },
                 "bare_latency": b,
+                "bare_cpu_per_job": bare_cpu,
                 "weir_vs_bare": { "p50": x(weir.p50_ms, b.p50_ms), "p99": x(weir.p99_ms, b.p99_ms) },
             }),
         );
@@ -139,7 +144,8 @@ async fn bare_steady(
     rate: u64,
     length: Duration,
     cap: u64,
-) -> anyhow::Result<Summary> {
+) -> anyhow::Result<(Summary, PerJob)> {
+    let mark = CpuMark::now(&target.conn).await;
     let redis = weir::Redis::open(&target.url)?;
     let q = Bare::new(redis.connect().await?, &Target::fresh_queue("bare"));
     let latency = Arc::new(Histogram::default());
@@ -185,5 +191,5 @@ async fn bare_steady(
     if acked != sent {
         anyhow::bail!("steady --compare-bare: the bare queue acked {acked} of {sent} items");
     }
-    Ok(latency.summary())
+    Ok((latency.summary(), mark.per_job(&target.conn, sent).await))
 }
