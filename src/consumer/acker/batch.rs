@@ -28,7 +28,11 @@ impl Acker {
     /// is in this call need none). Every lease named gets its outcome (or mark) recorded
     /// in the table now: from here on it is never released as un-started.
     pub(super) fn batch(&self, dones: &[Done], unmarked: &[String]) -> Batch {
-        let mut b = Batch::default();
+        let mut b = Batch {
+            items: Vec::with_capacity(dones.len()),
+            counted: Vec::with_capacity(dones.len()),
+            ..Batch::default()
+        };
         self.deps.leases.with(|t| {
             for d in dones {
                 let Some(l) = t.leases.get_mut(&d.id) else {

@@ -141,6 +141,8 @@ impl Acker {
         match msg {
             AckerMsg::Started(ids) => self.unmarked.extend(ids),
             AckerMsg::Done(d) => self.pending.push(d),
+            // The first wave after a flush is taken whole, not copied.
+            AckerMsg::Dones(ds) if self.pending.is_empty() => self.pending = ds,
             AckerMsg::Dones(ds) => self.pending.extend(ds),
         }
     }
