@@ -32,6 +32,9 @@ pub enum Scenario {
     Keys(KeysArgs),
     /// Serve the simulated downstream over local HTTP (for HTTP handlers).
     ServeDownstream(crate::http::ServeArgs),
+    /// Watch how often, and how long, the machine pauses a thread that never waits (one
+    /// per core): the floor under any latency figure measured here.
+    Pauses(crate::pauses::PausesArgs),
     /// A consumer process of a fleet (started by the harness itself).
     #[command(hide = true)]
     Consumer(crate::child::ChildArgs),

@@ -23,6 +23,7 @@ mod key_limits;
 mod keyed;
 mod limits;
 mod observed;
+mod pauses;
 mod plot;
 mod report;
 mod running;
@@ -103,6 +104,11 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             http::serve(a.clone()).await?;
             return Ok(ExitCode::SUCCESS);
         }
+        Scenario::Pauses(a) => {
+            let a = a.clone();
+            tokio::task::spawn_blocking(move || pauses::run(&a)).await??;
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     common.validate().map_err(anyhow::Error::msg)?;
     let out = common.out.clone();
@@ -112,7 +118,9 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Scenario::Downstream(a) => scenarios::downstream::run(a).await?,
         Scenario::Chaos(a) => scenarios::chaos::run(a).await?,
         Scenario::Keys(a) => scenarios::keys::run(a).await?,
-        Scenario::Consumer(_) | Scenario::ServeDownstream(_) => unreachable!("handled above"),
+        Scenario::Consumer(_) | Scenario::ServeDownstream(_) | Scenario::Pauses(_) => {
+            unreachable!("handled above")
+        }
     };
     if let Some(dir) = &out {
         report.write(dir, &rows)?;

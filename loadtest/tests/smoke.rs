@@ -342,6 +342,22 @@ fn steady_compares_with_the_bare_queue() {
 }
 
 #[test]
+fn pauses_watches_one_thread_per_core_or_as_asked() {
+    let r = result_of(&["pauses", "--duration", "200ms", "--threads", "2"], None);
+    assert_eq!(r["threads"], 2, "{r}");
+    let per = r["per_thread"].as_array().expect("per_thread");
+    assert_eq!(per.len(), 2, "{r}");
+    for w in per {
+        let lost = w["lost_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&lost), "{r}");
+        assert!(
+            w["over_1ms"].as_u64().unwrap() >= w["over_2ms"].as_u64().unwrap(),
+            "{r}"
+        );
+    }
+}
+
+#[test]
 fn downstream_reports_against_the_ideal() {
     let (r, _dir) = run(&[
         "downstream",
