@@ -136,6 +136,14 @@ async fn a_key_over_its_rate_gets_its_next_free_starts_reserved() {
     let t0 = ctx.now_ms().await;
     let first = fetch(&mut c, &ctx.keys, 10, LEASE_MS).await.unwrap();
     assert_eq!(ids(&first), ["a1", "b1"]);
+    // It took the last ready job, and says when the first job held back comes due (read
+    // after holding them back), so a fetcher sleeps until then, not until its recheck.
+    assert!(first.emptied && first.global.held_by_key);
+    assert!(
+        (1..=150).contains(&first.next_due_ms),
+        "next due in {} ms, expected about 100",
+        first.next_due_ms
+    );
     let st = ctx.snapshot().await;
     let mut due: Vec<(String, u64)> = st.delayed[1].clone();
     due.sort_by_key(|(_, t)| *t);

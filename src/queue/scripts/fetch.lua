@@ -346,10 +346,13 @@ local function next_due_in()
   return next_due
 end
 if ni == 0 then return { 0, next_due_in(), grant.bits, 0 } end
-local next_due = 0
-if ni < n and redis.call('EXISTS', K.suspects) == 0 then
-  grant.bits = grant.bits + 256
-  next_due = next_due_in()
+-- It took the last ready job: the due time is read once the jobs held back by their keys'
+-- limits (step 5) are in delayed too.
+local emptied = ni < n and redis.call('EXISTS', K.suspects) == 0
+if emptied then grant.bits = grant.bits + 256 end
+local function due_after()
+  if emptied then return next_due_in() end
+  return 0
 end
 
 -- 5. load envelopes and lease: an inline job is its own envelope (lib.lua's items), an id
@@ -413,7 +416,7 @@ if nl < ni then
       end
     end
   end
-  if nl == 0 then return { 0, next_due, grant.bits, 0 } end
+  if nl == 0 then return { 0, due_after(), grant.bits, 0 } end
   ids, envs = kept_ids, kept_envs
   nh = nil
 end
@@ -431,6 +434,7 @@ else
   end
   joined = table.concat(names, '\n')
 end
+local next_due = due_after()
 if nl <= CHUNK then return { deadline, next_due, grant.bits, suspects, joined, unpack(envs, 1, nl) } end
 local out = { deadline, next_due, grant.bits, suspects, joined }
 for i = 1, nl do out[5 + i] = envs[i] end
