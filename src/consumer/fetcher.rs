@@ -173,11 +173,9 @@ impl Fetcher {
                                 // one does (every write that readies a job publishes a wake
                                 // message) instead of asking again only to be told the queue
                                 // is empty: a round trip and a script call per burst saved
-                                // near an empty queue.
+                                // near an empty queue. (The drain watch needs no nudge here:
+                                // these jobs' flush gives it one.)
                                 idle_until = fetched.emptied.then(|| Instant::now() + idle_wait(&fetched));
-                                if fetched.emptied {
-                                    self.emptied.notify_one();
-                                }
                                 pace.saw(fetched.jobs.len(), Instant::now());
                                 self.deliver(fetched, sent, &shutdown).await;
                             }
