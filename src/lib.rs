@@ -17,7 +17,7 @@
 //! - [`limiter`]: how many jobs may run (the resizable semaphore, AIMD, the rate gate);
 //! - [`handler`]: what users write, and the HTTP handler;
 //! - [`redis`]: connections and the embedded redis-server;
-//! - [`metrics`] and [`error`] serve them all.
+//! - [`metrics`] and [`error`] serve them all; [`runtime`] sizes the binaries' runtime.
 //!
 //! Every batch costs one round trip; every step is O(1) or O(log n) per job.
 //!
@@ -49,6 +49,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod queue;
 pub mod redis;
+pub mod runtime;
 
 // Module paths of the flat layout this crate had before the tree above, kept so that
 // code written against them (the integration tests and benches among it) still compiles.

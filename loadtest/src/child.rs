@@ -50,6 +50,9 @@ pub struct ChildArgs {
     pub epoch_ms: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Worker threads of this process (default: see `Common::worker_threads`).
+    #[arg(long)]
+    pub worker_threads: Option<u16>,
 }
 
 #[derive(Default)]

@@ -40,6 +40,21 @@ pub enum Scenario {
     Consumer(crate::child::ChildArgs),
 }
 
+impl Scenario {
+    /// The options of a load-test scenario (none for the helpers: consumer, serve-downstream,
+    /// pauses).
+    pub fn common(&self) -> Option<&Common> {
+        match self {
+            Scenario::Drain(a) => Some(&a.common),
+            Scenario::Steady(a) => Some(&a.common),
+            Scenario::Downstream(a) => Some(&a.common),
+            Scenario::Chaos(a) => Some(&a.common),
+            Scenario::Keys(a) => Some(&a.common),
+            Scenario::Consumer(_) | Scenario::ServeDownstream(_) | Scenario::Pauses(_) => None,
+        }
+    }
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
@@ -98,6 +113,11 @@ pub struct Common {
     /// Write result.json, timeseries.csv and PNG charts into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Worker threads of the harness process and of each consumer process [default: as
+    /// `weir --threads`: one per core, less one when Redis runs on this machine, as the
+    /// private ones do].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub worker_threads: Option<u16>,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,

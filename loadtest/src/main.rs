@@ -45,7 +45,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match weir::runtime::build(worker_threads(&cli)) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -73,6 +73,18 @@ fn main() -> ExitCode {
     code
 }
 
+/// The runtime's worker threads: `--worker-threads`, else weir's default for where Redis
+/// runs (the private redis-server and cluster run on this machine).
+fn worker_threads(cli: &Cli) -> usize {
+    let (given, url) = match (&cli.scenario, cli.scenario.common()) {
+        (_, Some(c)) => (c.worker_threads, c.redis_url.as_deref()),
+        (Scenario::Consumer(a), None) => (a.worker_threads, Some(a.redis_url.as_str())),
+        (_, None) => (None, None),
+    };
+    let local = url.is_none_or(|u| weir::Redis::open(u).is_ok_and(|r| r.on_this_machine()));
+    given.map_or_else(|| weir::runtime::worker_threads(local), usize::from)
+}
+
 async fn interrupted() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
@@ -90,25 +102,22 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     if let Scenario::Downstream(a) = &mut cli.scenario {
         a.resolve();
     }
-    let common = match &cli.scenario {
-        Scenario::Drain(a) => &a.common,
-        Scenario::Steady(a) => &a.common,
-        Scenario::Downstream(a) => &a.common,
-        Scenario::Chaos(a) => &a.common,
-        Scenario::Keys(a) => &a.common,
-        Scenario::Consumer(a) => {
+    let common = match (&cli.scenario, cli.scenario.common()) {
+        (_, Some(c)) => c,
+        (Scenario::Consumer(a), None) => {
             child::run(a.clone()).await?;
             return Ok(ExitCode::SUCCESS);
         }
-        Scenario::ServeDownstream(a) => {
+        (Scenario::ServeDownstream(a), None) => {
             http::serve(a.clone()).await?;
             return Ok(ExitCode::SUCCESS);
         }
-        Scenario::Pauses(a) => {
+        (Scenario::Pauses(a), None) => {
             let a = a.clone();
             tokio::task::spawn_blocking(move || pauses::run(&a)).await??;
             return Ok(ExitCode::SUCCESS);
         }
+        (_, None) => unreachable!("every scenario has its common options"),
     };
     common.validate().map_err(anyhow::Error::msg)?;
     let out = common.out.clone();

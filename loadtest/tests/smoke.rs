@@ -383,7 +383,7 @@ fn downstream_reports_against_the_ideal() {
 /// The adaptive limiter (the downstream default) in two consumer processes: the
 /// options reach the processes and the summed limit moves. 16 per process against a
 /// knee of 20 each: the first windows are binding and healthy, so the limit grows;
-/// then capacity drops to 5 each and it falls.
+/// then capacity drops to 5 each and it falls. (`--worker-threads` reaches them too.)
 #[test]
 fn downstream_adapts_the_limit_in_consumer_processes() {
     let (r, _dir) = run(&[
@@ -400,8 +400,11 @@ fn downstream_adapts_the_limit_in_consumer_processes() {
         "200",
         "--target-p95",
         "20ms",
+        "--worker-threads",
+        "2",
     ]);
     assert_eq!(num(&r, "lost"), 0.0);
+    assert_eq!(num(&r, "worker_threads"), 2.0, "{r}");
     let limits = &r["limits"];
     assert_eq!(limits["adaptive"], true, "{r}");
     assert_eq!(

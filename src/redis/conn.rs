@@ -101,6 +101,13 @@ impl std::fmt::Debug for Redis {
     }
 }
 
+/// A host name or address that is this machine: `localhost` or a loopback address.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The URL with any password replaced by `***`, safe for logs and errors.
 pub fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
@@ -244,6 +251,28 @@ impl Redis {
         self
     }
 
+    /// Whether this Redis runs on this machine: every URL names a loopback address
+    /// (`localhost`, `127.0.0.0/8`, `::1`) or a Unix socket. Behind Sentinel, false: the
+    /// primary is only known once asked for. [`crate::runtime::worker_threads`] leaves a
+    /// core to such a Redis.
+    pub fn on_this_machine(&self) -> bool {
+        if self.sentinel.is_some() {
+            return false;
+        }
+        self.seeds
+            .iter()
+            .all(|seed| match redis::Client::open(seed.as_str()) {
+                Ok(c) => match c.get_connection_info().addr() {
+                    redis::ConnectionAddr::Tcp(host, _) | redis::ConnectionAddr::TcpTls { host, .. } => {
+                        is_loopback(host)
+                    }
+                    redis::ConnectionAddr::Unix(_) => true,
+                    _ => false,
+                },
+                Err(_) => false,
+            })
+    }
+
     /// The URL(s), passwords redacted.
     pub fn url(&self) -> &str {
         &self.url
@@ -382,7 +411,31 @@ impl Redis {
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{Redis, redact_url};
+
+    #[test]
+    fn loopback_and_socket_urls_are_on_this_machine() {
+        for url in [
+            "redis://127.0.0.1:6379",
+            "redis://localhost",
+            "redis://LOCALHOST:7000/2",
+            "redis://[::1]:6379",
+            "redis://127.3.2.1:1",
+            "redis+unix:///tmp/redis.sock",
+            "unix:///var/run/redis.sock",
+            "redis://127.0.0.1:7000,redis://127.0.0.1:7001",
+        ] {
+            assert!(Redis::open(url).unwrap().on_this_machine(), "{url}");
+        }
+        for url in [
+            "redis://10.0.0.5:7000",
+            "redis://cache.internal:6379",
+            "redis://127.0.0.1:7000,redis://10.0.0.6:7001",
+            "redis+sentinel://127.0.0.1:26379/primary",
+        ] {
+            assert!(!Redis::open(url).unwrap().on_this_machine(), "{url}");
+        }
+    }
 
     #[test]
     fn passwords_never_show() {

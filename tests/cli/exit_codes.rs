@@ -29,6 +29,8 @@ async fn zero_when_the_command_did_its_job() {
         format!("limits get -q {q}"),
         format!("pause -q {q}"),
         format!("resume -q {q}"),
+        format!("--threads 3 stats -q {q}"),
+        format!("work --handler noop --drain --no-metrics --threads 1 -q {q}"),
     ] {
         assert_eq!(code(&ctx, &line), 0, "{line}");
     }
@@ -70,6 +72,8 @@ async fn two_when_the_command_line_is_wrong() {
         "work --handler teleport",
         "work --handler ftp://host/x",
         "work --handler noop --concurrency 0",
+        "work --handler noop --threads 0",
+        "--threads many stats",
         "work --handler noop --job-timeout 0s",
         "work --handler noop --batch-http",
         "stats --bogus",

@@ -32,6 +32,8 @@ pub struct Spec {
     pub drain: bool,
     /// Call the simulated downstream (its options, seed and script start, unix ms).
     pub downstream: Option<(DownstreamOpts, u64, u64)>,
+    /// Worker threads of each consumer process (`None`: its default).
+    pub worker_threads: Option<u16>,
 }
 
 impl Spec {

@@ -71,6 +71,9 @@ impl Procs {
                 s.key_limiter.is_some(),
                 s.rate,
             ));
+        if let Some(n) = s.worker_threads {
+            cmd.args(["--worker-threads", &n.to_string()]);
+        }
         if s.drain {
             cmd.arg("--drain");
         }

@@ -42,6 +42,7 @@ pub fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> anyhow::Re
         visibility: c.visibility(),
         drain,
         downstream: None,
+        worker_threads: c.worker_threads,
     })
 }
 
@@ -60,6 +61,9 @@ pub fn base_report(scenario: &str, c: &Common, jobs: u64) -> Report {
         "limits",
         crate::limits::describe(limiter.as_ref(), c.limits.adaptive_per_key, c.limits.rate()),
     );
+    // The harness's own (consumer processes take --worker-threads, or their default).
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    r.put("worker_threads", workers);
     r
 }
 

@@ -77,6 +77,24 @@ struct Cli {
     /// Log lines as text (coloured on a terminal) or as JSON objects.
     #[arg(long, value_enum, default_value = "text", global = true)]
     log_format: LogFormat,
+    /// Worker threads of the process [default: one per core, less one when Redis runs on
+    /// this machine: a loopback or Unix socket URL, or demo's private server].
+    #[arg(long, env = "WEIR_THREADS", global = true, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+}
+
+/// Whether the command's Redis runs on this machine: its `--redis-url` names a loopback
+/// address or a socket, or it starts a private redis-server (`demo` without a URL). A URL
+/// that does not parse counts as not local; the command reports it.
+fn redis_on_this_machine(matches: &clap::ArgMatches) -> bool {
+    let Some((_, sub)) = matches.subcommand() else {
+        return false;
+    };
+    match sub.try_get_one::<String>("redis_url") {
+        Ok(Some(url)) => Redis::open(url).is_ok_and(|r| r.on_this_machine()),
+        Ok(None) => true,
+        Err(_) => false,
+    }
 }
 
 /// How log lines are written to standard error.
@@ -267,7 +285,11 @@ fn main() -> ExitCode {
     let matches = envs::command::<Cli>().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logs(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let threads = cli.threads.map_or_else(
+        || weir::runtime::worker_threads(redis_on_this_machine(&matches)),
+        usize::from,
+    );
+    let runtime = match weir::runtime::build(threads) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
