@@ -179,12 +179,14 @@ impl Bare {
 
     /// Consumes what [`Bare::push_and_wake`] pushes, with [`TASKS`] fetch-and-ack loops
     /// that wait for a wake message whenever a fetch comes back empty; `seen` is called
-    /// on every item fetched, before its ack. Returns the items acked once `stop` is
-    /// cancelled and the list is found empty.
+    /// on every item fetched, before its ack; `up` is told once it is subscribed and its
+    /// loops run. Returns the items acked once `stop` is cancelled and the list is found
+    /// empty.
     pub async fn consume(
         &self,
         redis: &weir::Redis,
         stop: CancellationToken,
+        up: tokio::sync::oneshot::Sender<()>,
         seen: impl Fn(&[u8]) + Send + Sync + 'static,
     ) -> anyhow::Result<u64> {
         let mut sub = redis.subscribe(&self.wake).await?;
@@ -213,6 +215,7 @@ impl Bare {
                 })
             })
             .collect();
+        let _ = up.send(());
         let mut acked = 0;
         let mut failed = None;
         for l in loops {

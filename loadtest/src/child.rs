@@ -115,8 +115,11 @@ impl PipeSink {
     }
 }
 
-/// Writes reports and gauges to stdout until `stop`, then a last flush.
-async fn writer(sink: Arc<PipeSink>, limit: Arc<weir::limit::Limit>, stop: CancellationToken) {
+/// Writes reports and gauges to stdout until `stop`, then a last flush; a `Ready` frame
+/// once the consumer is up.
+async fn writer(sink: Arc<PipeSink>, handle: weir::Handle, stop: CancellationToken) {
+    let limit = handle.limit.clone();
+    let mut told_ready = false;
     let probe = {
         let limit = limit.clone();
         Probe::start(move || limit.in_flight() as u64)
@@ -136,6 +139,10 @@ async fn writer(sink: Arc<PipeSink>, limit: Arc<weir::limit::Limit>, stop: Cance
                     in_flight_max: r.max,
                 }
                 .encode(&mut out)
+            }
+            _ = handle.ready(), if !told_ready => {
+                told_ready = true;
+                Frame::Ready.encode(&mut out);
             }
             _ = stop.cancelled() => stopping = true,
         }
@@ -186,11 +193,11 @@ pub async fn run(a: ChildArgs) -> anyhow::Result<()> {
     config.drain = a.drain;
     crate::fleet::tune(&mut config, a.batch, a.pipeline, a.visibility_timeout);
     let consumer = Consumer::new(config, Redis::open(&a.redis_url)?, Registry::new().fallback(h))?;
-    let limit = consumer.handle().limit;
+    let handle = consumer.handle();
     let shutdown = CancellationToken::new();
     tokio::spawn(watch_stdin(shutdown.clone()));
     let stop_writer = CancellationToken::new();
-    let writer = tokio::spawn(writer(sink, limit, stop_writer.clone()));
+    let writer = tokio::spawn(writer(sink, handle, stop_writer.clone()));
     let report = consumer.run(shutdown).await?;
     stop_writer.cancel();
     let _ = writer.await;

@@ -23,12 +23,15 @@ pub enum Frame {
     },
     /// The consumer's final report: acked, retried, dead, lost leases, released.
     Report([u64; 5]),
+    /// The consumer is up (`weir::Handle::ready`).
+    Ready,
 }
 
 const JOBS: u8 = b'J';
 const ERRORS: u8 = b'E';
 const STATUS: u8 = b'S';
 const REPORT: u8 = b'R';
+const READY: u8 = b'U';
 
 impl Frame {
     /// Appends the encoded frame to `out`.
@@ -62,6 +65,7 @@ impl Frame {
                     out.extend_from_slice(&v.to_le_bytes());
                 }
             }
+            Frame::Ready => out.push(READY),
         }
     }
 
@@ -99,6 +103,7 @@ impl Frame {
                 }
                 Frame::Report(v)
             }
+            READY => Frame::Ready,
             t => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -137,6 +142,7 @@ mod tests {
                 in_flight: 17.25,
                 in_flight_max: 60,
             },
+            Frame::Ready,
             Frame::Report([1, 2, 3, 4, 5]),
         ];
         let mut buf = Vec::new();

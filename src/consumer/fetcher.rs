@@ -79,6 +79,8 @@ pub(crate) struct Fetcher {
     pub adaptive_per_key: bool,
     /// In a partitioned queue's consumer: whether this lane is fetched now.
     pub role: Option<Arc<Role>>,
+    /// Set once a fetch is answered ([`crate::Handle::ready`]).
+    pub ready: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// A fetch call: how many jobs it asked for, when it was sent, what it brought.
@@ -99,6 +101,7 @@ impl Fetcher {
         let mut errors = Streak::new("fetch", Backoff::FETCH);
         let batch = self.config.batch;
         let mut pace = Pace::new(Instant::now());
+        let mut up = false;
         loop {
             let active = self.active();
             if idle_until.is_none() && active {
@@ -141,6 +144,11 @@ impl Fetcher {
                     match result {
                         Ok(fetched) => {
                             errors.succeeded();
+                            if !up {
+                                // Connected, subscribed (above) and the scripts loaded.
+                                up = true;
+                                self.ready.send_replace(true);
+                            }
                             if !fetched.paused {
                                 self.concurrency_set.store(fetched.global.concurrency_set, Ordering::Relaxed);
                             }

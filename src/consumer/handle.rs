@@ -6,6 +6,7 @@ use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, RateGate};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::watch;
 
 /// What a consumer did, returned when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -39,6 +40,30 @@ pub struct Handle {
     pub tally: Arc<Tally>,
     /// What the consumer holds in memory, live.
     pub backlog: Arc<Backlog>,
+    /// Set by the first fetch answered: see [`Handle::ready`].
+    pub(crate) ready: watch::Receiver<bool>,
+}
+
+impl Handle {
+    /// Resolves once the consumer is up: connected, subscribed to its queue's wake
+    /// messages and its first fetch answered, so a job enqueued from then on is fetched
+    /// as it comes, not after the consumer's start-up (a readiness probe, or a load test
+    /// that should not count the start-up against the jobs it times). At once if it is
+    /// up already. A consumer that stops before it gets there never resolves it: race it
+    /// against the run's future. (On a partitioned queue: once a lane it holds has
+    /// fetched.)
+    pub async fn ready(&self) {
+        let mut rx = self.ready.clone();
+        if rx.wait_for(|up| *up).await.is_err() {
+            // The consumer is gone without having been up.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Whether the consumer is up now (see [`Handle::ready`]).
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
 }
 
 /// What a consumer holds in memory, now and at its peak: the leases it holds (jobs fetched

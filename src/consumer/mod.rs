@@ -111,6 +111,9 @@ pub struct Consumer {
     backlog: Arc<Backlog>,
     /// In a partitioned queue's consumer: this pipeline's lane.
     lane: Option<partitioned::Lane>,
+    /// Set when its first fetch is answered ([`Handle::ready`]); lanes share their
+    /// consumer's.
+    ready: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Consumer {
@@ -134,6 +137,7 @@ impl Consumer {
             tally: Arc::default(),
             backlog: Arc::default(),
             lane: None,
+            ready: Arc::default(),
         })
     }
 
@@ -159,6 +163,7 @@ impl Consumer {
             tally: Arc::default(),
             backlog: Arc::default(),
             lane: None,
+            ready: Arc::default(),
         })
     }
 
@@ -175,6 +180,7 @@ impl Consumer {
             rate: self.rate.clone(),
             tally: self.tally.clone(),
             backlog: self.backlog.clone(),
+            ready: self.ready.subscribe(),
         }
     }
 

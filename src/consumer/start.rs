@@ -86,6 +86,7 @@ impl Consumer {
             unknown_kind_grace: c.pool.unknown_kind_grace,
             adaptive_per_key: self.key_limiters.is_some(),
             role: self.lane.as_ref().map(|l| l.role.clone()),
+            ready: self.ready.clone(),
         };
         let fetcher = tasks.spawn("fetcher", fetcher.run(steps.stop_fetching.clone()));
         let runs = Arc::new(Runs::default());

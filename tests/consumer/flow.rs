@@ -41,8 +41,12 @@ async fn idle_consumer_wakes_when_a_job_is_enqueued() {
     let ctx = Ctx::new("wake").await;
     let seen = Seen::default();
     let c = start(&ctx, config(&ctx), seen.acking("k"));
-    // let it find the queue empty and go idle
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // up: subscribed to the wake messages, and its first fetch found the queue empty
+    tokio::time::timeout(Duration::from_secs(10), c.handle.ready())
+        .await
+        .expect("the consumer is up");
+    // and idle now
+    tokio::time::sleep(Duration::from_millis(200)).await;
     ctx.producer()
         .enqueue(NewJob::new("k", &1).unwrap().id("a"))
         .await
@@ -164,4 +168,46 @@ async fn heartbeat_keeps_long_jobs_leased() {
     assert_eq!(seen.attempts("slow"), [0], "ran once, never reclaimed");
     assert_eq!((report.acked, report.lost_leases), (1, 0));
     assert_eq!(ctx.stats().await.counters.get("reclaimed"), None);
+}
+
+/// `Handle::ready`: not before the run, once its first fetch is answered; a consumer that
+/// cannot reach Redis never is.
+#[tokio::test]
+async fn ready_once_the_first_fetch_is_answered() {
+    let ctx = Ctx::new("ready").await;
+    ctx.producer()
+        .enqueue(NewJob::new("k", &1).unwrap().id("first"))
+        .await
+        .unwrap();
+    let seen = Seen::default();
+    let consumer = weir::Consumer::new(config(&ctx), ctx.redis.clone(), seen.acking("k")).unwrap();
+    let handle = consumer.handle();
+    assert!(!handle.is_ready(), "not up before it runs");
+    let shutdown = weir::CancellationToken::new();
+    let task = tokio::spawn(consumer.run(shutdown.clone()));
+    tokio::time::timeout(Duration::from_secs(10), handle.ready())
+        .await
+        .expect("up within 10 s");
+    assert!(handle.is_ready());
+    // The first fetch took the job waiting; the next comes by its wake message.
+    ctx.producer()
+        .enqueue(NewJob::new("k", &2).unwrap().id("second"))
+        .await
+        .unwrap();
+    wait_until("both jobs to run", Duration::from_secs(4), || async {
+        seen.ids() == 2
+    })
+    .await;
+    shutdown.cancel();
+    assert_eq!(task.await.unwrap().unwrap().acked, 2);
+
+    let dead = weir::Redis::open(&format!("redis://127.0.0.1:{}", free_port())).unwrap();
+    let consumer = weir::Consumer::new(config(&ctx), dead, Seen::default().acking("k")).unwrap();
+    let handle = consumer.handle();
+    let run = consumer.run(weir::CancellationToken::new());
+    tokio::select! {
+        r = run => assert!(r.is_err(), "no Redis: the run fails"),
+        _ = handle.ready() => panic!("up without a Redis"),
+    }
+    assert!(!handle.is_ready());
 }

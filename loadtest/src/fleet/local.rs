@@ -68,6 +68,17 @@ impl Local {
         })
     }
 
+    /// Waits until the consumer is up, up to `timeout`.
+    pub async fn ready(&self, timeout: Duration) -> anyhow::Result<()> {
+        tokio::select! {
+            _ = self.handle.ready() => Ok(()),
+            _ = async { while !self.task.is_finished() { tokio::time::sleep(Duration::from_millis(10)).await } } => {
+                anyhow::bail!("the consumer stopped before it was up")
+            }
+            _ = tokio::time::sleep(timeout) => anyhow::bail!("the consumer not up after {timeout:?}"),
+        }
+    }
+
     pub fn target_p95(&self) -> Option<Duration> {
         self.handle.limiter.as_ref().and_then(|l| l.target())
     }

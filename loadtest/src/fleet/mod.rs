@@ -122,6 +122,16 @@ impl Fleet {
         }
     }
 
+    /// Waits until every consumer is up (connected, subscribed, its first fetch answered:
+    /// `weir::Handle::ready`), so a scenario's clock and jobs start after the consumers'
+    /// start-up rather than counting it, up to `timeout`.
+    pub async fn ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        match self {
+            Fleet::Local(l) => l.ready(timeout).await,
+            Fleet::Procs(p) => p.ready(timeout).await,
+        }
+    }
+
     /// The p95 target the adaptive limiter holds now (in-process consumer only: a
     /// relative target resolves at run time; `None` for processes or a fixed limit).
     pub fn target_p95(&self) -> Option<Duration> {

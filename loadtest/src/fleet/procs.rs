@@ -19,6 +19,8 @@ struct Shared {
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
     report: Mutex<Option<[u64; 5]>>,
+    /// The process's consumer is up.
+    ready: std::sync::atomic::AtomicBool,
 }
 
 struct Member {
@@ -123,6 +125,28 @@ impl Procs {
             shared,
         });
         Ok(pid)
+    }
+
+    /// Waits until every live process's consumer is up, up to `timeout`.
+    pub async fn ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.live.iter().all(|m| m.shared.ready.load(Ordering::Relaxed)) {
+                return Ok(());
+            }
+            for m in &mut self.live {
+                if let Ok(Some(status)) = m.child.try_wait() {
+                    anyhow::bail!(
+                        "consumer process {} exited before it was up ({status})",
+                        m.child.id()
+                    );
+                }
+            }
+            if Instant::now() >= deadline {
+                anyhow::bail!("consumer processes not up after {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// Live consumer processes.
@@ -247,6 +271,7 @@ fn read_frames(stdout: std::process::ChildStdout, obs: &Observed, shared: &Share
                 shared.in_flight_max.store(in_flight_max, Ordering::Relaxed);
             }
             Frame::Report(r) => *shared.report.lock().unwrap_or_else(|e| e.into_inner()) = Some(r),
+            Frame::Ready => shared.ready.store(true, Ordering::Relaxed),
         }
     }
 }

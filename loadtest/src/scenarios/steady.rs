@@ -150,6 +150,7 @@ async fn bare_steady(
     let q = Bare::new(redis.connect().await?, &Target::fresh_queue("bare"));
     let latency = Arc::new(Histogram::default());
     let stop = CancellationToken::new();
+    let (up_tx, up) = tokio::sync::oneshot::channel();
     let consumer = tokio::spawn({
         let (q, stop, latency) = (q.clone(), stop.clone(), latency.clone());
         async move {
@@ -158,9 +159,16 @@ async fn bare_steady(
                     latency.record(unix_us().saturating_sub(at));
                 }
             };
-            q.consume(&redis, stop, seen).await
+            q.consume(&redis, stop, up_tx, seen).await
         }
     });
+    // Fed once its loops are up, as weir's consumer is (`timed::run`).
+    if up.await.is_err() {
+        return Err(consumer
+            .await?
+            .err()
+            .unwrap_or_else(|| anyhow::anyhow!("the bare queue stopped before it was up")));
+    }
     let fed = async {
         let body = payload(c.payload_bytes, c.seed);
         let (start, mut sent) = (Instant::now(), 0u64);

@@ -144,5 +144,6 @@ fn lane_consumer(outer: &Consumer, lane: Lane, lanes: usize) -> Result<Consumer>
         // Each lane's own: the leases it holds.
         backlog: Arc::default(),
         lane: Some(lane),
+        ready: outer.ready.clone(),
     })
 }
