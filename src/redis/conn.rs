@@ -6,6 +6,7 @@ use super::cluster::{ClusterSpec, is_cluster_info};
 pub use super::healing::HealingConnection;
 pub use super::link::Conn;
 use super::sentinel::{self, SentinelSpec};
+pub use super::url::redact_url;
 use crate::error::{Error, Result};
 use futures_util::{Stream, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -98,34 +99,6 @@ impl TlsFiles {
 impl std::fmt::Debug for Redis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Redis").field("url", &self.url).finish()
-    }
-}
-
-/// A host name or address that is this machine: `localhost` or a loopback address.
-fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The URL with any password replaced by `***`, safe for logs and errors.
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let auth_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..auth_end].rfind('@') {
-        Some(at) => {
-            let user = rest[..at].split(':').next().unwrap_or("");
-            let user = if rest[..at].contains(':') {
-                format!("{user}:***")
-            } else {
-                "***".to_owned()
-            };
-            format!("{}://{user}@{}", &url[..scheme_end], &rest[at + 1..])
-        }
-        None => url.to_owned(),
     }
 }
 
@@ -259,18 +232,7 @@ impl Redis {
         if self.sentinel.is_some() {
             return false;
         }
-        self.seeds
-            .iter()
-            .all(|seed| match redis::Client::open(seed.as_str()) {
-                Ok(c) => match c.get_connection_info().addr() {
-                    redis::ConnectionAddr::Tcp(host, _) | redis::ConnectionAddr::TcpTls { host, .. } => {
-                        is_loopback(host)
-                    }
-                    redis::ConnectionAddr::Unix(_) => true,
-                    _ => false,
-                },
-                Err(_) => false,
-            })
+        self.seeds.iter().all(|seed| super::url::on_this_machine(seed))
     }
 
     /// The URL(s), passwords redacted.
@@ -411,37 +373,14 @@ impl Redis {
 
 #[cfg(test)]
 mod tests {
-    use super::{Redis, redact_url};
+    use super::Redis;
 
     #[test]
-    fn loopback_and_socket_urls_are_on_this_machine() {
-        for url in [
-            "redis://127.0.0.1:6379",
-            "redis://localhost",
-            "redis://LOCALHOST:7000/2",
-            "redis://[::1]:6379",
-            "redis://127.3.2.1:1",
-            "redis+unix:///tmp/redis.sock",
-            "unix:///var/run/redis.sock",
-            "redis://127.0.0.1:7000,redis://127.0.0.1:7001",
-        ] {
-            assert!(Redis::open(url).unwrap().on_this_machine(), "{url}");
-        }
-        for url in [
-            "redis://10.0.0.5:7000",
-            "redis://cache.internal:6379",
-            "redis://127.0.0.1:7000,redis://10.0.0.6:7001",
-            "redis+sentinel://127.0.0.1:26379/primary",
-        ] {
-            assert!(!Redis::open(url).unwrap().on_this_machine(), "{url}");
-        }
-    }
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(redact_url("redis://:secret@h:6379/0"), "redis://:***@h:6379/0");
-        assert_eq!(redact_url("rediss://user:pw@h/1"), "rediss://user:***@h/1");
-        assert_eq!(redact_url("redis://token@h"), "redis://***@h");
-        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    fn a_redis_is_on_this_machine_when_every_url_is() {
+        let on = |url: &str| Redis::open(url).unwrap().on_this_machine();
+        assert!(on("redis://127.0.0.1:7000,redis://localhost:7001"));
+        assert!(!on("redis://127.0.0.1:7000,redis://10.0.0.6:7001"));
+        // Behind Sentinel the primary is only known once asked for.
+        assert!(!on("redis+sentinel://127.0.0.1:26379/primary"));
     }
 }

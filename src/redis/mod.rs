@@ -12,3 +12,4 @@ mod healing;
 mod link;
 pub mod retry;
 mod sentinel;
+mod url;
