@@ -52,12 +52,17 @@ const ACK: &str = "return redis.call('ZREM', KEYS[1], unpack(ARGV))";
 /// The bare item of job `i`: its id and payload, as one JSON object.
 pub fn item(i: u64, payload_json: &str) -> Vec<u8> {
     // Written as `accounting::job_id` writes an id: no formatting machinery per item.
+    const HEAD: &[u8] = br#"{"id":""#;
+    const MID: &[u8] = br#"","payload":"#;
     let mut n = itoa::Buffer::new();
     let digits = n.format(i).as_bytes();
-    let mut item = Vec::with_capacity(28 + digits.len() + payload_json.len());
-    item.extend_from_slice(br#"{"id":"lt-"#);
+    let prefix = crate::accounting::ID_PREFIX.as_bytes();
+    let mut item =
+        Vec::with_capacity(HEAD.len() + prefix.len() + digits.len() + MID.len() + payload_json.len() + 1);
+    item.extend_from_slice(HEAD);
+    item.extend_from_slice(prefix);
     item.extend_from_slice(digits);
-    item.extend_from_slice(br#"","payload":"#);
+    item.extend_from_slice(MID);
     item.extend_from_slice(payload_json.as_bytes());
     item.push(b'}');
     item
