@@ -94,16 +94,13 @@ pub(crate) struct EnvelopeOut<'a> {
 }
 
 impl EnvelopeOut<'_> {
-    /// Encodes into `buf` (cleared first): by hand where no string needs an escape
-    /// (`write.rs`: the same bytes; preparing a job takes 40% fewer instructions), else with
-    /// serde_json.
-    pub(crate) fn encode_into(&self, buf: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    /// Encodes into `buf` (cleared first) the bytes serde_json would write, by hand
+    /// (`write.rs`; preparing a job takes 40% fewer instructions), for an envelope whose
+    /// strings are all tokens that `validate_token` accepted (a prepared job's): they need
+    /// no escape, so nothing is checked again.
+    pub(crate) fn encode_tokens_into(&self, buf: &mut Vec<u8>) {
         buf.clear();
-        if write::plain(self, buf) {
-            return Ok(());
-        }
-        buf.clear();
-        serde_json::to_writer(buf, self)
+        write::tokens(self, buf);
     }
 }
 
@@ -179,10 +176,28 @@ impl Job {
 
 /// A fresh job id: a random per-process prefix and a counter, unique without a round trip.
 pub fn new_id() -> String {
-    static PREFIX: std::sync::LazyLock<u64> = std::sync::LazyLock::new(rand::random);
+    // `<16 hex digits>-`, written once per process; ids are made in bulk loads, so the
+    // counter is written by hand rather than through the formatting machinery.
+    static PREFIX: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("{:016x}-", rand::random::<u64>()));
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("{:016x}-{n:x}", *PREFIX)
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[(rest & 0xf) as usize];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(PREFIX.len() + digits.len() - at);
+    id.push_str(&PREFIX);
+    // Hex digits are ASCII.
+    id.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+    id
 }
 
 /// Milliseconds since the Unix epoch, by this machine's clock (used only for
@@ -213,7 +228,7 @@ mod tests {
             payload: &payload,
         };
         let mut buf = Vec::new();
-        env.encode_into(&mut buf).unwrap();
+        env.encode_tokens_into(&mut buf);
         buf
     }
 
@@ -325,5 +340,16 @@ mod tests {
         let b = new_id();
         assert_ne!(a, b);
         crate::queue::keys::validate_token("job id", &a, MAX_ID_LEN).unwrap();
+        // `<16 hex digits>-<counter in hex>`: one prefix per process, the counter counts.
+        let (prefix, n) = a.split_once('-').unwrap();
+        let (prefix_b, m) = b.split_once('-').unwrap();
+        assert_eq!((prefix.len(), prefix), (16, prefix_b));
+        assert!(u64::from_str_radix(prefix, 16).is_ok());
+        let (n, m) = (
+            u64::from_str_radix(n, 16).unwrap(),
+            u64::from_str_radix(m, 16).unwrap(),
+        );
+        assert!(m > n, "{a} then {b}");
+        assert_eq!(format!("{n:x}"), a.split_once('-').unwrap().1, "no leading zeros");
     }
 }

@@ -15,13 +15,21 @@ pub struct NewJob {
     pub(super) payload: Box<RawValue>,
     pub(super) id: Option<String>,
     pub(super) priority: Priority,
-    pub(super) delay: Duration,
-    pub(super) run_at: Option<SystemTime>,
     pub(super) max_attempts: Option<u32>,
-    pub(super) trace_id: Option<String>,
-    pub(super) unique_for: Duration,
-    pub(super) unique_key: Option<String>,
     pub(super) key: Option<String>,
+    /// The options bulk loads seldom set, boxed: a bulk load moves every job a few times
+    /// on its way to the wire, and a small `NewJob` moves cheaply.
+    more: Option<Box<More>>,
+}
+
+/// [`NewJob`]'s less common options.
+#[derive(Debug, Clone, Default)]
+struct More {
+    delay: Duration,
+    run_at: Option<SystemTime>,
+    trace_id: Option<String>,
+    unique_for: Duration,
+    unique_key: Option<String>,
 }
 
 impl NewJob {
@@ -42,14 +50,14 @@ impl NewJob {
             payload,
             id: None,
             priority: Priority::Normal,
-            delay: Duration::ZERO,
-            run_at: None,
             max_attempts: None,
-            trace_id: None,
-            unique_for: Duration::ZERO,
-            unique_key: None,
             key: None,
+            more: None,
         }
+    }
+
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_with(Box::default)
     }
 
     /// A caller-chosen id: enqueueing it again while the job exists is refused.
@@ -66,13 +74,13 @@ impl NewJob {
 
     /// Run no sooner than `delay` from now (Redis's clock).
     pub fn delay(mut self, delay: Duration) -> Self {
-        self.delay = delay;
+        self.more().delay = delay;
         self
     }
 
     /// Run no sooner than `at`.
     pub fn run_at(mut self, at: SystemTime) -> Self {
-        self.run_at = Some(at);
+        self.more().run_at = Some(at);
         self
     }
 
@@ -84,7 +92,7 @@ impl NewJob {
 
     /// A trace id that travels with the job.
     pub fn trace_id(mut self, t: impl Into<String>) -> Self {
-        self.trace_id = Some(t.into());
+        self.more().trace_id = Some(t.into());
         self
     }
 
@@ -95,7 +103,7 @@ impl NewJob {
     /// delay). A dead-lettered job frees its key early. Zero (the default) means none;
     /// whole milliseconds count.
     pub fn unique_for(mut self, window: Duration) -> Self {
-        self.unique_for = window;
+        self.more().unique_for = window;
         self
     }
 
@@ -103,7 +111,7 @@ impl NewJob {
     /// characters from `[A-Za-z0-9_.:-]`: hash longer keys). Without a window it does
     /// nothing.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
-        self.unique_key = Some(key.into());
+        self.more().unique_key = Some(key.into());
         self
     }
 
@@ -114,6 +122,16 @@ impl NewJob {
         self.key = Some(key.into());
         self
     }
+}
+
+impl More {
+    const NONE: More = More {
+        delay: Duration::ZERO,
+        run_at: None,
+        trace_id: None,
+        unique_for: Duration::ZERO,
+        unique_key: None,
+    };
 }
 
 /// Checks and encodes `job` under the limits (envelope bytes, default attempts); a
@@ -137,11 +155,12 @@ pub(super) fn encode_job(
             None => envelope::new_id(),
         },
     };
-    if let Some(t) = &job.trace_id {
+    let more = job.more.as_deref().unwrap_or(&More::NONE);
+    if let Some(t) = &more.trace_id {
         validate_token("trace id", t, MAX_ID_LEN)?;
     }
-    let unique_for_ms = job.unique_for.as_millis() as u64;
-    let unique_key = match (unique_for_ms, &job.unique_key) {
+    let unique_for_ms = more.unique_for.as_millis() as u64;
+    let unique_key = match (unique_for_ms, &more.unique_key) {
         (0, _) => None,
         (_, Some(k)) => {
             validate_token("unique key", k, MAX_ID_LEN)?;
@@ -160,12 +179,13 @@ pub(super) fn encode_job(
         enqueued_at: now_ms,
         id: &id,
         kind: &job.kind,
-        trace_id: job.trace_id.as_deref(),
+        trace_id: more.trace_id.as_deref(),
         unique_key,
         key: job.key.as_deref(),
         payload: &job.payload,
     };
-    env.encode_into(buf)?;
+    // Every string above passed `validate_token`.
+    env.encode_tokens_into(buf);
     if buf.len() > max_envelope_bytes {
         return Err(Error::TooLarge {
             id,
@@ -173,7 +193,7 @@ pub(super) fn encode_job(
             limit: max_envelope_bytes,
         });
     }
-    let run_at_ms = job
+    let run_at_ms = more
         .run_at
         .map(|t| {
             t.duration_since(UNIX_EPOCH)
@@ -185,7 +205,7 @@ pub(super) fn encode_job(
     Ok(EnqueueArg {
         id,
         priority: job.priority,
-        delay_ms: job.delay.as_millis() as u64,
+        delay_ms: more.delay.as_millis() as u64,
         run_at_ms,
         // The buffer itself (sized for this envelope), not a copy of it.
         envelope: std::mem::take(buf),
