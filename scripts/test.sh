@@ -54,6 +54,7 @@ cargo build --quiet --bin weir
 cargo bench --bench envelope -- --test
 cargo bench --bench scripts -- --test
 cargo bench --bench limiter -- --test
+cargo bench --bench producer -- --test
 cargo run --quiet --bin weir -- demo --jobs 20000
 # weir against the bare reliable queue, small (about 10 s in a debug build).
 cargo run --quiet -p weir-loadtest -- drain --compare-bare --jobs 20000 --reps 1 --quiet >/dev/null

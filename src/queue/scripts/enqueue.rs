@@ -82,6 +82,19 @@ pub async fn enqueue(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg]) -> 
 /// `routed_inline()`).
 async fn enqueue_plain(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg], cluster: bool) -> Result<()> {
     let started = std::time::Instant::now();
+    let r = plain_pipeline(keys, jobs, cluster)
+        .query_async::<()>(conn)
+        .await
+        .map_err(Error::from);
+    crate::metrics::record_script(keys.name(), "enqueue", started, &r);
+    r
+}
+
+/// The transaction [`enqueue`] sends for jobs that take its bulk path (generated ids,
+/// ready now), built but not sent: `cluster` picks sharded pub/sub and leaves the queue
+/// registry to [`register`]. Public for benches/producer.rs, which measures the client's
+/// work per job without a Redis.
+pub fn plain_pipeline(keys: &QueueKeys, jobs: &[EnqueueArg], cluster: bool) -> redis::Pipeline {
     let mut p = redis::pipe();
     p.atomic();
     for section in jobs.chunk_by(|a, b| a.priority == b.priority) {
@@ -107,9 +120,7 @@ async fn enqueue_plain(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg], c
     if !cluster {
         p.cmd("SADD").arg(QUEUES).arg(keys.base_name());
     }
-    let r = p.query_async::<()>(conn).await.map_err(Error::from);
-    crate::metrics::record_script(keys.name(), "enqueue", started, &r);
-    r
+    p
 }
 
 /// Adds `keys`' queue to the queue registry ([`QUEUES`]) with a call of its own: what
