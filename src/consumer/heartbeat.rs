@@ -162,12 +162,12 @@ impl Heartbeat {
             t.leases
                 .iter_mut()
                 .filter(|(_, l)| l.renewed <= old)
-                .map(|(id, l)| {
+                .map(|(&seq, l)| {
                     // Sent now, whatever becomes of the reply (see Lease::extend_sent).
                     l.extend_sent = true;
                     Due {
-                        id: id.clone(),
-                        item: l.item.clone(),
+                        seq,
+                        name: l.name().to_string(),
                         token: l.token,
                     }
                 })
@@ -188,8 +188,8 @@ impl Heartbeat {
                 self.leases.with(|t| {
                     for d in chunk {
                         if lost.contains(d.name()) {
-                            t.leases.remove(&d.id);
-                        } else if let Some(l) = t.leases.get_mut(&d.id) {
+                            t.leases.remove(&d.seq);
+                        } else if let Some(l) = t.leases.get_mut(&d.seq) {
                             l.renewed = sent;
                         }
                     }
@@ -216,14 +216,15 @@ impl Heartbeat {
 /// A lease the heartbeat extends: the job's id, its lease's name in Redis when that is an
 /// inline job's envelope, and its token.
 struct Due {
-    id: String,
-    item: Option<String>,
+    /// Its key in the lease table.
+    seq: u64,
+    /// The lease's name in Redis (`Lease::name`).
+    name: String,
     token: u64,
 }
 
 impl Due {
-    /// The lease's name in Redis (as `Lease::name`).
     fn name(&self) -> &str {
-        self.item.as_deref().unwrap_or(&self.id)
+        &self.name
     }
 }

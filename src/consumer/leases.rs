@@ -17,11 +17,11 @@ use tokio::time::Instant;
 /// One lease held.
 #[derive(Debug, Clone)]
 pub(crate) struct Lease {
+    /// The job's id.
+    pub id: String,
     /// The lease token: the deadline the fetch returned, the same for the lease's life.
     pub token: u64,
     pub priority: Priority,
-    /// Fetch order, so a release hands jobs back in the order they were fetched.
-    pub seq: u64,
     /// When the current deadline was asked for (the fetch or extend call was sent), by
     /// this process's clock: the deadline is at least this plus the lease length.
     pub renewed: Instant,
@@ -38,9 +38,9 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// What names job `id`'s lease in Redis: its envelope for an inline job, else its id.
-    pub(crate) fn name<'a>(&'a self, id: &'a str) -> &'a str {
-        self.item.as_deref().unwrap_or(id)
+    /// What names the lease in Redis: its envelope for an inline job, else its id.
+    pub(crate) fn name(&self) -> &str {
+        self.item.as_deref().unwrap_or(&self.id)
     }
 }
 
@@ -52,10 +52,15 @@ pub(crate) struct Leases {
     backlog: Arc<Backlog>,
 }
 
-/// The leases by job id, and the next fetch sequence number.
+/// The leases by fetch sequence number (a job's [`Job::lease`](crate::Job), which the
+/// fetcher sets), and the next one. Sequence numbers order a release (jobs go back in
+/// the order they were fetched), and as keys they hash and compare without touching an
+/// id: a drain looks every job up three times (fetch, outcome, settle). Two runs of one
+/// job in this process (its lease expired and this consumer fetched it again) hold two
+/// leases, each settled with its own token.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    pub leases: foldhash::HashMap<String, Lease>,
+    pub leases: foldhash::HashMap<u64, Lease>,
     next_seq: u64,
 }
 
@@ -97,43 +102,45 @@ impl Leases {
     }
 
     /// Adds the leases of one fetch (asked for at `sent`), in fetch order: each job's id,
-    /// priority and, for an inline job, its envelope (its lease's name).
+    /// priority and, for an inline job, its envelope (its lease's name). Returns the
+    /// sequence number of the first; the others follow it one by one.
     pub(crate) fn add(
         &self,
         token: u64,
         sent: Instant,
         jobs: impl IntoIterator<Item = (String, Priority, Option<String>)>,
-    ) {
+    ) -> u64 {
         self.with(|t| {
+            let first = t.next_seq;
             for (id, priority, item) in jobs {
-                let seq = t.next_seq;
-                t.next_seq += 1;
                 let lease = Lease {
+                    id,
                     token,
                     priority,
-                    seq,
                     renewed: sent,
                     marked: false,
                     outcome: false,
                     item,
                     extend_sent: false,
                 };
-                t.leases.insert(id, lease);
+                t.leases.insert(t.next_seq, lease);
+                t.next_seq += 1;
             }
+            first
         })
     }
 
-    /// The token and the name of `id`'s lease (see [`Lease::name`]), if still held.
-    pub(crate) fn token(&self, id: &str) -> Option<(u64, String)> {
+    /// The token and the name of lease `seq` (see [`Lease::name`]), if still held.
+    pub(crate) fn token(&self, seq: u64) -> Option<(u64, String)> {
         lock(&self.table)
             .leases
-            .get(id)
-            .map(|l| (l.token, l.name(id).to_string()))
+            .get(&seq)
+            .map(|l| (l.token, l.name().to_string()))
     }
 
-    /// Records that `id`'s start mark was written.
-    pub(crate) fn set_marked(&self, id: &str) {
-        if let Some(l) = lock(&self.table).leases.get_mut(id) {
+    /// Records that lease `seq`'s start mark was written.
+    pub(crate) fn set_marked(&self, seq: u64) {
+        if let Some(l) = lock(&self.table).leases.get_mut(&seq) {
             l.marked = true;
         }
     }
@@ -146,4 +153,42 @@ impl Leases {
 
 fn lock(m: &Mutex<Table>) -> MutexGuard<'_, Table> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_fetch_of_a_job_holds_its_own_lease() {
+        let leases = Leases::new(Arc::default());
+        let now = Instant::now();
+        let one = |id: &str| vec![(id.to_string(), Priority::Normal, None)];
+        let first = leases.add(
+            100,
+            now,
+            [("a", None), ("b", Some("{env}"))]
+                .map(|(id, item)| (id.to_string(), Priority::High, item.map(str::to_string))),
+        );
+        assert_eq!(leases.token(first), Some((100, "a".to_string())));
+        assert_eq!(
+            leases.token(first + 1),
+            Some((100, "{env}".to_string())),
+            "inline: named by its envelope"
+        );
+        // "a" fetched again (its lease expired meanwhile): a second lease, its own token.
+        let again = leases.add(200, now, one("a"));
+        assert_eq!(again, first + 2);
+        assert_eq!(leases.token(first).map(|t| t.0), Some(100));
+        assert_eq!(leases.token(again).map(|t| t.0), Some(200));
+        assert_eq!(leases.len(), 3);
+        leases.set_marked(again);
+        leases.with(|t| {
+            assert!(t.leases[&again].marked && !t.leases[&first].marked);
+            t.leases.remove(&first);
+        });
+        assert_eq!(leases.len(), 2);
+        assert_eq!(leases.token(first), None);
+        assert_eq!(leases.token(again).map(|t| t.0), Some(200));
+    }
 }

@@ -15,8 +15,24 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-/// A job of a run: its id, and the attempt it runs at with its `max_attempts`.
-pub(crate) type Head = (String, (u32, u32));
+/// A job of a run: its id, its lease ([`Job::lease`](crate::Job)), and the attempt it
+/// runs at with its `max_attempts`.
+#[derive(Debug, Clone)]
+pub(crate) struct Head {
+    pub id: String,
+    pub lease: u64,
+    pub attempt: (u32, u32),
+}
+
+impl Head {
+    pub(crate) fn of(job: &crate::Job) -> Self {
+        Self {
+            id: job.id.clone(),
+            lease: job.lease,
+            attempt: (job.attempt, job.max_attempts),
+        }
+    }
+}
 
 /// The runs going on, by key.
 #[derive(Debug, Default)]
@@ -90,13 +106,18 @@ pub(crate) async fn abandon(
         count = jobs.len(),
         "shutdown timeout: aborting running jobs; each is charged an attempt"
     );
-    for (id, (attempt, max_attempts)) in jobs {
+    for Head {
+        id,
+        lease,
+        attempt: (attempt, max_attempts),
+    } in jobs
+    {
         let outcome = Outcome::Retry {
             delay_ms: retry.delay(attempt).as_millis() as u64,
             error: error.clone(),
             spent: attempt.saturating_add(1) >= max_attempts,
         };
         // The acker takes every message until the last sender is gone.
-        let _ = acker.send(AckerMsg::Done(Done { id, outcome })).await;
+        let _ = acker.send(AckerMsg::Done(Done { id, lease, outcome })).await;
     }
 }

@@ -48,9 +48,10 @@ impl Suspects {
         }
     }
 
-    /// Marks the start of suspect `id` in Redis (retried until it lands, or shutdown).
-    async fn mark(&self, id: &str, shutdown: &CancellationToken) -> Marked {
-        let Some((token, name)) = self.leases.token(id) else {
+    /// Marks the start of the suspect of lease `seq` in Redis (retried until it lands, or
+    /// shutdown).
+    async fn mark(&self, seq: u64, shutdown: &CancellationToken) -> Marked {
+        let Some((token, name)) = self.leases.token(seq) else {
             return Marked::Lost;
         };
         let call = retrying("start_suspect", Backoff::CALL, GiveUp::NEVER, || {
@@ -63,7 +64,7 @@ impl Suspects {
             _ = shutdown.cancelled() => Marked::Shutdown,
             r = call => match r {
                 Ok(true) => {
-                    self.leases.set_marked(id);
+                    self.leases.set_marked(seq);
                     Marked::Yes
                 }
                 Ok(false) | Err(_) => Marked::Lost,
@@ -84,7 +85,7 @@ impl Pool {
         let Some(permit) = self.permit(&shutdown).await else {
             return;
         };
-        match self.suspects.mark(&job.id, &shutdown).await {
+        match self.suspects.mark(job.lease, &shutdown).await {
             Marked::Yes => {}
             Marked::Lost => {
                 self.buffer.take(1);

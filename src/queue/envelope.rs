@@ -138,6 +138,10 @@ pub struct Job {
     /// so). It runs alone, see [`Job::is_suspect`].
     #[serde(skip)]
     pub(crate) suspect: bool,
+    /// The lease this run holds in its consumer's lease table (its fetch sequence
+    /// number, `consumer/leases.rs`), set by the fetcher; not part of the envelope.
+    #[serde(skip)]
+    pub(crate) lease: u64,
 }
 
 impl Job {

@@ -27,7 +27,7 @@ impl Acker {
     /// One settle call for `dones` and the start marks of `unmarked` (jobs whose outcome
     /// is in this call need none). Every lease named gets its outcome (or mark) recorded
     /// in the table now: from here on it is never released as un-started.
-    pub(super) fn batch(&self, dones: &[Done], unmarked: &[String]) -> Batch {
+    pub(super) fn batch(&self, dones: &[Done], unmarked: &[u64]) -> Batch {
         let mut b = Batch {
             items: Vec::with_capacity(dones.len()),
             counted: Vec::with_capacity(dones.len()),
@@ -35,29 +35,29 @@ impl Acker {
         };
         self.deps.leases.with(|t| {
             for d in dones {
-                let Some(l) = t.leases.get_mut(&d.id) else {
+                let Some(l) = t.leases.get_mut(&d.lease) else {
                     tracing::warn!(id = %d.id, "outcome for a job this consumer does not hold; ignored");
                     continue;
                 };
                 l.outcome = true;
                 if l.marked && d.outcome == Outcome::Ack {
-                    b.ended.push(l.name(&d.id).to_string());
+                    b.ended.push(l.name().to_string());
                 }
                 if l.extend_sent && l.item.is_some() && d.outcome == Outcome::Ack {
-                    b.extended.push(l.name(&d.id).to_string());
+                    b.extended.push(l.name().to_string());
                 }
                 b.items.push(settle_item(d, l));
                 b.counted.push(Counted::of(&d.outcome));
             }
-            for id in unmarked {
-                if let Some(l) = t.leases.get_mut(id)
+            for seq in unmarked {
+                if let Some(l) = t.leases.get_mut(seq)
                     && !l.outcome
                     && !l.marked
                 {
                     // Marked now, written or not: a mark that may have landed is removed
                     // with the ack later (removing one that did not is harmless).
                     l.marked = true;
-                    b.marks.push((l.name(id).to_string(), l.token));
+                    b.marks.push((l.name().to_string(), l.token));
                 }
             }
         });
@@ -98,7 +98,7 @@ impl Acker {
         let mut deferred = [0u64; DEFER_REASONS.len()];
         self.deps.leases.with(|t| {
             for d in dones {
-                t.leases.remove(&d.id);
+                t.leases.remove(&d.lease);
             }
         });
         for (item, &counted) in items.iter().zip(&batch.counted) {
@@ -172,7 +172,7 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
 }
 
 fn settle_item(d: &Done, l: &Lease) -> Settle {
-    let id = l.name(&d.id).to_string();
+    let id = l.name().to_string();
     match &d.outcome {
         Outcome::Ack => Settle::Ack { id, token: l.token },
         Outcome::Retry { delay_ms, error, .. } => Settle::Retry {

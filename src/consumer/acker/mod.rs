@@ -67,7 +67,7 @@ pub(crate) struct Acker {
     /// Outcomes received, not yet written.
     pending: Vec<Done>,
     /// Jobs reported started whose start mark is not written yet.
-    unmarked: Vec<String>,
+    unmarked: Vec<u64>,
 }
 
 impl Acker {
@@ -180,7 +180,7 @@ impl Acker {
     async fn flush_one(
         &mut self,
         pending: Vec<Done>,
-        unmarked: Vec<String>,
+        unmarked: Vec<u64>,
         finish: &CancellationToken,
     ) -> bool {
         let batch = self.batch(&pending, &unmarked);
@@ -231,25 +231,25 @@ impl Acker {
     /// order. A job whose outcome is known is never among them, written or not: if its
     /// outcome could not be written, its lease expires and reclaim brings it back.
     async fn release_all(&mut self, deadline: Instant) {
-        let mut held: Vec<(String, Lease)> = self.deps.leases.with(|t| {
-            let ids: Vec<String> = t
+        let mut held: Vec<(u64, Lease)> = self.deps.leases.with(|t| {
+            let seqs: Vec<u64> = t
                 .leases
                 .iter()
                 .filter(|(_, l)| !l.outcome)
-                .map(|(id, _)| id.clone())
+                .map(|(&seq, _)| seq)
                 .collect();
-            ids.into_iter()
-                .filter_map(|id| t.leases.remove_entry(&id))
+            seqs.into_iter()
+                .filter_map(|seq| t.leases.remove_entry(&seq))
                 .collect()
         });
         // release.lua puts each call's jobs at the front of ready in the order given, so
         // sort by fetch order and send the last chunk first: the first-fetched job ends
         // up at the very front.
-        held.sort_unstable_by_key(|(_, l)| l.seq);
+        held.sort_unstable_by_key(|&(seq, _)| seq);
         for chunk in held.chunks(LEASE_CHUNK).rev() {
             let triples: Vec<(&str, u64, Priority)> = chunk
                 .iter()
-                .map(|(id, l)| (l.name(id), l.token, l.priority))
+                .map(|(_, l)| (l.name(), l.token, l.priority))
                 .collect();
             let released = retrying("release", Backoff::CALL, GiveUp::at(deadline), || {
                 let mut conn = self.deps.conn.clone();

@@ -12,7 +12,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) enum AckerMsg {
     /// The pool started these jobs (one message per dispatch wave).
-    Started(Vec<String>),
+    Started(Vec<u64>),
     /// A job is finished.
     Done(Done),
     /// Jobs are finished (the ones of a dispatch wave that finished in place).
@@ -23,6 +23,8 @@ pub(crate) enum AckerMsg {
 #[derive(Debug)]
 pub(crate) struct Done {
     pub id: String,
+    /// Its lease in the lease table ([`Job::lease`](crate::Job)).
+    pub lease: u64,
     pub outcome: Outcome,
 }
 

@@ -30,6 +30,8 @@ impl Fetcher {
             match fetched_job.decode(limit) {
                 Ok(mut job) => {
                     job.suspect = i < fetched.suspects;
+                    // Its place in this fetch's leases, until `add` says where they start.
+                    job.lease = leased.len() as u64;
                     // An inline job's lease is named by its envelope (see FetchedJob::name).
                     let item = fetched_job.is_inline().then_some(fetched_job.name);
                     leased.push((job.id.clone(), job.priority(), item));
@@ -54,12 +56,23 @@ impl Fetcher {
                     // Not decoded: known by its lease's name (for an inline job, its
                     // envelope), which the outcome then names.
                     let name = fetched_job.name;
+                    let lease = leased.len() as u64;
                     leased.push((name.clone(), priority, None));
-                    bad.push(Done { id: name, outcome });
+                    bad.push(Done {
+                        id: name,
+                        lease,
+                        outcome,
+                    });
                 }
             }
         }
-        self.leases.add(fetched.deadline_ms, sent, leased);
+        let first = self.leases.add(fetched.deadline_ms, sent, leased);
+        for job in &mut jobs {
+            job.lease += first;
+        }
+        for done in &mut bad {
+            done.lease += first;
+        }
         if !bad.is_empty() {
             tracing::warn!(
                 count = bad.len(),

@@ -117,6 +117,7 @@ impl Pool {
                     let grace = self.config.unknown_kind_grace;
                     let done = AckerMsg::Done(Done {
                         id: job.id,
+                        lease: job.lease,
                         outcome: cannot_take(grace, DeferReason::UnknownKind, why),
                     });
                     if !self.tell(done, shutdown).await {
@@ -244,7 +245,7 @@ impl Pool {
             return false;
         };
         self.buffer.take(jobs.len());
-        wave.started.extend(jobs.iter().map(|j| j.id.clone()));
+        wave.started.extend(jobs.iter().map(|j| j.lease));
         self.spawn_batch(h, jobs, permit);
         true
     }
@@ -253,8 +254,8 @@ impl Pool {
 /// What one dispatch wave has to tell the acker.
 #[derive(Default)]
 pub(crate) struct Wave {
-    /// Jobs started whose runs go on.
-    started: Vec<String>,
+    /// The leases of jobs started whose runs go on.
+    started: Vec<u64>,
     /// Outcomes of jobs that finished in place: at most the concurrency limit, as each
     /// holds its permit until they are sent.
     done: Vec<Done>,

@@ -32,7 +32,7 @@ impl Pool {
         permit: Permit,
         wave: &mut Wave,
     ) {
-        let head = head(&job);
+        let head = Head::of(&job);
         let call = if self.inline.allowed() {
             // The call's start is the poll's, read once, and a call that finishes in the
             // poll gives its duration back: two clock reads fewer per job.
@@ -45,10 +45,10 @@ impl Pool {
             self.inline.took(took);
             if let Some(result) = result {
                 // Outcome first, permit after: the wave sends the one, then drops the other.
-                let (id, attempt) = head;
                 wave.done.push(Done {
-                    id,
-                    outcome: self.outcome(attempt, result),
+                    outcome: self.outcome(head.attempt, result),
+                    id: head.id,
+                    lease: head.lease,
                 });
                 wave.permits.push(permit);
                 return;
@@ -57,13 +57,13 @@ impl Pool {
         } else {
             self.clone().call_one(h, job, None)
         };
-        wave.started.push(head.0.clone());
+        wave.started.push(head.lease);
         self.spawn_call(head, call, permit);
     }
 
     /// Spawns the run of one job, registered in [`Runs`](super::Runs); returns its task.
     pub(crate) fn spawn_one(self: &Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) -> JoinHandle {
-        let head = head(&job);
+        let head = Head::of(&job);
         let call = self.clone().call_one(h, job, None);
         self.spawn_call(head, call, permit)
     }
@@ -79,8 +79,7 @@ impl Pool {
             }
             // Outcome first, permit after: shutdown waits for the limit to go idle before
             // it lets the acker finish, so the outcome is on its way by then.
-            let (id, attempt) = head;
-            this.finish(id, attempt, result).await;
+            this.finish(head, result).await;
             drop(permit);
         });
         self.runs.set_abort(key, task.abort_handle());
@@ -94,7 +93,7 @@ impl Pool {
         jobs: Vec<Job>,
         permit: Permit,
     ) -> JoinHandle {
-        let key = self.runs.start(jobs.iter().map(head).collect());
+        let key = self.runs.start(jobs.iter().map(Head::of).collect());
         let task = tokio::spawn(self.clone().run_batch(h, jobs, permit, key));
         self.runs.set_abort(key, task.abort_handle());
         task
@@ -131,10 +130,7 @@ impl Pool {
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit, key: u64) {
-        let heads: Vec<(String, (u32, u32))> = jobs
-            .iter()
-            .map(|j| (j.id.clone(), (j.attempt, j.max_attempts)))
-            .collect();
+        let heads: Vec<Head> = jobs.iter().map(Head::of).collect();
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let n = heads.len();
         let started = Instant::now();
@@ -183,8 +179,8 @@ impl Pool {
         if !self.runs.end(key) {
             return; // abandoned at shutdown: see spawn_call
         }
-        for ((id, attempt), result) in heads.into_iter().zip(results) {
-            self.finish(id, attempt, result).await;
+        for (head, result) in heads.into_iter().zip(results) {
+            self.finish(head, result).await;
         }
         drop(permit); // after the outcomes: see spawn_call
     }
@@ -235,12 +231,13 @@ impl Pool {
         self.metrics.job_latency.record_many(secs, n);
     }
 
-    /// Sends the outcome of a job that ran at `(attempt, max_attempts)`.
-    async fn finish(&self, id: String, attempt: (u32, u32), result: JobResult) {
-        let outcome = self.outcome(attempt, result);
+    /// Sends the outcome of a job's run.
+    async fn finish(&self, head: Head, result: JobResult) {
+        let outcome = self.outcome(head.attempt, result);
+        let Head { id, lease, .. } = head;
         // The acker outlives every worker; a closed channel means the process is exiting
         // and the lease brings the job back.
-        let _ = self.acker.send(AckerMsg::Done(Done { id, outcome })).await;
+        let _ = self.acker.send(AckerMsg::Done(Done { id, lease, outcome })).await;
     }
 
     /// The outcome of a job that ran at `(attempt, max_attempts)`. Backpressure is not a
@@ -276,10 +273,6 @@ pub(crate) type JoinHandle = tokio::task::JoinHandle<()>;
 
 /// A job's handler call, from its start to its result and how long it took.
 type Call = futures_util::future::BoxFuture<'static, (JobResult, Duration)>;
-
-fn head(job: &Job) -> Head {
-    (job.id.clone(), (job.attempt, job.max_attempts))
-}
 
 /// Whether the pool polls a job's call in place before it spawns a task for the rest. A
 /// call that computes for long before it first waits would hold up the dispatch of every

@@ -59,6 +59,7 @@ pub(super) fn canonical_text(text: &str) -> Option<Job> {
         key: key.map(str::to_owned),
         payload,
         suspect: false,
+        lease: 0,
     })
 }
 
