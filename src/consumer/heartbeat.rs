@@ -162,7 +162,7 @@ impl Heartbeat {
             t.leases
                 .iter_mut()
                 .filter(|(_, l)| l.renewed <= old)
-                .map(|(&seq, l)| {
+                .map(|(seq, l)| {
                     // Sent now, whatever becomes of the reply (see Lease::extend_sent).
                     l.extend_sent = true;
                     Due {
@@ -188,8 +188,8 @@ impl Heartbeat {
                 self.leases.with(|t| {
                     for d in chunk {
                         if lost.contains(d.name()) {
-                            t.leases.remove(&d.seq);
-                        } else if let Some(l) = t.leases.get_mut(&d.seq) {
+                            t.leases.remove(d.seq);
+                        } else if let Some(l) = t.leases.get_mut(d.seq) {
                             l.renewed = sent;
                         }
                     }

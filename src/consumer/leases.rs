@@ -9,6 +9,7 @@
 //! fall behind, fetching slows down instead of memory growing with the backlog.
 
 use crate::consumer::handle::Backlog;
+use crate::consumer::lease_map::LeaseMap;
 use crate::queue::envelope::Priority;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -53,14 +54,14 @@ pub(crate) struct Leases {
 }
 
 /// The leases by fetch sequence number (a job's [`Job::lease`](crate::Job), which the
-/// fetcher sets), and the next one. Sequence numbers order a release (jobs go back in
-/// the order they were fetched), and as keys they hash and compare without touching an
-/// id: a drain looks every job up three times (fetch, outcome, settle). Two runs of one
-/// job in this process (its lease expired and this consumer fetched it again) hold two
-/// leases, each settled with its own token.
+/// fetcher sets; `lease_map.rs`), and the next one. Sequence numbers order a release
+/// (jobs go back in the order they were fetched), and a drain, which looks every job up
+/// three times (fetch, outcome, settle), finds each by an index. Two runs of one job in
+/// this process (its lease expired and this consumer fetched it again) hold two leases,
+/// each settled with its own token.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    pub leases: foldhash::HashMap<u64, Lease>,
+    pub leases: LeaseMap,
     next_seq: u64,
 }
 
@@ -134,13 +135,13 @@ impl Leases {
     pub(crate) fn token(&self, seq: u64) -> Option<(u64, String)> {
         lock(&self.table)
             .leases
-            .get(&seq)
+            .get(seq)
             .map(|l| (l.token, l.name().to_string()))
     }
 
     /// Records that lease `seq`'s start mark was written.
     pub(crate) fn set_marked(&self, seq: u64) {
-        if let Some(l) = lock(&self.table).leases.get_mut(&seq) {
+        if let Some(l) = lock(&self.table).leases.get_mut(seq) {
             l.marked = true;
         }
     }
@@ -184,8 +185,8 @@ mod tests {
         assert_eq!(leases.len(), 3);
         leases.set_marked(again);
         leases.with(|t| {
-            assert!(t.leases[&again].marked && !t.leases[&first].marked);
-            t.leases.remove(&first);
+            assert!(t.leases.get(again).unwrap().marked && !t.leases.get(first).unwrap().marked);
+            t.leases.remove(first);
         });
         assert_eq!(leases.len(), 2);
         assert_eq!(leases.token(first), None);

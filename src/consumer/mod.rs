@@ -27,6 +27,7 @@ mod gate;
 mod handle;
 mod heartbeat;
 pub mod housekeeping;
+mod lease_map;
 mod leases;
 mod multi;
 mod partitioned;

@@ -35,7 +35,7 @@ impl Acker {
         };
         self.deps.leases.with(|t| {
             for d in dones {
-                let Some(l) = t.leases.get_mut(&d.lease) else {
+                let Some(l) = t.leases.get_mut(d.lease) else {
                     tracing::warn!(id = %d.id, "outcome for a job this consumer does not hold; ignored");
                     continue;
                 };
@@ -50,7 +50,7 @@ impl Acker {
                 b.counted.push(Counted::of(&d.outcome));
             }
             for seq in unmarked {
-                if let Some(l) = t.leases.get_mut(seq)
+                if let Some(l) = t.leases.get_mut(*seq)
                     && !l.outcome
                     && !l.marked
                 {
@@ -98,7 +98,7 @@ impl Acker {
         let mut deferred = [0u64; DEFER_REASONS.len()];
         self.deps.leases.with(|t| {
             for d in dones {
-                t.leases.remove(&d.lease);
+                t.leases.remove(d.lease);
             }
         });
         for (item, &counted) in items.iter().zip(&batch.counted) {

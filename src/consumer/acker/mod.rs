@@ -236,10 +236,10 @@ impl Acker {
                 .leases
                 .iter()
                 .filter(|(_, l)| !l.outcome)
-                .map(|(&seq, _)| seq)
+                .map(|(seq, _)| seq)
                 .collect();
             seqs.into_iter()
-                .filter_map(|seq| t.leases.remove_entry(&seq))
+                .filter_map(|seq| Some((seq, t.leases.remove(seq)?)))
                 .collect()
         });
         // release.lua puts each call's jobs at the front of ready in the order given, so
