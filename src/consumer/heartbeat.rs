@@ -213,12 +213,11 @@ impl Heartbeat {
     }
 }
 
-/// A lease the heartbeat extends: the job's id, its lease's name in Redis when that is an
-/// inline job's envelope, and its token.
+/// A lease the heartbeat extends: its key in the lease table, its name in Redis (the job's
+/// id, or an inline job's envelope) and its token.
 struct Due {
-    /// Its key in the lease table.
     seq: u64,
-    /// The lease's name in Redis (`Lease::name`).
+    /// As `Lease::name`.
     name: String,
     token: u64,
 }
