@@ -73,7 +73,7 @@ impl std::str::FromStr for Priority {
 }
 
 /// The envelope as written; borrowed so encoding copies nothing twice.
-#[derive(Serialize)]
+#[derive(Serialize, Clone, Copy)]
 pub(crate) struct EnvelopeOut<'a> {
     pub attempt: u32,
     pub max_attempts: u32,

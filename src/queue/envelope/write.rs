@@ -31,17 +31,13 @@ pub(super) fn tokens(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
         + env.id.len()
         + env.kind.len();
     buf.reserve(160 + strings_len + payload.len());
-    let mut n = itoa::Buffer::new();
-    buf.extend_from_slice(br#"{"attempt":"#);
-    buf.extend_from_slice(n.format(env.attempt).as_bytes());
-    buf.extend_from_slice(br#","max_attempts":"#);
-    buf.extend_from_slice(n.format(env.max_attempts).as_bytes());
-    buf.extend_from_slice(br#","priority":"#);
-    buf.extend_from_slice(n.format(env.priority).as_bytes());
-    buf.extend_from_slice(br#","enqueued_at":"#);
-    buf.extend_from_slice(n.format(env.enqueued_at).as_bytes());
-    field(buf, "id", env.id);
-    field(buf, "kind", env.kind);
+    NUMBERS.with_borrow_mut(|numbers| numbers.write(env, buf));
+    // The two fields every envelope has, their names and quotes as whole literals.
+    buf.extend_from_slice(br#","id":""#);
+    buf.extend_from_slice(env.id.as_bytes());
+    buf.extend_from_slice(br#"","kind":""#);
+    buf.extend_from_slice(env.kind.as_bytes());
+    buf.push(b'"');
     if let Some(t) = env.trace_id {
         field(buf, "trace_id", t);
     }
@@ -54,6 +50,43 @@ pub(super) fn tokens(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
     buf.extend_from_slice(br#","payload":"#);
     buf.extend_from_slice(payload.as_bytes());
     buf.push(b'}');
+}
+
+thread_local! {
+    /// The numbers that open the envelopes this thread writes, as last written.
+    static NUMBERS: std::cell::RefCell<Numbers> = const {
+        std::cell::RefCell::new(Numbers { of: None, text: Vec::new() })
+    };
+}
+
+/// `{"attempt":…,"max_attempts":…,"priority":…,"enqueued_at":…` for one set of values. The
+/// jobs of a bulk load share all four (a fresh job, the call's clock, the load's options),
+/// so the text is formatted once per load rather than four numbers per job (a tenth of
+/// the client's instructions per job in a bulk enqueue).
+struct Numbers {
+    /// attempt, max_attempts, priority, enqueued_at.
+    of: Option<(u32, u32, u8, u64)>,
+    text: Vec<u8>,
+}
+
+impl Numbers {
+    fn write(&mut self, env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
+        let of = (env.attempt, env.max_attempts, env.priority, env.enqueued_at);
+        if self.of != Some(of) {
+            let (t, mut n) = (&mut self.text, itoa::Buffer::new());
+            t.clear();
+            t.extend_from_slice(br#"{"attempt":"#);
+            t.extend_from_slice(n.format(env.attempt).as_bytes());
+            t.extend_from_slice(br#","max_attempts":"#);
+            t.extend_from_slice(n.format(env.max_attempts).as_bytes());
+            t.extend_from_slice(br#","priority":"#);
+            t.extend_from_slice(n.format(env.priority).as_bytes());
+            t.extend_from_slice(br#","enqueued_at":"#);
+            t.extend_from_slice(n.format(env.enqueued_at).as_bytes());
+            self.of = Some(of);
+        }
+        buf.extend_from_slice(&self.text);
+    }
 }
 
 /// `,"name":"value"` (neither needs an escape).
@@ -103,6 +136,52 @@ mod tests {
             let mut buf = Vec::new();
             env.encode_tokens_into(&mut buf);
             prop_assert_eq!(String::from_utf8(buf).unwrap(), serde_json::to_string(&env).unwrap());
+        }
+    }
+
+    /// The numbers' text is kept between envelopes: jobs that share them, then jobs that
+    /// differ from the last in each one, each written as serde_json writes it.
+    #[test]
+    fn numbers_kept_between_envelopes_follow_every_change() {
+        let raw = RawValue::from_string(r#"{"n":1}"#.into()).unwrap();
+        let base = EnvelopeOut {
+            attempt: 0,
+            max_attempts: 5,
+            priority: 1,
+            enqueued_at: 1_796_000_000_000,
+            id: "a",
+            kind: "k",
+            trace_id: None,
+            unique_key: None,
+            key: None,
+            payload: &raw,
+        };
+        let envs = [
+            base,
+            EnvelopeOut { id: "b", ..base },
+            EnvelopeOut { attempt: 3, ..base },
+            EnvelopeOut {
+                max_attempts: 25,
+                ..base
+            },
+            EnvelopeOut { priority: 0, ..base },
+            EnvelopeOut {
+                enqueued_at: 1_796_000_000_001,
+                ..base
+            },
+            EnvelopeOut {
+                key: Some("tenant-1"),
+                ..base
+            },
+            base,
+        ];
+        let mut buf = Vec::new();
+        for env in &envs {
+            env.encode_tokens_into(&mut buf);
+            assert_eq!(
+                std::str::from_utf8(&buf).unwrap(),
+                serde_json::to_string(env).unwrap()
+            );
         }
     }
 }
