@@ -91,7 +91,9 @@ impl Pool {
     /// jobs that finished in place reach the acker either way: a job that ran must never
     /// be released as if it had not.
     async fn dispatch(self: &Arc<Self>, batch: Vec<Job>, shutdown: &CancellationToken) -> bool {
-        let mut wave = Wave::default();
+        // A wave's outcomes are at most the batch, and at most the limit (each holds its
+        // permit until they are sent).
+        let mut wave = Wave::sized(batch.len().min(self.limit.get()));
         let started = self.start_all(batch, &mut wave, shutdown).await;
         self.send_done(&mut wave).await;
         started
@@ -184,10 +186,10 @@ impl Pool {
         if !wave.done.is_empty() {
             // The acker outlives every worker; a closed channel means the process is
             // exiting and the leases bring the jobs back.
-            let _ = self
-                .acker
-                .send(AckerMsg::Dones(std::mem::take(&mut wave.done)))
-                .await;
+            // The rest of the wave, if any, gathers in a list of the same size.
+            let next = Vec::with_capacity(wave.done.len());
+            let done = std::mem::replace(&mut wave.done, next);
+            let _ = self.acker.send(AckerMsg::Dones(done)).await;
         }
         // Outcome first, permit after: see `spawn_call`.
         wave.permits.clear();
@@ -261,4 +263,16 @@ pub(crate) struct Wave {
     done: Vec<Done>,
     /// The permits of the jobs that finished in place, held until their outcomes are sent.
     permits: Vec<Permit>,
+}
+
+impl Wave {
+    /// A wave of up to `n` jobs finishing in place, its lists sized for them: grown from
+    /// empty, they were copied about nine times a batch.
+    fn sized(n: usize) -> Self {
+        Self {
+            started: Vec::new(),
+            done: Vec::with_capacity(n),
+            permits: Vec::with_capacity(n),
+        }
+    }
 }
