@@ -7,7 +7,7 @@
 use super::{account, base_report, chaos, median, rate, spec, watch_done};
 use crate::accounting::Tally;
 use crate::cli::{Common, DrainArgs};
-use crate::cpu::{peak_rss, redis_cpu, reset_peak_rss};
+use crate::cpu::{ThreadTimes, peak_rss, redis_cpu, reset_peak_rss};
 use crate::feed::{Feed, payload};
 use crate::fleet::{Fleet, Totals};
 use crate::observed::Observed;
@@ -45,6 +45,9 @@ pub struct Outcome {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cost {
     pub redis_enqueue_s: Option<f64>,
+    /// This process's CPU seconds during the enqueue ([`ThreadTimes`]): the
+    /// producer's side of the enqueue (no consumer runs yet).
+    pub client_enqueue_s: Option<f64>,
     pub redis_drain_s: Option<f64>,
     pub drain_peak_rss: Option<u64>,
 }
@@ -104,6 +107,12 @@ pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
     if let Some(cost) = o.cost.per_job(jobs) {
         r.put("redis_cpu_us_per_job", cost);
     }
+    if let Some(s) = o.cost.client_enqueue_s {
+        r.put(
+            "enqueue_client_cpu_us_per_job",
+            round(s * 1e6 / jobs.max(1) as f64, 3),
+        );
+    }
     if !o.finished {
         r.put("check_failed", "the drain did not finish within --duration");
     }
@@ -124,7 +133,8 @@ pub async fn once(
     let observed = Arc::new(Observed::new(jobs, track));
     // Killed consumers' jobs come back as failed attempts: never let them run out.
     let attempts = if kills.is_some() { 1000 } else { 5 };
-    let (feed, enqueue_rate, redis_enqueue_s) = enqueue(target, c, &queue, jobs, attempts).await?;
+    let (feed, enqueue_rate, (redis_enqueue_s, client_enqueue_s)) =
+        enqueue(target, c, &queue, jobs, attempts).await?;
     let redis_before = redis_cpu(&target.conn).await;
 
     let cap = c.duration.unwrap_or(DEFAULT_CAP);
@@ -150,6 +160,7 @@ pub async fn once(
     let ended = Instant::now();
     let cost = Cost {
         redis_enqueue_s,
+        client_enqueue_s,
         redis_drain_s: spent(redis_before, redis_cpu(&target.conn).await),
         drain_peak_rss: peak_rss(),
     };
@@ -195,26 +206,31 @@ fn drain_sampler(
     })
 }
 
-/// Enqueues jobs `0..jobs` into `queue` in bulk; returns the feed, the enqueue rate and
-/// the Redis CPU seconds it took.
+/// Enqueues jobs `0..jobs` into `queue` in bulk; returns the feed, the enqueue rate, and
+/// the CPU seconds it took Redis and this process.
 async fn enqueue(
     target: &Target,
     c: &Common,
     queue: &str,
     jobs: u64,
     attempts: u32,
-) -> anyhow::Result<(Feed, f64, Option<f64>)> {
+) -> anyhow::Result<(Feed, f64, (Option<f64>, Option<f64>))> {
     let payload = payload(c.payload_bytes, c.seed);
     let mut feed = Feed::new(target.conn.clone(), queue, payload, jobs, attempts).await?;
     let before = redis_cpu(&target.conn).await;
-    let t = Instant::now();
+    let (t, client) = (Instant::now(), ThreadTimes::now());
     feed.push_all().await?;
-    let took = t.elapsed();
+    let (took, client) = (t.elapsed(), client_spent(client));
     Ok((
         feed,
         rate(jobs, took),
-        spent(before, redis_cpu(&target.conn).await),
+        (spent(before, redis_cpu(&target.conn).await), client),
     ))
+}
+
+/// This process's CPU seconds since `before`.
+pub fn client_spent(before: Option<ThreadTimes>) -> Option<f64> {
+    Some(before?.since()?.as_secs_f64())
 }
 
 /// Waits for the fleet to drain the queue, killing processes on the way if `plan` says.

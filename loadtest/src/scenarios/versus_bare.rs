@@ -6,11 +6,11 @@
 //! RPUSH, drain rate against the bare drain, Redis CPU per job (enqueue + drain, from
 //! `INFO cpu`) against bare's, and this process's peak memory while draining.
 
-use super::drain::{self, Cost, DEFAULT_JOBS, spent};
+use super::drain::{self, Cost, DEFAULT_JOBS, client_spent, spent};
 use super::median;
 use crate::bare::{self, Bare};
 use crate::cli::{Common, DrainArgs};
-use crate::cpu::{peak_rss, redis_cpu, reset_peak_rss};
+use crate::cpu::{ThreadTimes, peak_rss, redis_cpu, reset_peak_rss};
 use crate::feed::payload;
 use crate::report::{Report, round};
 use crate::sampler::Row;
@@ -29,6 +29,9 @@ pub struct Side {
     pub redis_enqueue_us: f64,
     pub redis_drain_us: f64,
     pub redis_total_us: f64,
+    /// This process's CPU µs per job during the enqueue: the producer's side of it. Where
+    /// it is near the enqueue's wall time per job, the producer, not Redis, sets the rate.
+    pub client_enqueue_us: f64,
     /// This process's peak resident memory while draining, MB.
     pub drain_peak_rss_mb: f64,
 }
@@ -47,14 +50,16 @@ impl Side {
             redis_enqueue_us: us(e),
             redis_drain_us: us(d),
             redis_total_us: us(e + d),
+            client_enqueue_us: cost.client_enqueue_s.map_or(0.0, us),
             drain_peak_rss_mb: cost.drain_peak_rss.map_or(0.0, |b| b as f64 / 1e6),
         })
     }
 
     fn line(&self, what: &str, enqueue: &str) -> String {
         format!(
-            "{what}: enqueue {:.0}/s ({enqueue}), drain {:.0}/s, Redis CPU {:.2} + {:.2} = {:.2} µs/job, peak RSS {:.1} MB",
+            "{what}: enqueue {:.0}/s ({enqueue}, client CPU {:.2} µs/job), drain {:.0}/s, Redis CPU {:.2} + {:.2} = {:.2} µs/job, peak RSS {:.1} MB",
             self.enqueue_jobs_per_s,
+            self.client_enqueue_us,
             self.drain_jobs_per_s,
             self.redis_enqueue_us,
             self.redis_drain_us,
@@ -101,12 +106,15 @@ async fn bare_side(target: &Target, c: &Common, jobs: u64, in_flight: usize) -> 
     let body = payload(c.payload_bytes, c.seed);
     let item = |i: u64| bare::item(i, body.get());
     let before = redis_cpu(&target.conn).await;
+    let client = ThreadTimes::now();
     let pushed = q.enqueue(jobs, in_flight, item).await?;
+    let client = client_spent(client);
     let enqueued = redis_cpu(&target.conn).await;
     reset_peak_rss();
     let (acked, drained) = q.drain().await?;
     let cost = Cost {
         redis_enqueue_s: spent(before, enqueued),
+        client_enqueue_s: client,
         redis_drain_s: spent(enqueued, redis_cpu(&target.conn).await),
         drain_peak_rss: peak_rss(),
     };
@@ -180,6 +188,7 @@ fn medians(sides: &[Side]) -> Side {
         redis_enqueue_us: m(|s| s.redis_enqueue_us),
         redis_drain_us: m(|s| s.redis_drain_us),
         redis_total_us: m(|s| s.redis_total_us),
+        client_enqueue_us: m(|s| s.client_enqueue_us),
         drain_peak_rss_mb: m(|s| s.drain_peak_rss_mb),
     }
 }
