@@ -29,7 +29,7 @@ pub fn process_cpu() -> Option<Duration> {
 /// time since this reading (a thread started since, all of it); a thread that ended in
 /// between takes its share with it, so measure a stretch whose busy threads outlive it
 /// (the runtime's workers).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ThreadTimes(std::collections::HashMap<u64, u64>);
 
 impl ThreadTimes {

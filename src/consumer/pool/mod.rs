@@ -254,7 +254,6 @@ impl Pool {
 }
 
 /// What one dispatch wave has to tell the acker.
-#[derive(Default)]
 pub(crate) struct Wave {
     /// The leases of jobs started whose runs go on.
     started: Vec<u64>,
