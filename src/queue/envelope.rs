@@ -375,7 +375,7 @@ mod tests {
     }
 
     /// Threads count through blocks of their own: ids made side by side on several
-    /// threads, each past a few blocks, are all distinct, and each thread's increase.
+    /// threads, each past a few blocks, are all distinct, and each thread's count up.
     #[test]
     fn ids_made_on_many_threads_are_unique() {
         let per_thread = 3 * super::ID_BLOCK as usize + 7;
