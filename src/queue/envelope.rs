@@ -23,11 +23,13 @@ mod write;
 pub(crate) use decode::decode_inline;
 pub use decode::{DecodeError, decode};
 pub use id::new_id;
+pub(crate) use id::push_new_id;
 #[cfg(feature = "simd")]
 pub use payload::payload_simd_json;
 pub use payload::{
     SIMD_MIN_DIGIT_PCT, SIMD_PAYLOAD_MIN_BYTES, SIMD_SNIFF_BYTES, payload_serde_json, prefers_simd,
 };
+pub(crate) use write::head;
 
 /// Default envelope size limit: 1 MiB.
 pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1 << 20;

@@ -8,6 +8,14 @@ const ID_BLOCK: u64 = 1024;
 
 /// A fresh job id: a random per-process prefix and a counter, unique without a round trip.
 pub fn new_id() -> String {
+    let mut id = String::new();
+    push_new_id(&mut id);
+    id
+}
+
+/// Appends a fresh job id ([`new_id`]) to `out`: a bulk load writes its ids into one
+/// buffer, with no allocation per id.
+pub(crate) fn push_new_id(out: &mut String) {
     // `<16 hex digits>-`, written once per process; ids are made in bulk loads, so the
     // counter is written by hand rather than through the formatting machinery.
     static PREFIX: std::sync::LazyLock<String> =
@@ -39,11 +47,10 @@ pub fn new_id() -> String {
             break;
         }
     }
-    let mut id = String::with_capacity(PREFIX.len() + digits.len() - at);
-    id.push_str(&PREFIX);
+    out.reserve(PREFIX.len() + digits.len() - at);
+    out.push_str(&PREFIX);
     // Hex digits are ASCII: pushed as they are, with no UTF-8 check of the slice.
-    id.extend(digits[at..].iter().map(|&d| char::from(d)));
-    id
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 #[cfg(test)]

@@ -7,6 +7,29 @@ use super::EnvelopeOut;
 /// Writes `env` into `buf` as serde_json writes it, given that none of its strings needs
 /// an escape (every one is a token that `validate_token` accepted).
 pub(super) fn tokens(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
+    let payload = env.payload.get();
+    // Every byte below: the numbers take at most 40, names and quotes at most 120.
+    buf.reserve(160 + strings_len(env) + payload.len());
+    head(env, buf);
+    buf.extend_from_slice(payload.as_bytes());
+    buf.push(b'}');
+}
+
+/// The bytes of the strings of `env` but its payload.
+fn strings_len(env: &EnvelopeOut<'_>) -> usize {
+    [env.trace_id, env.unique_key, env.key]
+        .into_iter()
+        .flatten()
+        .map(str::len)
+        .sum::<usize>()
+        + env.id.len()
+        + env.kind.len()
+}
+
+/// Writes what comes before the payload in `env`'s envelope, through `,"payload":`, as
+/// serde_json writes it (every string a token); `env.payload` is not read. The payload
+/// and a closing `}` complete the envelope.
+pub(crate) fn head(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
     debug_assert!(
         [
             Some(env.id),
@@ -21,16 +44,6 @@ pub(super) fn tokens(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
         "a string of the envelope of {:?} needs an escape",
         env.id
     );
-    let payload = env.payload.get();
-    // Every byte below: the numbers take at most 40, names and quotes at most 120.
-    let strings_len = [env.trace_id, env.unique_key, env.key]
-        .into_iter()
-        .flatten()
-        .map(str::len)
-        .sum::<usize>()
-        + env.id.len()
-        + env.kind.len();
-    buf.reserve(160 + strings_len + payload.len());
     NUMBERS.with_borrow_mut(|numbers| numbers.write(env, buf));
     // The two fields every envelope has, their names and quotes as whole literals.
     buf.extend_from_slice(br#","id":""#);
@@ -48,8 +61,6 @@ pub(super) fn tokens(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
         field(buf, "key", k);
     }
     buf.extend_from_slice(br#","payload":"#);
-    buf.extend_from_slice(payload.as_bytes());
-    buf.push(b'}');
 }
 
 thread_local! {

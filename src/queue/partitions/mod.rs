@@ -200,7 +200,16 @@ pub(crate) async fn ready_depth<C: ConnectionLike>(conn: &mut C, keys: &QueueKey
 
 /// An id that names partition `i`: `<id>.p<i>`.
 pub fn id_in(id: &str, i: usize) -> String {
-    format!("{id}.p{i}")
+    let mut named = String::with_capacity(id.len() + 6);
+    named.push_str(id);
+    push_partition(&mut named, i);
+    named
+}
+
+/// Makes the id in `id` name partition `i`, as [`id_in`] does, in place.
+pub(crate) fn push_partition(id: &mut String, i: usize) {
+    id.push_str(".p");
+    id.push_str(itoa::Buffer::new().format(i));
 }
 
 /// The partition an id names, if it ends in `.p<digits>` (no leading zero).

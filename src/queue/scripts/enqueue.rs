@@ -81,11 +81,14 @@ pub async fn enqueue(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg]) -> 
 /// for where the envelopes are; tests/scripts/enqueue.rs runs both (`routed()` and
 /// `routed_inline()`).
 async fn enqueue_plain(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg], cluster: bool) -> Result<()> {
+    send_plain(conn, keys, &plain_pipeline(keys, jobs, cluster)).await
+}
+
+/// Sends a transaction built by [`plain_pipeline`] or [`pushes_pipeline`], timed as the
+/// enqueue script's calls are.
+pub(crate) async fn send_plain(conn: &mut Conn, keys: &QueueKeys, pipeline: &redis::Pipeline) -> Result<()> {
     let started = std::time::Instant::now();
-    let r = plain_pipeline(keys, jobs, cluster)
-        .query_async::<()>(conn)
-        .await
-        .map_err(Error::from);
+    let r = pipeline.query_async::<()>(conn).await.map_err(Error::from);
     crate::metrics::record_script(keys.name(), "enqueue", started, &r);
     r
 }
@@ -95,9 +98,7 @@ async fn enqueue_plain(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg], c
 /// registry to [`register`]. Public for benches/producer.rs, which measures the client's
 /// work per job without a Redis.
 pub fn plain_pipeline(keys: &QueueKeys, jobs: &[EnqueueArg], cluster: bool) -> redis::Pipeline {
-    let mut p = redis::pipe();
-    p.atomic();
-    for section in jobs.chunk_by(|a, b| a.priority == b.priority) {
+    let pushes = jobs.chunk_by(|a, b| a.priority == b.priority).map(|section| {
         // Sized up front: the command's buffer is written once, not regrown per job.
         let bytes = section.iter().map(|j| j.envelope.len()).sum::<usize>();
         let ready = keys.ready(section[0].priority);
@@ -106,12 +107,26 @@ pub fn plain_pipeline(keys: &QueueKeys, jobs: &[EnqueueArg], cluster: bool) -> r
         for j in section {
             push.arg(&j.envelope);
         }
+        push
+    });
+    pushes_pipeline(keys, pushes, jobs.len(), cluster)
+}
+
+/// The bulk path's transaction around RPUSH commands of envelopes to `keys`' ready lists
+/// (`jobs` items in all): the pushes, then the enqueued counter, the wake-up and the
+/// queue registry, as [`plain_pipeline`] says.
+pub(crate) fn pushes_pipeline(
+    keys: &QueueKeys,
+    pushes: impl IntoIterator<Item = redis::Cmd>,
+    jobs: usize,
+    cluster: bool,
+) -> redis::Pipeline {
+    let mut p = redis::pipe();
+    p.atomic();
+    for push in pushes {
         p.add_command(push);
     }
-    p.cmd("HINCRBY")
-        .arg(keys.counters())
-        .arg("enqueued")
-        .arg(jobs.len());
+    p.cmd("HINCRBY").arg(keys.counters()).arg("enqueued").arg(jobs);
     // The script's wake(), without its question: consumers listen on sharded pub/sub on a
     // cluster and on plain pub/sub elsewhere.
     p.cmd(if cluster { "SPUBLISH" } else { "PUBLISH" })
