@@ -40,6 +40,22 @@ pub enum Error {
     /// The payload could not be encoded as JSON.
     #[error("cannot encode payload: {0}")]
     Encode(#[from] serde_json::Error),
+    /// A bulk load ([`crate::producer::Bulk`]) stopped: the first `enqueued` jobs of its
+    /// input are stored; the job at input position `at` could not be written, or the
+    /// call of the chunk that starts there failed after its retries. Nothing from the
+    /// chunk that failed on is sent; chunks in flight beside a call that failed may have
+    /// been stored too, so a retry from `enqueued` can store some jobs twice, and loses
+    /// none.
+    #[error("bulk load stopped at job {at} ({enqueued} jobs before it enqueued): {source}")]
+    BulkStopped {
+        /// Jobs from the start of the input that are stored.
+        enqueued: u64,
+        /// The input position of the job that failed, or of the first job of the chunk
+        /// whose call failed.
+        at: u64,
+        /// Why.
+        source: Box<Error>,
+    },
     /// A configuration value out of its range.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -76,7 +76,7 @@ pub use handler::{BatchHandler, Handler, JobError, JobResult, Registry, handler_
 pub use queue::admin::{Queue, Queues};
 pub use queue::cron::{Schedule, Schedules};
 pub use queue::envelope::{Job, Priority};
-pub use queue::producer::{BulkReport, NewJob, Producer};
+pub use queue::producer::{Bulk, BulkReport, NewJob, Producer};
 pub use queue::scripts::{DeadJob, Stats};
 pub use redis::conn::{Conn, HealingConnection, Redis, TlsFiles};
 #[cfg(feature = "embedded")]

@@ -8,6 +8,7 @@ mod common;
 mod faults;
 
 mod batch;
+mod bulk;
 mod crash;
 mod failures;
 mod flow;

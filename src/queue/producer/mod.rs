@@ -15,8 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
+mod bulk;
 mod job;
 
+pub use bulk::{Bulk, bulk_pipelines};
 pub use job::NewJob;
 use job::encode_job;
 
@@ -315,21 +317,35 @@ impl Producer {
 
     /// One enqueue call to one lane (`keys`): the queue, or one of its partitions.
     async fn enqueue_lane(&self, keys: &QueueKeys, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
-        let mut conn = self.conn.clone();
-        let dups = scripts::enqueue(&mut conn, keys, args).await?;
-        if conn.is_cluster() && !self.registered.load(Ordering::Relaxed) {
-            // The jobs are stored: a failure here must not send them again (a retry of
-            // generated ids would store them twice). The next call tries again.
-            match scripts::register(&mut conn, &self.keys).await {
-                Ok(()) => self.registered.store(true, Ordering::Relaxed),
-                Err(e) => {
-                    tracing::warn!(queue = self.keys.name(), error = %e, "cannot add the queue to the queue registry; trying again at the next enqueue")
-                }
-            }
-        }
+        let dups = scripts::enqueue(&mut self.conn.clone(), keys, args).await?;
+        self.register_once().await;
         let stored = (args.len() - dups.len()) as u64;
         crate::metrics::record_enqueued(self.keys.name(), stored);
         Ok((stored, dups))
+    }
+
+    /// After a plain call ([`Bulk`]) stored `jobs` jobs in `keys`' lane: what
+    /// [`Producer::enqueue_lane`] and its callers do after theirs (the queue registry on a
+    /// cluster, the metric, the replicas' confirmation).
+    async fn stored(&self, keys: &QueueKeys, jobs: usize) -> Result<()> {
+        self.register_once().await;
+        crate::metrics::record_enqueued(self.keys.name(), jobs as u64);
+        self.confirm(keys, jobs).await
+    }
+
+    /// On a Redis Cluster, adds the queue to the queue registry, once per producer.
+    async fn register_once(&self) {
+        if !self.conn.is_cluster() || self.registered.load(Ordering::Relaxed) {
+            return;
+        }
+        // The jobs are stored: a failure here must not send them again (a retry of
+        // generated ids would store them twice). The next call tries again.
+        match scripts::register(&mut self.conn.clone(), &self.keys).await {
+            Ok(()) => self.registered.store(true, Ordering::Relaxed),
+            Err(e) => {
+                tracing::warn!(queue = self.keys.name(), error = %e, "cannot add the queue to the queue registry; trying again at the next enqueue")
+            }
+        }
     }
 
     /// Checks and encodes one job with this producer's limits; `buf` is scratch space (a

@@ -1,0 +1,246 @@
+//! The writer of a [`super::Bulk`] load: envelopes into RPUSH commands, chunk by chunk,
+//! and the transactions that carry them.
+
+use crate::error::{Error, Result};
+use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
+use crate::queue::keys::{QueueKeys, validate_token};
+use crate::queue::partitions;
+use crate::queue::producer::{BULK_CHUNK, BULK_CHUNK_BYTES, DEFAULT_MAX_ATTEMPTS};
+use crate::queue::scripts;
+use crate::queue::spread::Spread;
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+/// Where a bulk load's jobs go: the queue's keys, or its partitions'.
+#[derive(Clone, Copy)]
+pub(crate) struct Lanes<'a> {
+    pub keys: &'a QueueKeys,
+    pub spread: Option<&'a Spread>,
+}
+
+impl<'a> Lanes<'a> {
+    fn count(&self) -> usize {
+        self.spread.map_or(1, |s| s.parts().count())
+    }
+
+    fn keys(&self, lane: usize) -> &'a QueueKeys {
+        match self.spread {
+            Some(s) => s.parts().partition(lane),
+            None => self.keys,
+        }
+    }
+}
+
+/// What every job of a bulk load shares.
+pub(crate) struct Shape<'a> {
+    pub kind: &'a str,
+    pub priority: Priority,
+    pub max_attempts: u32,
+    pub now_ms: u64,
+    /// The envelope size limit.
+    pub limit: usize,
+    pub cluster: bool,
+}
+
+/// A chunk ready to send: its calls (one per partition it holds: the partition's keys,
+/// the transaction, its jobs), and the input position of its first job.
+pub(crate) struct Chunk {
+    pub first: u64,
+    pub calls: Vec<(QueueKeys, redis::Pipeline, usize)>,
+}
+
+/// Writes a bulk load's envelopes into RPUSH commands, a chunk at a time.
+pub(crate) struct Writer<'a> {
+    lanes: Lanes<'a>,
+    shape: Shape<'a>,
+    /// Per lane: the chunk's RPUSH so far, its jobs and their bytes.
+    pushes: Vec<Option<(redis::Cmd, usize, usize)>>,
+    /// Per lane: the arguments and bytes of its last RPUSH, to size the next one.
+    sizes: Vec<(usize, usize)>,
+    /// The lane of this chunk's jobs with generated ids.
+    lane: usize,
+    /// The chunk's jobs and bytes, and whether one of its calls is full.
+    jobs: usize,
+    bytes: usize,
+    lane_full: bool,
+    /// Input position of the next job, and of the chunk's first.
+    next: u64,
+    first: u64,
+    /// The id and the envelope being written (reused: no allocation per job).
+    id: String,
+    envelope: Vec<u8>,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(lanes: Lanes<'a>, shape: Shape<'a>) -> Self {
+        let n = lanes.count();
+        Self {
+            pushes: (0..n).map(|_| None).collect(),
+            sizes: vec![(BULK_CHUNK + 2, 64 * 1024); n],
+            lane: lanes.spread.map_or(0, Spread::next),
+            lanes,
+            shape,
+            jobs: 0,
+            bytes: 0,
+            lane_full: false,
+            next: 0,
+            first: 0,
+            id: String::new(),
+            envelope: Vec::new(),
+        }
+    }
+
+    /// Writes jobs from `jobs` until a chunk is full or the input ends; `None` when there
+    /// is nothing left. A job that cannot be written gives its input position and why.
+    pub(crate) fn next_chunk<S, P>(
+        &mut self,
+        jobs: &mut impl Iterator<Item = (Option<S>, P)>,
+    ) -> std::result::Result<Option<Chunk>, (u64, Error)>
+    where
+        S: AsRef<str>,
+        P: Serialize,
+    {
+        while !self.full() {
+            let Some((id, payload)) = jobs.next() else {
+                break;
+            };
+            self.write(id.as_ref().map(AsRef::as_ref), &payload)
+                .map_err(|e| (self.next, e))?;
+            self.next += 1;
+        }
+        Ok((self.jobs > 0).then(|| self.take()))
+    }
+
+    /// Whether the chunk is done: a call of it holds [`BULK_CHUNK`] jobs or
+    /// [`BULK_CHUNK_BYTES`]. On a partitioned queue, jobs with ids of the caller's spread
+    /// over the partitions by id, so a chunk holds up to four calls' worth in all, and its
+    /// calls, one per partition, go side by side.
+    fn full(&self) -> bool {
+        let calls = self.lanes.count().min(4);
+        self.lane_full || self.jobs >= BULK_CHUNK * calls || self.bytes >= BULK_CHUNK_BYTES * calls
+    }
+
+    /// Writes one job's envelope as the next item of its lane's RPUSH.
+    fn write<P: Serialize + ?Sized>(&mut self, id: Option<&str>, payload: &P) -> Result<()> {
+        self.id.clear();
+        let lane = match id {
+            Some(id) => {
+                validate_token("job id", id, MAX_ID_LEN)?;
+                self.id.push_str(id);
+                self.lanes.spread.map_or(0, |s| s.parts().of_id(id))
+            }
+            None => {
+                envelope::push_new_id(&mut self.id);
+                if self.lanes.spread.is_some() {
+                    partitions::push_partition(&mut self.id, self.lane);
+                }
+                self.lane
+            }
+        };
+        let shape = &self.shape;
+        let env = EnvelopeOut {
+            attempt: 0,
+            max_attempts: shape.max_attempts,
+            priority: shape.priority as u8,
+            enqueued_at: shape.now_ms,
+            id: &self.id,
+            kind: shape.kind,
+            trace_id: None,
+            unique_key: None,
+            key: None,
+            // `head` does not read it: the payload is serialized in place below.
+            payload: RawValue::NULL,
+        };
+        let (push, jobs, bytes) = self.pushes[lane].get_or_insert_with(|| {
+            let (args, bytes) = self.sizes[lane];
+            let ready = self.lanes.keys(lane).ready(shape.priority);
+            let mut push = redis::Cmd::with_capacity(args, bytes);
+            push.arg("RPUSH").arg(ready);
+            (push, 0, 0)
+        });
+        // Written whole into a buffer of the load's, then copied into the command once:
+        // the command's own writer is a call per piece that the compiler cannot inline.
+        let envelope = &mut self.envelope;
+        envelope.clear();
+        envelope::head(&env, envelope);
+        serde_json::to_writer(&mut *envelope, payload)?;
+        envelope.push(b'}');
+        let len = envelope.len();
+        if len > shape.limit {
+            return Err(Error::TooLarge {
+                id: self.id.clone(),
+                size: len,
+                limit: shape.limit,
+            });
+        }
+        push.arg(&envelope[..]);
+        *jobs += 1;
+        *bytes += len;
+        self.lane_full |= *jobs >= BULK_CHUNK || *bytes >= BULK_CHUNK_BYTES;
+        self.jobs += 1;
+        self.bytes += len;
+        Ok(())
+    }
+
+    /// The chunk written so far, as its calls; the next chunk starts empty (and, on a
+    /// partitioned queue, its generated ids go to the next partition in turn).
+    fn take(&mut self) -> Chunk {
+        let mut calls = Vec::new();
+        for (lane, push) in self.pushes.iter_mut().enumerate() {
+            let Some((push, n, bytes)) = push.take() else {
+                continue;
+            };
+            // Sized as this one ended (items and their length headers): a bulk load's
+            // chunks are alike, and a command regrown from empty copies itself each time.
+            self.sizes[lane] = (n + 2, bytes + 256);
+            let keys = self.lanes.keys(lane);
+            let pipeline = scripts::pushes_pipeline(keys, [push], n, self.shape.cluster);
+            calls.push((keys.clone(), pipeline, n));
+        }
+        if let Some(s) = self.lanes.spread {
+            self.lane = s.next();
+        }
+        let chunk = Chunk {
+            first: self.first,
+            calls,
+        };
+        self.first = self.next;
+        self.jobs = 0;
+        self.bytes = 0;
+        self.lane_full = false;
+        chunk
+    }
+}
+
+/// The transactions a [`Bulk`](super::Bulk) load of `payloads` of `kind` sends to `keys` (a queue that
+/// is not partitioned, on a single Redis), built but not sent, with the default limits.
+/// Public for benches/producer.rs, which measures the client's work per job without a
+/// Redis.
+pub fn bulk_pipelines<P: Serialize>(
+    keys: &QueueKeys,
+    kind: &str,
+    payloads: impl IntoIterator<Item = P>,
+    now_ms: u64,
+) -> Result<Vec<redis::Pipeline>> {
+    validate_token("job kind", kind, MAX_ID_LEN)?;
+    let mut writer = Writer::new(
+        Lanes { keys, spread: None },
+        Shape {
+            kind,
+            priority: Priority::Normal,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            now_ms,
+            limit: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
+            cluster: false,
+        },
+    );
+    let mut jobs = payloads.into_iter().map(|p| (None::<&'static str>, p));
+    let mut out = Vec::new();
+    loop {
+        match writer.next_chunk(&mut jobs) {
+            Ok(Some(chunk)) => out.extend(chunk.calls.into_iter().map(|(_, p, _)| p)),
+            Ok(None) => return Ok(out),
+            Err((_, e)) => return Err(e),
+        }
+    }
+}
