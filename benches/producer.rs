@@ -1,6 +1,8 @@
 //! The client's CPU per job in a bulk enqueue, without a Redis: a chunk of 1,000 jobs
 //! prepared (`NewJob` to envelope, as `weir enqueue` and `Producer::enqueue_bulk` do),
 //! built into the bulk path's transaction and packed into the bytes that go on the wire;
+//! the same chunk as a `Producer::bulk` load writes it (envelopes straight into the
+//! transaction);
 //! beside it the same for a raw RPUSH of items of the job's id and payload (what
 //! `weir-loadtest drain --compare-bare` pushes). The ratio of the two is the client's
 //! share of the enqueue ratio that harness reports. Reported as jobs per second.
@@ -38,6 +40,17 @@ fn weir_chunk(keys: &QueueKeys, payload: &RawValue, buf: &mut Vec<u8>) -> usize 
         .len()
 }
 
+/// One chunk through a [`weir::Bulk`] load: envelopes written straight into the
+/// transaction, then packed; returns the packed bytes.
+fn bulk_chunk(keys: &QueueKeys, payload: &RawValue) -> usize {
+    let payloads = std::iter::repeat_n(payload, CHUNK);
+    weir::producer::bulk_pipelines(keys, "bench", payloads, 1_796_000_000_000)
+        .unwrap()
+        .iter()
+        .map(|p| p.get_packed_pipeline().len())
+        .sum()
+}
+
 /// One chunk of raw RPUSH: items `{"id":…,"payload":…}` built and packed.
 fn rpush_chunk(from: u64, payload: &RawValue) -> usize {
     let mut push = redis::cmd("RPUSH");
@@ -63,6 +76,9 @@ fn bulk(c: &mut Criterion) {
         let mut buf = Vec::new();
         g.bench_with_input(BenchmarkId::new("weir", bytes), &p, |b, p| {
             b.iter(|| black_box(weir_chunk(&keys, p, &mut buf)))
+        });
+        g.bench_with_input(BenchmarkId::new("weir_bulk", bytes), &p, |b, p| {
+            b.iter(|| black_box(bulk_chunk(&keys, p)))
         });
         let mut from = 0;
         g.bench_with_input(BenchmarkId::new("raw_rpush", bytes), &p, |b, p| {
