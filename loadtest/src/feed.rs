@@ -111,33 +111,54 @@ impl Feed {
         self.cap - self.next
     }
 
-    /// Enqueues the next `n` jobs (fewer at the cap) in one bulk call; returns how many.
-    /// Each job is prepared as the producer pulls it (as `weir enqueue` streams its
-    /// input), so encoding overlaps the calls in flight.
+    /// Enqueues the next `n` jobs (fewer at the cap) in one bulk load; returns how many.
+    /// Each job is written as the producer pulls it (as `weir enqueue` streams its input),
+    /// so encoding overlaps the calls in flight.
     pub async fn push(&mut self, n: u64) -> anyhow::Result<u64> {
         let n = n.min(self.remaining());
         if n == 0 {
             return Ok(0);
         }
         let stamp = unix_us();
-        let now = stamp / 1000;
         let payload = &stamped(&self.payload, stamp);
+        let range = self.next..self.next + n;
+        match &self.keyer {
+            // The harness's ids are unique by construction (`lt-<i>` on a fresh queue),
+            // as weir's generated ones are: they take the same bulk path, without an
+            // existence check per id, so the figures are those of a `Producer::bulk` load.
+            None => {
+                let jobs = range.map(|i| (job_id(i), payload));
+                self.producer
+                    .bulk(KIND)
+                    .max_attempts(self.max_attempts)
+                    .enqueue_with_ids(jobs)
+                    .await?;
+            }
+            Some(keyer) => self.push_keyed(range, payload, stamp / 1000, keyer).await?,
+        }
+        self.next += n;
+        Ok(n)
+    }
+
+    /// Enqueues jobs `range` with keys: each job built and prepared as the producer pulls
+    /// it (`Producer::bulk` has no per-job key).
+    async fn push_keyed(
+        &self,
+        range: std::ops::Range<u64>,
+        payload: &RawValue,
+        now: u64,
+        keyer: &Keyer,
+    ) -> anyhow::Result<()> {
         let failed = std::sync::Mutex::new(None);
-        let (producer, keyer, max_attempts) = (&self.producer, &self.keyer, self.max_attempts);
+        let (producer, max_attempts) = (&self.producer, self.max_attempts);
         let mut buf = Vec::new();
-        let args = (self.next..self.next + n).map_while(|i| {
-            let job = NewJob::from_raw(KIND, payload.clone())
+        let args = range.map_while(|i| {
+            let job = NewJob::from_raw(KIND, payload.to_owned())
                 .id(job_id(i))
-                .max_attempts(max_attempts);
-            let job = match keyer {
-                Some(k) => job.key(k(i)),
-                None => job,
-            };
+                .max_attempts(max_attempts)
+                .key(keyer(i));
             match producer.prepare(job, now, &mut buf) {
-                // The harness's ids are unique by construction (`lt-<i>` on a fresh
-                // queue), as weir's generated ones are: they take the same bulk path,
-                // without an existence check per id, so the figures are those of
-                // `weir enqueue`.
+                // Unique by construction, as above.
                 Ok(arg) => Some(((), weir::scripts::EnqueueArg { unique: false, ..arg })),
                 Err(e) => {
                     *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
@@ -154,8 +175,7 @@ impl Feed {
         if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
             return Err(e.into());
         }
-        self.next += n;
-        Ok(n)
+        Ok(())
     }
 
     /// Enqueues everything up to the cap, in slices so the prepared envelopes never all
