@@ -8,7 +8,7 @@ use crate::{Connect, work};
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Instant;
-use weir::{EmbeddedRedis, FetcherConfig, NewJob, Producer, Redis};
+use weir::{EmbeddedRedis, FetcherConfig, Producer, Redis};
 
 const QUEUE: &str = "demo";
 
@@ -123,17 +123,13 @@ async fn enqueue(a: &DemoArgs, producer: &Producer) -> weir::Result<u64> {
     Ok(loaded)
 }
 
-/// Enqueues `n` no-op jobs of about `payload_bytes`, in slices so the prepared envelopes
-/// never all sit in memory at once; returns how many were stored.
+/// Enqueues `n` no-op jobs of about `payload_bytes` in one bulk load (streamed: the
+/// envelopes are written as the calls free up, never all in memory); returns how many
+/// were stored.
 async fn fill(producer: &Producer, n: u64, payload_bytes: usize) -> weir::Result<u64> {
     let payload = serde_json::json!({ "data": "x".repeat(payload_bytes.saturating_sub(11)) });
-    let mut loaded = 0;
-    while loaded < n {
-        let k = (n - loaded).min(100_000);
-        let jobs = (0..k)
-            .map(|_| NewJob::new("noop", &payload))
-            .collect::<weir::Result<Vec<_>>>()?;
-        loaded += producer.enqueue_bulk(jobs).await?.enqueued;
-    }
-    Ok(loaded)
+    // Serialized once: every job carries the same payload.
+    let payload = serde_json::value::to_raw_value(&payload)?;
+    let payloads = std::iter::repeat_n(&*payload, n as usize);
+    Ok(producer.bulk("noop").enqueue(payloads).await?.enqueued)
 }
