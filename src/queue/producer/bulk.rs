@@ -1,6 +1,6 @@
-//! [`Bulk`]: a bulk load of jobs of one kind, their envelopes written straight into the
-//! enqueue calls. No job is built or owned on the way: a payload is serialized once, and
-//! its envelope copied once, into the RPUSH command that carries it.
+//! [`Bulk`]: a bulk load of jobs of one kind, written into the enqueue calls with no job
+//! built or owned on the way: a payload is serialized once, into a reused buffer, and its
+//! envelope copied once, into the RPUSH command that carries it.
 
 use super::{BULK_PIPELINE, BulkReport, CHUNK_TRIES, Producer};
 use crate::error::{Error, Result};

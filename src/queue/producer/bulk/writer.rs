@@ -36,6 +36,8 @@ pub(crate) struct Shape<'a> {
     pub kind: &'a str,
     pub priority: Priority,
     pub max_attempts: u32,
+    /// The enqueue time of the chunk being written (each chunk reads the clock anew, so a
+    /// long load's jobs carry the time they were sent, for the wait-time metric).
     pub now_ms: u64,
     /// The envelope size limit.
     pub limit: usize,
@@ -200,6 +202,7 @@ impl<'a> Writer<'a> {
         if let Some(s) = self.lanes.spread {
             self.lane = s.next();
         }
+        self.shape.now_ms = envelope::unix_ms();
         let chunk = Chunk {
             first: self.first,
             calls,
@@ -212,10 +215,10 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// The transactions a [`Bulk`](super::Bulk) load of `payloads` of `kind` sends to `keys` (a queue that
-/// is not partitioned, on a single Redis), built but not sent, with the default limits.
-/// Public for benches/producer.rs, which measures the client's work per job without a
-/// Redis.
+/// The transactions a [`Bulk`](super::Bulk) load of `payloads` of `kind` sends to `keys`
+/// (a queue that is not partitioned, on a single Redis), built but not sent, with the
+/// default limits; `now_ms` is the first chunk's enqueue time. Public for
+/// benches/producer.rs, which measures the client's work per job without a Redis.
 pub fn bulk_pipelines<P: Serialize>(
     keys: &QueueKeys,
     kind: &str,
