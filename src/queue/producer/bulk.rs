@@ -31,6 +31,19 @@ use writer::{Lanes, Shape, Writer};
 /// not serialize, an envelope over [`Producer::max_envelope_bytes`]) stops the load with
 /// [`Error::BulkStopped`], which says how many jobs, from the start of the input, are
 /// enqueued; its chunk and everything after it are not sent.
+///
+/// ```no_run
+/// # async fn load(producer: weir::Producer) -> weir::Result<()> {
+/// #[derive(serde::Serialize)]
+/// struct Mail {
+///     to: String,
+/// }
+/// let mails: Vec<Mail> = (0..100_000).map(|i| Mail { to: format!("user{i}@example.com") }).collect();
+/// let report = producer.bulk("mail").max_attempts(3).enqueue(&mails).await?;
+/// assert_eq!(report.enqueued, 100_000);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "a Bulk does nothing until enqueue or enqueue_with_ids"]
 pub struct Bulk<'p> {
