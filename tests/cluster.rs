@@ -1,7 +1,8 @@
 //! Redis Cluster, against a local cluster each test starts (three primaries on free
 //! ports, `redis-cli --cluster create`): a queue enqueued and drained through any node or
-//! a list of seeds, the queue registry in a slot of its own, and idle consumers woken on
-//! the sharded channel of their queue's shard rather than by a broadcast to every node.
+//! a list of seeds (also as a `Producer::bulk` load), the queue registry in a slot of its
+//! own, and idle consumers woken on the sharded channel of their queue's shard rather
+//! than by a broadcast to every node.
 
 mod faults;
 
@@ -163,6 +164,84 @@ async fn a_queue_on_a_cluster_is_enqueued_and_drained_through_any_node_or_the_se
     // The registry lives in a slot of its own and still lists the queue.
     let listed = Queues::new(redis.connect().await.unwrap()).names().await.unwrap();
     assert!(listed.contains(&q), "{listed:?}");
+}
+
+/// `Producer::bulk` on a cluster: a plain queue's chunks reach its shard through another
+/// node and register the queue; a partitioned queue's chunks go in turn to partitions on
+/// different primaries (caller ids to the partition they hash to); a consumer drains
+/// every job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_load_on_a_cluster_reaches_every_shard_and_drains() {
+    let cluster = EmbeddedCluster::start(3, 0).unwrap();
+    let url = cluster.url();
+    let redis = Redis::open(&url).unwrap();
+    let conn = redis.connect().await.unwrap();
+    let drain = |q: &str| {
+        let args = [
+            "work",
+            "--redis-url",
+            &url,
+            "-q",
+            q,
+            "--handler",
+            "noop",
+            "--drain",
+            "--no-metrics",
+        ];
+        let (code, out, err) = run_weir(&args, None, T);
+        assert_eq!(code, 0, "{out}\n{err}");
+    };
+
+    let q = queue_elsewhere(&cluster, "bulk");
+    let producer = weir::Producer::new(conn.clone(), &q).unwrap();
+    let r = producer.bulk("k").enqueue(vec![1u8; 2_500]).await.unwrap();
+    assert_eq!(r.enqueued, 2_500);
+    let given = (0..500).map(|i| (format!("given-{i}"), i));
+    assert_eq!(
+        producer.bulk("k").enqueue_with_ids(given).await.unwrap().enqueued,
+        500
+    );
+    let stats = admin(&url, &q).await.stats().await.unwrap();
+    assert_eq!(stats.ready_total(), 3_000, "{stats:?}");
+    assert_eq!(stats.counters.get("enqueued"), Some(&3_000), "{stats:?}");
+    let listed = Queues::new(redis.connect().await.unwrap()).names().await.unwrap();
+    assert!(listed.contains(&q), "{listed:?}");
+    drain(&q);
+    let stats = admin(&url, &q).await.stats().await.unwrap();
+    assert_eq!(
+        (stats.ready_total(), stats.counters.get("acked")),
+        (0, Some(&3_000)),
+        "{stats:?}"
+    );
+
+    let spread = "bulk-spread";
+    let parts = Partitions::create(&mut conn.clone(), spread, 6)
+        .await
+        .unwrap()
+        .partitions;
+    let producer = weir::Producer::open(conn.clone(), spread).await.unwrap();
+    let r = producer.bulk("k").enqueue(vec![1u8; 12_000]).await.unwrap();
+    assert_eq!(r.enqueued, 12_000);
+    let depths = partition_depths(&url, spread).await;
+    assert!(
+        depths.iter().all(|d| d.1 == 2_000),
+        "a chunk of 1,000 to each in turn: {depths:?}"
+    );
+    let given = (0..3_000).map(|i| (format!("m-{i}"), i));
+    assert_eq!(
+        producer.bulk("k").enqueue_with_ids(given).await.unwrap().enqueued,
+        3_000
+    );
+    let depths = partition_depths(&url, spread).await;
+    assert_eq!(depths.iter().map(|d| d.1).sum::<u64>(), 15_000, "{depths:?}");
+    drain(spread);
+    for keys in parts.lanes() {
+        let s = admin(&url, keys.name()).await.stats().await.unwrap();
+        assert_eq!((s.ready_total(), s.in_flight), (0, 0), "{}: {s:?}", keys.name());
+    }
+    // The queue's stats count all its lanes.
+    let s = admin(&url, spread).await.stats().await.unwrap();
+    assert_eq!(s.counters.get("acked"), Some(&15_000), "{s:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
