@@ -1,8 +1,8 @@
 //! The client's CPU per job in a bulk enqueue, without a Redis: a chunk of 1,000 jobs
 //! prepared (`NewJob` to envelope, as `weir enqueue` and `Producer::enqueue_bulk` do),
 //! built into the bulk path's transaction and packed into the bytes that go on the wire;
-//! the same chunk as a `Producer::bulk` load writes it (envelopes straight into the
-//! transaction);
+//! the same chunk as a `Producer::bulk` load writes it (each envelope into a reused
+//! buffer, then copied once into the transaction);
 //! beside it the same for a raw RPUSH of items of the job's id and payload (what
 //! `weir-loadtest drain --compare-bare` pushes). The ratio of the two is the client's
 //! share of the enqueue ratio that harness reports. Reported as jobs per second.
@@ -40,8 +40,8 @@ fn weir_chunk(keys: &QueueKeys, payload: &RawValue, buf: &mut Vec<u8>) -> usize 
         .len()
 }
 
-/// One chunk through a [`weir::Bulk`] load: envelopes written straight into the
-/// transaction, then packed; returns the packed bytes.
+/// One chunk through a [`weir::Bulk`] load: envelopes written into the transaction (no
+/// job built per payload), then packed; returns the packed bytes.
 fn bulk_chunk(keys: &QueueKeys, payload: &RawValue) -> usize {
     let payloads = std::iter::repeat_n(payload, CHUNK);
     weir::producer::bulk_pipelines(keys, "bench", payloads, 1_796_000_000_000)

@@ -46,7 +46,7 @@ pub enum Error {
     /// chunk that failed on is sent; chunks in flight beside a call that failed may have
     /// been stored too, so a retry from `enqueued` can store some jobs twice, and loses
     /// none.
-    #[error("bulk load stopped at job {at} ({enqueued} jobs before it enqueued): {source}")]
+    #[error("bulk load stopped at job {at}, the first {enqueued} jobs enqueued: {source}")]
     BulkStopped {
         /// Jobs from the start of the input that are stored.
         enqueued: u64,
