@@ -132,13 +132,12 @@ kill -TERM "$A" "$B" 2>/dev/null || true
 wait "$A" "$B" 2>/dev/null || true
 elapsed=$((SECONDS - start))
 
-summary=$(summary)
-read -r ok_ids runs dups answers <<<"$(python3 -c '
+read -r ok_ids runs dups answers <<<"$(summary | python3 -c '
 import json, sys
-s = json.loads(sys.argv[1])
+s = json.load(sys.stdin)
 ok = s["ok"]
 print(len(ok), sum(ok.values()), sum(1 for c in ok.values() if c > 1), json.dumps(s["answers"], separators=(",", ":")))
-' "$summary")"
+')"
 dead=$(rc ZCARD "weir:{$Q}:dead")
 orphans=0
 for k in jobs errors deferrals started lease_tokens; do
@@ -147,9 +146,17 @@ for k in jobs errors deferrals started lease_tokens; do
   orphans=$((orphans + n))
 done
 remaining=$(left)
+# The longest command Redis ran (its slow log keeps the 128 latest over 10 ms): a script
+# that runs for seconds stalls every consumer of the server (BUSY).
+slowest_ms=$(rc SLOWLOG GET 128 | python3 -c '
+import sys
+lines = sys.stdin.read().split("\n")
+# redis-cli prints each entry as: id, time, duration (us), then the arguments
+print(max((int(lines[i + 2]) for i in range(0, len(lines) - 2) if lines[i].isdigit() and lines[i + 1].isdigit() and lines[i + 2].isdigit() and int(lines[i + 1]) > 10**9), default=0) // 1000)
+')
 status=pass
 [ "$ok_ids" -eq "$JOBS" ] && [ "$dead" -eq 0 ] && [ "$remaining" -eq 0 ] && [ "$orphans" -eq 0 ] || status=FAIL
-echo "RESULT soak $status jobs=$JOBS acked_once_or_more=$ok_ids ok_runs=$runs acked_twice_or_more=$dups dead=$dead left=$remaining orphan_records=$orphans answers=$answers seconds=$elapsed"
+echo "RESULT soak $status jobs=$JOBS acked_once_or_more=$ok_ids ok_runs=$runs acked_twice_or_more=$dups dead=$dead left=$remaining orphan_records=$orphans slowest_redis_call_ms=$slowest_ms answers=$answers seconds=$elapsed"
 if [ "$status" != pass ]; then
   tail -20 "$DIR/consumer.log" >&2
   exit 1
