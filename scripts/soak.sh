@@ -146,17 +146,22 @@ for k in jobs errors deferrals started lease_tokens; do
   orphans=$((orphans + n))
 done
 remaining=$(left)
-# The longest command Redis ran (its slow log keeps the 128 latest over 10 ms): a script
-# that runs for seconds stalls every consumer of the server (BUSY).
-slowest_ms=$(rc SLOWLOG GET 128 | python3 -c '
-import sys
-lines = sys.stdin.read().split("\n")
-# redis-cli prints each entry as: id, time, duration (us), then the arguments
-print(max((int(lines[i + 2]) for i in range(0, len(lines) - 2) if lines[i].isdigit() and lines[i + 1].isdigit() and lines[i + 2].isdigit() and int(lines[i + 1]) > 10**9), default=0) // 1000)
-')
+# The longest command Redis ran (its slow log keeps the 128 latest over 10 ms), named by
+# script where it was one: a script that runs for seconds stalls every client (BUSY).
+slowest=$(rc --json SLOWLOG GET 128 2>/dev/null | python3 -c '
+import glob, hashlib, json, os, sys
+lib = open("src/queue/scripts/lib.lua", "rb").read()
+names = {hashlib.sha1(lib + open(f, "rb").read()).hexdigest(): os.path.basename(f)[:-4]
+         for f in glob.glob("src/queue/scripts/*.lua")}
+entries = json.load(sys.stdin) or [[0, 0, 0, ["none"]]]
+e = max(entries, key=lambda e: e[2])
+args = e[3]
+what = names.get(args[1], args[1]) if args[0].lower() in ("evalsha", "fcall") and len(args) > 1 else args[0]
+print(f"{e[2] // 1000}ms:{what}")
+' || echo unknown)
 status=pass
 [ "$ok_ids" -eq "$JOBS" ] && [ "$dead" -eq 0 ] && [ "$remaining" -eq 0 ] && [ "$orphans" -eq 0 ] || status=FAIL
-echo "RESULT soak $status jobs=$JOBS acked_once_or_more=$ok_ids ok_runs=$runs acked_twice_or_more=$dups dead=$dead left=$remaining orphan_records=$orphans slowest_redis_call_ms=$slowest_ms answers=$answers seconds=$elapsed"
+echo "RESULT soak $status jobs=$JOBS acked_once_or_more=$ok_ids ok_runs=$runs acked_twice_or_more=$dups dead=$dead left=$remaining orphan_records=$orphans slowest_redis_call=$slowest answers=$answers seconds=$elapsed"
 if [ "$status" != pass ]; then
   tail -20 "$DIR/consumer.log" >&2
   exit 1
