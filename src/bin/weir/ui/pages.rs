@@ -326,7 +326,7 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
         dl.facts {
             dt { "Queue" } dd { a href=(queue_link(&d.queue, j.state.as_str())) { (d.queue) } }
             @if let Some(l) = &j.lane { dt { "Lane" } dd { code { (l) } } }
-            dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } }
+            dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } @if j.parked { " (parked: waits for a slot of its key)" } }
             dt { "Kind" } dd { (j.kind.as_deref().unwrap_or("? (not a weir envelope)")) }
             dt { "Priority" } dd { (j.priority.unwrap_or("?")) }
             dt { "Attempts" } dd { (attempts(j)) }
