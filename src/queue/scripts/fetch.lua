@@ -161,6 +161,17 @@ local function key_limits(p, s, auto, now, force)
     if #stale > 0 then call_chunked('HDEL', h, stale) end
     return sum
   end
+  -- The concurrency limit that holds key k's parked jobs: its own, and the adaptive
+  -- shares whoever fetches (a consumer that does not adapt per key must not release jobs
+  -- the shares parked).
+  function L.park_limit(k)
+    local conc = L.of(k).conc
+    if not auto then
+      local a = shares(k)
+      if a then conc = math.min(conc or a, a) end
+    end
+    return conc
+  end
   -- The limits of key `k`, with the state this call keeps for it.
   function L.of(k)
     local c = L.by[k]
@@ -234,7 +245,8 @@ end
 
 -- Takes parked jobs back to the front of ready, in the order they were parked: for each
 -- key (the keys looked at longest ago first, at most PARKED_LOOKS of them) one per free
--- slot, or, for a key without a concurrency limit now, as many as the budget allows.
+-- slot (L.park_limit), or, for a key without a concurrency limit now, as many as the
+-- budget allows.
 -- At most `budget` jobs in all, and 2 * budget + PARKED_LOOKS list entries looked at (an
 -- entry of a job deleted or run now meanwhile is dropped). O(1) per job brought back.
 local function unpark(L, now, budget)
@@ -243,9 +255,9 @@ local function unpark(L, now, budget)
   local back = { {}, {}, {} }
   for _, k in ipairs(keys) do
     if budget <= 0 or pops <= 0 then break end
-    local c = L.of(k)
+    local conc = L.park_limit(k)
     local free = budget
-    if c.conc then free = math.min(free, c.conc - L.running(k)) end
+    if conc then free = math.min(free, conc - L.running(k)) end
     local list = L.p .. 'parked:' .. k
     while free > 0 and pops > 0 do
       local id = redis.call('LPOP', list)
