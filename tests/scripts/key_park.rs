@@ -254,10 +254,10 @@ async fn an_id_with_a_newline_is_dead_lettered_and_its_batch_mates_pair_by_their
     // An inline job (named by its envelope), the bad id, a stored job: pushed by hand.
     let inline = env("i1", 0, 3, 1);
     for (id, e) in [("x\ny", env("x-y", 0, 3, 1)), ("s1", env("s1", 0, 3, 1))] {
-        let _: () = ctx.cmd(&["HSET", &ctx.keys.jobs(), id, &e]).await;
+        let _: () = ctx.cmd(&["HSET", ctx.keys.jobs(), id, &e]).await;
     }
     let _: () = ctx
-        .cmd(&["RPUSH", &ctx.keys.ready(Priority::Normal), &inline, "x\ny", "s1"])
+        .cmd(&["RPUSH", ctx.keys.ready(Priority::Normal), &inline, "x\ny", "s1"])
         .await;
     let f = scripts::fetch(&mut ctx.c(), &ctx.keys, 10, 30_000).await.unwrap();
     let names: Vec<&str> = f.jobs.iter().map(|j| j.name.as_str()).collect();
