@@ -255,7 +255,7 @@ fn job_row(p: &JobPage, j: &JobSummary, select: Option<&str>) -> Markup {
             @if let Some(form) = select {
                 td { input type="checkbox" name="id" value=(j.id) form=(form) aria-label={ "select " (j.id) }; }
             }
-            td.id { a href=(job_link(&p.queue, &j.id)) { (j.id) } @if j.suspect { " " span.badge { "suspect" } } }
+            td.id { a href=(job_link(&p.queue, &j.id)) { (j.id) } @if j.suspect { " " span.badge { "suspect" } } @if j.parked { " " span.badge { "parked" } } }
             td { (j.kind.as_deref().unwrap_or("?")) }
             td.n { (attempts(j)) }
             td { (when(at, p.now)) }
