@@ -104,12 +104,15 @@ end
 -- so a key at its limit holds back only its own jobs. Their state lives under the prefix
 -- `p` (KEYS[NQ + 2]), each key's under its own names:
 --   p .. 'rate:' .. key     STRING  the key's GCRA state (gcra_tat), expiring when past
---   p .. 'running:' .. key  SET     ids of the key's jobs leased: a member no longer in
---                                   K.lease (settled, reclaimed) is pruned when counted
---                                   (prune), and whenever the fetch adds to the set, so
---                                   it stays near the key's live leases with or without a
---                                   limit; extended leases count; gone an hour after its
---                                   last add
+--   p .. 'leased:' .. key   ZSET    ids of the key's jobs leased -> when added or last
+--                                   found still leased (ms): a member no longer in K.lease
+--                                   (settled, reclaimed) is pruned when the set is
+--                                   counted (prune: the oldest first, a bounded number a
+--                                   call), and a bounded step whenever the fetch adds to
+--                                   it, so it stays near the key's live leases with or
+--                                   without a limit; extended leases count; gone an hour
+--                                   after its last add. (Before, a SET under 'running:',
+--                                   which expires by itself.)
 --   p .. 'parked:' .. key   LIST    ids held back by the key's concurrency, oldest first
 --                                   (entries of jobs no longer parked are skipped)
 --   p .. 'parked'           ZSET    keys with parked jobs -> when last looked at (ms)
@@ -133,9 +136,9 @@ local RUNNING_KEPT_MS = 3600000
 -- Delayed scores from here on are parked jobs (2^50 ms: year 37,648; plus a time in ms,
 -- still an exact double). fetch.rs's PARKED_AT_MS is the same number.
 local PARKED_AT = 1125899906842624
--- Most running-set members one call checks against the lease, all keys together: a set
--- bigger than what is left is sampled, and the members not looked at count as running
--- (a key may wait a few calls longer, never more than its limit runs).
+-- Most leased-set members one call checks against the lease, all keys together: of a
+-- bigger set, the members not looked at count as running (a key may wait a few calls
+-- longer, never more than its limit runs).
 local RUNNING_CHECKS = CHUNK
 
 -- `force`: the state even with no limit set (to bring back jobs parked under a limit
@@ -196,29 +199,36 @@ local function key_limits(p, s, auto, now, force)
     L.by[k] = c
     return c
   end
-  -- Removes from key k's running set the members whose lease ended, looking at `budget`
-  -- of them at most (and at what is left of the call's RUNNING_CHECKS): all when the set
-  -- is that small, so the count is exact, else a random sample. Returns how many of the
-  -- key's jobs are running, counting the members not looked at. Bounded: one SMEMBERS or
-  -- SRANDMEMBER and one ZMSCORE of at most CHUNK ids.
+  -- Removes from key k's leased set the members whose lease ended, looking at `budget`
+  -- of them at most (and at what is left of the call's RUNNING_CHECKS), those looked at
+  -- longest ago first: all when the set is that small, so the count is exact; else the
+  -- members still leased are stamped `now`, so the next call looks at the others. Returns
+  -- how many of the key's jobs are running, counting the members not looked at. Bounded:
+  -- a ZRANGE and a ZMSCORE of at most CHUNK ids.
   function L.prune(k, budget)
-    local set = p .. 'running:' .. k
-    local total = redis.call('SCARD', set)
+    local set = p .. 'leased:' .. k
+    local total = redis.call('ZCARD', set)
     local look = math.min(budget, L.checks, total)
     if look <= 0 then return total end
     L.checks = L.checks - look
-    local ids
-    if look == total then
-      ids = redis.call('SMEMBERS', set)
-    else
-      ids = redis.call('SRANDMEMBER', set, look)
-    end
+    local ids = redis.call('ZRANGE', set, 0, look - 1)
     local scores = redis.call('ZMSCORE', K.lease, unpack(ids, 1, #ids))
-    local gone = {}
+    local gone, alive = {}, {}
+    local stamp = string.format('%d', now)
     for i = 1, #ids do
-      if not scores[i] then gone[#gone + 1] = ids[i] end
+      if scores[i] then
+        alive[#alive + 1] = stamp
+        alive[#alive + 1] = ids[i]
+      else
+        gone[#gone + 1] = ids[i]
+      end
     end
-    if #gone > 0 then call_chunked('SREM', set, gone) end
+    if #gone > 0 then call_chunked('ZREM', set, gone) end
+    if look < total then
+      for i = 1, #alive, CHUNK do
+        redis.call('ZADD', set, 'XX', unpack(alive, i, math.min(i + CHUNK - 1, #alive)))
+      end
+    end
     return total - #gone
   end
   -- How many of key k's jobs are leased, counted once per call (see prune).
@@ -336,7 +346,7 @@ local function admit(L, id, env, suspect, now, vt)
   return false
 end
 
--- Writes what the call's admissions changed: the running sets (each pruned a bounded step
+-- Writes what the call's admissions changed: the leased sets (each pruned a bounded step
 -- first when this call did not count it, so a set grows only with its live leases), the
 -- rates' states, the throttled counts (jobs held back, a job brought back and parked
 -- again in the same call not twice).
@@ -344,9 +354,14 @@ local function key_commit(L, now, vt)
   local counted = 0
   for k, c in pairs(L.by) do
     if (c.conc or L.auto) and #c.leased > 0 then
-      local set = L.p .. 'running:' .. k
+      local set = L.p .. 'leased:' .. k
       if not c.running then L.prune(k, 2 * #c.leased + 16) end
-      call_chunked('SADD', set, c.leased)
+      local stamp, added = string.format('%d', now), {}
+      for i = 1, #c.leased do
+        added[2 * i - 1] = stamp
+        added[2 * i] = c.leased[i]
+      end
+      call_chunked('ZADD', set, added)
       -- a set no fetch adds to any more (the key went idle) goes by itself, long after
       -- its last lease (a lease may be extended for hours; this only bounds the garbage)
       redis.call('PEXPIRE', set, math.max(2 * vt, RUNNING_KEPT_MS))
