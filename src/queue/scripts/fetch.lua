@@ -145,7 +145,7 @@ local RUNNING_CHECKS = CHUNK
 -- since removed).
 local function key_limits(p, s, auto, now, force)
   if not s[4] and not s[6] and not s[7] and not auto and not force then return nil end
-  -- auto: every leased job of a key is counted in its running set (a key's first share
+  -- auto: every leased job of a key is counted in its leased set (a key's first share
   -- may come at any time, and must then find its jobs already counted)
   local L = { p = p, by = {}, held = 0, auto = auto, checks = RUNNING_CHECKS, unparked = {} }
   -- The sum of key k's live adaptive shares (nil: none); expired ones are removed.
