@@ -194,6 +194,71 @@ async fn malformed_envelopes_are_dead_lettered_and_good_jobs_processed() {
     );
 }
 
+/// An id with a newline, pushed by hand among inline and stored jobs, cannot be named in a
+/// fetch's reply (one line per job): the fetch dead-letters it with the reason, and its
+/// batch-mates are paired with their own leases, so each runs once and is acked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_with_a_newline_is_dead_lettered_and_its_batch_mates_run_once() {
+    let redis = EmbeddedRedis::start().unwrap();
+    let url = redis.url();
+    let q = "newline-id";
+    let keys = QueueKeys::new(q).unwrap();
+    let producer = weir::Producer::new(Redis::open(&url).unwrap().connect().await.unwrap(), q).unwrap();
+    let job = |i: usize| weir::NewJob::new("good", &serde_json::json!({ "n": i })).unwrap();
+    // Inline jobs (generated ids), the bad id, more inline jobs and stored ones.
+    producer.enqueue_bulk((0..3).map(job)).await.unwrap();
+    let mut conn = faults::raw(&url).await;
+    let bad = "bad\nid";
+    let _: () = conn
+        .hset(keys.jobs(), bad, envelope("bad-id", "good", "{}"))
+        .await
+        .unwrap();
+    let _: () = conn.rpush(keys.ready(Priority::Normal), bad).await.unwrap();
+    producer.enqueue_bulk((3..6).map(job)).await.unwrap();
+    producer
+        .enqueue_bulk((6..9).map(|i| job(i).id(format!("stored-{i}"))))
+        .await
+        .unwrap();
+
+    let seen: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let s = seen.clone();
+    let registry = Registry::new().on(
+        "good",
+        handler_fn(move |job| {
+            let s = s.clone();
+            async move {
+                *s.lock().unwrap().entry(job.id).or_insert(0) += 1;
+                Ok(())
+            }
+        }),
+    );
+    let mut config = ConsumerConfig::new(q);
+    config.drain = true;
+    config.metrics = false;
+    // A lease missed by a wrong pairing would come back (and run again) this soon.
+    config.lease = Duration::from_millis(300);
+    let consumer = Consumer::new(config, Redis::open(&url).unwrap(), registry).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), consumer.run(CancellationToken::new()))
+        .await
+        .expect("consumer drained in time")
+        .unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 9, "every batch-mate ran: {seen:?}");
+    assert!(seen.values().all(|&n| n == 1), "a batch-mate ran twice: {seen:?}");
+    let queue = faults::queue(&url, q).await;
+    let dead = queue.dead_jobs(0, 10).await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].id, bad);
+    assert_eq!(dead[0].reason.as_deref(), Some("invalid id: contains a newline"));
+    let stats = queue.stats().await.unwrap();
+    assert_eq!(
+        (stats.pending(), stats.dead, stats.in_flight),
+        (0, 1, 0),
+        "{stats:?}"
+    );
+}
+
 fn valid() -> Vec<u8> {
     envelope("j1", "good", r#"{"to":"a@b.c","n":[1,2,{"x":null}]}"#)
 }

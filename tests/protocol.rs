@@ -96,3 +96,18 @@ fn the_packages_build_the_same_keys() {
     );
     assert!(js.contains(&format!("const PROTOCOL = {PROTOCOL};")));
 }
+
+#[test]
+fn the_parked_score_is_the_same_in_fetch_lua_and_fetch_rs() {
+    let lua = SOURCES.iter().find(|s| s.name == "fetch").unwrap().body;
+    let at = weir::scripts::PARKED_AT_MS;
+    assert_eq!(at, 1 << 50);
+    assert!(
+        lua.contains(&format!("local PARKED_AT = {at}\n")),
+        "fetch.lua's PARKED_AT"
+    );
+    assert!(
+        DOC.contains(&format!("2^50 ({at})")),
+        "docs/protocol.md's parked score"
+    );
+}

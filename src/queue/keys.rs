@@ -231,7 +231,7 @@ impl QueueKeys {
     }
 
     /// The prefix (not a key) of the per-key limits' state: `<prefix>rate:<key>`,
-    /// `<prefix>running:<key>`, `<prefix>parked:<key>`, `<prefix>parked`,
+    /// `<prefix>leased:<key>`, `<prefix>parked:<key>`, `<prefix>parked`,
     /// `<prefix>reserved`, `<prefix>throttled` (`fetch.lua`'s `key_limits` says what each
     /// holds). Only `fetch` takes it, after [`QueueKeys::global_rate`].
     pub fn key_limits_prefix(&self) -> String {

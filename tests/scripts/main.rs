@@ -14,6 +14,7 @@ mod functions;
 mod inline_lease;
 mod inspect;
 mod inspect_inline;
+mod key_park;
 mod lease;
 mod reclaim;
 mod settle;

@@ -126,6 +126,7 @@ fn time_of(j: &JobSummary, p: &JobPage) -> String {
     };
     match p.state {
         JobState::Ready => j.age_ms.map_or("-".into(), |ms| age(Duration::from_millis(ms))),
+        JobState::Delayed if j.parked => "parked".into(),
         JobState::Delayed => rel(j.due_at, true),
         JobState::InFlight => rel(j.lease_deadline, true),
         JobState::Dead => rel(j.dead_at, false),
@@ -257,7 +258,13 @@ fn render_detail(d: &JobDetail) -> String {
     if let Some(lane) = &j.lane {
         line("lane", lane.clone());
     }
-    let suspect = if j.suspect { " (suspect: runs alone)" } else { "" };
+    let suspect = if j.suspect {
+        " (suspect: runs alone)"
+    } else if j.parked {
+        " (parked: waits for a slot of its key)"
+    } else {
+        ""
+    };
     line("state", format!("{}{suspect}", j.state));
     line(
         "kind",

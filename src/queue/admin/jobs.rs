@@ -58,12 +58,14 @@ impl Raw<'_> {
             max_attempts: head.as_ref().map(|h| h.max_attempts),
             enqueued_at,
             age_ms: enqueued_at.map(|t| t.age(now).as_millis() as u64),
-            due_at: at(JobState::Delayed),
+            // a parked job has no due time: it waits for a slot of its key
+            due_at: at(JobState::Delayed).filter(|t| t.0 < scripts::PARKED_AT_MS),
             lease_deadline: at(JobState::InFlight),
             dead_at: at(JobState::Dead),
             last_error: self.error.map(str::to_owned),
             worker: self.mark.map(|m| m.strip_suffix(":s").unwrap_or(m).to_owned()),
             suspect: self.suspect || self.mark.is_some_and(|m| m.ends_with(":s")),
+            parked: self.state == JobState::Delayed && self.score.is_some_and(|s| s >= scripts::PARKED_AT_MS),
             lane: None,
         }
     }

@@ -185,7 +185,7 @@ pub struct JobSummary {
     pub enqueued_at: Option<Timestamp>,
     /// Time since `enqueued_at`, ms.
     pub age_ms: Option<u64>,
-    /// Delayed: when it falls due.
+    /// Delayed: when it falls due; `null` for a parked job.
     pub due_at: Option<Timestamp>,
     /// In flight: when its lease expires unless its consumer extends it.
     pub lease_deadline: Option<Timestamp>,
@@ -198,6 +198,9 @@ pub struct JobSummary {
     pub worker: Option<String>,
     /// A suspect: it was running when a consumer died, and will run alone.
     pub suspect: bool,
+    /// Delayed, parked: held back by its key's concurrency limit, it comes back when a
+    /// slot of its key frees (or the limit is removed), not at a due time.
+    pub parked: bool,
     /// The lane of a partitioned queue it is in (a partition's tag, or the queue's name for
     /// its base); left out for a queue that is not partitioned.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -2,7 +2,7 @@
 -- ready jobs highest priority first) and leases them.
 --
 -- KEYS: the queue's keys (lib.lua); touches suspects, ready[1..3], delayed[1..3], jobs,
---   lease, paused, counters; reads settings (the global limits).
+--   lease, paused, counters, dead and errors (invalid ids); reads settings (the limits).
 --   KEYS[NQ + 1]: STRING, the global rate's GCRA state (gcra_tat), expiring once past
 --   KEYS[NQ + 2]: the prefix (not a key) of the per-key limits' state (key_limits)
 -- ARGV[1]: N, the most jobs to return (>= 1)
@@ -31,9 +31,9 @@
 --     call spreads them over calls and consumers;
 --   ids: the ids of the envelopes that follow, in the same order, joined by newlines (one
 --     string: a reply value per job costs Redis more than the join); an empty line for an
---     inline job (lib.lua's items): its lease is its envelope, which names it. weir's ids never hold
---     a newline; should one pushed by hand hold one, the pieces no longer match the
---     envelopes in number, and the caller pairs what it can by the ids inside them.
+--     inline job (lib.lua's items): its lease is its envelope, which names it. So line i
+--     is the lease item of envelope i: an id with a newline (weir's ids hold none; one
+--     pushed by hand may) or an empty id is dead-lettered here, never leased (step 5).
 
 -- Rates in settings are written as Rate::spec writes them: a count per s, m or h. Returns
 -- the emission interval (ms per job) and the count, or nil.
@@ -104,12 +104,17 @@ end
 -- so a key at its limit holds back only its own jobs. Their state lives under the prefix
 -- `p` (KEYS[NQ + 2]), each key's under its own names:
 --   p .. 'rate:' .. key     STRING  the key's GCRA state (gcra_tat), expiring when past
---   p .. 'running:' .. key  SET     ids of the key's jobs leased: a member no longer in
---                                   K.lease (settled, reclaimed) is pruned when counted,
---                                   so nothing else has to keep it; extended leases count;
---                                   kept while the key has a concurrency limit (or, with
---                                   auto, always), gone an hour after its last add
+--   p .. 'leased:' .. key   ZSET    ids of the key's jobs leased -> when added or last
+--                                   found still leased (ms): a member no longer in K.lease
+--                                   (settled, reclaimed) is pruned when the set is
+--                                   counted (prune: the oldest first, a bounded number a
+--                                   call), and a bounded step whenever the fetch adds to
+--                                   it, so it stays near the key's live leases with or
+--                                   without a limit; extended leases count; gone an hour
+--                                   after its last add. (Before, a SET under 'running:',
+--                                   which expires by itself.)
 --   p .. 'parked:' .. key   LIST    ids held back by the key's concurrency, oldest first
+--                                   (entries of jobs no longer parked are skipped)
 --   p .. 'parked'           ZSET    keys with parked jobs -> when last looked at (ms)
 --   p .. 'reserved'         HASH    id -> 1: a job the key's rate gave a later start
 --   p .. 'throttled'        ZSET    key -> jobs held back so far (the top keys are shown)
@@ -119,19 +124,30 @@ end
 --                                   concurrency limit of the key (the lower one holds)
 -- A job over its key's rate is given the key's next free start: it goes to delayed, due
 -- then, with that permit reserved (so it is not held back again when it comes due). A job
--- over its key's concurrency is parked: to delayed for a lease at most, and on the key's
--- parked list, from which a later fetch takes it back to the front of ready as soon as
--- the key has a free slot. Neither charges an attempt, and both stay visible, delayed, to
--- `weir jobs`, `weir job show` and delete. Suspects are never held back.
+-- over its key's concurrency is parked: on the key's parked list, and in delayed with a
+-- score that never falls due (PARKED_AT + when it was parked), so it stays visible to
+-- `weir jobs`, `weir job show`, delete and run-now, but is never promoted, popped and
+-- parked again while it waits. A fetch takes parked jobs back to the front of ready, one
+-- per free slot of their key (unpark), and all of them, a batch per call, once the key
+-- has no concurrency limit left. Neither charges an attempt. Suspects are never held back.
 local PARKED_LOOKS = 32
 local THROTTLED_KEPT = 1000
 local RUNNING_KEPT_MS = 3600000
+-- Delayed scores from here on are parked jobs (2^50 ms: year 37,648; plus a time in ms,
+-- still an exact double). fetch.rs's PARKED_AT_MS is the same number.
+local PARKED_AT = 1125899906842624
+-- Most leased-set members one call checks against the lease, all keys together: of a
+-- bigger set, the members not looked at count as running (a key may wait a few calls
+-- longer, never more than its limit runs).
+local RUNNING_CHECKS = CHUNK
 
-local function key_limits(p, s, auto, now)
-  if not s[4] and not s[6] and not s[7] and not auto then return nil end
-  -- auto: every leased job of a key is counted in its running set (a key's first share
+-- `force`: the state even with no limit set (to bring back jobs parked under a limit
+-- since removed).
+local function key_limits(p, s, auto, now, force)
+  if not s[4] and not s[6] and not s[7] and not auto and not force then return nil end
+  -- auto: every leased job of a key is counted in its leased set (a key's first share
   -- may come at any time, and must then find its jobs already counted)
-  local L = { p = p, by = {}, held = 0, auto = auto }
+  local L = { p = p, by = {}, held = 0, auto = auto, checks = RUNNING_CHECKS, unparked = {} }
   -- The sum of key k's live adaptive shares (nil: none); expired ones are removed.
   local function shares(k)
     local h = p .. 'auto:' .. k
@@ -145,8 +161,19 @@ local function key_limits(p, s, auto, now)
         stale[#stale + 1] = v[i]
       end
     end
-    if #stale > 0 then redis.call('HDEL', h, unpack(stale)) end
+    if #stale > 0 then call_chunked('HDEL', h, stale) end
     return sum
+  end
+  -- The concurrency limit that holds key k's parked jobs: its own, and the adaptive
+  -- shares whoever fetches (a consumer that does not adapt per key must not release jobs
+  -- the shares parked).
+  function L.park_limit(k)
+    local conc = L.of(k).conc
+    if not auto then
+      local a = shares(k)
+      if a then conc = math.min(conc or a, a) end
+    end
+    return conc
   end
   -- The limits of key `k`, with the state this call keeps for it.
   function L.of(k)
@@ -172,45 +199,86 @@ local function key_limits(p, s, auto, now)
     L.by[k] = c
     return c
   end
-  -- How many of key k's jobs are leased (pruning the members whose lease ended).
+  -- Removes from key k's leased set the members whose lease ended, looking at `budget`
+  -- of them at most (and at what is left of the call's RUNNING_CHECKS), those looked at
+  -- longest ago first: all when the set is that small, so the count is exact; else the
+  -- members still leased are stamped `now`, so the next call looks at the others. Returns
+  -- how many of the key's jobs are running, counting the members not looked at. Bounded:
+  -- a ZRANGE and a ZMSCORE of at most CHUNK ids.
+  function L.prune(k, budget)
+    local set = p .. 'leased:' .. k
+    local total = redis.call('ZCARD', set)
+    local look = math.min(budget, L.checks, total)
+    if look <= 0 then return total end
+    L.checks = L.checks - look
+    local ids = redis.call('ZRANGE', set, 0, look - 1)
+    local scores = redis.call('ZMSCORE', K.lease, unpack(ids, 1, #ids))
+    local gone, alive = {}, {}
+    local stamp = string.format('%d', now)
+    for i = 1, #ids do
+      if scores[i] then
+        alive[#alive + 1] = stamp
+        alive[#alive + 1] = ids[i]
+      else
+        gone[#gone + 1] = ids[i]
+      end
+    end
+    if #gone > 0 then call_chunked('ZREM', set, gone) end
+    if look < total then
+      for i = 1, #alive, CHUNK do
+        redis.call('ZADD', set, 'XX', unpack(alive, i, math.min(i + CHUNK - 1, #alive)))
+      end
+    end
+    return total - #gone
+  end
+  -- How many of key k's jobs are leased, counted once per call (see prune).
   function L.running(k)
     local c = L.of(k)
-    if c.running then return c.running end
-    local set = p .. 'running:' .. k
-    local ids = redis.call('SMEMBERS', set)
-    local n = 0
-    if #ids > 0 then
-      local scores = redis.call('ZMSCORE', K.lease, unpack(ids))
-      local gone = {}
-      for i = 1, #ids do
-        if scores[i] then n = n + 1 else gone[#gone + 1] = ids[i] end
-      end
-      if #gone > 0 then call_chunked('SREM', set, gone) end
-    end
-    c.running = n
-    return n
+    if not c.running then c.running = L.prune(k, RUNNING_CHECKS) end
+    return c.running
   end
   return L
 end
 
--- Takes parked jobs back to the front of ready for keys with free slots: the keys looked
--- at longest ago first, at most PARKED_LOOKS of them per call.
-local function unpark(L, now)
+-- The priority (1-3) of the delayed set job `id` is parked in, or nil: a job deleted, run
+-- now or gone on since it was parked is not parked any more.
+local function parked_in(id)
+  for q = 1, 3 do
+    local s = redis.call('ZSCORE', K.delayed[q], id)
+    if s then
+      if tonumber(s) >= PARKED_AT then return q end
+      return nil
+    end
+  end
+  return nil
+end
+
+-- Takes parked jobs back to the front of ready, in the order they were parked: for each
+-- key (the keys looked at longest ago first, at most PARKED_LOOKS of them) one per free
+-- slot (L.park_limit), or, for a key without a concurrency limit now, as many as the
+-- budget allows.
+-- At most `budget` jobs in all, and 2 * budget + PARKED_LOOKS list entries looked at (an
+-- entry of a job deleted or run now meanwhile is dropped). O(1) per job brought back.
+local function unpark(L, now, budget)
   local keys = redis.call('ZRANGE', L.p .. 'parked', 0, PARKED_LOOKS - 1)
+  local pops = 2 * budget + PARKED_LOOKS
+  local back = { {}, {}, {} }
   for _, k in ipairs(keys) do
-    local c = L.of(k)
-    local free = c.conc and (c.conc - L.running(k)) or math.huge
+    if budget <= 0 or pops <= 0 then break end
+    local conc = L.park_limit(k)
+    local free = budget
+    if conc then free = math.min(free, conc - L.running(k)) end
     local list = L.p .. 'parked:' .. k
-    while free > 0 do
+    while free > 0 and pops > 0 do
       local id = redis.call('LPOP', list)
       if not id then break end
-      -- Only a job still parked (not deleted, run now, or come due meanwhile) comes back.
-      for q = 1, 3 do
-        if redis.call('ZREM', K.delayed[q], id) == 1 then
-          redis.call('LPUSH', K.ready[q], id)
-          free = free - 1
-          break
-        end
+      pops = pops - 1
+      local q = parked_in(id)
+      if q then
+        redis.call('ZREM', K.delayed[q], id)
+        back[q][#back[q] + 1] = id
+        L.unparked[id] = true
+        free, budget = free - 1, budget - 1
       end
     end
     if redis.call('EXISTS', list) == 1 then
@@ -219,6 +287,26 @@ local function unpark(L, now)
       redis.call('ZREM', L.p .. 'parked', k)
     end
   end
+  -- LPUSH reverses: push the last first, so the first parked is first in ready
+  for q = 1, 3 do
+    local ids, rev = back[q], {}
+    for i = #ids, 1, -1 do rev[#rev + 1] = ids[i] end
+    if #rev > 0 then call_chunked('LPUSH', K.ready[q], rev) end
+  end
+end
+
+-- Parks job `id` (priority q) of key k: see key_limits. A job brought back from parked by
+-- this call and beaten to the slot goes back to the head of the list, not counted again.
+local function park(L, k, c, id, q, now)
+  redis.call('ZADD', K.delayed[q], string.format('%d', PARKED_AT + now), id)
+  local list = L.p .. 'parked:' .. k
+  if L.unparked[id] then
+    redis.call('LPUSH', list, id)
+  else
+    redis.call('RPUSH', list, id)
+    c.held = (c.held or 0) + 1
+  end
+  redis.call('ZADD', L.p .. 'parked', 'NX', now, k)
 end
 
 -- Whether job `id` (envelope `env`, `suspect` or not) may be leased now under its key's
@@ -233,11 +321,7 @@ local function admit(L, id, env, suspect, now, vt)
   local _, _, q = header(env)
   q = q or 2
   if c.conc and L.running(k) >= c.conc then
-    redis.call('ZADD', K.delayed[q], now + vt, id)
-    local list = L.p .. 'parked:' .. k
-    redis.call('RPUSH', list, id)
-    redis.call('PEXPIRE', list, vt)
-    redis.call('ZADD', L.p .. 'parked', 'NX', now, k)
+    park(L, k, c, id, q, now)
   elseif c.t and redis.call('HDEL', L.p .. 'reserved', id) == 0 then
     if not c.tat then c.tat = gcra_tat(redis.call('GET', L.p .. 'rate:' .. k), c.spec, now) end
     local tat = math.max(c.tat, now)
@@ -247,6 +331,7 @@ local function admit(L, id, env, suspect, now, vt)
       redis.call('ZADD', K.delayed[q], math.ceil(start), id)
       redis.call('HSET', L.p .. 'reserved', id, 1)
       redis.call('PEXPIRE', L.p .. 'reserved', math.ceil(c.tat - now) + vt)
+      c.held = (c.held or 0) + 1
     else
       if c.conc then c.running = L.running(k) + 1 end
       c.leased[#c.leased + 1] = id
@@ -257,27 +342,38 @@ local function admit(L, id, env, suspect, now, vt)
     c.leased[#c.leased + 1] = id
     return true
   end
-  c.held = (c.held or 0) + 1
   L.held = L.held + 1
   return false
 end
 
--- Writes what the call's admissions changed: the running sets, the rates' states, the
--- throttled counts.
+-- Writes what the call's admissions changed: the leased sets (each pruned a bounded step
+-- first when this call did not count it, so a set grows only with its live leases), the
+-- rates' states, the throttled counts (jobs held back, a job brought back and parked
+-- again in the same call not twice).
 local function key_commit(L, now, vt)
+  local counted = 0
   for k, c in pairs(L.by) do
     if (c.conc or L.auto) and #c.leased > 0 then
-      local set = L.p .. 'running:' .. k
-      call_chunked('SADD', set, c.leased)
+      local set = L.p .. 'leased:' .. k
+      if not c.running then L.prune(k, 2 * #c.leased + 16) end
+      local stamp, added = string.format('%d', now), {}
+      for i = 1, #c.leased do
+        added[2 * i - 1] = stamp
+        added[2 * i] = c.leased[i]
+      end
+      call_chunked('ZADD', set, added)
       -- a set no fetch adds to any more (the key went idle) goes by itself, long after
       -- its last lease (a lease may be extended for hours; this only bounds the garbage)
       redis.call('PEXPIRE', set, math.max(2 * vt, RUNNING_KEPT_MS))
     end
     if c.tat then gcra_store(L.p .. 'rate:' .. k, c.tat, c.spec, now) end
-    if c.held then redis.call('ZINCRBY', L.p .. 'throttled', c.held, k) end
+    if c.held then
+      redis.call('ZINCRBY', L.p .. 'throttled', c.held, k)
+      counted = counted + c.held
+    end
   end
-  if L.held > 0 then
-    count('key_throttled', L.held)
+  if counted > 0 then
+    count('key_throttled', counted)
     local excess = redis.call('ZCARD', L.p .. 'throttled') - THROTTLED_KEPT
     if excess > 0 then redis.call('ZPOPMIN', L.p .. 'throttled', excess) end
   end
@@ -288,7 +384,7 @@ local vt = tonumber(ARGV[2])
 local auto = ARGV[3] == '1'
 
 -- 1. a paused queue hands out nothing; the global limits may grant fewer than N, or none;
---    under per-key limits, parked jobs of keys with free slots go back to ready first
+--    parked jobs of keys with free slots (or with their limit gone) go back to ready first
 if redis.call('EXISTS', K.paused) == 1 then return { 0, 0, 1, 0 } end
 local now = now_ms()
 local limits = redis.call('HMGET', K.settings, unpack(LIMIT_FIELDS))
@@ -297,10 +393,15 @@ if limits[3] or limits[6] or limits[7] then grant.bits = grant.bits + 128 end
 if grant.n == 0 then return { 0, grant.wait, grant.bits, 0 } end
 n = grant.n
 local keyed = key_limits(KEYS[NQ + 2], limits, auto, now)
-if keyed then
-  unpark(keyed, now)
-  keyed.parked = redis.call('EXISTS', keyed.p .. 'parked') == 1
-  if keyed.parked then grant.bits = grant.bits + 64 end
+-- with no per-key limit left, parked jobs still come back (a batch per call)
+local parking = keyed
+if not parking and redis.call('EXISTS', KEYS[NQ + 2] .. 'parked') == 1 then
+  parking = key_limits(KEYS[NQ + 2], limits, auto, now, true)
+end
+if parking then
+  unpark(parking, now, n)
+  parking.parked = redis.call('EXISTS', parking.p .. 'parked') == 1
+  if parking.parked then grant.bits = grant.bits + 64 end
 end
 
 -- 2. promote due delayed jobs, at most N per priority so one call stays bounded
@@ -333,11 +434,11 @@ for p = 1, 3 do
 end
 
 -- 4. nothing ready (left): say when the next delayed job is due, so the fetcher sleeps
---    till then, or till a wake message
+--    till then, or till a wake message (parked jobs are never due: see key_limits)
 local function next_due_in()
   local next_due = 0
   for p = 1, 3 do
-    local z = redis.call('ZRANGE', K.delayed[p], 0, 0, 'WITHSCORES')
+    local z = redis.call('ZRANGEBYSCORE', K.delayed[p], '-inf', '(' .. PARKED_AT, 'WITHSCORES', 'LIMIT', 0, 1)
     if z[2] then
       local d = math.max(tonumber(z[2]) - now, 1)
       if next_due == 0 or d < next_due then next_due = d end
@@ -355,12 +456,22 @@ local function due_after()
   return 0
 end
 
+-- An id no job may have: one with a newline would break the reply's lines (ids below),
+-- and an empty one would read as an inline job's line. Returns why, or nil.
+local function bad_id(id)
+  if id == '' then return 'invalid id: empty' end
+  if string.find(id, '\n', 1, true) then return 'invalid id: contains a newline' end
+  return nil
+end
+
 -- 5. load envelopes and lease: an inline job is its own envelope (lib.lua's items), an id
---    has its envelope in K.jobs; an id without one (purged meanwhile) is dropped, and,
---    under per-key limits, a job its key's limits hold back (see admit; an inline job
---    with a key is adopted first, so that it has a record by id to be held back by)
+--    has its envelope in K.jobs; an id without one (purged meanwhile) is dropped, an
+--    invalid one (bad_id) is dead-lettered, never leased, and, under per-key limits, a
+--    job its key's limits hold back is too (see admit; an inline job with a key is adopted
+--    first, so that it has a record by id to be held back by)
 local deadline = now + vt
 local envs, hashed, nh = {}, {}, 0
+local bad, nbad = {}, 0
 for i = 1, ni do
   local item = ids[i]
   if is_inline(item) then
@@ -374,7 +485,13 @@ if nh > 0 then
   local names = {}
   for k = 1, nh do names[k] = ids[hashed[k]] end
   local got = hmget_chunked(K.jobs, names)
-  for k = 1, nh do envs[hashed[k]] = got[k] or false end
+  for k = 1, nh do
+    local i = hashed[k]
+    envs[i] = got[k] or false
+    if envs[i] and bad_id(ids[i]) then
+      bad[i], envs[i], nbad = bad_id(ids[i]), false, nbad + 1
+    end
+  end
 end
 local suspects = 0
 if suspect and envs[1] then suspects = 1 end
@@ -398,7 +515,11 @@ if nl < ni then
     local item, env = ids[i], envs[i]
     if env and keyed and is_inline(item) and job_key(env) then
       item = adopt(item)
-      env = item and env
+      -- (an id read from a hand-written envelope may be invalid too)
+      if bad_id(item) then
+        bad[i], env, nbad = bad_id(item), false, nbad + 1
+        ids[i] = item
+      end
     end
     if env and (not keyed or admit(keyed, item, env, i <= suspects, now, vt)) then
       nl = nl + 1
@@ -415,6 +536,11 @@ if nl < ni then
         grant.bits = grant.bits + 64
       end
     end
+  end
+  for i, reason in pairs(bad) do bury(ids[i], reason, now) end
+  if nbad > 0 then
+    count('dead', nbad)
+    trim_dead()
   end
   if nl == 0 then return { 0, due_after(), grant.bits, 0 } end
   ids, envs = kept_ids, kept_envs

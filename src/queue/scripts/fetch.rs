@@ -10,6 +10,12 @@ use crate::queue::keys::QueueKeys;
 use redis::Value;
 use redis::aio::ConnectionLike;
 
+/// Where parked jobs' scores start in the delayed sets (`fetch.lua`'s `PARKED_AT`, the same
+/// number: 2^50 ms, in the year 37,648): a job held back by its key's concurrency waits
+/// there at `PARKED_AT_MS` + the time it was parked (ms), never due, until a fetch brings
+/// it back when a slot of its key frees.
+pub const PARKED_AT_MS: u64 = 1 << 50;
+
 /// What [`fetch`] returns.
 #[derive(Debug, Default)]
 pub struct Fetched {
@@ -196,20 +202,25 @@ pub async fn fetch_keyed<C: ConnectionLike>(
         Value::BulkString(b) => b,
         other => return Err(reply_err("fetch", format!("ids are {other:?}"))),
     };
-    pair(&mut out, &ids, envs, suspects);
+    pair(&mut out, &ids, envs, suspects)?;
     Ok(out)
 }
 
-/// Pairs the fetched envelopes with their ids (`ids`: joined by newlines, in the same
-/// order) into `out`; the first `suspects` jobs are suspects.
-fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) {
-    let pieces = ids.split(|&b| b == b'\n');
-    if pieces.clone().count() != envs.len() {
-        // An id with a newline in it (weir never writes one: pushed by hand).
-        pair_by_envelope(out, envs);
-        return;
+/// Pairs the fetched envelopes with their lease items (`ids`: one line per envelope, in
+/// the same order: the job's id, or empty for an inline job, whose envelope is its item)
+/// into `out`; the first `suspects` jobs are suspects. `fetch.lua` dead-letters an id with
+/// a newline instead of leasing it, so the lines and the envelopes always match in number:
+/// a reply where they do not is refused rather than paired by guess (its jobs come back
+/// when their leases expire, uncharged).
+fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) -> Result<()> {
+    let lines = ids.split(|&b| b == b'\n').count();
+    if lines != envs.len() {
+        return Err(reply_err(
+            "fetch",
+            format!("{lines} id lines for {} envelopes", envs.len()),
+        ));
     }
-    for (i, (id, env)) in pieces.zip(envs).enumerate() {
+    for (i, (id, env)) in ids.split(|&b| b == b'\n').zip(envs).enumerate() {
         // An empty line: an inline job, named by its envelope.
         if id.is_empty() {
             match String::from_utf8(env) {
@@ -227,28 +238,7 @@ fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) {
             out.suspects = out.jobs.len();
         }
     }
-}
-
-/// The pairing when the ids cannot be told apart: each envelope by the id it holds. An
-/// envelope without a readable id cannot be named, so it stays leased and comes back
-/// when its lease expires (uncharged, as a deferral: the deferral budget ends the loop).
-/// Suspects are not told apart here: they run as ordinary jobs.
-fn pair_by_envelope(out: &mut Fetched, envs: Vec<Vec<u8>>) {
-    #[derive(serde::Deserialize)]
-    struct IdOnly {
-        id: String,
-    }
-    let mut unnamed = 0;
-    for env in envs {
-        match serde_json::from_slice::<IdOnly>(&env) {
-            Ok(named) => out.jobs.push(FetchedJob::stored(named.id, env)),
-            Err(_) => unnamed += 1,
-        }
-    }
-    tracing::warn!(
-        unnamed,
-        "fetched job ids with a newline in them (pushed by hand, not by weir): jobs paired by the ids in their envelopes"
-    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -263,7 +253,7 @@ mod tests {
     fn ids_pair_with_envelopes_in_order_suspect_first() {
         let mut f = Fetched::default();
         let envs = vec![b"{1}".to_vec(), b"{2}".to_vec(), b"{3}".to_vec()];
-        pair(&mut f, b"s\nb\xff\nc", envs, 1);
+        pair(&mut f, b"s\nb\xff\nc", envs, 1).unwrap();
         assert_eq!(ids_of(&f), ["s", "c"]);
         assert_eq!(f.jobs[1].envelope(), b"{3}");
         assert_eq!(f.bad_ids, [b"b\xff".to_vec()]);
@@ -275,7 +265,7 @@ mod tests {
         let mut f = Fetched::default();
         let env = br#"{"attempt":0,"max_attempts":3,"priority":1,"enqueued_at":5,"id":"g-1","kind":"k","payload":{}}"#;
         let envs = vec![env.to_vec(), b"{2}".to_vec(), b"{\xff}".to_vec()];
-        pair(&mut f, b"\nb\n", envs, 0);
+        pair(&mut f, b"\nb\n", envs, 0).unwrap();
         assert_eq!(ids_of(&f), [std::str::from_utf8(env).unwrap(), "b"]);
         assert!(f.jobs[0].is_inline() && !f.jobs[1].is_inline());
         assert_eq!(
@@ -289,15 +279,14 @@ mod tests {
     }
 
     #[test]
-    fn an_id_with_a_newline_pairs_by_the_ids_in_the_envelopes() {
+    fn lines_and_envelopes_that_differ_in_number_are_refused_not_guessed() {
         let mut f = Fetched::default();
         let envs = vec![
             br#"{"attempt":0,"id":"x\ny","kind":"k"}"#.to_vec(),
-            b"not json".to_vec(),
+            b"{2}".to_vec(),
         ];
-        pair(&mut f, b"x\ny\nz", envs, 1);
-        assert_eq!(ids_of(&f), ["x\ny"]);
-        assert_eq!(f.suspects, 0);
-        assert!(f.bad_ids.is_empty());
+        let err = pair(&mut f, b"x\ny\nz", envs, 1).unwrap_err();
+        assert!(err.to_string().contains("3 id lines for 2 envelopes"), "{err}");
+        assert!(f.jobs.is_empty() && f.bad_ids.is_empty());
     }
 }

@@ -255,7 +255,7 @@ fn job_row(p: &JobPage, j: &JobSummary, select: Option<&str>) -> Markup {
             @if let Some(form) = select {
                 td { input type="checkbox" name="id" value=(j.id) form=(form) aria-label={ "select " (j.id) }; }
             }
-            td.id { a href=(job_link(&p.queue, &j.id)) { (j.id) } @if j.suspect { " " span.badge { "suspect" } } }
+            td.id { a href=(job_link(&p.queue, &j.id)) { (j.id) } @if j.suspect { " " span.badge { "suspect" } } @if j.parked { " " span.badge { "parked" } } }
             td { (j.kind.as_deref().unwrap_or("?")) }
             td.n { (attempts(j)) }
             td { (when(at, p.now)) }
@@ -326,7 +326,7 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
         dl.facts {
             dt { "Queue" } dd { a href=(queue_link(&d.queue, j.state.as_str())) { (d.queue) } }
             @if let Some(l) = &j.lane { dt { "Lane" } dd { code { (l) } } }
-            dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } }
+            dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } @if j.parked { " (parked: waits for a slot of its key)" } }
             dt { "Kind" } dd { (j.kind.as_deref().unwrap_or("? (not a weir envelope)")) }
             dt { "Priority" } dd { (j.priority.unwrap_or("?")) }
             dt { "Attempts" } dd { (attempts(j)) }
