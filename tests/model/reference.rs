@@ -46,6 +46,9 @@ pub(crate) struct Job {
     /// The token of its lease, while leased.
     pub(crate) token: u64,
     pub(crate) mark: Mark,
+    /// Leased while a per-key concurrency was set: fetch.lua counts a key's leases in its
+    /// running set only then (see `World::uncounted_leases`).
+    pub(crate) counted: bool,
 }
 
 impl Job {
@@ -62,6 +65,7 @@ impl Job {
             deferrals: 0,
             token: 0,
             mark: Mark::None,
+            counted: false,
         }
     }
 }
@@ -262,11 +266,13 @@ impl Model {
         }
     }
 
-    /// Jobs leased of key `k` (None: every lease).
-    pub(crate) fn leased(&self, k: Option<&str>) -> u64 {
+    /// Jobs leased of key `k` (None: every lease); `counted_only`: only those leased
+    /// while a per-key concurrency was set.
+    pub(crate) fn leased(&self, k: Option<&str>, counted_only: bool) -> u64 {
         self.jobs
             .values()
             .filter(|j| j.place == Some(Place::Leased) && (k.is_none() || j.key.as_deref() == k))
+            .filter(|j| j.counted || !counted_only)
             .count() as u64
     }
 }

@@ -99,10 +99,12 @@ impl World {
                     j.place
                 ));
             }
+            let keyed = self.model.per_key.is_some();
             let j = self.model.job(id);
             j.place = Some(Place::Leased);
             j.token = got.deadline_ms;
             j.mark = Mark::None;
+            j.counted = keyed;
             self.model.held.push(Held {
                 name: name.clone(),
                 id: id.clone(),
@@ -119,7 +121,7 @@ impl World {
     /// never held back by their key).
     fn fetch_limits(&self, ids: &[String], s: usize) -> Result<(), String> {
         if let Some(g) = self.model.global {
-            let free = g.saturating_sub(self.model.leased(None));
+            let free = g.saturating_sub(self.model.leased(None, false));
             if ids.len() as u64 > free {
                 return Err(format!(
                     "fetched {} with {free} of global concurrency {g} free",
@@ -135,7 +137,7 @@ impl World {
                 .iter()
                 .filter(|id| self.model.jobs[*id].key.as_deref() == Some(k))
                 .count() as u64;
-            let leased = self.model.leased(Some(k));
+            let leased = self.model.leased(Some(k), self.uncounted_leases);
             if new > kc.saturating_sub(leased) {
                 return Err(format!(
                     "fetched {new} of key {k} with {leased} leased, its limit {kc}"
