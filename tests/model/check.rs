@@ -166,6 +166,9 @@ pub(crate) fn against(real: &Real, model: &Model) -> Result<(), String> {
                 j.deferrals
             ));
         }
+        if j.place == Some(Place::Leased) {
+            token(real, id, j.token)?;
+        }
         let mark = match s.started.get(id) {
             None => Mark::None,
             Some(t) if t.ends_with(":s") => Mark::Suspect,
@@ -192,6 +195,20 @@ pub(crate) fn against(real: &Real, model: &Model) -> Result<(), String> {
         return Err(format!("enqueued counter {enqueued}, model {}", model.enqueued));
     }
     Ok(())
+}
+
+/// A lease keeps its fetch's token for its whole life: as its score until it is extended,
+/// then in the lease tokens.
+fn token(real: &Real, id: &str, token: u64) -> Result<(), String> {
+    let score = real.state.lease.iter().find(|l| l.0 == id).map(|l| l.1);
+    let kept = real.state.lease_tokens.get(id).map(|t| t.parse::<u64>().ok());
+    match (score, kept) {
+        (Some(s), None) if s == token => Ok(()),
+        (Some(_), Some(Some(t))) if t == token => Ok(()),
+        _ => Err(format!(
+            "lease of {id}: score {score:?}, kept token {kept:?}, fetched with {token}"
+        )),
+    }
 }
 
 /// The id a lease item names.

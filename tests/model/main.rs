@@ -36,6 +36,7 @@ pub(crate) fn run_case(rt: &tokio::runtime::Runtime, ops: &[ops::Op], strict: bo
         let mut world = run::World::new(common::Ctx::new("model").await);
         if strict {
             world.uncounted_leases = false;
+            world.stale_parked = false;
         }
         for (i, op) in ops.iter().enumerate() {
             world

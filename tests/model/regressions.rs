@@ -37,3 +37,38 @@ fn key_limit_counts_the_leases_taken_before_it() {
     ];
     run(&ops).unwrap();
 }
+
+fn chosen(id: u8, key: u8) -> Op {
+    Op::Enqueue {
+        priority: 1,
+        delayed: false,
+        id: Some(id),
+        key: Some(key),
+        unique: None,
+        max_attempts: 3,
+    }
+}
+
+/// A job parked twice (run now, then held back again) leaves a stale entry on its key's
+/// parked list: once it is retried with a backoff, that entry must not bring it back
+/// before the backoff ends.
+#[test]
+#[ignore = "known bug: fetch.lua's unpark takes a job off delayed for a stale parked entry"]
+fn a_stale_parked_entry_cuts_a_retry_backoff_short() {
+    let ops = [
+        Op::Limits {
+            global: None,
+            per_key: Some(1),
+        },
+        chosen(0, 0),
+        chosen(1, 0),
+        Op::Fetch { n: 2 },
+        Op::RunNow(1),
+        Op::Fetch { n: 1 },
+        Op::Ack(0),
+        Op::Fetch { n: 1 },
+        Op::Retry { pick: 0, now: false },
+        Op::Fetch { n: 1 },
+    ];
+    run(&ops).unwrap();
+}

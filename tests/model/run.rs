@@ -7,6 +7,7 @@ use crate::common::Ctx;
 use crate::ops::Op;
 use crate::reference::{Job, Model, Place};
 use std::time::Duration;
+use weir::queue::functions;
 use weir::retry::DeferralBudget;
 use weir::scripts::{self, Settle, StartMarks};
 use weir::{NewJob, Priority};
@@ -27,6 +28,12 @@ pub(crate) struct World {
     /// until they end. With this on, the per-key check counts only the leases fetch.lua
     /// counts; `regressions::key_limit_counts_the_leases_taken_before_it` shows the bug.
     pub(crate) uncounted_leases: bool,
+    /// KNOWN BUG, left out of the random runs: an entry left on a key's parked list by a
+    /// job that left delayed some other way (it came due, was run now, was parked again)
+    /// brings the job back from delayed when a slot of the key frees, even once it is
+    /// delayed for another reason (a retry's backoff). With this on, a fetch may take a
+    /// delayed job found on a parked list; `regressions::a_stale_parked_entry_cuts_a_retry_backoff_short` shows it.
+    pub(crate) stale_parked: bool,
 }
 
 pub(crate) fn budget() -> DeferralBudget {
@@ -48,6 +55,7 @@ impl World {
             model: Model::default(),
             fetches: 0,
             uncounted_leases: true,
+            stale_parked: true,
         }
     }
 
@@ -55,8 +63,11 @@ impl World {
     pub(crate) async fn step(&mut self, op: &Op) -> Result<(), String> {
         match op {
             Op::Fetch { n } => {
-                let before = check::read(&self.ctx).await?;
-                self.fetch(*n as usize, &before).await?
+                let before = match self.stale_parked {
+                    true => Some(check::read(&self.ctx).await?),
+                    false => None,
+                };
+                self.fetch(*n as usize, before.as_ref()).await?
             }
             _ => self.apply(op).await?,
         }
@@ -280,9 +291,10 @@ impl World {
                     .query_async(&mut c)
                     .await
                     .unwrap();
-                weir::queue::functions::ensure(&mut c)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let info = functions::ensure(&mut c).await.map_err(|e| e.to_string())?;
+                if info != Some(functions::LibraryInfo::ours()) {
+                    return Err(format!("after a flush the library in force is {info:?}"));
+                }
             }
         }
         Ok(())

@@ -64,7 +64,10 @@ impl World {
 
     /// A fetch of up to `n`: what it returns must be fetchable and within the limits; the
     /// jobs it moved without returning (held back by their key) are allowed moves.
-    pub(crate) async fn fetch(&mut self, n: usize, before: &Real) -> Result<(), String> {
+    /// `before` (the state before the fetch) is given only with `World::stale_parked` on:
+    /// a delayed job on a parked list then may be fetched, even if the model did not park
+    /// it.
+    pub(crate) async fn fetch(&mut self, n: usize, before: Option<&Real>) -> Result<(), String> {
         self.fetches += 1;
         let vis = HOUR_MS + self.fetches * 1000;
         let got = scripts::fetch(&mut self.ctx.c(), &self.ctx.keys, n, vis)
@@ -83,7 +86,7 @@ impl World {
             return Err(format!("fetch of {n} gave {} jobs, {s} suspects", names.len()));
         }
         self.fetch_limits(&ids, s)?;
-        let parked: Vec<&String> = before.parked.values().flatten().collect();
+        let parked: Vec<&String> = before.iter().flat_map(|b| b.parked.values().flatten()).collect();
         for (i, (name, id)) in names.iter().zip(&ids).enumerate() {
             let j = self.model.jobs.get(id).ok_or(format!("fetched {id}, unknown"))?;
             let ok = match j.place {
@@ -113,8 +116,9 @@ impl World {
                 started: false,
             });
         }
+        let parked: Vec<String> = parked.into_iter().cloned().collect();
         let after = check::read(&self.ctx).await?;
-        self.fetch_moves(&ids, &after)
+        self.fetch_moves(&ids, &after, &parked)
     }
 
     /// The global and per-key concurrency: a fetch adds no lease past them (suspects are
@@ -148,8 +152,9 @@ impl World {
     }
 
     /// Jobs a fetch moved without leasing them: due ones promoted, ones held back by
-    /// their key's limit parked (delayed); nothing else may move.
-    fn fetch_moves(&mut self, fetched: &[String], after: &Real) -> Result<(), String> {
+    /// their key's limit parked (delayed); nothing else may move (but for the ids on
+    /// `parked`: see `World::stale_parked`).
+    fn fetch_moves(&mut self, fetched: &[String], after: &Real, parked: &[String]) -> Result<(), String> {
         let keyed = self.model.per_key.is_some();
         for (id, j) in self.model.jobs.iter_mut() {
             if fetched.contains(id) {
@@ -160,7 +165,7 @@ impl World {
             let ok = match (place, now) {
                 (a, Some(b)) if a == b => true,
                 (Place::Ready, Some(Place::Delayed)) => keyed && j.key.is_some(),
-                (Place::Delayed, Some(Place::Ready)) => j.free,
+                (Place::Delayed, Some(Place::Ready)) => j.free || parked.contains(id),
                 _ => false,
             };
             if !ok {
