@@ -5,9 +5,11 @@
 //! sequence, which proptest prints. No sleeps: time moves by rewriting scores (an expired
 //! lease, a delayed job falling due).
 //!
-//! `WEIR_MODEL_CASES` sets the number of cases (default 64, of up to `WEIR_MODEL_OPS` ops,
+//! `WEIR_MODEL_CASES` sets the number of cases (default 48, of up to `WEIR_MODEL_OPS` ops,
 //! default 40): `WEIR_MODEL_CASES=5000 cargo test --release --test model` for a long run.
-//! Bugs it found keep their shrunk sequence as a test in `regressions.rs`.
+//! Bugs it found keep their shrunk sequence as a test in `regressions.rs`; the known ones
+//! not fixed yet are left out of the random runs by switches (`run::World`), which
+//! `WEIR_MODEL_STRICT=1` turns off.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -52,14 +54,15 @@ pub(crate) fn run_case(rt: &tokio::runtime::Runtime, ops: &[ops::Op], strict: bo
 fn the_queue_agrees_with_its_model() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let config = Config {
-        cases: env_or("WEIR_MODEL_CASES", 64),
+        cases: env_or("WEIR_MODEL_CASES", 48),
         failure_persistence: None,
         ..Config::default()
     };
     let max = env_or("WEIR_MODEL_OPS", 40) as usize;
+    let strict = env_or("WEIR_MODEL_STRICT", 0) == 1;
     let mut runner = TestRunner::new(config);
     let result = runner.run(&ops::ops(max), |ops| {
-        run_case(&rt, &ops, false).map_err(TestCaseError::fail)
+        run_case(&rt, &ops, strict).map_err(TestCaseError::fail)
     });
     if let Err(e) = result {
         panic!("{e}");
