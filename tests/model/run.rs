@@ -77,8 +77,6 @@ impl World {
     }
 
     async fn apply(&mut self, op: &Op) -> Result<(), String> {
-        let mut c = self.ctx.c();
-        let keys = self.ctx.keys.clone();
         match *op {
             Op::Enqueue {
                 priority: p,
@@ -110,11 +108,23 @@ impl World {
                 // generated ids: the new ones are those the queue holds now and did not
                 for id in self.ids_in_queue().await? {
                     if !before.contains(&id) && !self.model.jobs.contains_key(&id) {
-                        self.model.add(id, Job::new(1, key.map(|k| k), 2));
+                        self.model.add(id, Job::new(1, key, 2));
                     }
                 }
             }
             Op::Fetch { .. } => unreachable!("fetch runs with the state before it"),
+            Op::Ack(_) | Op::Retry { .. } | Op::Fail(_) | Op::Defer { .. } => self.settle_op(op).await?,
+            Op::Start(pick) => self.start(pick).await?,
+            Op::Extend(_) | Op::Expire(_) | Op::Die | Op::Advance => self.lease_op(op).await?,
+            _ => self.admin_op(op).await?,
+        }
+        Ok(())
+    }
+
+    /// Settles a held lease, current or stale: ack, retry, dead-letter, defer.
+    async fn settle_op(&mut self, op: &Op) -> Result<(), String> {
+        let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
+        match *op {
             Op::Ack(pick) => {
                 let Some(h) = self.take(pick) else { return Ok(()) };
                 let ended = [h.name.clone()];
@@ -180,7 +190,15 @@ impl World {
                     m.defer(id, Place::Delayed, now)
                 })?;
             }
-            Op::Start(pick) => self.start(pick).await?,
+            _ => unreachable!("not a settle"),
+        }
+        Ok(())
+    }
+
+    /// Leases and time: extend, expire and reclaim, a consumer's death, delayed jobs due.
+    async fn lease_op(&mut self, op: &Op) -> Result<(), String> {
+        let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
+        match *op {
             Op::Extend(pick) => {
                 let Some(h) = self.pick(pick).cloned() else {
                     return Ok(());
@@ -231,6 +249,16 @@ impl World {
                 }
                 self.model.advance();
             }
+            _ => unreachable!("not a lease op"),
+        }
+        Ok(())
+    }
+
+    /// The operator's calls: delete, run-now, dead-letter requeue and purge, limits,
+    /// pause, and a flush of the scripts and the Functions library.
+    async fn admin_op(&mut self, op: &Op) -> Result<(), String> {
+        let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
+        match *op {
             Op::Delete(pick) => {
                 let Some(id) = self.any_id(pick) else {
                     return Ok(());
@@ -296,6 +324,7 @@ impl World {
                     return Err(format!("after a flush the library in force is {info:?}"));
                 }
             }
+            _ => unreachable!("not an admin op"),
         }
         Ok(())
     }
