@@ -32,7 +32,8 @@ pub(crate) struct World {
     /// job that left delayed some other way (it came due, was run now, was parked again)
     /// brings the job back from delayed when a slot of the key frees, even once it is
     /// delayed for another reason (a retry's backoff). With this on, a fetch may take a
-    /// delayed job found on a parked list; `regressions::a_stale_parked_entry_cuts_a_retry_backoff_short` shows it.
+    /// delayed job found on a parked list;
+    /// `regressions::a_stale_parked_entry_cuts_a_retry_backoff_short` shows it.
     pub(crate) stale_parked: bool,
 }
 
