@@ -1,0 +1,321 @@
+//! The ops of `run.rs` that need more than a call: enqueue (refusals), fetch (the choices
+//! the real queue makes, checked against the limits and what may be fetched), settling a
+//! held lease (current or stale), start marks, expiry and reclaim, limit changes.
+
+use crate::check::{self, Real, id_of};
+use crate::reference::{Held, Job, Mark, Place};
+use crate::run::{HOUR_MS, TAG, World, budget, priority};
+use std::time::Duration;
+use weir::scripts::{self, StartMarks};
+use weir::settings::{Cleared, Settings};
+use weir::{Error, NewJob};
+
+fn err(e: weir::Error) -> String {
+    e.to_string()
+}
+
+impl World {
+    /// `Producer::enqueue` of one job; a refusal must be the model's.
+    pub(crate) async fn enqueue(
+        &mut self,
+        p: usize,
+        delayed: bool,
+        id: Option<u8>,
+        key: Option<u8>,
+        unique: Option<u8>,
+        max: u32,
+    ) -> Result<(), String> {
+        let id = id.map(|i| format!("x{i}"));
+        let unique = unique.map(|u| format!("u{u}"));
+        let mut job = NewJob::new("k", &serde_json::json!({"n": 1}))
+            .unwrap()
+            .priority(priority(p))
+            .max_attempts(max);
+        if let Some(id) = &id {
+            job = job.id(id.clone());
+        }
+        if let Some(k) = key {
+            job = job.key(format!("k{k}"));
+        }
+        if let Some(u) = &unique {
+            job = job.unique_for(Duration::from_secs(3600)).unique_key(u.clone());
+        }
+        if delayed {
+            job = job.delay(Duration::from_secs(3600));
+        }
+        let refused = self.model.refuses(id.as_deref(), unique.as_deref());
+        match self.ctx.producer().enqueue(job).await {
+            Ok(_) if refused => Err(format!(
+                "enqueue of {id:?} / {unique:?} taken, the model refuses it"
+            )),
+            Ok(new) => {
+                let mut j = Job::new(p, key, max);
+                j.unique = unique;
+                if delayed {
+                    j.place = Some(Place::Delayed);
+                }
+                self.model.add(new, j);
+                Ok(())
+            }
+            Err(Error::Duplicate(_)) if refused => Ok(()),
+            Err(e) => Err(format!("enqueue of {id:?} / {unique:?}: {e}")),
+        }
+    }
+
+    /// A fetch of up to `n`: what it returns must be fetchable and within the limits; the
+    /// jobs it moved without returning (held back by their key) are allowed moves.
+    /// `before` (the state before the fetch) is given only with `World::stale_parked` on:
+    /// a delayed job on a parked list then may be fetched, even if the model did not park
+    /// it.
+    pub(crate) async fn fetch(&mut self, n: usize, before: Option<&Real>) -> Result<(), String> {
+        self.fetches += 1;
+        let vis = HOUR_MS + self.fetches * 1000;
+        let got = scripts::fetch(&mut self.ctx.c(), &self.ctx.keys, n, vis)
+            .await
+            .map_err(err)?;
+        if self.model.paused {
+            return match got.jobs.is_empty() && got.paused {
+                true => Ok(()),
+                false => Err("a paused queue handed out jobs".into()),
+            };
+        }
+        let s = got.suspects;
+        let names: Vec<String> = got.jobs.iter().map(|j| j.name.clone()).collect();
+        let ids: Vec<String> = names.iter().map(|nm| id_of(nm)).collect();
+        if s > 1 || names.len() > n {
+            return Err(format!("fetch of {n} gave {} jobs, {s} suspects", names.len()));
+        }
+        self.fetch_limits(&ids, s)?;
+        let parked: Vec<&String> = before.iter().flat_map(|b| b.parked.values().flatten()).collect();
+        for (i, (name, id)) in names.iter().zip(&ids).enumerate() {
+            let j = self.model.jobs.get(id).ok_or(format!("fetched {id}, unknown"))?;
+            let ok = match j.place {
+                Some(Place::Suspect) => i < s,
+                Some(Place::Ready) => i >= s,
+                Some(Place::Delayed) => i >= s && (j.free || parked.contains(&id)),
+                _ => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "fetched {id} (suspect: {}), which is {:?}",
+                    i < s,
+                    j.place
+                ));
+            }
+            let keyed = self.model.per_key.is_some();
+            let j = self.model.job(id);
+            j.place = Some(Place::Leased);
+            j.token = got.deadline_ms;
+            j.mark = Mark::None;
+            j.counted = keyed;
+            self.model.held.push(Held {
+                name: name.clone(),
+                id: id.clone(),
+                token: got.deadline_ms,
+                suspect: i < s,
+                started: false,
+            });
+        }
+        let parked: Vec<String> = parked.into_iter().cloned().collect();
+        let after = check::read(&self.ctx).await?;
+        self.fetch_moves(&ids, &after, &parked)
+    }
+
+    /// The global and per-key concurrency: a fetch adds no lease past them (suspects are
+    /// never held back by their key).
+    fn fetch_limits(&self, ids: &[String], s: usize) -> Result<(), String> {
+        if let Some(g) = self.model.global {
+            let free = g.saturating_sub(self.model.leased(None, false));
+            if ids.len() as u64 > free {
+                return Err(format!(
+                    "fetched {} with {free} of global concurrency {g} free",
+                    ids.len()
+                ));
+            }
+        }
+        let Some(kc) = self.model.per_key else {
+            return Ok(());
+        };
+        for k in ["k0", "k1", "k2"] {
+            let new = ids[s..]
+                .iter()
+                .filter(|id| self.model.jobs[*id].key.as_deref() == Some(k))
+                .count() as u64;
+            let leased = self.model.leased(Some(k), self.uncounted_leases);
+            if new > kc.saturating_sub(leased) {
+                return Err(format!(
+                    "fetched {new} of key {k} with {leased} leased, its limit {kc}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Jobs a fetch moved without leasing them: due ones promoted, ones held back by
+    /// their key's limit parked (delayed); nothing else may move (but for the ids on
+    /// `parked`: see `World::stale_parked`).
+    fn fetch_moves(&mut self, fetched: &[String], after: &Real, parked: &[String]) -> Result<(), String> {
+        let keyed = self.model.per_key.is_some();
+        for (id, j) in self.model.jobs.iter_mut() {
+            if fetched.contains(id) {
+                continue;
+            }
+            let Some(place) = j.place else { continue };
+            let now = after.at.get(id).map(|a| a.0);
+            let ok = match (place, now) {
+                (a, Some(b)) if a == b => true,
+                (Place::Ready, Some(Place::Delayed)) => keyed && j.key.is_some(),
+                (Place::Delayed, Some(Place::Ready)) => j.free || parked.contains(id),
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("fetch moved {id} from {place:?} to {now:?}"));
+            }
+            if place == Place::Ready && now == Some(Place::Delayed) {
+                // parked: a later fetch may take it back as soon as its key has a slot
+                j.free = true;
+            }
+            j.place = now;
+        }
+        Ok(())
+    }
+
+    /// The consumer's lease number `pick` (None when it holds none).
+    pub(crate) fn pick(&self, pick: u8) -> Option<&Held> {
+        let n = self.model.held.len();
+        (n > 0).then(|| &self.model.held[pick as usize % n])
+    }
+
+    /// Takes lease number `pick` out of the consumer's hands (it settles it).
+    pub(crate) fn take(&mut self, pick: u8) -> Option<Held> {
+        let n = self.model.held.len();
+        (n > 0).then(|| self.model.held.remove(pick as usize % n))
+    }
+
+    /// After a settle of `h`: a current lease is acted on (`f` moves the model), a stale
+    /// one is reported missed and changes nothing.
+    pub(crate) fn settled(
+        &mut self,
+        h: &Held,
+        missed: bool,
+        f: impl FnOnce(&mut crate::reference::Model, &str),
+    ) -> Result<(), String> {
+        match (self.model.current(h), missed) {
+            (true, false) => {
+                f(&mut self.model, &h.id);
+                Ok(())
+            }
+            (false, true) => Ok(()),
+            (current, _) => Err(format!(
+                "settle of {} (current lease: {current}): missed {missed}",
+                h.id
+            )),
+        }
+    }
+
+    /// Start mark of lease number `pick`: `start_suspect` for a suspect, settle's 'S'
+    /// otherwise; only a current lease is marked.
+    pub(crate) async fn start(&mut self, pick: u8) -> Result<(), String> {
+        let Some(h) = self.pick(pick).cloned() else {
+            return Ok(());
+        };
+        let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
+        let current = self.model.current(&h);
+        if h.suspect {
+            let ok = scripts::start_suspect(&mut c, &keys, &h.name, h.token, TAG)
+                .await
+                .map_err(err)?;
+            if ok != current {
+                return Err(format!(
+                    "start_suspect of {}: {ok}, current lease {current}",
+                    h.id
+                ));
+            }
+        } else {
+            let started = [(h.name.clone(), h.token)];
+            let marks = StartMarks {
+                tag: TAG,
+                started: &started,
+                ended: &[],
+            };
+            scripts::settle_marked(&mut c, &keys, &[], marks)
+                .await
+                .map_err(err)?;
+        }
+        if current {
+            self.model.job(&h.id).mark = if h.suspect { Mark::Suspect } else { Mark::Started };
+        }
+        let n = self.model.held.len();
+        self.model.held[pick as usize % n].started = true;
+        Ok(())
+    }
+
+    /// The leases `names` pass their deadline (their score set in the past) and the
+    /// reclaimer runs.
+    pub(crate) async fn expire(&mut self, names: &[String]) -> Result<(), String> {
+        let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
+        for name in names {
+            let _: () = redis::cmd("ZADD")
+                .arg(keys.lease())
+                .arg("XX")
+                .arg(1)
+                .arg(name)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+        }
+        let got = scripts::reclaim(&mut c, &keys, 1000, budget())
+            .await
+            .map_err(err)?;
+        let mut n = 0;
+        for name in names {
+            let id = id_of(name);
+            if self
+                .model
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.place == Some(Place::Leased))
+            {
+                self.model.reclaim(&id);
+                n += 1;
+            }
+        }
+        if got.total() != n {
+            return Err(format!("reclaim took {} leases, the model {n}", got.total()));
+        }
+        Ok(())
+    }
+
+    /// `weir limits set` / `weir limits clear` of the global and per-key concurrency.
+    pub(crate) async fn limits(&mut self, global: Option<u8>, per_key: Option<u8>) -> Result<(), String> {
+        let (mut c, q) = (self.ctx.c(), self.ctx.queue.clone());
+        let set = Settings {
+            global_concurrency: global.map(u64::from),
+            key_concurrency: per_key.map(u64::from),
+            ..Settings::default()
+        };
+        Settings::update(&mut c, &q, &set).await.map_err(err)?;
+        let mut cleared = Vec::new();
+        if global.is_none() {
+            cleared.push(Cleared::GlobalConcurrency);
+        }
+        if per_key.is_none() {
+            cleared.push(Cleared::PerKey);
+        }
+        Settings::clear_some(&mut c, &q, &cleared).await.map_err(err)?;
+        self.model.global = global.map(u64::from);
+        self.model.per_key = per_key.map(u64::from);
+        Ok(())
+    }
+
+    /// Id number `pick` of the ids the model has seen (done ones too).
+    pub(crate) fn any_id(&self, pick: u8) -> Option<String> {
+        let n = self.model.jobs.len();
+        (n > 0).then(|| self.model.jobs.keys().nth(pick as usize % n).unwrap().clone())
+    }
+
+    /// The ids in the queue now.
+    pub(crate) async fn ids_in_queue(&self) -> Result<Vec<String>, String> {
+        Ok(check::read(&self.ctx).await?.at.into_keys().collect())
+    }
+}
