@@ -149,7 +149,12 @@ impl GiveUp {
 
 /// Runs `call` until it succeeds, backing off as `backoff` says; gives up as `give_up` says
 /// and then returns the last error (logged at `error`).
-pub async fn retrying<T, E, F, Fut>(what: &'static str, backoff: Backoff, give_up: GiveUp, call: F) -> Result<T, E>
+pub async fn retrying<T, E, F, Fut>(
+    what: &'static str,
+    backoff: Backoff,
+    give_up: GiveUp,
+    call: F,
+) -> Result<T, E>
 where
     E: std::fmt::Display,
     F: FnMut() -> Fut,
@@ -230,7 +235,11 @@ mod tests {
             retrying("t", Backoff::CALL, GiveUp::at(deadline), || async { Err("down") }).await;
         assert_eq!(r, Err("down"));
         // It never sleeps past the deadline.
-        assert!(start.elapsed() <= Duration::from_millis(100), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() <= Duration::from_millis(100),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     /// Many streaks failing together (a fleet that lost Redis at the same moment) do not
@@ -244,10 +253,18 @@ mod tests {
         for failure in 0..10 {
             let waits: Vec<Duration> = streaks.iter_mut().map(|s| s.failed(&"e")).collect();
             let distinct: std::collections::HashSet<_> = waits.iter().collect();
-            assert!(distinct.len() > 100, "failure {failure}: only {} distinct waits", distinct.len());
+            assert!(
+                distinct.len() > 100,
+                "failure {failure}: only {} distinct waits",
+                distinct.len()
+            );
             ceiling = (ceiling * 3).min(b.max);
             for w in &waits {
-                assert!((b.first..=ceiling).contains(w), "failure {failure}: {w:?} outside [{:?}, {ceiling:?}]", b.first);
+                assert!(
+                    (b.first..=ceiling).contains(w),
+                    "failure {failure}: {w:?} outside [{:?}, {ceiling:?}]",
+                    b.first
+                );
             }
         }
         // Late in a streak the waits spread over most of [first, max].
@@ -264,6 +281,9 @@ mod tests {
         s.succeeded();
         assert_eq!(s.failures(), 0);
         let w = s.failed(&"e");
-        assert!((Duration::from_millis(50)..=Duration::from_millis(150)).contains(&w), "{w:?}");
+        assert!(
+            (Duration::from_millis(50)..=Duration::from_millis(150)).contains(&w),
+            "{w:?}"
+        );
     }
 }

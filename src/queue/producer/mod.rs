@@ -9,16 +9,17 @@ use crate::queue::partitions::Partitions;
 use crate::queue::scripts::{self, EnqueueArg};
 use crate::queue::spread::{Chunks, Spread};
 use crate::redis::conn::Conn;
-use crate::redis::retry::{Backoff, GiveUp, retrying};
 use futures_util::{Stream, StreamExt, stream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 mod bulk;
+mod chunk;
 mod job;
 
 pub use bulk::{Bulk, bulk_pipelines};
+pub use chunk::{CHUNK_TOKEN_MS, RETRY_SPAN};
 pub use job::NewJob;
 use job::encode_job;
 
@@ -33,7 +34,8 @@ pub const BULK_CHUNK_BYTES: usize = 1 << 20;
 /// Enqueue calls kept in flight by the bulk paths.
 pub const BULK_PIPELINE: usize = 4;
 /// Calls per chunk in the bulk paths before the chunk fails (backing off as
-/// [`Backoff::ENQUEUE`] says: about 15 s of retries).
+/// `Backoff::ENQUEUE` says, with jitter: up to about 16 s of waits, and never past
+/// [`RETRY_SPAN`]).
 pub const CHUNK_TRIES: u32 = 10;
 /// Attempts a job gets unless told otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -202,9 +204,11 @@ impl Producer {
     /// a few chunks' worth held back at most), so a chunk is one call.
     ///
     /// A chunk whose call fails is tried again, up to [`CHUNK_TRIES`] calls in all: a
-    /// dropped connection or a restarting Redis costs a retry, not the chunk. A retry of a
-    /// chunk whose first call landed but whose reply was lost stores the same ids again:
-    /// ids the caller chose come back as duplicates, generated ids may be queued twice.
+    /// dropped connection or a restarting Redis costs a retry, not the chunk. A chunk whose
+    /// call landed but whose reply was lost is not stored twice: a chunk of plain
+    /// commands carries a token its retries look for, and a chunk that runs the enqueue
+    /// script is retried with every id checked (`producer/chunk.rs`). Redis out of memory
+    /// is not retried: the chunk fails at once with [`Error::OutOfMemory`].
     ///
     /// The stream owns its chunks and a clone of the producer, so given `Send + 'static`
     /// jobs it can be driven inside `tokio::spawn`.
@@ -236,9 +240,7 @@ impl Producer {
     async fn enqueue_chunk(&self, args: Vec<EnqueueArg>) -> Result<BulkReport> {
         let by_lane = self.by_lane(args);
         let calls = by_lane.iter().map(|(keys, args)| async move {
-            let give_up = GiveUp::after(CHUNK_TRIES);
-            let call = || self.enqueue_lane(keys, args);
-            let done = retrying("enqueue", Backoff::ENQUEUE, give_up, call).await?;
+            let done = self.enqueue_lane_once(keys, args).await?;
             // Outside the retries: what is stored is never sent again.
             self.confirm(keys, args.len()).await?;
             Ok::<_, Error>(done)
@@ -317,7 +319,9 @@ impl Producer {
 
     /// One enqueue call to one lane (`keys`): the queue, or one of its partitions.
     async fn enqueue_lane(&self, keys: &QueueKeys, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
-        let dups = scripts::enqueue(&mut self.conn.clone(), keys, args).await?;
+        let dups = scripts::enqueue(&mut self.conn.clone(), keys, args)
+            .await
+            .map_err(Error::classify_memory)?;
         self.register_once().await;
         let stored = (args.len() - dups.len()) as u64;
         crate::metrics::record_enqueued(self.keys.name(), stored);
