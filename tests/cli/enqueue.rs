@@ -324,13 +324,24 @@ async fn enqueue_refused_for_memory_stops_with_one_line() {
         .unwrap();
     let max = (used + 4_000_000).to_string();
     let _: () = ctx
-        .cmd(&["CONFIG", "SET", "maxmemory", &max, "maxmemory-policy", "noeviction"])
+        .cmd(&[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            &max,
+            "maxmemory-policy",
+            "noeviction",
+        ])
         .await;
     let file = tempfile::NamedTempFile::new().unwrap();
     let line = format!("\"{}\"\n", "x".repeat(200));
     std::fs::write(file.path(), line.repeat(200_000)).unwrap();
     let path = file.path().to_str().unwrap();
-    let o = cli_within(&ctx, &["enqueue", "--queue", &ctx.queue, "--kind", "k", path], LIMIT);
+    let o = cli_within(
+        &ctx,
+        &["enqueue", "--queue", &ctx.queue, "--kind", "k", path],
+        LIMIT,
+    );
     no_panic(&o);
     let stored = ctx.stats().await.ready_total();
     assert!(stored > 0 && stored < 200_000, "{stored}");
@@ -346,5 +357,8 @@ async fn enqueue_refused_for_memory_stops_with_one_line() {
         .lines()
         .find_map(|l| l.strip_prefix("errorstat_EXECABORT:count="))
         .map_or(0, |n| n.trim().parse().unwrap());
-    assert!(refused <= weir::producer::BULK_PIPELINE as u64 + 1, "{refused} refused calls");
+    assert!(
+        refused <= weir::producer::BULK_PIPELINE as u64 + 1,
+        "{refused} refused calls"
+    );
 }

@@ -149,10 +149,7 @@ impl Producer {
 
     /// Enqueues one job; returns its id. A taken id gives [`Error::Duplicate`].
     pub async fn enqueue(&self, job: NewJob) -> Result<String> {
-        let partition = match &self.spread {
-            Some(s) if job.id.is_none() && job.key.is_none() => Some(s.pick(&self.conn)),
-            _ => None,
-        };
+        let partition = self.partition_for(&job, true);
         let arg = self.encode(job, envelope::unix_ms(), &mut Vec::new(), partition)?;
         let id = arg.id.clone();
         let (_, dups) = self.enqueue_args(std::slice::from_ref(&arg)).await?;
@@ -354,15 +351,26 @@ impl Producer {
 
     /// Checks and encodes one job with this producer's limits; `buf` is scratch space (a
     /// job encoded whole takes it as its envelope and leaves it empty, so no envelope is
-    /// copied; one refused leaves its capacity for the next call). For a partitioned queue, a generated id names the partition
-    /// the job goes to (its key's, or the next in turn).
+    /// copied; one refused leaves its capacity for the next call). For a partitioned queue, a generated id
+    /// names the partition the job goes to (`queue/spread.rs`: its unique key's, its
+    /// key's, or the next in turn).
     pub fn prepare(&self, job: NewJob, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
-        let partition = match (&self.spread, &job.key) {
-            (Some(s), Some(k)) => Some(s.parts().of_key(k)),
-            (Some(s), None) if job.id.is_none() => Some(s.next()),
-            _ => None,
-        };
+        let partition = self.partition_for(&job, false);
         self.encode(job, now_ms, buf, partition)
+    }
+
+    /// On a partitioned queue, the partition a job with a generated id goes to (the id
+    /// names it), as `queue/spread.rs` says: its unique key's, else its key's, else the
+    /// shallower of two for a job `alone`, the next in turn in a bulk load. `None` for a
+    /// job with an id of the caller's (it goes where the id hashes) or a queue without
+    /// partitions.
+    fn partition_for(&self, job: &NewJob, alone: bool) -> Option<usize> {
+        let s = self.spread.as_ref().filter(|_| job.id.is_none())?;
+        Some(match job.routing_unique_key().or(job.key.as_deref()) {
+            Some(k) => s.parts().of_key(k),
+            None if alone => s.pick(&self.conn),
+            None => s.next(),
+        })
     }
 
     fn encode(
