@@ -9,9 +9,9 @@
 //!   [`QueueKeys::chunk`] (`SET .. 1 PX` [`CHUNK_TOKEN_MS`]), and every retry first asks
 //!   whether that key exists. If it does, the chunk landed and is not sent again. The
 //!   cost is one SET per chunk of up to 1,000 jobs (well under 1 µs of Redis CPU, against
-//!   the ~150 µs the chunk's pushes cost), and a key of ~60 bytes for a minute: at the
-//!   fastest enqueue measured (1.7M jobs/s) about 100k keys, 6 MB, while the same
-//!   minute's jobs take ~15 GB.
+//!   the ~150 µs the chunk's pushes cost), and a key (~120 bytes of Redis memory with its
+//!   expiry) for a minute: at the fastest enqueue measured (1.7M jobs/s) about 100k
+//!   keys, 12 MB, while the same minute's jobs take ~15 GB.
 //! - A chunk that runs the enqueue script (delays, unique windows, ids of the caller's)
 //!   is retried with every id checked (`unique` set): an id the lost call stored comes
 //!   back as a duplicate; a generated one counts as stored (it was, by that call), an id
