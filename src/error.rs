@@ -91,6 +91,13 @@ pub enum Error {
     /// A Redis command or script failed.
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// Redis refused a write for memory: it reached `maxmemory` and its policy
+    /// (`noeviction`, as weir asks) frees nothing, so it refuses every write until memory
+    /// is freed. Producers do not retry it (a retry cannot succeed until then).
+    #[error(
+        "redis is out of memory and refuses writes (maxmemory reached, policy noeviction): drain queues, raise maxmemory or free memory, then enqueue the rest ({0})"
+    )]
+    OutOfMemory(redis::RedisError),
     /// A script replied with something other than its documented shape.
     #[error("unexpected reply from script {script}: {detail}")]
     Reply {
@@ -151,6 +158,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// This error, as [`Error::OutOfMemory`] when Redis refused the write for memory:
+    /// told by the error code redis-rs gives (`OOM`), for a script's error and for a
+    /// transaction Redis discarded because a command in it was refused (`EXECABORT`).
+    pub(crate) fn classify_memory(self) -> Self {
+        match self {
+            Error::Redis(e) if is_oom(&e) => Error::OutOfMemory(e),
+            e => e,
+        }
+    }
+
     /// True for errors that a retry can cure (connection drops, timeouts, a busy server).
     pub fn is_transient(&self) -> bool {
         match self {
@@ -167,6 +184,19 @@ impl Error {
             _ => false,
         }
     }
+}
+
+/// Whether Redis refused the call for memory (error code `OOM`, alone or inside an
+/// aborted transaction).
+fn is_oom(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    if e.code() == Some("OOM") {
+        return true;
+    }
+    e.kind() == ErrorKind::Server(ServerErrorKind::ExecAbort)
+        && e.clone()
+            .into_server_errors()
+            .is_some_and(|errs| errs.iter().any(|(_, s)| s.code() == "OOM"))
 }
 
 /// Result with [`Error`].

@@ -321,3 +321,53 @@ async fn rust_and_python_producers_share_unique_windows() {
     );
     assert_eq!(ctx.snapshot().await.unique.len(), 1000);
 }
+
+/// Whether Redis holds a Functions library.
+async fn library_loaded(ctx: &Ctx) -> bool {
+    let libs: Vec<redis::Value> = ctx.cmd(&["FUNCTION", "LIST"]).await;
+    !libs.is_empty()
+}
+
+/// Redis loses the Functions library while a consumer runs (`FUNCTION FLUSH`, as a
+/// restart without persistence or a failover to a replica without it would): the
+/// consumer loads it again, and the Python and Node producers, whose FCALLs wait for it,
+/// enqueue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_enqueue_after_redis_loses_the_library_under_a_running_consumer() {
+    let ctx = Ctx::private("lib-lost").await;
+    let mut config = weir::ConsumerConfig::new(&ctx.queue);
+    config.metrics = false;
+    let registry = weir::Registry::new().fallback(weir::handler_fn(|_job| async { Ok(()) }));
+    let consumer = weir::Consumer::new(config, ctx.redis.clone(), registry).unwrap();
+    let stop = weir::CancellationToken::new();
+    let running = tokio::spawn(consumer.run(stop.clone()));
+    wait_until("the consumer loads the library", Duration::from_secs(10), || {
+        library_loaded(&ctx)
+    })
+    .await;
+
+    let _: () = ctx.cmd(&["FUNCTION", "FLUSH"]).await;
+    assert!(!library_loaded(&ctx).await);
+    let (url, queue) = (ctx.url.clone(), ctx.queue.clone());
+    let py = tokio::task::spawn_blocking(move || python_unique(&url, &queue));
+    assert_eq!(
+        py.await.unwrap(),
+        (1000, 0),
+        "python enqueued once the library was back"
+    );
+
+    let _: () = ctx.cmd(&["FUNCTION", "FLUSH"]).await;
+    let (url, queue) = (ctx.url.clone(), ctx.queue.clone());
+    let js = tokio::task::spawn_blocking(move || {
+        let mut n = node();
+        n.arg(driver("produce.js"))
+            .args([url.as_str(), queue.as_str(), "all", "20"]);
+        ok("produce.js all", n.output().unwrap())
+    });
+    let sent = js.await.unwrap();
+    assert_eq!(sent_jobs(&sent).len(), 20, "{sent}");
+    let enqueued = ctx.stats().await.counters.get("enqueued").copied();
+    assert_eq!(enqueued, Some(1020));
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}

@@ -3,6 +3,11 @@
 // The contract (envelope, keys, arguments) is weir's protocol 1, stated in weir's
 // docs/protocol.md. The library must be loaded in Redis (`weir functions load`, or any
 // `weir work` consumer at start); the first call checks that it speaks protocol 1.
+//
+// Redis can lose the library (a restart without persistence, a failover, FUNCTION
+// FLUSH); a running weir consumer loads it again within a second. A call that finds it
+// missing waits up to LIBRARY_WAIT_MS for that, then throws a WeirError that says what to
+// run.
 
 const crypto = require('crypto');
 
@@ -28,6 +33,29 @@ const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** A job weir would refuse, or a Redis without a usable weir library. */
 class WeirError extends Error {}
+
+/** How long a call waits for a missing library to be loaded again (a running weir
+ * consumer checks every second), and how often it looks meanwhile. */
+const LIBRARY_WAIT_MS = 5000;
+const LIBRARY_POLL_MS = 100;
+const MISSING = 'the weir Functions library is not loaded in this Redis (a restart without '
+  + 'persistence, a failover or FUNCTION FLUSH loses it, and no weir consumer loaded it again '
+  + `within ${LIBRARY_WAIT_MS / 1000} s): run \`weir functions load\` against this Redis, or start a weir consumer`;
+
+/** Runs `call` (an FCALL); while Redis answers that the function is not found (nothing
+ * ran), tries again for up to LIBRARY_WAIT_MS, then throws WeirError. */
+async function whenLoaded(call) {
+  const deadline = Date.now() + LIBRARY_WAIT_MS;
+  for (;;) {
+    try {
+      return await call();
+    } catch (e) {
+      if (!String(e.message).includes('Function not found')) throw e;
+      if (Date.now() >= deadline) throw new WeirError(MISSING);
+    }
+    await new Promise((resolve) => setTimeout(resolve, LIBRARY_POLL_MS));
+  }
+}
 
 function token(what, value) {
   if (typeof value !== 'string' || !TOKEN.test(value)) {
@@ -143,15 +171,7 @@ class Producer {
   /** Checks that Redis has a weir library of this package's protocol (done once, before
    * the first enqueue). */
   async checkLibrary() {
-    let reply;
-    try {
-      reply = await this.redis.call('FCALL_RO', 'weir_version', 0);
-    } catch (e) {
-      if (String(e.message).includes('Function not found')) {
-        throw new WeirError('the weir Functions library is not loaded in this Redis: run `weir functions load` (or start a weir consumer)');
-      }
-      throw e;
-    }
+    const reply = await whenLoaded(() => this.redis.call('FCALL_RO', 'weir_version', 0));
     const [protocol, version] = reply;
     if (Number(protocol) !== PROTOCOL) {
       throw new WeirError(`the weir library in Redis speaks protocol ${protocol} (weir ${version}); this package speaks protocol ${PROTOCOL}`);
@@ -170,7 +190,7 @@ class Producer {
       for (let k = s; k < e; k += 1) args.push(jobs[k].id, jobs[k].envelope);
       s = e;
     }
-    return this.redis.call('FCALL', 'weir_enqueue', this.keys.length, ...this.keys, ...args);
+    return whenLoaded(() => this.redis.call('FCALL', 'weir_enqueue', this.keys.length, ...this.keys, ...args));
   }
 
   prepare(job, nowMs) {

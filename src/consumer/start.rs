@@ -158,6 +158,11 @@ impl Consumer {
         );
         // A partitioned queue's process-wide knobs are its base lane's to watch.
         let lane_of_many = self.lane.as_ref().is_some_and(|l| l.keys.is_partition());
+        if !lane_of_many {
+            let every = crate::queue::functions::WATCH_EVERY;
+            let watch = crate::queue::functions::keep_loaded(conn.clone(), every, stop.clone());
+            tasks.spawn("functions library watch", watch);
+        }
         if let Some(every) = c.settings_poll.filter(|_| !lane_of_many) {
             // A limiter shared with other queues is no one queue's to tune.
             let limiter = self

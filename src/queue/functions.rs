@@ -12,6 +12,12 @@
 //! Functions need Redis 7.0 or newer, and so does weir: a consumer loads the library at
 //! start when it is missing ([`ensure`]) and refuses one that speaks another protocol;
 //! `weir functions load [--replace]` loads or upgrades it explicitly ([`load`]).
+//!
+//! Redis can lose the library while consumers run: a restart without persistence, a
+//! failover to a replica that never had it, `FUNCTION FLUSH`. Producers in other
+//! languages would then fail on every `FCALL weir_enqueue`, so a running consumer checks
+//! every [`WATCH_EVERY`] ([`keep_loaded`]: one `FCALL_RO weir_version`) and loads it again
+//! at once; the clients wait that long for it before they give up.
 
 use crate::error::{Error, Result};
 use crate::queue::scripts;
@@ -27,6 +33,10 @@ pub const LIBRARY: &str = "weir";
 
 /// The function that reports the loaded library's version.
 pub const VERSION_FUNCTION: &str = "weir_version";
+
+/// How often a running consumer checks that the library is still loaded
+/// ([`keep_loaded`]).
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The library's code and its build id.
 struct Built {
@@ -256,6 +266,48 @@ pub async fn ensure<C: ConnectionLike>(conn: &mut C) -> Result<Option<LibraryInf
         );
     }
     Ok(Some(info))
+}
+
+/// A running consumer's watch (until `shutdown`): every `every`, checks that a library is
+/// loaded and, when Redis lost it, loads this weir's again. A check that fails (Redis
+/// down) is tried at the next tick; a user that may not load functions ends the watch,
+/// as [`ensure`] runs without the library then.
+pub(crate) async fn keep_loaded<C: ConnectionLike>(
+    mut conn: C,
+    every: std::time::Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    use crate::redis::retry::{Backoff, Streak};
+    let mut errors = Streak::new(
+        "functions library check",
+        Backoff {
+            first: every,
+            max: every,
+        },
+    );
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let r = match loaded(&mut conn).await {
+            Ok(Some(_)) => Ok(false),
+            Ok(None) => load(&mut conn, false).await.map(|l| l == Loaded::Loaded),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(reloaded) => {
+                errors.succeeded();
+                if reloaded {
+                    tracing::warn!(library = %LibraryInfo::ours(), "the weir Functions library was gone from Redis (a restart without persistence, a failover, FUNCTION FLUSH): loaded it again");
+                }
+            }
+            Err(Error::Redis(e)) if e.code() == Some("NOPERM") => return,
+            Err(e) => {
+                errors.failed(&e);
+            }
+        }
+    }
 }
 
 /// A Redis user without the right to call or load functions: the check cannot be made,

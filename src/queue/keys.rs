@@ -255,6 +255,14 @@ impl QueueKeys {
         format!("weir:{{{}}}:cron_fired", self.name)
     }
 
+    /// STRING `1`, expiring (PX) a while after a producer's bulk chunk `token` landed: the
+    /// chunk's transaction writes it with its jobs, and a retry of the chunk whose reply
+    /// was lost finds it and does not send the jobs again (`producer/chunk.rs`). Not in
+    /// [`QueueKeys::all`]: only the producer's plain transactions take it.
+    pub fn chunk(&self, token: &str) -> String {
+        format!("weir:{{{}}}:chunk:{token}", self.name)
+    }
+
     /// The prefix of the unique-window keys (not a key itself): `<prefix><unique key>` is
     /// a STRING holding the id of the job that took the key, with an expiry (PX) at the end
     /// of its window. Scripts append the unique key, so these keys share the hash tag.
@@ -273,6 +281,7 @@ mod tests {
         assert_eq!(k.all()[0], "weir:{emails}:ready:high");
         assert!(k.all().iter().all(|key| key.starts_with("weir:{emails}:")));
         assert_eq!(k.lease(), "weir:{emails}:lease");
+        assert_eq!(k.chunk("t1"), "weir:{emails}:chunk:t1");
     }
 
     #[test]

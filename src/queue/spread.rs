@@ -1,14 +1,20 @@
 //! How a [`crate::Producer`] spreads jobs over a partitioned queue's partitions
-//! (`queue/partitions.rs`):
-//! - a job with a key goes to its key's partition, always (per-key order and limits stay
-//!   in one partition);
-//! - a job with an id of the caller's goes where the id hashes (so it is found by id);
-//! - a job with a generated id goes, in a bulk load, to the next partition in turn (so
-//!   partitions fill evenly), and alone, to the shallower of two partitions sampled at
-//!   random (power of two choices) by their ready depths, cached for a second and
-//!   refreshed in the background; its id names the partition (`<id>.p<i>`).
+//! (`queue/partitions.rs`). Uniqueness is checked within one partition, so whatever a
+//! job must be unique by decides where it goes:
+//! - a job with an id of the caller's goes where the id hashes, whatever its key or
+//!   unique key (one id, one partition: never two copies, and found by id);
+//! - a job with a generated id and a unique key (with a window) goes to its unique key's
+//!   partition (every job that may hold the key is checked there);
+//! - else a job with a key goes to its key's partition (per-key order and limits stay in
+//!   one partition);
+//! - else a job with a generated id goes, in a bulk load, to the next partition in turn
+//!   (so partitions fill evenly), and alone, to the shallower of two partitions sampled
+//!   at random (power of two choices) by their ready depths, cached for a second and
+//!   refreshed in the background.
+//!
+//! A generated id names its partition (`<id>.p<i>`).
 
-use crate::queue::partitions::{Partitions, ready_depth};
+use crate::queue::partitions::{Partitions, names_partition, ready_depth};
 use crate::queue::scripts::EnqueueArg;
 use crate::redis::conn::Conn;
 use rand::Rng;
@@ -68,9 +74,12 @@ impl Spread {
         chosen
     }
 
-    /// The partition a prepared job goes to: its key's, else the one its id names or
-    /// hashes to.
+    /// The partition a prepared job goes to: for an id of the caller's, or one that names
+    /// its partition, the one the id names or hashes to; else its key's, else its id's.
     pub(crate) fn lane_of(&self, arg: &EnqueueArg) -> usize {
+        if arg.unique || names_partition(&arg.id) {
+            return self.parts.of_id(&arg.id);
+        }
         match key_of(&arg.envelope) {
             Some(k) => self.parts.of_key(k),
             None => self.parts.of_id(&arg.id),

@@ -1,15 +1,25 @@
 //! The one retry loop for Redis calls: log the first failure of a streak (and the
-//! recovery), back off exponentially, retry until a deadline or a number of tries.
+//! recovery), back off exponentially with decorrelated jitter, retry until a deadline or
+//! a number of tries.
+//!
+//! The jitter matters when Redis comes back: processes that lost it together would
+//! otherwise retry together, in lockstep, try after try.
 //!
 //! Two shapes share it: [`retrying`] wraps a call that is simply tried again, and
 //! [`Streak`] serves loops that must keep doing other work between tries (the fetcher
 //! waits on a timer inside its `select!`).
 
+use rand::Rng;
 use std::future::Future;
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
 
-/// How a streak of failures backs off: `first`, doubling, at most `max`.
+/// How a streak of failures backs off: waits drawn at random (decorrelated jitter) that
+/// grow from `first` about twofold per failure on average, at most `max`.
+///
+/// Each wait is uniform in `[first, min(max, 3 × previous wait)]`, the previous wait of
+/// the first one counting as `first`: the first wait lies in `[first, 3·first]`, and no
+/// wait is shorter than `first` or longer than `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// Wait after the first failure.
@@ -19,17 +29,17 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    /// 10 ms doubling to 2 s: outcome writes and lease calls, which hold jobs meanwhile.
+    /// From 10 ms up to 2 s: outcome writes and lease calls, which hold jobs meanwhile.
     pub const CALL: Backoff = Backoff {
         first: Duration::from_millis(10),
         max: Duration::from_secs(2),
     };
-    /// 50 ms doubling to 5 s: fetches, which only delay new work.
+    /// From 50 ms up to 5 s: fetches, which only delay new work.
     pub const FETCH: Backoff = Backoff {
         first: Duration::from_millis(50),
         max: Duration::from_secs(5),
     };
-    /// 100 ms doubling to 2 s: a producer's bulk chunk.
+    /// From 100 ms up to 2 s: a producer's bulk chunk.
     pub const ENQUEUE: Backoff = Backoff {
         first: Duration::from_millis(100),
         max: Duration::from_secs(2),
@@ -43,8 +53,22 @@ impl Backoff {
 pub struct Streak {
     what: &'static str,
     backoff: Backoff,
-    next_wait: Duration,
+    /// The last wait given (`first` at the start of a streak).
+    last_wait: Duration,
     failures: u32,
+}
+
+impl Backoff {
+    /// The wait after one that lasted `last`: uniform in `[first, min(max, 3·last)]`
+    /// (decorrelated jitter).
+    pub fn next_wait(&self, last: Duration) -> Duration {
+        let low = self.first.min(self.max);
+        let high = (last * 3).clamp(low, self.max);
+        if high <= low {
+            return low;
+        }
+        rand::rng().random_range(low..=high)
+    }
 }
 
 impl Streak {
@@ -53,7 +77,7 @@ impl Streak {
         Self {
             what,
             backoff,
-            next_wait: backoff.first,
+            last_wait: backoff.first,
             failures: 0,
         }
     }
@@ -72,9 +96,8 @@ impl Streak {
             tracing::debug!(what, error = %error, failures = self.failures, "redis call failed again");
         }
         self.failures += 1;
-        let wait = self.next_wait;
-        self.next_wait = (self.next_wait * 2).min(self.backoff.max);
-        wait
+        self.last_wait = self.backoff.next_wait(self.last_wait);
+        self.last_wait
     }
 
     /// Records a success, ending the streak.
@@ -87,7 +110,7 @@ impl Streak {
             );
         }
         self.failures = 0;
-        self.next_wait = self.backoff.first;
+        self.last_wait = self.backoff.first;
     }
 }
 
@@ -130,6 +153,23 @@ pub async fn retrying<T, E, F, Fut>(
     what: &'static str,
     backoff: Backoff,
     give_up: GiveUp,
+    call: F,
+) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    retrying_unless(what, backoff, give_up, |_| false, call).await
+}
+
+/// [`retrying`], but an error for which `is_final` holds is returned at once, untried
+/// again (one a retry cannot cure, such as Redis out of memory).
+pub async fn retrying_unless<T, E, F, Fut>(
+    what: &'static str,
+    backoff: Backoff,
+    give_up: GiveUp,
+    is_final: impl Fn(&E) -> bool,
     mut call: F,
 ) -> Result<T, E>
 where
@@ -144,6 +184,7 @@ where
                 streak.succeeded();
                 return Ok(v);
             }
+            Err(e) if is_final(&e) => return Err(e),
             Err(e) => {
                 let wait = streak.failed(&e);
                 let out_of_time = give_up.deadline.is_some_and(|d| Instant::now() + wait > d);
@@ -164,7 +205,7 @@ mod tests {
     use std::cell::Cell;
 
     #[tokio::test(start_paused = true)]
-    async fn retries_until_success_with_doubling_waits() {
+    async fn retries_until_success_within_the_jittered_waits() {
         let tries = Cell::new(0);
         let start = Instant::now();
         let r: Result<u32, String> = retrying("t", Backoff::CALL, GiveUp::NEVER, || {
@@ -174,8 +215,13 @@ mod tests {
         })
         .await;
         assert_eq!(r, Ok(4));
-        // 10 + 20 + 40 ms of backoff under paused time.
-        assert_eq!(start.elapsed(), Duration::from_millis(70));
+        // Three waits of at least 10 ms each, each at most three times the one before
+        // (30, 90, 270 ms), under paused time.
+        let waited = start.elapsed();
+        assert!(
+            (Duration::from_millis(30)..=Duration::from_millis(390)).contains(&waited),
+            "{waited:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -188,17 +234,56 @@ mod tests {
         let r: Result<(), &str> =
             retrying("t", Backoff::CALL, GiveUp::at(deadline), || async { Err("down") }).await;
         assert_eq!(r, Err("down"));
-        // Waits 10, 20, 40 (= 70 ms); the next wait of 80 would pass the deadline.
-        assert_eq!(start.elapsed(), Duration::from_millis(70));
+        // It never sleeps past the deadline.
+        assert!(
+            start.elapsed() <= Duration::from_millis(100),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    /// Many streaks failing together (a fleet that lost Redis at the same moment) do not
+    /// retry together: their waits for the same failure differ, and every wait stays in
+    /// the documented range.
+    #[test]
+    fn waits_are_jittered_within_the_documented_range() {
+        let b = Backoff::FETCH;
+        let mut streaks: Vec<Streak> = (0..200).map(|_| Streak::new("t", b)).collect();
+        let mut ceiling = b.first;
+        for failure in 0..10 {
+            let waits: Vec<Duration> = streaks.iter_mut().map(|s| s.failed(&"e")).collect();
+            let distinct: std::collections::HashSet<_> = waits.iter().collect();
+            assert!(
+                distinct.len() > 100,
+                "failure {failure}: only {} distinct waits",
+                distinct.len()
+            );
+            ceiling = (ceiling * 3).min(b.max);
+            for w in &waits {
+                assert!(
+                    (b.first..=ceiling).contains(w),
+                    "failure {failure}: {w:?} outside [{:?}, {ceiling:?}]",
+                    b.first
+                );
+            }
+        }
+        // Late in a streak the waits spread over most of [first, max].
+        let late: Vec<Duration> = streaks.iter_mut().map(|s| s.failed(&"e")).collect();
+        assert!(late.iter().any(|w| *w > b.max * 3 / 4) && late.iter().any(|w| *w < b.max / 4));
     }
 
     #[test]
-    fn waits_double_up_to_the_cap_and_reset_on_success() {
+    fn a_success_ends_the_streak_and_the_next_wait_starts_low() {
         let mut s = Streak::new("t", Backoff::FETCH);
-        let waits: Vec<u64> = (0..8).map(|_| s.failed(&"e").as_millis() as u64).collect();
-        assert_eq!(waits, [50, 100, 200, 400, 800, 1600, 3200, 5000]);
+        for _ in 0..8 {
+            s.failed(&"e");
+        }
         s.succeeded();
         assert_eq!(s.failures(), 0);
-        assert_eq!(s.failed(&"e"), Duration::from_millis(50));
+        let w = s.failed(&"e");
+        assert!(
+            (Duration::from_millis(50)..=Duration::from_millis(150)).contains(&w),
+            "{w:?}"
+        );
     }
 }

@@ -307,3 +307,58 @@ async fn a_lines_key_or_the_flags_lands_in_the_envelope() {
     );
     assert_eq!(ctx.snapshot().await.by_id().jobs.len(), 5, "nothing more stored");
 }
+
+/// Redis full (`maxmemory` reached, policy `noeviction`): `weir enqueue` of 200,000 lines
+/// stops at the first chunk refused for memory, sends each refused chunk once (no retries
+/// with backoff), and says in one line how many jobs are stored, why, and what to do.
+#[tokio::test]
+async fn enqueue_refused_for_memory_stops_with_one_line() {
+    let ctx = Ctx::private("cli-oom").await;
+    let info: String = ctx.cmd(&["INFO", "memory"]).await;
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let max = (used + 4_000_000).to_string();
+    let _: () = ctx
+        .cmd(&[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            &max,
+            "maxmemory-policy",
+            "noeviction",
+        ])
+        .await;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let line = format!("\"{}\"\n", "x".repeat(200));
+    std::fs::write(file.path(), line.repeat(200_000)).unwrap();
+    let path = file.path().to_str().unwrap();
+    let o = cli_within(
+        &ctx,
+        &["enqueue", "--queue", &ctx.queue, "--kind", "k", path],
+        LIMIT,
+    );
+    no_panic(&o);
+    let stored = ctx.stats().await.ready_total();
+    assert!(stored > 0 && stored < 200_000, "{stored}");
+    let lines = error_lines(&o);
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    assert!(lines[0].contains("out of memory"), "{lines:?}");
+    assert!(lines[0].contains(&format!("{stored} jobs stored")), "{lines:?}");
+    assert!(lines[0].contains("raise maxmemory"), "{lines:?}");
+    assert_eq!(o.status.code(), Some(3), "lines not loaded: exit 3");
+    // Each refused chunk was sent once: the chunks in flight, and the one being gathered.
+    let info: String = ctx.cmd(&["INFO", "errorstats"]).await;
+    let refused: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("errorstat_EXECABORT:count="))
+        .map_or(0, |n| n.trim().parse().unwrap());
+    assert!(
+        refused <= weir::producer::BULK_PIPELINE as u64 + 1,
+        "{refused} refused calls"
+    );
+}

@@ -15,6 +15,7 @@ mod calls;
 mod cluster;
 mod commands;
 mod limits;
+mod uniqueness;
 
 use common::{Ctx, State, seed};
 use std::time::Duration;

@@ -3,6 +3,11 @@
 The contract (envelope, keys, arguments) is weir's protocol 1, stated in weir's
 docs/protocol.md. The library must be loaded in Redis (``weir functions load``, or any
 ``weir work`` consumer at start); the first call checks that it speaks protocol 1.
+
+Redis can lose the library (a restart without persistence, a failover, ``FUNCTION
+FLUSH``); a running weir consumer loads it again within a second. A call that finds it
+missing waits up to ``LIBRARY_WAIT`` seconds for that, then raises a WeirError that says
+what to run.
 """
 
 import itertools
@@ -23,6 +28,14 @@ BULK_CHUNK = 1000
 BULK_CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_MAX_ENVELOPE_BYTES = 1 << 20
+#: Seconds a call waits for a missing library to be loaded again (a running weir consumer
+#: checks every second), and how often it looks meanwhile.
+LIBRARY_WAIT = 5.0
+LIBRARY_POLL = 0.1
+_MISSING = ("the weir Functions library is not loaded in this Redis (a restart without "
+            "persistence, a failover or FUNCTION FLUSH loses it, and no weir consumer "
+            "loaded it again within %g s): run `weir functions load` against this Redis, "
+            "or start a weir consumer" % LIBRARY_WAIT)
 
 # The queue's keys, in the order weir_enqueue takes them (weir's src/queue/keys.rs).
 KEY_SUFFIXES = (
@@ -153,15 +166,7 @@ class Producer:
     def check_library(self) -> None:
         """Checks that Redis has a weir library of this package's protocol (done once,
         before the first enqueue)."""
-        import redis as redis_py
-
-        try:
-            protocol, version, _build = self.redis.fcall_ro("weir_version", 0)
-        except redis_py.ResponseError as e:
-            if "Function not found" in str(e):
-                raise WeirError("the weir Functions library is not loaded in this Redis: "
-                                "run `weir functions load` (or start a weir consumer)") from e
-            raise
+        protocol, version, _build = self._when_loaded(lambda: self.redis.fcall_ro("weir_version", 0))
         if int(protocol) != PROTOCOL:
             version = version.decode() if isinstance(version, bytes) else version
             raise WeirError(f"the weir library in Redis speaks protocol {protocol} (weir {version}); "
@@ -179,8 +184,24 @@ class Producer:
             for j in group:
                 args.append(j.id)
                 args.append(j.envelope)
-        dups = self.redis.fcall("weir_enqueue", len(self.keys), *self.keys, *args)
+        dups = self._when_loaded(lambda: self.redis.fcall("weir_enqueue", len(self.keys), *self.keys, *args))
         return [d.decode() if isinstance(d, bytes) else d for d in dups]
+
+    def _when_loaded(self, call):
+        """Runs ``call`` (an FCALL); while Redis answers that the function is not found
+        (nothing ran), tries again for up to LIBRARY_WAIT seconds, then raises WeirError."""
+        import redis as redis_py
+
+        deadline = time.monotonic() + LIBRARY_WAIT
+        while True:
+            try:
+                return call()
+            except redis_py.ResponseError as e:
+                if "Function not found" not in str(e):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise WeirError(_MISSING) from e
+            time.sleep(LIBRARY_POLL)
 
     def _prepare(self, job: Job, now_ms: int) -> _Prepared:
         _token("job kind", job.kind)

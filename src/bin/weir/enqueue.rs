@@ -144,6 +144,9 @@ struct Loaded {
     bad: Vec<(usize, String)>,
     /// Chunks that failed after their retries: (their line numbers, the last error).
     failed: Vec<(Vec<usize>, weir::Error)>,
+    /// Redis refused a chunk for memory: the input stopped there. The last line taken
+    /// into a chunk (the lines after it were not read, or not sent).
+    out_of_memory: Option<usize>,
     /// The read error that ended the input early.
     read_error: Option<std::io::Error>,
 }
@@ -161,11 +164,15 @@ async fn load(
     let now = weir::envelope::unix_ms();
     let mut buf = Vec::new();
     let bad = &mut out.bad;
+    // Set when Redis refuses a chunk for memory: no more input is read (the chunks in
+    // flight end, refused at once too), since every write would be refused.
+    let full = std::sync::atomic::AtomicBool::new(false);
     let lines = Lines {
         reader,
         line_no: 0,
         error: &mut out.read_error,
     };
+    let lines = lines.take_while(|_| !full.load(std::sync::atomic::Ordering::Relaxed));
     let jobs = lines.filter_map(|(line_no, line)| {
         let job = match String::from_utf8(line) {
             Err(e) => Err(format!("not UTF-8: {}", e.utf8_error())),
@@ -181,16 +188,25 @@ async fn load(
         }
     });
     let mut chunks = Box::pin(producer.enqueue_tagged(jobs));
+    let mut last_line = 0;
     while let Some(chunk) = chunks.next().await {
+        last_line = last_line.max(chunk.tags.last().copied().unwrap_or(0));
         match chunk.result {
             Ok(r) => {
                 out.stored += r.enqueued;
                 bar.inc(r.enqueued);
                 out.dups.extend(r.duplicates);
             }
-            Err(e) => out.failed.push((chunk.tags, e)),
+            Err(e) => {
+                if matches!(e, weir::Error::OutOfMemory(_)) {
+                    full.store(true, std::sync::atomic::Ordering::Relaxed);
+                    out.out_of_memory = Some(0);
+                }
+                out.failed.push((chunk.tags, e));
+            }
         }
     }
+    out.out_of_memory = out.out_of_memory.map(|_| last_line);
     drop(chunks); // it reads the input, and so holds `out.bad` and `out.read_error`
     out
 }
@@ -322,6 +338,23 @@ fn default_time(a: &EnqueueArgs, job: NewJob) -> NewJob {
 
 /// Reports what was not loaded; the exit code: 1 if the input could not be read to its
 /// end, 3 if some lines were not loaded, else 0.
+/// The one line that reports a load Redis refused for memory: what is stored, what is
+/// not, why, and what to do.
+fn out_of_memory_line(loaded: &Loaded, last: usize) -> String {
+    let ranges: Vec<String> = loaded
+        .failed
+        .iter()
+        .map(|(lines, _)| format!("{}-{}", lines[0], lines[lines.len() - 1]))
+        .collect();
+    format!(
+        "enqueue stopped: Redis is out of memory and refuses writes (maxmemory reached, policy noeviction); \
+         {} stored; not loaded: lines {} and every line after {last}; \
+         drain queues, raise maxmemory (CONFIG SET maxmemory) or free memory, then enqueue those lines",
+        crate::output::count(loaded.stored, "job"),
+        ranges.join(", "),
+    )
+}
+
 fn report_problems(loaded: &Loaded, input: &str) -> weir::Result<ExitCode> {
     let Loaded {
         dups,
@@ -340,6 +373,10 @@ fn report_problems(loaded: &Loaded, input: &str) -> weir::Result<ExitCode> {
     }
     for (n, e) in bad {
         eprintln!("line {n}: {e}");
+    }
+    if let Some(last) = loaded.out_of_memory {
+        eprintln!("{}", out_of_memory_line(loaded, last));
+        return Ok(ExitCode::from(crate::exit::PARTIAL));
     }
     for (lines, e) in failed {
         eprintln!("lines {} to {} not loaded: {e}", lines[0], lines[lines.len() - 1]);

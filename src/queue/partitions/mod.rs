@@ -212,6 +212,12 @@ pub(crate) fn push_partition(id: &mut String, i: usize) {
     id.push_str(itoa::Buffer::new().format(i));
 }
 
+/// Whether `id` names a partition (`<id>.p<i>`), as generated ids of a partitioned
+/// queue's jobs do.
+pub(crate) fn names_partition(id: &str) -> bool {
+    named_partition(id).is_some()
+}
+
 /// The partition an id names, if it ends in `.p<digits>` (no leading zero).
 fn named_partition(id: &str) -> Option<usize> {
     let (_, n) = id.rsplit_once(".p")?;

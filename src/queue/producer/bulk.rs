@@ -2,12 +2,10 @@
 //! built or owned on the way: a payload is serialized once, into a reused buffer, and its
 //! envelope copied once, into the RPUSH command that carries it.
 
-use super::{BULK_PIPELINE, BulkReport, CHUNK_TRIES, Producer};
+use super::{BULK_PIPELINE, BulkReport, Producer};
 use crate::error::{Error, Result};
 use crate::queue::envelope::{self, MAX_ID_LEN, Priority};
 use crate::queue::keys::{QueueKeys, validate_token};
-use crate::queue::scripts;
-use crate::redis::retry::{Backoff, GiveUp, retrying};
 use futures_util::{StreamExt, stream};
 use serde::Serialize;
 
@@ -21,7 +19,7 @@ use writer::{Lanes, Shape, Writer};
 /// Its jobs take the bulk path of [`Producer::enqueue_bulk`] (ready now, stored as list
 /// items, in chunks of [`BULK_CHUNK`](super::BULK_CHUNK) jobs or
 /// [`BULK_CHUNK_BYTES`](super::BULK_CHUNK_BYTES) with [`BULK_PIPELINE`]
-/// calls in flight, each call retried up to [`CHUNK_TRIES`] times), but each payload is
+/// calls in flight, each call retried up to [`CHUNK_TRIES`](super::CHUNK_TRIES) times), but each payload is
 /// serialized once, into a buffer the load reuses, and copied into the call that carries
 /// it: no [`crate::NewJob`], no allocation per job. It is the cheapest way to load many
 /// jobs.
@@ -162,17 +160,13 @@ fn stop(enqueued: u64, at: u64, source: Error) -> Error {
 
 impl Producer {
     /// A chunk's calls, side by side (one per partition it holds), each retried as
-    /// [`Producer::enqueue_tagged`]'s are; returns the jobs stored.
+    /// [`Producer::enqueue_tagged`]'s are (stored once, not retried when Redis is out of
+    /// memory); returns the jobs stored.
     async fn send_chunk(&self, calls: Vec<(QueueKeys, redis::Pipeline, usize)>) -> Result<u64> {
-        let sends = calls.iter().map(|(keys, pipeline, n)| async move {
-            let give_up = GiveUp::after(CHUNK_TRIES);
-            let call = || async {
-                let mut conn = self.conn.clone();
-                scripts::send_plain(&mut conn, keys, pipeline).await
-            };
-            retrying("enqueue", Backoff::ENQUEUE, give_up, call).await?;
-            self.stored(keys, *n).await?;
-            Ok::<_, Error>(*n as u64)
+        let sends = calls.into_iter().map(|(keys, pipeline, n)| async move {
+            self.send_plain_once(&keys, pipeline).await?;
+            self.stored(&keys, n).await?;
+            Ok::<_, Error>(n as u64)
         });
         let mut stored = 0;
         for r in futures_util::future::join_all(sends).await {

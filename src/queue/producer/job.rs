@@ -115,6 +115,14 @@ impl NewJob {
         self
     }
 
+    /// The unique key given for a window, if any: on a partitioned queue a job with a
+    /// generated id goes to this key's partition, so every job that may hold the key is
+    /// checked in one place.
+    pub(super) fn routing_unique_key(&self) -> Option<&str> {
+        let more = self.more.as_deref()?;
+        more.unique_key.as_deref().filter(|_| !more.unique_for.is_zero())
+    }
+
     /// The job's key: the tenant, customer or destination host that per-key limits count
     /// it against (1 to 128 characters from `[A-Za-z0-9_.:-]`: hash longer keys). Written
     /// in the envelope's `key` field; none by default.

@@ -9,16 +9,17 @@ use crate::queue::partitions::Partitions;
 use crate::queue::scripts::{self, EnqueueArg};
 use crate::queue::spread::{Chunks, Spread};
 use crate::redis::conn::Conn;
-use crate::redis::retry::{Backoff, GiveUp, retrying};
 use futures_util::{Stream, StreamExt, stream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 mod bulk;
+mod chunk;
 mod job;
 
 pub use bulk::{Bulk, bulk_pipelines};
+pub use chunk::{CHUNK_TOKEN_MS, RETRY_SPAN};
 pub use job::NewJob;
 use job::encode_job;
 
@@ -33,7 +34,8 @@ pub const BULK_CHUNK_BYTES: usize = 1 << 20;
 /// Enqueue calls kept in flight by the bulk paths.
 pub const BULK_PIPELINE: usize = 4;
 /// Calls per chunk in the bulk paths before the chunk fails (backing off as
-/// [`Backoff::ENQUEUE`] says: about 15 s of retries).
+/// `Backoff::ENQUEUE` says, with jitter: up to about 16 s of waits, and never past
+/// [`RETRY_SPAN`]).
 pub const CHUNK_TRIES: u32 = 10;
 /// Attempts a job gets unless told otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -147,10 +149,7 @@ impl Producer {
 
     /// Enqueues one job; returns its id. A taken id gives [`Error::Duplicate`].
     pub async fn enqueue(&self, job: NewJob) -> Result<String> {
-        let partition = match &self.spread {
-            Some(s) if job.id.is_none() && job.key.is_none() => Some(s.pick(&self.conn)),
-            _ => None,
-        };
+        let partition = self.partition_for(&job, true);
         let arg = self.encode(job, envelope::unix_ms(), &mut Vec::new(), partition)?;
         let id = arg.id.clone();
         let (_, dups) = self.enqueue_args(std::slice::from_ref(&arg)).await?;
@@ -202,9 +201,11 @@ impl Producer {
     /// a few chunks' worth held back at most), so a chunk is one call.
     ///
     /// A chunk whose call fails is tried again, up to [`CHUNK_TRIES`] calls in all: a
-    /// dropped connection or a restarting Redis costs a retry, not the chunk. A retry of a
-    /// chunk whose first call landed but whose reply was lost stores the same ids again:
-    /// ids the caller chose come back as duplicates, generated ids may be queued twice.
+    /// dropped connection or a restarting Redis costs a retry, not the chunk. A chunk whose
+    /// call landed but whose reply was lost is not stored twice: a chunk of plain
+    /// commands carries a token its retries look for, and a chunk that runs the enqueue
+    /// script is retried with every id checked (`producer/chunk.rs`). Redis out of memory
+    /// is not retried: the chunk fails at once with [`Error::OutOfMemory`].
     ///
     /// The stream owns its chunks and a clone of the producer, so given `Send + 'static`
     /// jobs it can be driven inside `tokio::spawn`.
@@ -236,9 +237,7 @@ impl Producer {
     async fn enqueue_chunk(&self, args: Vec<EnqueueArg>) -> Result<BulkReport> {
         let by_lane = self.by_lane(args);
         let calls = by_lane.iter().map(|(keys, args)| async move {
-            let give_up = GiveUp::after(CHUNK_TRIES);
-            let call = || self.enqueue_lane(keys, args);
-            let done = retrying("enqueue", Backoff::ENQUEUE, give_up, call).await?;
+            let done = self.enqueue_lane_once(keys, args).await?;
             // Outside the retries: what is stored is never sent again.
             self.confirm(keys, args.len()).await?;
             Ok::<_, Error>(done)
@@ -317,7 +316,9 @@ impl Producer {
 
     /// One enqueue call to one lane (`keys`): the queue, or one of its partitions.
     async fn enqueue_lane(&self, keys: &QueueKeys, args: &[EnqueueArg]) -> Result<(u64, Vec<String>)> {
-        let dups = scripts::enqueue(&mut self.conn.clone(), keys, args).await?;
+        let dups = scripts::enqueue(&mut self.conn.clone(), keys, args)
+            .await
+            .map_err(Error::classify_memory)?;
         self.register_once().await;
         let stored = (args.len() - dups.len()) as u64;
         crate::metrics::record_enqueued(self.keys.name(), stored);
@@ -350,15 +351,26 @@ impl Producer {
 
     /// Checks and encodes one job with this producer's limits; `buf` is scratch space (a
     /// job encoded whole takes it as its envelope and leaves it empty, so no envelope is
-    /// copied; one refused leaves its capacity for the next call). For a partitioned queue, a generated id names the partition
-    /// the job goes to (its key's, or the next in turn).
+    /// copied; one refused leaves its capacity for the next call). For a partitioned queue, a generated id
+    /// names the partition the job goes to (`queue/spread.rs`: its unique key's, its
+    /// key's, or the next in turn).
     pub fn prepare(&self, job: NewJob, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
-        let partition = match (&self.spread, &job.key) {
-            (Some(s), Some(k)) => Some(s.parts().of_key(k)),
-            (Some(s), None) if job.id.is_none() => Some(s.next()),
-            _ => None,
-        };
+        let partition = self.partition_for(&job, false);
         self.encode(job, now_ms, buf, partition)
+    }
+
+    /// On a partitioned queue, the partition a job with a generated id goes to (the id
+    /// names it), as `queue/spread.rs` says: its unique key's, else its key's, else the
+    /// shallower of two for a job `alone`, the next in turn in a bulk load. `None` for a
+    /// job with an id of the caller's (it goes where the id hashes) or a queue without
+    /// partitions.
+    fn partition_for(&self, job: &NewJob, alone: bool) -> Option<usize> {
+        let s = self.spread.as_ref().filter(|_| job.id.is_none())?;
+        Some(match job.routing_unique_key().or(job.key.as_deref()) {
+            Some(k) => s.parts().of_key(k),
+            None if alone => s.pick(&self.conn),
+            None => s.next(),
+        })
     }
 
     fn encode(

@@ -40,11 +40,7 @@ pub struct EnqueueArg {
 /// [`crate::Producer`] does once).
 pub async fn enqueue(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg]) -> Result<Vec<String>> {
     let cluster = conn.is_cluster();
-    if !jobs.is_empty()
-        && jobs
-            .iter()
-            .all(|j| !j.unique && j.delay_ms == 0 && j.run_at_ms == 0 && j.unique_for_ms == 0)
-    {
+    if takes_plain_path(jobs) {
         enqueue_plain(conn, keys, jobs, cluster).await?;
         return Ok(Vec::new());
     }
@@ -68,6 +64,15 @@ pub async fn enqueue(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg]) -> 
     }
     let dups: Vec<Value> = call("enqueue", keys, &mut inv, conn).await?;
     into_strings("enqueue", dups)
+}
+
+/// Whether [`enqueue`] stores `jobs` with plain commands ([`plain_pipeline`]): a batch of
+/// generated ids, all ready now, without unique windows.
+pub(crate) fn takes_plain_path(jobs: &[EnqueueArg]) -> bool {
+    !jobs.is_empty()
+        && jobs
+            .iter()
+            .all(|j| !j.unique && j.delay_ms == 0 && j.run_at_ms == 0 && j.unique_for_ms == 0)
 }
 
 /// The bulk path of [`enqueue`] for jobs with generated ids that are ready now (the

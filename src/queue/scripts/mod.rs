@@ -26,7 +26,7 @@ mod settle;
 pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, partitions, pause, stats};
 pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue, plain_pipeline, register};
-pub(crate) use enqueue::{pushes_pipeline, send_plain};
+pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
 pub use fetch::{Fetched, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_keyed};
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
