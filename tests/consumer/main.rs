@@ -18,4 +18,5 @@ mod options;
 mod poison;
 mod resilience;
 mod shutdown;
+mod stored;
 mod support;
