@@ -392,3 +392,76 @@ async fn a_queue_held_back_by_its_rate_leaves_the_slots_to_the_others() {
         seen.peak("b")
     );
 }
+
+/// A batch handler for kind `batch`: calls of up to 10 jobs, each taking `hold`; counts
+/// the jobs it ran.
+struct Batches {
+    ran: Arc<AtomicUsize>,
+    hold: Duration,
+}
+
+impl weir::BatchHandler for Batches {
+    fn call(&self, jobs: Vec<weir::Job>) -> futures_util::future::BoxFuture<'static, Vec<weir::JobResult>> {
+        let (ran, hold) = (self.ran.clone(), self.hold);
+        Box::pin(async move {
+            tokio::time::sleep(hold).await;
+            ran.fetch_add(jobs.len(), Ordering::SeqCst);
+            jobs.iter().map(|_| Ok(())).collect()
+        })
+    }
+
+    fn max_batch(&self) -> usize {
+        10
+    }
+}
+
+/// A queue that runs dry mid-run leaves every slot to the other: the slots granted for
+/// its fetched jobs beyond what they used (ten jobs of a batch-handler call take one) go
+/// back when it has nothing more to start, though it has the larger weight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_that_runs_dry_leaves_no_slot_idle() {
+    let ctx = Ctx::new("multi-dry").await;
+    let (b, _) = ctx.other_queue("multi-dry-b");
+    const A: usize = 200;
+    ctx.producer().enqueue_bulk(jobs("batch", "a-", A)).await.unwrap();
+    weir::Producer::new(ctx.c(), &b)
+        .unwrap()
+        .enqueue_bulk(jobs("k", "b-", 3000))
+        .await
+        .unwrap();
+    let seen = PerQueue::default();
+    let ran_a = Arc::new(AtomicUsize::new(0));
+    let batches = Batches {
+        ran: ran_a.clone(),
+        hold: Duration::from_millis(100),
+    };
+    let registry = seen
+        .registry("b", Duration::from_millis(30))
+        .on_batch("batch", batches);
+    let mut cfg = config(&ctx);
+    cfg.concurrency = 8;
+    let queues = vec![WeightedQueue::new(&ctx.queue, 10), WeightedQueue::new(&b, 1)];
+    let consumer = MultiConsumer::new(cfg, queues, ctx.redis.clone(), registry).unwrap();
+    let shutdown = weir::CancellationToken::new();
+    let task = tokio::spawn(consumer.run(shutdown.clone()));
+    // Both queues have work, then the first runs dry while the other still has plenty.
+    wait_until("the first queue's jobs all ran", SOON, || async {
+        ran_a.load(Ordering::SeqCst) == A
+    })
+    .await;
+    seen.watch_peak("b");
+    let full = try_wait_until(SOON, || async { seen.peak("b") == 8 }).await;
+    let b_started = seen.started("b");
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("stops within 30 s")
+        .unwrap()
+        .unwrap();
+    assert!(
+        full,
+        "after the first queue ran dry, the other ran at most {} of 8 at once",
+        seen.peak("b")
+    );
+    assert!(b_started < 3000, "the other queue still had work");
+}
