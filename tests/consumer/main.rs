@@ -14,6 +14,7 @@ mod failures;
 mod flow;
 mod load;
 mod multi;
+mod multi_slots;
 mod options;
 mod poison;
 mod resilience;
