@@ -304,8 +304,13 @@ async fn a_killed_consumers_permits_come_back_within_a_lease() {
     })
     .await;
     let b = consumer(&ctx, &server, dir.path(), 1, &lease);
-    // The second consumer gets nothing while the first holds the permits.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The second consumer is up (registered, its fetcher running beside its heartbeat)
+    // and gets nothing while the first holds the permits.
+    let admin = weir::Queue::new(ctx.c(), &ctx.queue).unwrap();
+    wait_until("the second consumer registered", T, || async {
+        admin.workers().await.unwrap().workers.len() == 2
+    })
+    .await;
     assert_eq!(arrived(), 10);
     assert_eq!(ctx.stats().await.in_flight, 10);
 

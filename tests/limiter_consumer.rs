@@ -104,16 +104,23 @@ async fn runtime_settings_reach_a_running_consumer() {
     })
     .await;
 
-    // A contradictory setting is refused and the current ones stay.
+    // A contradictory setting is refused and the current ones stay. It is stored with a
+    // rate in the same write: once the rate is in force, the watch has read the refused
+    // bound too.
     Settings {
         min: Some(500),
+        rate: Some(RateSetting::Limit("7/s".parse().unwrap())),
         ..Settings::default()
     }
     .store(&mut conn, "tuned")
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(limiter.config().aimd.min, 1);
+    wait_until("the write read", APPLIED, || async {
+        h.rate.rate().map(|r| r.count) == Some(7.0)
+    })
+    .await;
+    let aimd = &limiter.config().aimd;
+    assert_eq!((aimd.min, aimd.max), (1, 100), "the refused bound is not applied");
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }
@@ -203,16 +210,28 @@ async fn a_rate_capped_consumer_leaves_the_backlog_to_its_peers() {
     let mut config = ConsumerConfig::new("shared");
     config.concurrency = 64;
     config.rate = Some("4/s".parse().unwrap());
-    let noop = weir::handler_fn(|_| async { Ok(()) });
+    let started = Arc::new(AtomicUsize::new(0));
+    let noop = weir::handler_fn({
+        let started = started.clone();
+        move |_| {
+            started.fetch_add(1, Ordering::SeqCst);
+            async { Ok(()) }
+        }
+    });
     let consumer = Consumer::new(config, redis.clone(), Registry::new().fallback(noop)).unwrap();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(consumer.run(shutdown.clone()));
     let q = weir::Queue::new(redis.connect().await.unwrap(), "shared").unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once its burst of 4 has started, it has fetched: it holds what it fetched.
+    wait_until("the burst started", APPLIED, || async {
+        started.load(Ordering::SeqCst) >= 4
+    })
+    .await;
     // Without the cap it would lease 2 × 64 = 128 jobs at once (all 100) and sit on them.
     let s = q.stats().await.unwrap();
     assert!(s.in_flight <= 8, "leased {} jobs at 4/s", s.in_flight);
-    assert!(s.ready_total() >= 90, "{s:?}");
+    let ran = started.load(Ordering::SeqCst) as u64;
+    assert!(s.ready_total() + ran >= 90, "{ran} started; {s:?}");
     shutdown.cancel();
     let report = running.await.unwrap().unwrap();
     let after = q.stats().await.unwrap();

@@ -17,7 +17,10 @@
 //! share goes to the others and no slot sits idle while any queue has work. Parked slots
 //! go back to the limit (and their pass is refunded) when the pool has no more jobs to
 //! start ([`Share::unpark`]): a job that needed none (a kind without a handler, the jobs of
-//! one batch-handler call) must not keep a slot from the other queues.
+//! one batch-handler call) must not keep a slot from the other queues. Nor does a queue
+//! held back by a limit of its own (its stored jobs/s rate): while its pool waits for a
+//! rate token ([`Share::hold`]) its parked slots go back and its buffer wants none, so the
+//! slots it could not use run the other queues' jobs; it asks again once it has a token.
 //!
 //! The gate only orders starts: which jobs of a queue run first is still its fetch
 //! script's business (highest priority first).
@@ -64,17 +67,30 @@ struct Lane {
     buffer: Arc<Buffer>,
     /// Its pool has stopped: it wants nothing more.
     closed: bool,
+    /// Its pool's asks that wait on the queue's own rate ([`Share::hold`]): while any
+    /// does, its buffer wants no slot.
+    held: usize,
 }
 
 impl Lane {
     /// Whether this queue wants a slot: its pool asks (a request whose future was dropped
-    /// does not count), or it holds more fetched jobs than parked slots.
+    /// does not count), or it holds more fetched jobs than parked slots and is not held
+    /// back by its own rate.
     fn wants(&mut self) -> bool {
         if self.closed {
             return false;
         }
         self.waiters.retain(|w| !w.is_closed());
-        !self.waiters.is_empty() || self.buffer.len() > self.parked.len()
+        !self.waiters.is_empty() || (self.held == 0 && self.buffer.len() > self.parked.len())
+    }
+
+    /// Gives back the parked slots, their pass refunded.
+    fn unpark(&mut self) {
+        let n = self.parked.len() as u64;
+        self.pass = self.pass.saturating_sub(n * self.stride);
+        // Dropped under the lock: a permit's drop takes no lock of the gate's, the slots
+        // go straight back to the limit.
+        self.parked.clear();
     }
 }
 
@@ -120,13 +136,18 @@ impl Share {
 
     /// Gives back the slots parked for this queue: its pool has nothing more to start now.
     pub(crate) fn unpark(&self) {
+        self.gate.lock().lanes[self.lane].unpark();
+    }
+
+    /// The queue's pool waits for a token of the queue's own rate: until the returned
+    /// guard drops, its parked slots go back and its fetched jobs want none (a slot it
+    /// cannot use must run the other queues' jobs meanwhile).
+    pub(crate) fn hold(&self) -> Held<'_> {
         let mut l = self.gate.lock();
         let lane = &mut l.lanes[self.lane];
-        let n = lane.parked.len() as u64;
-        lane.pass = lane.pass.saturating_sub(n * lane.stride);
-        // Dropped outside the lock would be tidier, but a permit's drop takes no lock
-        // of the gate's: the slots go straight back to the limit.
-        lane.parked.clear();
+        lane.held += 1;
+        lane.unpark();
+        Held(self)
     }
 
     /// The queue's pool has stopped: its parked slots go back, and it wants no more.
@@ -136,6 +157,19 @@ impl Share {
         lane.closed = true;
         lane.parked.clear();
         lane.waiters.clear();
+    }
+}
+
+/// A pool's wait on its queue's own rate ([`Share::hold`]); its drop ends the hold, and
+/// the gate looks again at what the queue wants.
+pub(crate) struct Held<'a>(&'a Share);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let share = self.0;
+        let lane = &mut share.gate.lock().lanes[share.lane];
+        lane.held = lane.held.saturating_sub(1);
+        share.gate.asked.notify_one();
     }
 }
 
@@ -152,6 +186,7 @@ impl Gate {
                 parked: Vec::new(),
                 buffer: Arc::default(),
                 closed: false,
+                held: 0,
             })
             .collect();
         Arc::new(Self {
@@ -357,6 +392,28 @@ mod tests {
         assert!(a.acquire().await.is_none(), "a closed lane gets nothing");
         drop(running);
         assert_eq!((limit.in_flight(), b.running().in_flight()), (0, 0));
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_queue_held_back_by_its_rate_parks_nothing_until_the_hold_ends() {
+        let limit = Limit::new(4);
+        let gate = Gate::new(limit.clone(), Arc::new(RateGate::default()), &[1, 1]);
+        let (a, b) = (Share::new(gate.clone(), 0), Share::new(gate.clone(), 1));
+        a.buffer().add(10);
+        b.buffer().add(10);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(gate.clone().run(stop.clone()));
+        settle("the slots parked by weight", || parked(&gate) == [2, 2]).await;
+        // a waits on its own rate: its slots go to b, and a's jobs want none meanwhile.
+        let held = a.hold();
+        settle("every slot parked for b", || parked(&gate) == [0, 4]).await;
+        // The hold ends: once b has nothing more to start, a's jobs get the slots again.
+        drop(held);
+        b.buffer().take(10);
+        b.unpark();
+        settle("every slot parked for a", || parked(&gate) == [4, 0]).await;
         stop.cancel();
         task.await.unwrap();
     }

@@ -234,7 +234,12 @@ impl Consumer {
             stop_housekeeping: CancellationToken::new(),
         };
         let mut tasks = Tasks::new(steps.stop_fetching.clone());
-        let started = self.start(&mut tasks, &steps, [conn, beat_conn], keys);
+        // The stored settings bind from the first job on: read before the first fetch.
+        let mut watch = self.settings_watch(&conn, &keys);
+        if let Some(w) = &mut watch {
+            w.apply_stored(&steps.stop_fetching).await;
+        }
+        let started = self.start(&mut tasks, &steps, [conn, beat_conn], keys, watch);
 
         steps.stop_fetching.cancelled().await;
         if self.lane.is_none() {

@@ -114,8 +114,8 @@ impl std::fmt::Display for WeightedQueue {
 ///
 /// While several queues have jobs ready, the slots are granted in proportion to their
 /// weights (stride scheduling over the queues that wait for one); a queue with nothing
-/// ready takes no slot, so the others have its share and no slot sits idle while any
-/// queue has work. Within a queue, jobs still start highest priority first. The weights
+/// ready takes no slot, nor does one waiting on its own stored rate, so the others have
+/// its share and no slot sits idle while any queue has work it may start. Within a queue, jobs still start highest priority first. The weights
 /// divide the budget: when neither the limit nor the rate binds (handlers that finish at
 /// once), every queue simply goes as fast as its own fetches.
 ///

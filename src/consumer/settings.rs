@@ -19,8 +19,9 @@
 //! ```
 //!
 //! A runtime limit that is absent leaves the consumer's own configuration in force; an
-//! absent `dead_cap` is [`DEFAULT_DEAD_CAP`]. The consumers poll these with a plain
-//! HGETALL once a second. The global limits bind the whole fleet together, not each
+//! absent `dead_cap` is [`DEFAULT_DEAD_CAP`]. A consumer reads these before its first
+//! fetch (so they bind from its first job on), then polls them with a plain HGETALL once
+//! a second. The global limits bind the whole fleet together, not each
 //! consumer: the fetch script reads them on every call (`fetch.lua`'s `global_grant`), so
 //! they apply at the next fetch. So do the per-key limits, which bind each job key (the
 //! envelope's `key`) on its own.

@@ -13,6 +13,7 @@ impl Consumer {
         steps: &Steps,
         [conn, beat_conn]: [HealingConnection; 2],
         keys: QueueKeys,
+        watch: Option<SettingsWatch>,
     ) -> Started {
         let c = &self.config;
         // This run's tag, in the start marks of the jobs it runs: its worker id too (one
@@ -117,7 +118,7 @@ impl Consumer {
             };
             key_shares = Some(tasks.spawn("key shares", shares.run(steps.stop_housekeeping.clone())));
         }
-        let reclaimer = self.start_housekeeping(tasks, steps, conn, keys, metrics, drain);
+        let reclaimer = self.start_housekeeping(tasks, steps, (conn, keys), metrics, drain, watch);
         Started {
             fetcher,
             pool,
@@ -130,16 +131,35 @@ impl Consumer {
         }
     }
 
+    /// The runtime settings watch this consumer runs, if any: [`Consumer::run_on`] has it
+    /// apply the stored settings before the fetcher starts, then [`Consumer::start`]
+    /// spawns it.
+    pub(super) fn settings_watch(&self, conn: &HealingConnection, keys: &QueueKeys) -> Option<SettingsWatch> {
+        let c = &self.config;
+        // A partitioned queue's process-wide knobs are its base lane's to watch.
+        let lane_of_many = self.lane.as_ref().is_some_and(|l| l.keys.is_partition());
+        let every = c.settings_poll.filter(|_| !lane_of_many)?;
+        // A limiter shared with other queues is no one queue's to tune.
+        let limiter = self
+            .limiter
+            .clone()
+            .zip(c.limiter.clone())
+            .filter(|_| self.share.is_none());
+        let rate = (self.rate.clone(), c.rate);
+        Some(SettingsWatch::new(every, conn.clone(), keys, limiter, rate))
+    }
+
     /// Spawns the reclaimer (returned: the shutdown waits for it) and the other
-    /// housekeeping tasks this configuration asks for (`drain` in drain mode).
+    /// housekeeping tasks this configuration asks for (`drain` in drain mode, the settings
+    /// `watch` when there is one).
     fn start_housekeeping(
         &self,
         tasks: &mut Tasks,
         steps: &Steps,
-        conn: HealingConnection,
-        keys: QueueKeys,
+        (conn, keys): (HealingConnection, QueueKeys),
         metrics: QueueMetrics,
         drain: DrainWatch,
+        watch: Option<SettingsWatch>,
     ) -> Task {
         let c = &self.config;
         let stop = &steps.stop_housekeeping;
@@ -157,21 +177,12 @@ impl Consumer {
             CronTask::new(conn.clone(), keys.clone()).run(stop.clone()),
         );
         // A partitioned queue's process-wide knobs are its base lane's to watch.
-        let lane_of_many = self.lane.as_ref().is_some_and(|l| l.keys.is_partition());
-        if !lane_of_many {
+        if !self.lane.as_ref().is_some_and(|l| l.keys.is_partition()) {
             let every = crate::queue::functions::WATCH_EVERY;
-            let watch = crate::queue::functions::keep_loaded(conn.clone(), every, stop.clone());
-            tasks.spawn("functions library watch", watch);
+            let library = crate::queue::functions::keep_loaded(conn.clone(), every, stop.clone());
+            tasks.spawn("functions library watch", library);
         }
-        if let Some(every) = c.settings_poll.filter(|_| !lane_of_many) {
-            // A limiter shared with other queues is no one queue's to tune.
-            let limiter = self
-                .limiter
-                .clone()
-                .zip(c.limiter.clone())
-                .filter(|_| self.share.is_none());
-            let rate = (self.rate.clone(), c.rate);
-            let watch = SettingsWatch::new(every, conn.clone(), &keys, limiter, rate);
+        if let Some(watch) = watch {
             tasks.spawn("settings watch", watch.run(stop.clone()));
         }
         if c.metrics {

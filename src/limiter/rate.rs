@@ -189,8 +189,16 @@ impl RateGate {
         Ok(gate)
     }
 
-    /// Replaces the rate (none: no cap). A new rate starts with a full burst.
+    /// Replaces the rate (none: no cap). A new rate starts with a full burst; the rate in
+    /// force set again changes nothing (a settings read that finds what a consumer applied
+    /// at its start must not grant a second burst).
     pub fn set(&self, rate: Option<Rate>) -> Result<(), LimiterError> {
+        if let Some(r) = rate {
+            r.validate()?;
+        }
+        if rate == self.rate() {
+            return Ok(());
+        }
         let next = rate.map(RateLimit::new).transpose()?.map(Arc::new);
         let prefetch = rate.map_or(usize::MAX, |r| r.per_second().ceil().max(1.0) as usize);
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());

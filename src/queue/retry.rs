@@ -92,19 +92,26 @@ mod tests {
         assert_eq!(p.delay(1000), Duration::from_secs(1));
     }
 
+    /// Jitter 0.5 draws the delay from [half, all] of the exponential figure, and spreads
+    /// it over that range: a constant, or draws bunched in one part, would not spread the
+    /// retries of a failed burst.
     #[test]
-    fn jitter_stays_in_range() {
+    fn jitter_stays_in_range_and_spreads_over_it() {
         let p = RetryPolicy {
             base: Duration::from_secs(8),
             cap: Duration::from_secs(3600),
             jitter: 0.5,
         };
+        let (lo, hi) = (Duration::from_secs(4), Duration::from_secs(8));
+        let mut quarters = [0usize; 4];
         for _ in 0..1000 {
             let d = p.delay(0);
-            assert!(
-                d >= Duration::from_secs(4) && d <= Duration::from_secs(8),
-                "{d:?}"
-            );
+            assert!(d >= lo && d <= hi, "{d:?}");
+            let q = ((d - lo).as_secs_f64() / (hi - lo).as_secs_f64() * 4.0) as usize;
+            quarters[q.min(3)] += 1;
         }
+        // Uniform draws put 250 in each quarter; fewer than 150 in one has a chance
+        // far below one in a billion.
+        assert!(quarters.iter().all(|&n| n >= 150), "{quarters:?}");
     }
 }

@@ -37,7 +37,7 @@ async fn a_poison_job_is_dead_lettered_and_its_batch_mates_are_not_charged() {
     ctx.producer().enqueue_bulk(all).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let me = std::env::current_exe().unwrap();
-    let mut crashes = 0;
+    let (mut crashes, mut drained) = (0, false);
     for run in 0..12 {
         let open = |name: String| std::fs::File::create(dir.path().join(name)).unwrap();
         let child = std::process::Command::new(&me)
@@ -58,6 +58,7 @@ async fn a_poison_job_is_dead_lettered_and_its_batch_mates_are_not_charged() {
             .wait_timeout(Duration::from_secs(60))
             .expect("a consumer process ends: it crashes or drains the queue");
         if status.success() {
+            drained = true;
             break;
         }
         crashes += 1;
@@ -68,6 +69,11 @@ async fn a_poison_job_is_dead_lettered_and_its_batch_mates_are_not_charged() {
         "poison: {crashes} consumer processes crashed; {:?}; dead {:?}",
         stats.counters, snap.errors
     );
+    assert!(drained, "no consumer drained the queue in 12 runs");
+    // One crash among its batch-mates (all of them suspects then, uncharged), then one
+    // per attempt (2) while it runs alone: a crash charged to the batch-mates instead, or
+    // none charged to the poison, would give another count.
+    assert_eq!(crashes, 3, "consumer processes the poison crashed");
     assert_eq!(
         stats.pending(),
         0,
@@ -80,6 +86,8 @@ async fn a_poison_job_is_dead_lettered_and_its_batch_mates_are_not_charged() {
         "only the poison is dead-lettered: {:?}",
         snap.errors
     );
+    let why = snap.errors.get("poison").map(String::as_str).unwrap_or_default();
+    assert!(why.contains("as a suspect after 2 attempts"), "{why}");
     assert_eq!(
         stats.counters.get("acked").copied(),
         Some(INNOCENT as u64),

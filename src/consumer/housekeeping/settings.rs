@@ -1,5 +1,6 @@
-//! The settings watch: polls the queue's runtime settings ([`Settings`], stored by
-//! `weir limits set`) and applies changes to a running consumer's limiter and rate gate,
+//! The settings watch: reads the queue's runtime settings ([`Settings`], stored by
+//! `weir limits set`) before the consumer's first fetch ([`SettingsWatch::apply_stored`]),
+//! then polls them and applies changes to the running consumer's limiter and rate gate,
 //! on top of the configuration the consumer was started with. (The dead-letter cap needs
 //! no applying: the scripts read it; a change is only logged.)
 
@@ -24,6 +25,10 @@ pub(crate) struct SettingsWatch {
     limiter: Option<(Arc<Limiter>, LimiterConfig)>,
     /// The rate gate and the rate it started with.
     rate: (Arc<RateGate>, Option<Rate>),
+    /// The settings last read (and applied).
+    seen: Settings,
+    /// The last read did not parse (reported once).
+    unparsed: bool,
 }
 
 impl SettingsWatch {
@@ -41,55 +46,81 @@ impl SettingsWatch {
             key: keys.settings(),
             limiter,
             rate,
+            seen: Settings::default(),
+            unparsed: false,
         }
     }
 
-    /// Polls until `shutdown`. A failed read is tried again at the next poll, and a
-    /// setting that does not parse is reported once; either way the settings in force
-    /// stay.
+    /// Reads the stored settings and applies them, trying again every `every` until a
+    /// read succeeds or `shutdown`. Called before the consumer's first fetch, so a consumer
+    /// that starts (or restarts) under a stored rate or concurrency bound never runs a job
+    /// outside it; [`SettingsWatch::run`] then keeps them current.
+    pub(crate) async fn apply_stored(&mut self, shutdown: &CancellationToken) {
+        let mut errors = self.streak();
+        loop {
+            match self.poll().await {
+                Ok(()) => return,
+                Err(e) => {
+                    let wait = errors.failed(&e);
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Polls every `every` until `shutdown` (the first read is [`SettingsWatch::apply_stored`]'s).
+    /// A failed read is tried again at the next poll, and a setting that does not parse is
+    /// reported once; either way the settings in force stay.
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        let every = self.every;
-        let mut errors = Streak::new(
-            "runtime settings",
-            Backoff {
-                first: every,
-                max: every,
-            },
-        );
-        let mut seen = Settings::default();
-        let mut unparsed = false;
-        let mut wait = every;
+        let mut errors = self.streak();
+        let mut wait = self.every;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
             }
-            let hash: HashMap<String, String> = match self.conn.hgetall(&self.key).await {
-                Ok(h) => {
+            wait = match self.poll().await {
+                Ok(()) => {
                     errors.succeeded();
-                    wait = every;
-                    h
+                    self.every
                 }
-                Err(e) => {
-                    wait = errors.failed(&e);
-                    continue;
-                }
+                Err(e) => errors.failed(&e),
             };
-            match Settings::from_hash(&hash) {
-                Ok(s) => {
-                    unparsed = false;
-                    if s != seen {
-                        self.apply(&s, &seen);
-                        seen = s;
-                    }
-                }
-                Err(e) if !unparsed => {
-                    unparsed = true;
-                    tracing::warn!(error = %e, "cannot read runtime settings; keeping the current ones");
-                }
-                Err(_) => {}
-            }
         }
+    }
+
+    fn streak(&self) -> Streak {
+        let every = self.every;
+        Streak::new(
+            "runtime settings",
+            Backoff {
+                first: every,
+                max: every,
+            },
+        )
+    }
+
+    /// One read of the settings hash; what changed since the last read is applied.
+    async fn poll(&mut self) -> redis::RedisResult<()> {
+        let hash: HashMap<String, String> = self.conn.hgetall(&self.key).await?;
+        match Settings::from_hash(&hash) {
+            Ok(s) => {
+                self.unparsed = false;
+                if s != self.seen {
+                    self.apply(&s, &self.seen);
+                    self.seen = s;
+                }
+            }
+            Err(e) if !self.unparsed => {
+                self.unparsed = true;
+                tracing::warn!(error = %e, "cannot read runtime settings; keeping the current ones");
+            }
+            Err(_) => {}
+        }
+        Ok(())
     }
 
     fn apply(&self, s: &Settings, before: &Settings) {

@@ -67,6 +67,11 @@ pub(super) async fn run(
     if let (Some(l), true) = (&outer.limiter, c.metrics) {
         l.attach_metrics(LimiterMetrics::new(&c.queue));
     }
+    // The stored settings bind every lane from its first fetch: read before any starts
+    // (the base lane's watch keeps them current).
+    if let Some(mut watch) = outer.settings_watch(&conns[0], &QueueKeys::new(&c.queue)?) {
+        watch.apply_stored(&shutdown).await;
+    }
     let tag = format!("{:016x}", rand::random::<u64>());
     let roles: Vec<Arc<Role>> = (0..parts.lane_count()).map(|_| Role::new(false)).collect();
     let lanes = parts

@@ -227,10 +227,22 @@ impl Pool {
             biased;
             _ = shutdown.cancelled() => None,
             p = async {
-                self.rate.until_ready().await;
                 match &self.share {
-                    None => Some(self.limit.acquire().await),
-                    Some(share) => share.acquire().await,
+                    None => {
+                        self.rate.until_ready().await;
+                        Some(self.limit.acquire().await)
+                    }
+                    Some(share) => {
+                        let token = self.rate.until_ready();
+                        tokio::pin!(token);
+                        if futures_util::poll!(&mut token).is_pending() {
+                            // Held back by its own rate: no shared slot parked for it
+                            // meanwhile (`gate.rs`).
+                            let _held = share.hold();
+                            token.await;
+                        }
+                        share.acquire().await
+                    }
                 }
             } => p,
         }
