@@ -15,6 +15,7 @@ mod inline_lease;
 mod inspect;
 mod inspect_inline;
 mod lease;
+mod oom;
 mod reclaim;
 mod settle;
 mod trim;
