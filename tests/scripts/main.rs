@@ -7,6 +7,7 @@ mod common;
 mod admin;
 mod big;
 mod defer;
+mod defer_causes;
 mod dlq;
 mod enqueue;
 mod fetch;

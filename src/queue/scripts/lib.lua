@@ -15,7 +15,8 @@
 --   KEYS[14]    HASH  id -> consumer tag, or tag .. ':s' for a suspect: runs that started
 --                     while leased (marked by the consumer in its batched settle calls)
 --   KEYS[15]    LIST  suspects: ids reclaimed after their run had started
---   KEYS[16]    HASH  id -> 'count first_ms': deferrals (not-charged returns) of a job
+--   KEYS[16]    HASH  id -> 'count first_ms cause=count:first_ms ...': deferrals (not-charged
+--                     returns) of a job, in all and per cause (see deferral_record)
 --   KEYS[17]    HASH  id -> fetch token, only for leases that were extended
 --   KEYS[18]    HASH  queue settings (dead_cap, and the runtime limits consumers poll)
 --   KEYS[19]    prefix (not a key): KEYS[19] .. unique key is a STRING holding the id of the
@@ -358,25 +359,54 @@ local function forget(ids)
   if redis.call('EXISTS', K.deferrals) == 1 then call_chunked('HDEL', K.deferrals, ids) end
 end
 
+-- A deferral record (K.deferrals): 'count first_ms' for all causes together (what `weir
+-- job show` reads), then 'cause=count:first_ms' per cause, so that each cause spends its
+-- own budget: a job the downstream pushed back for an hour is not dead-lettered at once
+-- by a consumer that lacks its kind. A record without the per-cause part (written before
+-- causes were kept apart) counts for the cause of the job's next deferral. Numbers that
+-- do not parse count as none.
+local function deferral_record(rec)
+  local r = { n = 0, by = {}, order = {} }
+  if not rec then return r end
+  local a, b = string.match(rec, '^(%d+) (%d+)')
+  r.n, r.first = tonumber(a) or 0, tonumber(b)
+  for c, n, f in string.gmatch(rec, ' ([%w_]+)=(%d+):(%d+)') do
+    if not r.by[c] then r.order[#r.order + 1] = c end
+    r.by[c] = { tonumber(n), tonumber(f) }
+  end
+  return r
+end
+
+local function deferral_text(r)
+  local out = { r.n .. ' ' .. r.first }
+  for _, c in ipairs(r.order) do
+    out[#out + 1] = c .. '=' .. r.by[c][1] .. ':' .. r.by[c][2]
+  end
+  return table.concat(out, ' ')
+end
+
 -- Puts job `id` (out of its lease already) back without charging an attempt: to
 -- delayed[p] due in `delay` ms, or to the front of ready[p] when `delay` is negative.
--- The deferral record counts it; past the budget (`max_n` deferrals, or `max_ms` since
--- the first; 0 = no limit) the job is dead-lettered instead. Returns true if deferred,
--- false if buried.
-local function defer(id, p, delay, max_n, max_ms, reason, now)
-  local rec = redis.call('HGET', K.deferrals, id)
-  local n, first = 0, now
-  if rec then
-    local a, b = string.match(rec, '^(%d+) (%d+)$')
-    if a then n, first = tonumber(a), tonumber(b) end
+-- The deferral record counts it under `cause` (a word: the consumer's DeferReason label);
+-- past that cause's budget (`max_n` deferrals for it, or `max_ms` since its first; 0 = no
+-- limit) the job is dead-lettered instead. Returns true if deferred, false if buried.
+local function defer(id, p, delay, max_n, max_ms, reason, now, cause)
+  if not string.match(cause or '', '^[%w_]+$') then cause = 'other' end
+  local r = deferral_record(redis.call('HGET', K.deferrals, id))
+  local mine = r.by[cause]
+  if not mine then
+    if #r.order == 0 and r.first then mine = { r.n, r.first } else mine = { 0, now } end
+    r.order[#r.order + 1] = cause
   end
-  n = n + 1
+  local n, first = mine[1] + 1, mine[2]
   if (max_n > 0 and n > max_n) or (max_ms > 0 and now - first > max_ms) then
     bury(id, 'deferral budget spent (' .. (n - 1) .. ' deferrals over ' ..
       math.floor((now - first) / 1000) .. ' s): ' .. reason, now)
     return false
   end
-  redis.call('HSET', K.deferrals, id, n .. ' ' .. first)
+  r.by[cause] = { n, first }
+  r.n, r.first = r.n + 1, math.min(r.first or now, first)
+  redis.call('HSET', K.deferrals, id, deferral_text(r))
   redis.call('HSET', K.errors, id, reason)
   if delay < 0 then
     redis.call('LPUSH', K.ready[p], id)

@@ -15,7 +15,8 @@
 --   What happens to each expired lease depends on its start mark (K.started):
 --   - none: the job never ran (it sat in a buffer, or a fetch reply was lost). Back to the
 --     front of its ready list (it has waited already), attempt untouched; it counts as a
---     deferral, and is dead-lettered once the deferral budget is spent. (returned)
+--     deferral (cause unstarted_reclaim), and is dead-lettered once that cause's budget is
+--     spent. (returned)
 --   - a consumer's tag: it was running when that consumer died. It may have killed it, or
 --     be an innocent job running beside the one that did: to the suspects list, uncharged.
 --     fetch hands suspects out one per call, and a consumer runs them one at a time.
@@ -60,7 +61,7 @@ for i = 1, #ids do
       redis.call('LPUSH', K.ready[2], id)
       returned = returned + 1
     elseif not mark then
-      if defer(id, p, -1, max_n, max_ms, 'lease expired before its run started', now) then
+      if defer(id, p, -1, max_n, max_ms, 'lease expired before its run started', now, 'unstarted_reclaim') then
         returned = returned + 1
         deferred = deferred + 1
       else

@@ -13,11 +13,12 @@
 -- item: a job id or an inline job's envelope; an inline job is adopted first):
 --   'R', id, token, priority (0-2), delay (ms), error
 --        retry: attempt + 1 and back to delayed, or dead-letter once attempts are spent
---   'F', id, token, priority (0-2), delay (ms), max deferrals, max age (ms), reason
+--   'F', id, token, priority (0-2), delay (ms), max deferrals, max age (ms), cause, reason
 --        defer: back to delayed with the attempt untouched (backpressure, a kind or size
---        this consumer cannot take); the job's deferral record counts it, and once it is
---        over max deferrals or older than max age (0 = no limit) the job is dead-lettered
---        with a reason that says so
+--        this consumer cannot take); the job's deferral record counts it under its cause
+--        (a word: backpressure, unknown_kind, oversize), and once that cause's count is
+--        over max deferrals or its first is older than max age (0 = no limit) the job is
+--        dead-lettered with a reason that says so
 --   'D', id, token, reason                  dead-letter now
 --   'S', tag, token, k, then k job ids      start marks: these jobs' runs started at the
 --        consumer tagged `tag` (HSET started id tag, for the ids still held), so a crash
@@ -126,14 +127,14 @@ while i <= #ARGV do
       if held then
         local p, delay = tonumber(ARGV[i + 3]) + 1, tonumber(ARGV[i + 4])
         local max_n, max_ms = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
-        if defer(id, p, delay, max_n, max_ms, ARGV[i + 7], now) then
+        if defer(id, p, delay, max_n, max_ms, ARGV[i + 8], now, ARGV[i + 7]) then
           deferred = deferred + 1
         else
           buried = buried + 1
           spent[#spent + 1] = item
         end
       end
-      i = i + 8
+      i = i + 9
     else
       if held then
         bury(id, ARGV[i + 3], now)
