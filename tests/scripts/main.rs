@@ -5,6 +5,7 @@
 mod common;
 
 mod admin;
+mod atomicity;
 mod big;
 mod defer;
 mod defer_causes;
