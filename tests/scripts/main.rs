@@ -6,6 +6,8 @@ mod common;
 
 mod admin;
 mod atomicity;
+mod atomicity_big;
+mod atomicity_values;
 mod big;
 mod defer;
 mod defer_causes;
