@@ -153,3 +153,45 @@ async fn a_full_redis_drains_and_refuses_enqueues() {
         .await
         .expect("enqueue after the drain");
 }
+
+/// Acks of inline jobs travel as plain commands in MULTI/EXEC (`ack_inline`), whose
+/// counter bump a full Redis refuses: they go through the settle script then.
+#[tokio::test]
+async fn inline_acks_of_a_full_redis_are_applied() {
+    let ctx = Ctx::private("oom-inline").await;
+    let cap = used_memory(&ctx).await + 2 * 1024 * 1024;
+    let _: () = ctx
+        .cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])
+        .await;
+    let _: () = ctx.cmd(&["CONFIG", "SET", "maxmemory", &cap.to_string()]).await;
+    let pad = "x".repeat(PAD);
+    let mut queued = 0;
+    for batch in 0..10_000 {
+        assert!(batch < 9_999, "Redis never refused a write");
+        let jobs =
+            (0..10).map(|n| weir::NewJob::new("k", &serde_json::json!({ "n": n, "pad": pad })).unwrap());
+        match ctx.producer().enqueue_bulk(jobs).await {
+            Ok(r) => queued += r.enqueued,
+            Err(_) => break,
+        }
+    }
+    let f = scripts::fetch(&mut ctx.c(), &ctx.keys, 10_000, VT).await.unwrap();
+    assert_eq!(f.jobs.len() as u64, queued);
+    assert!(f.jobs.iter().all(|j| j.is_inline()));
+    let acks: Vec<Settle> = f
+        .jobs
+        .iter()
+        .map(|j| Settle::Ack {
+            id: j.name.clone(),
+            token: f.deadline_ms,
+        })
+        .collect();
+    let s = scripts::ack_inline(&mut ctx.c(), &ctx.keys, &acks, &[], &[])
+        .await
+        .expect("acks when full");
+    assert_eq!(s.missed_inline, 0);
+    let snap = ctx.snapshot().await;
+    assert!(snap.lease.is_empty(), "every lease ended");
+    assert_eq!(snap.counters["acked"], queued);
+    assert!(used_memory(&ctx).await < cap, "the acks freed memory");
+}

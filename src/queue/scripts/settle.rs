@@ -288,10 +288,21 @@ pub async fn ack_inline<C: ConnectionLike>(
         .arg("acked")
         .arg(items.len())
         .ignore();
-    let r = p
-        .query_async::<(u64,)>(conn)
-        .await
-        .map_err(crate::error::Error::from);
+    let r = p.query_async::<(u64,)>(conn).await;
+    if let Err(e) = &r
+        && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort)
+    {
+        // Redis refused the transaction as a whole, so it applied nothing: a Redis over
+        // maxmemory refuses the counter's HINCRBY. The settle script runs there
+        // (allow-oom), so the acks of a full Redis still free its memory.
+        let marks = StartMarks {
+            tag: "",
+            started: &[],
+            ended,
+        };
+        return settle_marked(conn, keys, items, marks).await;
+    }
+    let r = r.map_err(crate::error::Error::from);
     crate::metrics::record_script(keys.name(), "settle", started, &r);
     let missed = (items.len() as u64).saturating_sub(r?.0);
     if missed > 0 {
