@@ -53,7 +53,11 @@ static BUILT: LazyLock<Built> = LazyLock::new(|| {
         env!("CARGO_PKG_VERSION")
     );
     for s in scripts::SOURCES {
-        let flags = if s.read_only { "{ 'no-writes' }" } else { "{}" };
+        let flags = match (s.read_only, s.allow_oom) {
+            (true, _) => "{ 'no-writes' }",
+            (false, true) => "{ 'allow-oom' }",
+            (false, false) => "{}",
+        };
         code.push_str(&format!(
             "\nredis.register_function{{ function_name = 'weir_{}', flags = {flags}, callback = function(KEYS, ARGV)\n{}{}\nend }}\n",
             s.name,

@@ -121,7 +121,7 @@ impl QueueKeys {
                 k("wake"),           // pub/sub channel (not a key)
                 k("started"),        // HASH: id -> consumer tag ('tag:s' for a suspect)
                 k("suspects"),       // LIST: ids reclaimed after their run had started
-                k("deferrals"),      // HASH: id -> 'count first_ms' (deferral record)
+                k("deferrals"),      // HASH: id -> 'count first_ms cause=n:first ...' (deferral record)
                 k("lease_tokens"),   // HASH: id -> fetch token, for extended leases only
                 k("settings"),       // HASH: queue settings (dead_cap, runtime limits)
                 k("unique:"),        // prefix (not a key): STRING per unique key -> job id, PX
@@ -195,7 +195,7 @@ impl QueueKeys {
         &self.all[14]
     }
 
-    /// HASH id -> `count first_ms`: deferral records.
+    /// HASH id -> `count first_ms cause=count:first_ms ...`: deferral records (in all, then per cause).
     pub fn deferrals(&self) -> &str {
         &self.all[15]
     }

@@ -435,9 +435,12 @@ pub(crate) async fn snapshot(conn: &mut Conn, keys: &QueueKeys) -> State {
         .await
         .unwrap();
     for (id, rec) in deferrals {
-        let (n, first) = rec
-            .split_once(' ')
-            .expect("a deferral record is 'count first_ms'");
+        // (per-cause parts follow the totals: lib.lua's deferral_record)
+        let mut parts = rec.split(' ');
+        let (n, first) = parts
+            .next()
+            .zip(parts.next())
+            .expect("a deferral record opens with 'count first_ms'");
         s.deferrals
             .insert(id, (n.parse().unwrap(), first.parse().unwrap()));
     }

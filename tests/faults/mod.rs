@@ -41,8 +41,8 @@ pub(crate) async fn enqueue_range(url: &str, queue: &str, kind: &str, prefix: &s
     assert_eq!(r.enqueued as usize, to - from, "{r:?}");
 }
 
-/// Weir's script `name` as `src/queue/scripts/mod.rs` builds it (`lib.lua` followed by
-/// the script's own file).
+/// Weir's script `name` as `src/queue/scripts/mod.rs` builds it (the `allow-oom` shebang
+/// both listed scripts open with, `lib.lua`, then the script's own file).
 pub(crate) fn script(name: &str) -> redis::Script {
     const LIB: &str = include_str!("../../src/queue/scripts/lib.lua");
     let own = match name {
@@ -50,7 +50,7 @@ pub(crate) fn script(name: &str) -> redis::Script {
         "settle" => include_str!("../../src/queue/scripts/settle.lua"),
         other => panic!("script {other:?} is not listed here"),
     };
-    redis::Script::new(&format!("{LIB}{own}"))
+    redis::Script::new(&format!("{}{LIB}{own}", weir::scripts::ALLOW_OOM))
 }
 
 /// The SHA1 that `EVALSHA` calls of weir's script `name` carry: what the fault proxy looks

@@ -6,6 +6,7 @@
 use crate::common::*;
 use crate::{H, N};
 use std::time::Duration;
+use weir::metrics::DeferReason;
 use weir::scripts::{self, Settle};
 use weir::{DeferralBudget, Priority};
 
@@ -20,6 +21,7 @@ fn defer(id: &str, p: Priority, delay_ms: u64, budget: (u32, u64), reason: &str)
             max_deferrals: budget.0,
             max_age: Duration::from_millis(budget.1),
         },
+        cause: DeferReason::Backpressure,
     }
 }
 

@@ -69,10 +69,10 @@ async fn every_script_is_a_function_and_read_only_ones_say_so() {
     let mut want: Vec<(String, Vec<String>)> = SOURCES
         .iter()
         .map(|s| {
-            let flags = if s.read_only {
-                vec!["no-writes".to_owned()]
-            } else {
-                vec![]
+            let flags = match (s.read_only, s.allow_oom) {
+                (true, _) => vec!["no-writes".to_owned()],
+                (false, true) => vec!["allow-oom".to_owned()],
+                (false, false) => vec![],
             };
             (format!("weir_{}", s.name), flags)
         })

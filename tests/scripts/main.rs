@@ -5,8 +5,12 @@
 mod common;
 
 mod admin;
+mod atomicity;
+mod atomicity_big;
+mod atomicity_values;
 mod big;
 mod defer;
+mod defer_causes;
 mod dlq;
 mod enqueue;
 mod fetch;
@@ -16,6 +20,7 @@ mod inspect;
 mod inspect_inline;
 mod key_park;
 mod lease;
+mod oom;
 mod reclaim;
 mod settle;
 mod trim;

@@ -81,6 +81,7 @@ async fn calls_that_make_work_ready_wake_idle_consumers() {
         delay_ms: 10,
         reason: "busy".into(),
         budget: weir::DeferralBudget::default(),
+        cause: weir::metrics::DeferReason::Backpressure,
     };
     let w = wakes(&ctx, held("a", 0), |mut c, k| async move {
         scripts::settle(&mut c, &k, &[defer]).await.unwrap();

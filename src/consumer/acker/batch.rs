@@ -186,7 +186,7 @@ fn settle_item(d: &Done, l: &Lease) -> Settle {
             delay_ms,
             reason,
             budget,
-            ..
+            cause,
         } => Settle::Defer {
             id,
             token: l.token,
@@ -194,6 +194,7 @@ fn settle_item(d: &Done, l: &Lease) -> Settle {
             delay_ms: *delay_ms,
             reason: reason.clone(),
             budget: *budget,
+            cause: *cause,
         },
         Outcome::Dead { reason } => Settle::Dead {
             id,

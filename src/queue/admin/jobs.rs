@@ -334,8 +334,10 @@ pub(super) fn detail(queue: &str, id: &str, state: JobState, s: Shown) -> JobDet
         }),
         _ => None,
     };
+    // 'count first_ms', then per-cause parts (lib.lua's deferral_record).
     let deferrals = s.deferral.as_deref().and_then(|d| {
-        let (n, first) = d.split_once(' ')?;
+        let mut parts = d.split(' ');
+        let (n, first) = (parts.next()?, parts.next()?);
         Some(DeferralInfo {
             count: n.parse().ok()?,
             first_at: Timestamp(first.parse().ok()?),

@@ -10,8 +10,12 @@
 --   removed or changed since the caller read it (nothing done: read it again).
 
 local CRON, FIRED = KEYS[#KEYS - 1], KEYS[#KEYS]
-local name, spec, tick = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local id, env, p = ARGV[4], ARGV[5], tonumber(ARGV[6]) + 1
+-- 0. before the first write: the arguments, and every key it may write
+local name, spec, tick = ARGV[1], ARGV[2], arg_whole(3, 'the tick (ms)', 0)
+local id, env, p = ARGV[4], ARGV[5], arg_whole(6, 'the priority', 0, 2) + 1
+expect_each({ CRON, FIRED, K.jobs }, 'hash')
+expect(K.ready[p], 'list')
+counters_ready({ 'enqueued' })
 
 -- 1. the schedule must be the one the caller computed the tick from
 if redis.call('HGET', CRON, name) ~= spec then return -1 end

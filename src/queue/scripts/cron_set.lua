@@ -11,6 +11,7 @@
 
 local CRON, FIRED = KEYS[#KEYS - 1], KEYS[#KEYS]
 local name, spec = ARGV[1], ARGV[2]
+expect_each({ CRON, FIRED }, 'hash')
 
 -- 1. remove
 if spec == '' then

@@ -14,8 +14,13 @@
 --   stay); done: 1 when no entry past this window can match (the set ends, or the next
 --   entry is younger than the cutoff).
 
-local action, rank, window = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local min_age, kind = tonumber(ARGV[4]), ARGV[5]
+-- 0. before the first write: the arguments, and every key it may write
+local action, rank, window = ARGV[1], arg_whole(2, 'the rank', 0), arg_whole(3, 'the window', 1)
+local min_age, kind = arg_whole(4, 'the minimum age (ms)', 0), ARGV[5] or ''
+expect(K.dead, 'zset')
+expect_each(K.ready, 'list')
+expect_each({ K.jobs, K.errors, K.deferrals }, 'hash')
+counters_ready({ 'deleted' })
 local cutoff = nil
 if min_age > 0 then cutoff = now_ms() - min_age end
 

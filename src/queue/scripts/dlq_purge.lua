@@ -5,8 +5,12 @@
 -- Returns: the number deleted.
 
 -- a limit of 0 would make the stop index -1, which Redis reads as "to the end"
-if tonumber(ARGV[1]) <= 0 then return 0 end
-local ids = redis.call('ZRANGE', K.dead, 0, tonumber(ARGV[1]) - 1)
+-- 0. before the first write: the limit, and the keys written
+local limit = arg_whole(1, 'the limit', 0)
+expect(K.dead, 'zset')
+expect_each({ K.jobs, K.errors, K.deferrals }, 'hash')
+if limit == 0 then return 0 end
+local ids = redis.call('ZRANGE', K.dead, 0, limit - 1)
 if #ids == 0 then return 0 end
 call_chunked('ZREM', K.dead, ids)
 call_chunked('HDEL', K.jobs, ids)

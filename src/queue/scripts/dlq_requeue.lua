@@ -5,12 +5,18 @@
 -- ARGV[2..]: ids to requeue (optional)
 -- Returns: { requeued, missing_id1, ... } where missing ids are not in the dead-letter queue.
 
+-- 0. before the first write: the limit, and the keys written
+local limit = #ARGV <= 1 and arg_whole(1, 'the limit', 0)
+expect(K.dead, 'zset')
+expect_each({ K.jobs, K.errors, K.deferrals }, 'hash')
+expect_each(K.ready, 'list')
+
 local ids = {}
 if #ARGV > 1 then
   for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
-elseif tonumber(ARGV[1]) > 0 then
+elseif limit > 0 then
   -- (a limit of 0 would make the stop index -1, which Redis reads as "to the end")
-  ids = redis.call('ZRANGE', K.dead, 0, tonumber(ARGV[1]) - 1)
+  ids = redis.call('ZRANGE', K.dead, 0, limit - 1)
 end
 local out = { 0 }
 local requeued = 0

@@ -35,7 +35,7 @@ end
 -- A whole number >= 0 (from its argument string), or nil.
 local function whole(arg)
   local x = tonumber(arg)
-  if x and x >= 0 and x == math.floor(x) then return x end
+  if x and x >= 0 and x == math.floor(x) and x <= MAX_WHOLE then return x end
   return nil
 end
 
@@ -99,6 +99,26 @@ while i <= #ARGV do
   end
   i = i + 6 + 2 * n
 end
+
+-- 1b. the keys the sections write: a key of another type is refused before any write
+--     (TYPE calls for the lists or sets the call uses, the jobs' hash, the registry, and a
+--     read of the counters: about 2 us a call)
+expect(K.jobs, 'hash')
+do
+  local lists, sets = {}, {}
+  local j = 1
+  while j <= #ARGV do
+    local q = tonumber(ARGV[j]) + 1
+    if tonumber(ARGV[j + 1]) > 0 or tonumber(ARGV[j + 2]) > 0 then sets[q] = true else lists[q] = true end
+    j = j + 6 + 2 * tonumber(ARGV[j + 5])
+  end
+  for q = 1, 3 do
+    if lists[q] then expect(K.ready[q], 'list') end
+    if sets[q] then expect(K.delayed[q], 'zset') end
+  end
+end
+if KEYS[NQ + 1] then expect(KEYS[NQ + 1], 'set') end
+counters_ready({ 'enqueued' })
 
 local dups, nd = {}, 0
 local added = 0

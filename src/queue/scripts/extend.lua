@@ -11,7 +11,11 @@
 --   (the extend applied, the new deadline never heard of) still holds its leases, for the
 --   next extend and for settle alike.
 
-local deadline = now_ms() + tonumber(ARGV[1])
+-- 0. before the first write: the arguments and the tokens' hash (the lease's first touch
+--    is a read)
+if #ARGV % 2 ~= 1 then refuse('extend: items and tokens must come in pairs') end
+local deadline = now_ms() + arg_whole(1, 'the visibility timeout (ms)', 0)
+expect(K.lease_tokens, 'hash')
 local out = { deadline }
 local extended, tokens = {}, {}
 for i = 2, #ARGV, 2 do

@@ -42,7 +42,9 @@ local PERIOD_MS = { s = 1000, m = 60000, h = 3600000 }
 local function parse_rate(spec)
   local count, unit = string.match(spec or '', '^([%d%.]+)/([smh])$')
   count = tonumber(count)
-  if not count or count <= 0 then return nil end
+  -- (a count so small that one job's interval passes 2^40 ms, 35 years, is no rate: its
+  -- state's expiry would be a number Redis refuses, after the call's writes)
+  if not count or count <= 0 or PERIOD_MS[unit] / count > 2 ^ 40 then return nil end
   return PERIOD_MS[unit] / count, count
 end
 
@@ -379,15 +381,24 @@ local function key_commit(L, now, vt)
   end
 end
 
-local n = tonumber(ARGV[1])
-local vt = tonumber(ARGV[2])
+local n = arg_whole(1, 'N', 1)
+local vt = arg_whole(2, 'the visibility timeout (ms)', 0)
 local auto = ARGV[3] == '1'
 
 -- 1. a paused queue hands out nothing; the global limits may grant fewer than N, or none;
 --    parked jobs of keys with free slots (or with their limit gone) go back to ready first
 if redis.call('EXISTS', K.paused) == 1 then return { 0, 0, 1, 0 } end
 local now = now_ms()
-local limits = redis.call('HMGET', K.settings, unpack(LIMIT_FIELDS))
+local limits = hash_fields(K.settings, LIMIT_FIELDS)
+-- Before the first write (promotion, or unpark below): the keys whose first touch would
+-- come after one. The delayed sets are read before they are written, unless parked jobs
+-- come back first. Six TYPE calls and a read of the counters: about 4 us a call.
+expect_each(K.ready, 'list')
+expect(K.suspects, 'list')
+expect(K.jobs, 'hash')
+expect(K.lease, 'zset')
+counters_ready({ 'fetched', 'key_throttled' })
+if limits[4] or limits[6] or limits[7] or auto then expect_each(K.delayed, 'zset') end
 local grant = global_grant(KEYS[NQ + 1], limits, n, now)
 if limits[3] or limits[6] or limits[7] then grant.bits = grant.bits + 128 end
 if grant.n == 0 then return { 0, grant.wait, grant.bits, 0 } end
@@ -404,9 +415,15 @@ if parking then
   if parking.parked then grant.bits = grant.bits + 64 end
 end
 
--- 2. promote due delayed jobs, at most N per priority so one call stays bounded
+-- 2. promote due delayed jobs, at most N per priority so one call stays bounded (all read
+--    before any is written: a delayed set of another type fails the call before a write)
+local dues = {}
 for p = 1, 3 do
-  local due = redis.call('ZRANGEBYSCORE', K.delayed[p], '-inf', now, 'LIMIT', 0, n)
+  dues[p] = redis.pcall('ZRANGEBYSCORE', K.delayed[p], '-inf', now, 'LIMIT', 0, n)
+  if dues[p].err then expect(K.delayed[p], 'zset') end
+end
+for p = 1, 3 do
+  local due = dues[p]
   if #due > 0 then
     call_chunked('ZREM', K.delayed[p], due)
     call_chunked('RPUSH', K.ready[p], due)

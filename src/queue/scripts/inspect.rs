@@ -107,7 +107,7 @@ pub struct Shown {
     pub mark: Option<String>,
     /// The fetch token of an extended lease.
     pub token: Option<String>,
-    /// The deferral record: `count first_ms`.
+    /// The deferral record: `count first_ms`, then per-cause `cause=count:first_ms` parts.
     pub deferral: Option<String>,
 }
 

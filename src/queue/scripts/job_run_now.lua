@@ -13,6 +13,11 @@
 --   or a missing one).
 
 local id = ARGV[1]
+-- 0. before the first write: the keys written
+expect(K.dead, 'zset')
+expect_each(K.delayed, 'zset')
+expect_each(K.ready, 'list')
+expect_each({ K.jobs, K.errors, K.deferrals }, 'hash')
 local env = redis.call('HGET', K.jobs, id)
 if not env then
   local f = find_inline({ [id] = true })[id]

@@ -17,6 +17,14 @@
 --   not with 'dead': an inline job is never dead-lettered).
 
 local only = ARGV[1]
+-- 0. before the first write: every key it may write
+expect(K.dead, 'zset')
+expect(K.lease, 'zset')
+expect_each(K.delayed, 'zset')
+expect_each(K.ready, 'list')
+expect(K.suspects, 'list')
+expect_each({ K.jobs, K.errors, K.deferrals, K.lease_tokens, K.started }, 'hash')
+counters_ready({ 'deleted' })
 local states = {}
 local deleted = 0
 

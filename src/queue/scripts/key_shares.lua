@@ -9,7 +9,9 @@
 --   key and its share (0 withdraws the consumer's share)
 -- Returns: the number of shares written or withdrawn.
 local p = KEYS[NQ + 1]
-local tag, ttl = ARGV[1], tonumber(ARGV[2])
+-- 0. before the first write: the arguments, and every hash written
+local tag, ttl = ARGV[1], arg_whole(2, 'the time to live (ms)', 1)
+for i = 3, #ARGV - 1, 2 do expect(p .. 'auto:' .. ARGV[i], 'hash') end
 local expires = string.format('%d', now_ms() + ttl)
 local n = 0
 for i = 3, #ARGV - 1, 2 do

@@ -15,7 +15,8 @@
 --   KEYS[14]    HASH  id -> consumer tag, or tag .. ':s' for a suspect: runs that started
 --                     while leased (marked by the consumer in its batched settle calls)
 --   KEYS[15]    LIST  suspects: ids reclaimed after their run had started
---   KEYS[16]    HASH  id -> 'count first_ms': deferrals (not-charged returns) of a job
+--   KEYS[16]    HASH  id -> 'count first_ms cause=count:first_ms ...': deferrals (not-charged
+--                     returns) of a job, in all and per cause (see deferral_record)
 --   KEYS[17]    HASH  id -> fetch token, only for leases that were extended
 --   KEYS[18]    HASH  queue settings (dead_cap, and the runtime limits consumers poll)
 --   KEYS[19]    prefix (not a key): KEYS[19] .. unique key is a STRING holding the id of the
@@ -62,6 +63,76 @@ local function wake(why)
     redis.call('SPUBLISH', K.wake, why)
   else
     redis.call('PUBLISH', K.wake, why)
+  end
+end
+
+-- Guards, for the top of a script: Redis keeps a script's writes up to an error, so a
+-- script must meet anything that can fail (a key of the wrong type, a bad argument)
+-- before its first write, and answer it with an error that says nothing was changed.
+local function refuse(msg)
+  error({ err = 'ERR weir: ' .. msg .. '; nothing was changed' })
+end
+
+-- Refuses `key` if it holds a type other than `want` (a queue key written by hand, not
+-- by weir). Returns whether it exists. One TYPE call (about 0.6 us in Lua): scripts on
+-- the hot path check only the keys whose first touch would otherwise come after a write.
+local function expect(key, want)
+  local t = redis.call('TYPE', key).ok
+  if t == want then return true end
+  if t == 'none' then return false end
+  error({ err = 'WRONGTYPE weir: ' .. key .. ' holds a ' .. t .. ', not the ' .. want ..
+    ' weir keeps there (written by hand?); nothing was changed' })
+end
+
+local function expect_each(keys, want)
+  for i = 1, #keys do expect(keys[i], want) end
+end
+
+-- A whole number in [lo, hi] from a script argument, or nil (garbage, a fraction, out of
+-- range: numbers past 2^53 lose their digits, and Redis refuses some past 2^63).
+local MAX_WHOLE = 9007199254740991
+local function whole_in(v, lo, hi)
+  local x = tonumber(v)
+  if x and x == math.floor(x) and x >= lo and x <= (hi or MAX_WHOLE) then return x end
+  return nil
+end
+
+-- ARGV[i] as whole_in reads it, or a refusal naming `what`.
+local function arg_whole(i, what, lo, hi)
+  local x = whole_in(ARGV[i], lo, hi)
+  if not x then refuse(what .. ' (argument ' .. i .. ') must be a whole number from ' .. lo ..
+    ' to ' .. (hi or MAX_WHOLE) .. ', not ' .. string.format('%q', string.sub(tostring(ARGV[i]), 1, 40))) end
+  return x
+end
+
+-- One read of a settings or counters hash: HMGET, with a wrong type refused clearly.
+local function hash_fields(key, fields)
+  local got = redis.pcall('HMGET', key, unpack(fields))
+  if got.err then expect(key, 'hash') end
+  return got
+end
+
+-- Counters this call will bump (count), read before the first write: a counters key of
+-- the wrong type is refused, and a field holding what HINCRBY cannot add to (garbage, or
+-- a number near the integer limit) restarts from this call's count instead of failing
+-- the call after its writes.
+local RESTART = {}
+local function counters_ready(fields)
+  local got = hash_fields(K.counters, fields)
+  for i = 1, #fields do
+    local v = got[i]
+    if v and not (#v <= 15 and string.match(v, '^%-?%d+$')) then RESTART[fields[i]] = true end
+  end
+end
+
+-- Bumps a counter (checked by counters_ready first).
+local function count(field, n)
+  if n <= 0 then return end
+  if RESTART[field] then
+    redis.call('HSET', K.counters, field, n)
+    RESTART[field] = nil
+  else
+    redis.call('HINCRBY', K.counters, field, n)
   end
 end
 
@@ -229,7 +300,8 @@ end
 local function free_unique(id)
   local env = redis.call('HGET', K.jobs, id)
   local key = env and unique_key(env)
-  if key and redis.call('GET', K.unique .. key) == id then redis.call('DEL', K.unique .. key) end
+  -- (pcall: a key of another type, written by hand, is no window of weir's: left alone)
+  if key and redis.pcall('GET', K.unique .. key) == id then redis.call('DEL', K.unique .. key) end
 end
 
 -- Moves one job (already out of ready/delayed/lease; its envelope still stored) to the
@@ -248,9 +320,17 @@ end
 -- a positive number is ignored rather than allowed to empty the dead-letter queue.
 local DEFAULT_DEAD_CAP = 10000
 local function dead_cap()
-  local cap = tonumber(redis.call('HGET', K.settings, 'dead_cap'))
-  if cap and cap >= 1 then return cap end
+  local cap = tonumber(hash_fields(K.settings, { 'dead_cap' })[1])
+  if cap and cap >= 1 then return math.min(math.floor(cap), MAX_WHOLE) end
   return DEFAULT_DEAD_CAP
+end
+
+-- What trim_dead touches, checked before a script's first write when it may bury: the
+-- settings, the dead-letter queue and the records trimmed with it.
+local function trim_ready()
+  dead_cap()
+  expect(K.dead, 'zset')
+  expect_each({ K.jobs, K.errors, K.deferrals }, 'hash')
 end
 
 -- Most dead-letter entries one call trims: a cap lowered under a big dead-letter queue
@@ -269,12 +349,8 @@ local function trim_dead()
   call_chunked('HDEL', K.jobs, ids)
   call_chunked('HDEL', K.errors, ids)
   if redis.call('EXISTS', K.deferrals) == 1 then call_chunked('HDEL', K.deferrals, ids) end
-  redis.call('HINCRBY', K.counters, 'trimmed', #ids)
+  count('trimmed', #ids)
   return #ids
-end
-
-local function count(field, n)
-  if n > 0 then redis.call('HINCRBY', K.counters, field, n) end
 end
 
 -- Whether the caller's lease `token` (the deadline its fetch returned; a string, as sent)
@@ -358,25 +434,54 @@ local function forget(ids)
   if redis.call('EXISTS', K.deferrals) == 1 then call_chunked('HDEL', K.deferrals, ids) end
 end
 
+-- A deferral record (K.deferrals): 'count first_ms' for all causes together (what `weir
+-- job show` reads), then 'cause=count:first_ms' per cause, so that each cause spends its
+-- own budget: a job the downstream pushed back for an hour is not dead-lettered at once
+-- by a consumer that lacks its kind. A record without the per-cause part (written before
+-- causes were kept apart) counts for the cause of the job's next deferral. Numbers that
+-- do not parse count as none.
+local function deferral_record(rec)
+  local r = { n = 0, by = {}, order = {} }
+  if not rec then return r end
+  local a, b = string.match(rec, '^(%d+) (%d+)')
+  r.n, r.first = tonumber(a) or 0, tonumber(b)
+  for c, n, f in string.gmatch(rec, ' ([%w_]+)=(%d+):(%d+)') do
+    if not r.by[c] then r.order[#r.order + 1] = c end
+    r.by[c] = { tonumber(n), tonumber(f) }
+  end
+  return r
+end
+
+local function deferral_text(r)
+  local out = { r.n .. ' ' .. r.first }
+  for _, c in ipairs(r.order) do
+    out[#out + 1] = c .. '=' .. r.by[c][1] .. ':' .. r.by[c][2]
+  end
+  return table.concat(out, ' ')
+end
+
 -- Puts job `id` (out of its lease already) back without charging an attempt: to
 -- delayed[p] due in `delay` ms, or to the front of ready[p] when `delay` is negative.
--- The deferral record counts it; past the budget (`max_n` deferrals, or `max_ms` since
--- the first; 0 = no limit) the job is dead-lettered instead. Returns true if deferred,
--- false if buried.
-local function defer(id, p, delay, max_n, max_ms, reason, now)
-  local rec = redis.call('HGET', K.deferrals, id)
-  local n, first = 0, now
-  if rec then
-    local a, b = string.match(rec, '^(%d+) (%d+)$')
-    if a then n, first = tonumber(a), tonumber(b) end
+-- The deferral record counts it under `cause` (a word: the consumer's DeferReason label);
+-- past that cause's budget (`max_n` deferrals for it, or `max_ms` since its first; 0 = no
+-- limit) the job is dead-lettered instead. Returns true if deferred, false if buried.
+local function defer(id, p, delay, max_n, max_ms, reason, now, cause)
+  if not string.match(cause or '', '^[%w_]+$') then cause = 'other' end
+  local r = deferral_record(redis.call('HGET', K.deferrals, id))
+  local mine = r.by[cause]
+  if not mine then
+    if #r.order == 0 and r.first then mine = { r.n, r.first } else mine = { 0, now } end
+    r.order[#r.order + 1] = cause
   end
-  n = n + 1
+  local n, first = mine[1] + 1, mine[2]
   if (max_n > 0 and n > max_n) or (max_ms > 0 and now - first > max_ms) then
     bury(id, 'deferral budget spent (' .. (n - 1) .. ' deferrals over ' ..
       math.floor((now - first) / 1000) .. ' s): ' .. reason, now)
     return false
   end
-  redis.call('HSET', K.deferrals, id, n .. ' ' .. first)
+  r.by[cause] = { n, first }
+  r.n, r.first = r.n + 1, math.min(r.first or now, first)
+  redis.call('HSET', K.deferrals, id, deferral_text(r))
   redis.call('HSET', K.errors, id, reason)
   if delay < 0 then
     redis.call('LPUSH', K.ready[p], id)

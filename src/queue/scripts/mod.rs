@@ -48,18 +48,34 @@ pub struct Source {
     /// The script writes nothing (marked `(read_only)` in the list): its function gets
     /// the `no-writes` flag, so it may run on replicas and with `FCALL_RO`.
     pub read_only: bool,
+    /// The script runs while Redis is over `maxmemory` (marked `(allow_oom)`): the calls
+    /// a consumer's drain makes, which free memory overall, so a full Redis can be
+    /// drained. Its script opens with [`ALLOW_OOM`]; its function gets the `allow-oom`
+    /// flag.
+    pub allow_oom: bool,
 }
+
+/// The shebang of the scripts that may run over `maxmemory`. It must be the first line of
+/// the script's text, so it comes before [`LIB`]. A script with a shebang may touch only
+/// keys of its declared keys' slot (ours are all under the queue's hash tag) and is not
+/// taken as read-only by Redis.
+pub const ALLOW_OOM: &str = "#!lua flags=allow-oom\n";
 
 /// Declares every script once: a `static` per script (`lib.lua` + `<file>.lua`, built on
 /// first use), [`SCRIPT_NAMES`], the file names in the same order, and [`SOURCES`], the
 /// same sources for the Functions library, so the scripts and the library cannot differ.
 macro_rules! scripts {
     (@read_only read_only) => { true };
+    (@read_only $other:ident) => { false };
     (@read_only) => { false };
+    (@allow_oom allow_oom) => { true };
+    (@allow_oom $other:ident) => { false };
+    (@allow_oom) => { false };
     ($($name:ident = $file:literal $(($flag:ident))?,)+) => {
         $(
             static $name: LazyLock<redis::Script> = LazyLock::new(|| {
-                redis::Script::new(concat!(include_str!("lib.lua"), include_str!(concat!($file, ".lua"))))
+                let shebang = if scripts!(@allow_oom $($flag)?) { ALLOW_OOM } else { "" };
+                redis::Script::new(&[shebang, LIB, include_str!(concat!($file, ".lua"))].concat())
             });
         )+
 
@@ -71,18 +87,19 @@ macro_rules! scripts {
             name: $file,
             body: include_str!(concat!($file, ".lua")),
             read_only: scripts!(@read_only $($flag)?),
+            allow_oom: scripts!(@allow_oom $($flag)?),
         }),+];
     };
 }
 
 scripts! {
     ENQUEUE = "enqueue",
-    FETCH = "fetch",
-    SETTLE = "settle",
-    RECLAIM = "reclaim",
-    EXTEND = "extend",
-    RELEASE = "release",
-    START_SUSPECT = "start_suspect",
+    FETCH = "fetch" (allow_oom),
+    SETTLE = "settle" (allow_oom),
+    RECLAIM = "reclaim" (allow_oom),
+    EXTEND = "extend" (allow_oom),
+    RELEASE = "release" (allow_oom),
+    START_SUSPECT = "start_suspect" (allow_oom),
     DLQ_LIST = "dlq_list" (read_only),
     DLQ_REQUEUE = "dlq_requeue",
     DLQ_PURGE = "dlq_purge",

@@ -15,7 +15,8 @@
 --   What happens to each expired lease depends on its start mark (K.started):
 --   - none: the job never ran (it sat in a buffer, or a fetch reply was lost). Back to the
 --     front of its ready list (it has waited already), attempt untouched; it counts as a
---     deferral, and is dead-lettered once the deferral budget is spent. (returned)
+--     deferral (cause unstarted_reclaim), and is dead-lettered once that cause's budget is
+--     spent. (returned)
 --   - a consumer's tag: it was running when that consumer died. It may have killed it, or
 --     be an innocent job running beside the one that did: to the suspects list, uncharged.
 --     fetch hands suspects out one per call, and a consumer runs them one at a time.
@@ -28,14 +29,24 @@
 --   a job that was not the suspect goes to the suspects list uncharged.)
 --   An envelope weir did not write goes back to normal ready as it is (returned).
 
-local n = tonumber(ARGV[1])
-local max_n, max_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+-- 0. before the first write: the arguments, and every key this call may write (a failure
+--    after a write would keep it: leases ended and jobs not put back). Not the hot path:
+--    a consumer calls this about once a second.
+local n = arg_whole(1, 'the most leases to reclaim', 1)
+local max_n, max_ms = arg_whole(2, 'max deferrals', 0), arg_whole(3, 'max deferral age (ms)', 0)
 local now = now_ms()
+expect(K.lease, 'zset')
+expect_each({ K.lease_tokens, K.started }, 'hash')
+expect_each(K.ready, 'list')
+expect(K.suspects, 'list')
+trim_ready()
+counters_ready({ 'reclaimed', 'deferred', 'dead', 'trimmed' })
 
 -- The reply, after the dead-letter trim every call makes.
 local function done(returned, suspects, buried)
   local trimmed = trim_dead()
   local total = tonumber(redis.call('HGET', K.counters, 'trimmed')) or 0
+  if total ~= math.floor(total) then total = 0 end
   return { returned, suspects, buried, trimmed, total }
 end
 
@@ -60,7 +71,7 @@ for i = 1, #ids do
       redis.call('LPUSH', K.ready[2], id)
       returned = returned + 1
     elseif not mark then
-      if defer(id, p, -1, max_n, max_ms, 'lease expired before its run started', now) then
+      if defer(id, p, -1, max_n, max_ms, 'lease expired before its run started', now, 'unstarted_reclaim') then
         returned = returned + 1
         deferred = deferred + 1
       else

@@ -7,6 +7,13 @@
 --   back as it is), lease token, priority (0-2), in the order fetched
 -- Returns: the items not released because this caller no longer holds their lease.
 
+-- 0. before the first write: the arguments and the keys written (the lease's first touch
+--    is a read)
+if #ARGV % 3 ~= 0 then refuse('release: items come in triples of item, token, priority') end
+for i = 3, #ARGV, 3 do arg_whole(i, 'a priority', 0, 2) end
+expect_each(K.ready, 'list')
+expect_each({ K.lease_tokens, K.started }, 'hash')
+
 local missed = {}
 local released = {}
 -- walk backwards so LPUSH leaves the first-fetched job at the front

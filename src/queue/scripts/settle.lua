@@ -13,11 +13,12 @@
 -- item: a job id or an inline job's envelope; an inline job is adopted first):
 --   'R', id, token, priority (0-2), delay (ms), error
 --        retry: attempt + 1 and back to delayed, or dead-letter once attempts are spent
---   'F', id, token, priority (0-2), delay (ms), max deferrals, max age (ms), reason
+--   'F', id, token, priority (0-2), delay (ms), max deferrals, max age (ms), cause, reason
 --        defer: back to delayed with the attempt untouched (backpressure, a kind or size
---        this consumer cannot take); the job's deferral record counts it, and once it is
---        over max deferrals or older than max age (0 = no limit) the job is dead-lettered
---        with a reason that says so
+--        this consumer cannot take); the job's deferral record counts it under its cause
+--        (a word: backpressure, unknown_kind, oversize), and once that cause's count is
+--        over max deferrals or its first is older than max age (0 = no limit) the job is
+--        dead-lettered with a reason that says so
 --   'D', id, token, reason                  dead-letter now
 --   'S', tag, token, k, then k job ids      start marks: these jobs' runs started at the
 --        consumer tagged `tag` (HSET started id tag, for the ids still held), so a crash
@@ -45,10 +46,68 @@ local function miss(id)
   missed[nm] = id
 end
 
+-- 0. before the first write: the arguments' shape and numbers (a failure half way would
+--    keep the writes before it), then the keys this call's outcomes write. Acks alone
+--    (the hot path) write the lease, whose first ZREM fails before any write, the marks
+--    they carry, the counters and, for stored jobs, the jobs' records; the rare outcomes
+--    write more, and may bury (lib.lua's trim_ready).
+local function shape()
+  local has = { stored = false, marked = false, rare = false }
+  local i = 2
+  for _ = 1, arg_whole(1, 'the number of ack groups', 0) do
+    arg_whole(i, 'a lease token', 0)
+    local flags = arg_whole(i + 1, 'ack flags', 0, 3)
+    local k = arg_whole(i + 2, 'an ack group size', 0, #ARGV - i - 2)
+    if flags < 2 and k > 0 then has.stored = true end
+    if flags % 2 == 1 then has.marked = true end
+    i = i + 3 + k
+  end
+  local sizes = { R = 6, F = 9, D = 4 }
+  while i <= #ARGV do
+    local op = ARGV[i]
+    if sizes[op] then
+      if i + sizes[op] - 1 > #ARGV then refuse('settle: outcome ' .. op .. ' at argument ' .. i .. ' is cut short') end
+      if op ~= 'D' then
+        arg_whole(i + 3, 'a priority', 0, 2)
+        arg_whole(i + 4, 'a delay (ms)', 0)
+      end
+      if op == 'F' then
+        arg_whole(i + 5, 'max deferrals', 0)
+        arg_whole(i + 6, 'max deferral age (ms)', 0)
+      end
+      has.rare = true
+      i = i + sizes[op]
+    elseif op == 'S' then
+      arg_whole(i + 2, 'a lease token', 0)
+      i = i + 4 + arg_whole(i + 3, 'a start-mark group size', 0, #ARGV - i - 3)
+      has.marked = true
+    else
+      refuse('settle: unknown outcome ' .. string.format('%q', string.sub(tostring(op), 1, 40)) ..
+        ' at argument ' .. i)
+    end
+  end
+  return has
+end
+local has = shape()
+local has_tokens = expect(K.lease_tokens, 'hash')
+if has.marked or has.rare then expect(K.started, 'hash') end
+if has.stored or has.rare then expect_each({ K.jobs, K.errors, K.deferrals }, 'hash') end
+if has.rare then
+  expect_each(K.delayed, 'zset')
+  trim_ready()
+end
+if has.rare then
+  counters_ready({ 'acked', 'retried', 'deferred', 'dead', 'trimmed' })
+else
+  counters_ready({ 'acked' })
+end
+-- (read now, used in step 5: under a global or per-key concurrency, ended leases wake)
+local limits = hash_fields(K.settings, { 'global_concurrency', 'key_concurrency', 'key_overrides' })
+local concurrency_limited = limits[1] or limits[2] or limits[3]
+
 -- 1. acks, a group at a time: which ids are held (lib.lua's held_in), then those deleted in
 --    bulk. The rare marks (extended leases, last errors, deferral records) are touched only
 --    where they exist.
-local has_tokens = redis.call('EXISTS', K.lease_tokens) == 1
 local na = 0
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
@@ -126,14 +185,14 @@ while i <= #ARGV do
       if held then
         local p, delay = tonumber(ARGV[i + 3]) + 1, tonumber(ARGV[i + 4])
         local max_n, max_ms = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
-        if defer(id, p, delay, max_n, max_ms, ARGV[i + 7], now) then
+        if defer(id, p, delay, max_n, max_ms, ARGV[i + 8], now, ARGV[i + 7]) then
           deferred = deferred + 1
         else
           buried = buried + 1
           spent[#spent + 1] = item
         end
       end
-      i = i + 8
+      i = i + 9
     else
       if held then
         bury(id, ARGV[i + 3], now)
@@ -146,8 +205,6 @@ while i <= #ARGV do
     local k = tonumber(ARGV[i + 3])
     mark(ARGV[i + 1], ARGV[i + 2], i + 4, k)
     i = i + 4 + k
-  else
-    return redis.error_reply('ERR weir settle: unknown outcome ' .. tostring(op))
   end
 end
 
@@ -162,13 +219,9 @@ if buried > 0 then trim_dead() end
 --    falls due (an idle fetcher otherwise sleeps until its periodic recheck, seconds away)
 --    and, under a global or per-key concurrency, leases ended are permits back: consumers
 --    waiting for one (or with jobs parked for one) look again
-local function concurrency_limited()
-  local c = redis.call('HMGET', K.settings, 'global_concurrency', 'key_concurrency', 'key_overrides')
-  return c[1] or c[2] or c[3]
-end
 if retried + deferred > 0 then
   wake('retry')
-elseif na + buried > 0 and concurrency_limited() then
+elseif na + buried > 0 and concurrency_limited then
   wake('free')
 end
 return { missed, spent, missed_inline }

@@ -6,6 +6,7 @@
 use super::SETTLE;
 use super::{call, into_strings, invocation, opt_string, reply_err};
 use crate::error::Result;
+use crate::metrics::DeferReason;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
 use crate::queue::retry::DeferralBudget;
@@ -53,6 +54,9 @@ pub enum Settle {
         reason: String,
         /// How many deferrals, or how long since the first, before the job is dead.
         budget: DeferralBudget,
+        /// Why, as a cause: each cause spends its own budget (backpressure does not use
+        /// up the grace of a kind this consumer lacks, and the other way round).
+        cause: DeferReason,
     },
     /// To the dead-letter queue now.
     Dead {
@@ -163,6 +167,7 @@ pub async fn settle_marked<C: ConnectionLike>(
                 delay_ms,
                 reason,
                 budget,
+                cause,
             } => inv
                 .arg("F")
                 .arg(id)
@@ -171,6 +176,7 @@ pub async fn settle_marked<C: ConnectionLike>(
                 .arg(*delay_ms)
                 .arg(budget.max_deferrals)
                 .arg(budget.max_age.as_millis() as u64)
+                .arg(cause.label())
                 .arg(reason),
             Settle::Dead { id, token, reason } => inv.arg("D").arg(id).arg(*token).arg(reason),
         };
@@ -282,10 +288,21 @@ pub async fn ack_inline<C: ConnectionLike>(
         .arg("acked")
         .arg(items.len())
         .ignore();
-    let r = p
-        .query_async::<(u64,)>(conn)
-        .await
-        .map_err(crate::error::Error::from);
+    let r = p.query_async::<(u64,)>(conn).await;
+    if let Err(e) = &r
+        && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort)
+    {
+        // Redis refused the transaction as a whole, so it applied nothing: a Redis over
+        // maxmemory refuses the counter's HINCRBY. The settle script runs there
+        // (allow-oom), so the acks of a full Redis still free its memory.
+        let marks = StartMarks {
+            tag: "",
+            started: &[],
+            ended,
+        };
+        return settle_marked(conn, keys, items, marks).await;
+    }
+    let r = r.map_err(crate::error::Error::from);
     crate::metrics::record_script(keys.name(), "settle", started, &r);
     let missed = (items.len() as u64).saturating_sub(r?.0);
     if missed > 0 {

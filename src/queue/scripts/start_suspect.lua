@@ -9,6 +9,7 @@
 -- Returns: 1 if marked; 0 if the caller no longer holds the lease (the job must not run).
 
 local id, token = ARGV[1], ARGV[2]
+expect(K.started, 'hash')
 if not lease_held(id, redis.call('ZSCORE', K.lease, id), token) then return 0 end
 redis.call('HSET', K.started, id, ARGV[3] .. ':s')
 return 1

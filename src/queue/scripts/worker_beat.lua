@@ -10,7 +10,11 @@
 -- Returns: the number of expired entries dropped from the registry.
 
 local workers, record = KEYS[NQ + 1], KEYS[NQ + 2]
-local id, ttl = ARGV[1], tonumber(ARGV[2])
+-- 0. before the first write: the arguments, and the keys written
+local id, ttl = ARGV[1], arg_whole(2, 'the time to live (ms)', 0)
+expect(workers, 'zset')
+expect(record, 'hash')
+if #ARGV % 2 ~= 0 then refuse('worker_beat: the record takes field, value pairs') end
 local now = now_ms()
 if ttl == 0 then
   redis.call('DEL', record)
@@ -19,7 +23,7 @@ if ttl == 0 then
 end
 local fields = { 'last_beat_ms', now }
 for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', record, unpack(fields))
+call_chunked('HSET', record, fields)
 redis.call('PEXPIRE', record, ttl)
 redis.call('ZADD', workers, now + ttl, id)
 -- Entries whose record expired: their consumers died without removing them.
