@@ -10,6 +10,7 @@ use std::time::Duration;
 use weir::queue::functions;
 use weir::retry::DeferralBudget;
 use weir::scripts::{self, Settle, StartMarks};
+use weir::metrics::DeferReason;
 use weir::{NewJob, Priority};
 
 /// The consumer's tag in start marks.
@@ -182,6 +183,7 @@ impl World {
                     priority: priority(p),
                     delay_ms,
                     reason: "busy".into(),
+                    cause: DeferReason::Backpressure,
                     budget: budget(),
                 };
                 let got = scripts::settle(&mut c, &keys, &[item])
