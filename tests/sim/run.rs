@@ -63,6 +63,8 @@ pub(crate) struct Trace {
     pub limits: Vec<(Duration, usize, usize)>,
     /// Window decisions of weir's limiter: (time, from, to).
     pub decisions: Vec<(Duration, usize, usize)>,
+    /// Their reasons, in the same order.
+    pub reasons: Vec<weir::limiter::Reason>,
 }
 
 struct Ctx {
@@ -82,7 +84,7 @@ impl Ctx {
         let result = match self.job_timeout {
             Some(t) if latency > t => {
                 sleep(t).await;
-                Err(JobError::retry("timed out"))
+                Err(JobError::overloaded("timed out"))
             }
             _ => {
                 sleep(latency).await;
@@ -94,18 +96,23 @@ impl Ctx {
         drop(permit);
         let elapsed = started.elapsed();
         let signal = Signal::of(&result);
+        let signal = match &self.limiter {
+            Some(l) => l.config().aimd.classify(signal),
+            None => signal,
+        };
         let end = started + elapsed - self.start;
         let mut trace = self.trace.lock().unwrap();
         if let Some(l) = &self.limiter
             && let Some(d) = l.record(started, elapsed, signal)
         {
             trace.decisions.push((end, d.from, d.to));
+            trace.reasons.push(d.reason);
         }
         if let Some(n) = &self.netflix {
             let to = n
                 .lock()
                 .unwrap()
-                .update(elapsed, in_flight, signal == Signal::Error);
+                .update(elapsed, in_flight, signal == Signal::Overload);
             self.limit.set(to);
         }
         trace.records.push(Record {

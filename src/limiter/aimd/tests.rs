@@ -13,7 +13,8 @@ fn cfg() -> AimdConfig {
 fn healthy(peak: usize) -> Summary {
     Summary {
         successes: 100,
-        errors: 0,
+        overloads: 0,
+        failures: 0,
         p50: 40 * MS,
         p95: 50 * MS,
         peak_in_flight: peak,
@@ -29,14 +30,46 @@ fn slow(peak: usize) -> Summary {
 
 fn failing(errors: usize, peak: usize) -> Summary {
     Summary {
-        errors,
+        overloads: errors,
         ..healthy(peak)
     }
 }
 
+/// A rule at `limit` that has seen congestion once (a latency cut from ⌈limit / 0.75⌉),
+/// so past slow start.
+fn settled(c: AimdConfig, limit: usize) -> Aimd {
+    let from = (limit as f64 / 0.75).ceil() as usize;
+    let mut a = Aimd::new(c, from).unwrap();
+    assert_eq!(a.decide(&slow(from)).to, limit);
+    a
+}
+
+#[test]
+fn slow_start_doubles_until_the_first_congestion() {
+    let mut a = Aimd::new(cfg(), 64).unwrap();
+    let limits: Vec<(usize, Reason)> = (0..5)
+        .map(|_| {
+            let d = a.decide(&healthy(a.limit()));
+            (d.to, d.reason)
+        })
+        .collect();
+    let ss = Reason::SlowStart;
+    assert_eq!(limits, [(128, ss), (256, ss), (512, ss), (1000, ss), (1000, ss)]);
+    // The first cut ends it: 1000 × 0.75, then +1 (1000 / 2 = 500 is under the limit).
+    assert_eq!(a.decide(&slow(1000)).to, 750);
+    assert_eq!(
+        a.decide(&healthy(750)),
+        Decision {
+            from: 750,
+            to: 751,
+            reason: Reason::Probe
+        }
+    );
+}
+
 #[test]
 fn binding_healthy_window_adds_alpha() {
-    let mut a = Aimd::new(cfg(), 20).unwrap();
+    let mut a = settled(cfg(), 20);
     let d = a.decide(&healthy(20));
     assert_eq!((d.from, d.to, d.reason), (20, 21, Reason::Probe));
 }
@@ -58,20 +91,76 @@ fn slow_window_multiplies_by_beta_and_floors() {
 
 #[test]
 fn errors_over_threshold_halve() {
-    let mut a = Aimd::new(cfg(), 30).unwrap();
-    // 6 errors in 106 samples = 5.7 % > 5 %.
+    let mut a = settled(cfg(), 30);
+    // 6 overload answers in 106 samples = 5.7 % > 5 %.
     let d = a.decide(&failing(6, 30));
     assert_eq!(d.to, 15);
-    assert!(matches!(d.reason, Reason::Errors { rate } if (rate - 6.0 / 106.0).abs() < 1e-12));
-    // 5 in 105 = 4.8 %: under the threshold, and binding, so +1.
+    assert!(matches!(d.reason, Reason::Overload { rate } if (rate - 6.0 / 106.0).abs() < 1e-12));
+    // 5 in 105 = 4.8 %: under the threshold, and binding, so +1 (the step restarts at α
+    // after a cut, and doubles under half the ceiling of 40).
     assert_eq!(a.decide(&failing(5, 15)).to, 16);
+}
+
+#[test]
+fn plain_failures_are_counted_but_never_cut() {
+    let mut a = settled(cfg(), 30);
+    // 40 % of the jobs fail on their own (plain 500s): the limit still probes up.
+    let s = Summary {
+        failures: 40,
+        successes: 60,
+        ..healthy(30)
+    };
+    assert_eq!((s.failure_rate(), s.overload_rate()), (0.4, 0.0));
+    assert_eq!(
+        a.decide(&s),
+        Decision {
+            from: 30,
+            to: 31,
+            reason: Reason::Probe
+        }
+    );
+    // They count in the denominator: 6 overloads among 60 successes and 40 failures is
+    // 5.7 % of 106 samples, over the threshold.
+    let d = a.decide(&Summary { overloads: 6, ..s });
+    assert_eq!(d.to, 15);
+}
+
+#[test]
+fn statuses_are_overload_only_when_listed() {
+    let c = cfg();
+    let classify = |st| c.classify(Signal::Status(st));
+    assert_eq!(
+        [429, 503, 500, 502, 504, 404].map(classify),
+        [
+            Signal::Overload,
+            Signal::Overload,
+            Signal::Failure,
+            Signal::Failure,
+            Signal::Failure,
+            Signal::Failure
+        ]
+    );
+    let gateway = AimdConfig {
+        overload_status: vec![429, 503, 502, 504],
+        ..cfg()
+    };
+    assert_eq!(gateway.classify(Signal::Status(502)), Signal::Overload);
+    assert_eq!(gateway.classify(Signal::Success), Signal::Success);
+    let bad = AimdConfig {
+        overload_status: vec![429, 600],
+        ..cfg()
+    };
+    assert_eq!(
+        bad.validate().unwrap_err().to_string(),
+        "overload status must be between 100 and 599 (got 600)"
+    );
 }
 
 #[test]
 fn errors_win_over_latency() {
     let mut a = Aimd::new(cfg(), 40).unwrap();
     let s = Summary {
-        errors: 50,
+        overloads: 50,
         ..slow(40)
     };
     assert_eq!(a.decide(&s).to, 20);
@@ -79,7 +168,7 @@ fn errors_win_over_latency() {
 
 #[test]
 fn not_binding_holds_and_binding_threshold_is_inclusive() {
-    let mut a = Aimd::new(cfg(), 20).unwrap();
+    let mut a = settled(cfg(), 20);
     let d = a.decide(&healthy(17));
     assert_eq!((d.to, d.reason), (20, Reason::NotBinding), "17 < 0.9 × 20");
     assert_eq!(a.decide(&healthy(18)).to, 21, "18 = 0.9 × 20 counts as binding");
@@ -87,7 +176,7 @@ fn not_binding_holds_and_binding_threshold_is_inclusive() {
 
 #[test]
 fn step_doubles_up_to_an_eighth_of_the_limit_and_resets_on_decrease() {
-    let mut a = Aimd::new(cfg(), 100).unwrap();
+    let mut a = settled(cfg(), 100);
     let limits: Vec<usize> = (0..6).map(|_| a.decide(&healthy(1000)).to).collect();
     // Steps 1, 2, 4, 8, then the caps ⌊115 / 8⌋ = 14 and ⌊129 / 8⌋ = 16.
     assert_eq!(limits, [101, 103, 107, 115, 129, 145]);
@@ -161,39 +250,42 @@ fn relative(baseline_windows: usize) -> AimdConfig {
 
 #[test]
 fn relative_target_dips_to_remeasure_the_no_load_latency() {
-    let mut a = Aimd::new(relative(6), 50).unwrap();
+    let mut a = Aimd::new(relative(8), 50).unwrap();
     assert_eq!(a.target(), None);
     let mut run = |s: Summary| {
         let d = a.decide(&s);
         (d.from, d.to, d.reason)
     };
-    // First window: p95 50 ms → target 100 ms; healthy, so the limit (51 after +1) dips
-    // to half for one window, then comes back. Dips recur every 6 / 2 = 3 windows.
-    assert_eq!(run(healthy(50)), (50, 25, Reason::Baseline));
-    assert_eq!(run(healthy(25)), (25, 51, Reason::NotBinding));
-    assert_eq!(run(healthy(51)), (51, 52, Reason::Probe));
-    assert_eq!(run(healthy(52)), (52, 27, Reason::Baseline));
-    assert_eq!(run(healthy(27)), (27, 54, Reason::NotBinding));
+    // An overload window ends slow start (ceiling 50) and gives the first reading:
+    // p95 50 ms → target 100 ms.
+    assert!(matches!(run(failing(50, 50)), (50, 25, Reason::Overload { .. })));
+    // Healthy: the limit dips to half of 25 for one window, then comes back (26 after
+    // +1).
+    // Dips recur every 8 / 2 = 4 windows.
+    assert_eq!(run(healthy(25)), (25, 12, Reason::Baseline));
+    assert_eq!(run(healthy(12)), (12, 26, Reason::NotBinding));
+    assert_eq!(run(healthy(26)), (26, 27, Reason::Probe));
+    assert_eq!(run(healthy(27)), (27, 29, Reason::Probe));
+    assert_eq!(run(healthy(29)), (29, 14, Reason::Baseline));
+    assert_eq!(run(healthy(14)), (14, 32, Reason::NotBinding));
     // A decrease is never turned into a dip; the dip waits for a healthy window.
-    assert_eq!(run(slow(54)).1, 40);
-    assert_eq!(run(healthy(40)), (40, 20, Reason::Baseline));
-    // An unhealthy dip window cuts from the restored limit.
-    let d = run(Summary {
-        errors: 50,
-        ..healthy(20)
-    });
-    assert!(matches!(d, (20, 20, Reason::Errors { .. })), "{d:?}");
+    assert_eq!(run(slow(33)).1, 24);
+    assert_eq!(run(healthy(24)), (24, 25, Reason::Probe));
+    assert_eq!(run(healthy(25)), (25, 12, Reason::Baseline));
+    // An unhealthy dip window cuts from the restored limit (27 × 0.5).
+    let d = run(failing(50, 12));
+    assert!(matches!(d, (12, 13, Reason::Overload { .. })), "{d:?}");
 }
 
 #[test]
-fn relative_target_forgets_old_readings() {
+fn relative_target_follows_the_low_readings_but_not_under_the_uncongested_ones() {
     let mut a = Aimd::new(relative(4), 50).unwrap();
-    a.decide(&healthy(50));
+    a.decide(&failing(50, 50));
     assert_eq!(a.target(), Some(100 * MS), "2 × the window's p95");
     let loaded = Summary {
         p50: 70 * MS,
         p95: 120 * MS,
-        ..healthy(50)
+        ..healthy(25)
     };
     for _ in 0..3 {
         assert!(matches!(a.decide(&loaded).reason, Reason::Latency { .. }));
@@ -201,6 +293,28 @@ fn relative_target_forgets_old_readings() {
     // Four windows later the 50 ms reading has aged out: target 2 × 120 ms.
     a.decide(&loaded);
     assert_eq!(a.target(), Some(240 * MS));
+    // A quick window brings it down at once...
+    a.decide(&Summary {
+        p95: 40 * MS,
+        ..healthy(1)
+    });
+    assert_eq!(a.target(), Some(80 * MS));
+    // ...but not under what windows at the floor showed: here the limit is at min (1),
+    // so each window's reading is an uncongested one, averaged with weight 1/4.
+    let floor = AimdConfig {
+        min: 25,
+        ..relative(4)
+    };
+    let mut a = Aimd::new(floor, 25).unwrap();
+    a.decide(&Summary {
+        p95: 80 * MS,
+        ..failing(50, 25)
+    });
+    a.decide(&Summary {
+        p95: 40 * MS,
+        ..failing(50, 25)
+    });
+    assert_eq!(a.target(), Some(140 * MS), "2 × (80 × 3/4 + 40 / 4) = 2 × 70 ms");
 }
 
 #[test]
@@ -212,7 +326,8 @@ fn windows_without_successes_leave_the_baseline_alone() {
     let mut a = Aimd::new(c, 50).unwrap();
     let all_errors = Summary {
         successes: 0,
-        errors: 10,
+        overloads: 10,
+        failures: 0,
         p50: Duration::ZERO,
         p95: Duration::ZERO,
         peak_in_flight: 50,
@@ -275,4 +390,45 @@ fn targets_parse() {
     assert!(e.contains("like 200ms") && e.contains("1.5x"), "{e}");
     assert_eq!(Target::Relative(2.5).to_string(), "2.5x");
     assert_eq!(Target::Absolute(200 * MS).to_string(), "200ms");
+}
+
+/// The trap (issue 35): overload answers cut the limit from 64 to 1, and the relative
+/// target comes from one lucky window (p95 20 ms: target 30 ms) under the service's own
+/// p95 (56 ms at any load), so every window at the floor reads as "over target" and
+/// the limit could never leave 1.
+#[test]
+fn no_trap_at_the_floor_when_the_target_is_under_the_no_load_latency() {
+    let c = AimdConfig {
+        target: Target::Relative(1.5),
+        ..cfg()
+    };
+    let mut a = Aimd::new(c, 64).unwrap();
+    let shown = |limit| Summary {
+        p50: 20 * MS,
+        p95: 56 * MS,
+        ..healthy(limit)
+    };
+    let lucky = Summary {
+        p95: 20 * MS,
+        ..failing(50, 64)
+    };
+    assert_eq!(a.decide(&lucky).to, 32);
+    let cuts: Vec<usize> = (0..5)
+        .map(|_| {
+            a.decide(&Summary {
+                overloads: 50,
+                ..shown(a.limit())
+            })
+            .to
+        })
+        .collect();
+    assert_eq!(cuts, [16, 8, 4, 2, 1]);
+    assert_eq!(a.target(), Some(30 * MS), "1.5 × the lucky 20 ms");
+    // The overload stops. The first window at the floor is an uncongested reading:
+    // target 1.5 × 56 ms, so the limit is free (its second healthy window is spent on
+    // a baseline dip, 2 → 1, restoring 4), and climbs with doubling steps to half the
+    // ceiling (64 / 2), then by at most an eighth.
+    let limits: Vec<usize> = (0..10).map(|_| a.decide(&shown(a.limit())).to).collect();
+    assert_eq!(a.target(), Some(84 * MS));
+    assert_eq!(limits, [2, 1, 4, 5, 7, 11, 19, 32, 36, 40]);
 }
