@@ -432,3 +432,27 @@ fn no_trap_at_the_floor_when_the_target_is_under_the_no_load_latency() {
     assert_eq!(a.target(), Some(84 * MS));
     assert_eq!(limits, [2, 1, 4, 5, 7, 11, 19, 32, 36, 40]);
 }
+
+#[test]
+fn a_target_never_met_still_rechecks_every_recheck_windows() {
+    // An absolute 100 ms target against a service whose p95 is 150 ms at any load: the
+    // limit sinks to the floor, and the window after `recheck_windows` in a row over
+    // target steps up once (the cut in `settled` was the first of the first run).
+    let c = AimdConfig {
+        recheck_windows: 3,
+        ..cfg()
+    };
+    let mut a = settled(c, 3);
+    let reasons: Vec<(usize, &str)> = (0..8)
+        .map(|_| {
+            let d = a.decide(&slow(a.limit()));
+            (d.to, d.reason.name())
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [(2, "latency"), (1, "latency"), (2, "recheck"), (1, "latency"), (1, "latency"), (1, "latency"), (2, "recheck"), (1, "latency")]
+    );
+    let d = Reason::Recheck { windows: 3 };
+    assert_eq!(d.to_string(), "recheck: 3 windows without an increase");
+}
