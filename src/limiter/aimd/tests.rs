@@ -451,7 +451,16 @@ fn a_target_never_met_still_rechecks_every_recheck_windows() {
         .collect();
     assert_eq!(
         reasons,
-        [(2, "latency"), (1, "latency"), (2, "recheck"), (1, "latency"), (1, "latency"), (1, "latency"), (2, "recheck"), (1, "latency")]
+        [
+            (2, "latency"),
+            (1, "latency"),
+            (2, "recheck"),
+            (1, "latency"),
+            (1, "latency"),
+            (1, "latency"),
+            (2, "recheck"),
+            (1, "latency")
+        ]
     );
     let d = Reason::Recheck { windows: 3 };
     assert_eq!(d.to_string(), "recheck: 3 windows without an increase");
