@@ -39,6 +39,7 @@ pub mod limit;
 mod options;
 pub mod per_key;
 pub mod rate;
+mod status;
 mod target;
 pub mod window;
 
@@ -47,6 +48,7 @@ pub use error::LimiterError;
 pub use options::LimiterOptions;
 pub use per_key::{KeyLimiterConfig, KeyLimiters};
 pub use rate::{Rate, RateGate, RateLimit};
+pub use status::OverloadStatus;
 pub use window::{Signal, Window, WindowConfig};
 
 use crate::limiter::limit::Limit;

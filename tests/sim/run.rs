@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep, sleep_until};
 use weir::JobError;
 use weir::limit::{Limit, Permit};
-use weir::limiter::{Limiter, LimiterConfig, Signal};
+use weir::limiter::{AimdConfig, Limiter, LimiterConfig, Signal};
 
 /// Who sets the limit.
 #[derive(Debug, Clone)]
@@ -74,6 +74,9 @@ struct Ctx {
     netflix: Option<Mutex<NetflixAimd>>,
     downstream: Downstream,
     job_timeout: Option<Duration>,
+    /// Which answered statuses are overload (the limiter's setting, else the default),
+    /// for every control alike.
+    statuses: AimdConfig,
     trace: Mutex<Trace>,
 }
 
@@ -96,10 +99,7 @@ impl Ctx {
         drop(permit);
         let elapsed = started.elapsed();
         let signal = Signal::of(&result);
-        let signal = match &self.limiter {
-            Some(l) => l.config().aimd.classify(signal),
-            None => signal,
-        };
+        let signal = self.statuses.classify(signal);
         let end = started + elapsed - self.start;
         let mut trace = self.trace.lock().unwrap();
         if let Some(l) = &self.limiter
@@ -145,6 +145,10 @@ pub(crate) async fn run(s: &Scenario, control: &Control) -> Trace {
         limit,
         downstream: Downstream::new(s.phases.clone(), s.seed),
         job_timeout: s.job_timeout,
+        statuses: match control {
+            Control::Adaptive(c) => c.aimd.clone(),
+            _ => AimdConfig::default(),
+        },
         trace: Mutex::default(),
     });
     let deadline = start + s.duration;

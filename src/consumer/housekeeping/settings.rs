@@ -96,7 +96,15 @@ impl SettingsWatch {
         if s.dead_cap != before.dead_cap {
             tracing::info!(dead_cap = s.dead_cap(), "queue dead-letter cap");
         }
-        let limits = |s: &Settings| (s.min, s.max, s.target_p95, s.error_threshold);
+        let limits = |s: &Settings| {
+            (
+                s.min,
+                s.max,
+                s.target_p95,
+                s.error_threshold,
+                s.overload_status.clone(),
+            )
+        };
         if limits(s) == limits(before) {
             // Nothing for the limiter: only the rate or the dead-letter cap changed.
         } else if let Some((limiter, base)) = &self.limiter {
@@ -108,6 +116,7 @@ impl SettingsWatch {
                     max = next.aimd.max,
                     target_p95 = %next.aimd.target,
                     error_threshold = next.aimd.error_threshold,
+                    overload_status = ?next.aimd.overload_status,
                     "runtime limiter settings applied"
                 ),
                 Err(e) => {
