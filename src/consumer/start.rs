@@ -166,7 +166,10 @@ impl Consumer {
                 .zip(c.limiter.clone())
                 .filter(|_| self.share.is_none());
             let rate = (self.rate.clone(), c.rate);
-            let watch = SettingsWatch::new(every, conn.clone(), &keys, limiter, rate);
+            // A fixed limit of this queue's own takes `max_concurrency` live.
+            let fixed =
+                (self.limiter.is_none() && self.share.is_none()).then(|| (self.limit.clone(), c.concurrency));
+            let watch = SettingsWatch::new(every, conn.clone(), &keys, limiter, rate, fixed);
             tasks.spawn("settings watch", watch.run(stop.clone()));
         }
         if c.metrics {
