@@ -376,4 +376,6 @@ impl Aimd {
 }
 
 #[cfg(test)]
+mod no_trap_tests;
+#[cfg(test)]
 mod tests;
