@@ -29,6 +29,8 @@ fn main() {
         scenarios::noise(),
         scenarios::light_load(),
         scenarios::fixed_bounds(),
+        scenarios::plain_errors(),
+        scenarios::errors_stop(),
     ];
     println!(
         "| scenario | control | throughput / ideal | p95 / target | mean limit (ideal) | limit cv | errors | notes |"
@@ -99,6 +101,20 @@ fn notes(case: &Case, t: &sim::run::Trace, target: Duration) -> String {
             )
         }
         "noise, no knee" => format!("reaches max after {}", fmt(time_to_band(t, 0.0, 1000, 0.0))),
+        "knee" => format!(
+            "knee ±20 % after {}",
+            fmt(time_to_band(t, 0.0, case.ideal_limit, 0.2))
+        ),
+        "plain errors" => format!(
+            "calls/s {:.2} of the no-error rate; min limit {}",
+            stats(t, 10.0, 40.0).calls / case.ideal_rate,
+            stats(t, 10.0, 40.0).min_limit
+        ),
+        "errors stop" => format!(
+            "limit {} when they stop; throughput 10–15 s after: {:.2} of ideal",
+            limit_at(t, 30.0),
+            stats(t, 40.0, 45.0).throughput / case.ideal_rate
+        ),
         "light load" => format!(
             "limit range {}–{}",
             stats(t, 0.0, 60.0).min_limit,

@@ -13,7 +13,7 @@ use server::Server;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weir::http::{HttpConfig, HttpHandler};
-use weir::limiter::{LimiterConfig, Target};
+use weir::limiter::{AimdConfig, LimiterConfig, Signal, Target};
 use weir::{BatchHandler, CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Handler, Job, NewJob};
 use weir::{Producer, Queue, Redis, Registry};
 
@@ -56,11 +56,19 @@ async fn each_answer_maps_to_an_outcome() {
     let e = Handler::call(&h, job("c", "503", 0)).await.unwrap_err();
     assert!(e.retryable && e.backpressure && e.retry_after.is_none(), "{e:?}");
 
+    assert_eq!(e.status, Some(503));
+
+    // A plain 500 is the job's failure: retried, carrying its status, which the
+    // limiter counts as overload only when the operator lists it.
     let e = Handler::call(&h, job("d", "500", 0)).await.unwrap_err();
-    assert!(e.retryable && !e.backpressure, "{e:?}");
+    assert!(e.retryable && !e.backpressure && !e.overload, "{e:?}");
+    assert_eq!(Signal::of(&Err(e)), Signal::Status(500));
+    let limiter = AimdConfig::default();
+    assert_eq!(limiter.classify(Signal::Status(500)), Signal::Failure);
+    assert_eq!(limiter.classify(Signal::Status(429)), Signal::Overload);
 
     let e = Handler::call(&h, job("e", "400", 0)).await.unwrap_err();
-    assert!(!e.retryable, "{e:?}");
+    assert!(!e.retryable && e.status == Some(400), "{e:?}");
     assert!(
         e.message.starts_with("HTTP 400 Bad Request: bad field 'x'yyy"),
         "{}",
@@ -82,6 +90,7 @@ async fn each_answer_maps_to_an_outcome() {
         e.retryable && e.message.contains("timed out after 300ms"),
         "{e:?}"
     );
+    assert_eq!(Signal::of(&Err(e)), Signal::Overload, "a timeout is congestion");
 
     // A slow answer inside the timeout is a success.
     assert_eq!(Handler::call(&h, job("g", "slow:50", 0)).await, Ok(()));
@@ -95,6 +104,11 @@ async fn connection_refused_is_retryable() {
     assert!(
         e.retryable && !e.backpressure && e.message.contains("cannot connect"),
         "{e:?}"
+    );
+    assert_eq!(
+        Signal::of(&Err(e)),
+        Signal::Overload,
+        "a refused connection is congestion"
     );
 }
 

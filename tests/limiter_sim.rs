@@ -189,3 +189,44 @@ async fn relative_target_does_not_drift_under_sustained_load() {
         assert_mean_limit(&case, &st, 1.0, 1.6);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn plain_500s_are_the_jobs_failure_not_overload() {
+    let case = scenarios::plain_errors();
+    let (trace, st) = weir(&case).await;
+    let calls = st.calls / case.ideal_rate;
+    assert!(calls >= 0.9, "calls/s {calls:.2} of the no-error rate; {st:?}");
+    assert!(st.min_limit >= 180, "the limit stays near max: {st:?}");
+    assert!(
+        trace.decisions.iter().all(|d| d.2 >= d.1 || d.2 >= 150),
+        "no cut on 500s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_trap_at_the_floor_after_errors_stop() {
+    let case = scenarios::errors_stop();
+    let (trace, st) = weir(&case).await;
+    let share = st.throughput / case.ideal_rate;
+    assert!(
+        share >= 0.8,
+        "throughput {share:.2} of ideal from 10 s after the errors; {st:?}; limit at 40 s: {}, at 89 s: {}",
+        limit_at(&trace, 40.0),
+        limit_at(&trace, 89.0)
+    );
+    let first = stats(&trace, 40.0, 45.0).throughput / case.ideal_rate;
+    assert!(first >= 0.8, "10 to 15 s after the errors: {first:.2} of ideal");
+}
+
+#[tokio::test(start_paused = true)]
+async fn cold_start_reaches_the_knee_in_slow_start() {
+    // From the default 64 to a knee of 300: doubling per window until the first cut.
+    let case = scenarios::knee(300);
+    let (trace, _) = weir(&case).await;
+    let reached = time_to_band(&trace, 0.0, 300, 0.2).expect("reaches the knee");
+    assert!(reached <= 5.0, "from 64 to 300 ± 20 % took {reached} s");
+    // And a max of 1000 with no knee in reach.
+    let (trace, _) = weir(&scenarios::noise()).await;
+    let at_max = time_to_band(&trace, 0.0, 1000, 0.0).expect("reaches max");
+    assert!(at_max <= 6.0, "from 64 to max 1000 took {at_max} s");
+}

@@ -8,6 +8,7 @@
 //!   min_concurrency  "4"       max_concurrency "200"
 //!   target_p95       "250ms" | "1.5x"
 //!   error_threshold  "0.05"
+//!   overload_status  "429,503,502,504"
 //!   rate             "500/s" | "off"      burst "100"
 //!   dead_cap         "10000"
 //!   global_rate      "500/s"              global_burst "50"
@@ -37,7 +38,7 @@ mod values;
 pub use values::{Cleared, RateSetting};
 
 use crate::error::{Error, Result};
-use crate::limiter::{LimiterConfig, LimiterOptions, Rate, Target};
+use crate::limiter::{LimiterConfig, LimiterOptions, OverloadStatus, Rate, Target};
 use std::collections::BTreeMap;
 
 /// The dead-letter cap of a queue with no `dead_cap` setting (`scripts/lib.lua` has the
@@ -53,8 +54,10 @@ pub struct Settings {
     pub max: Option<usize>,
     /// p95 target (adaptive consumers).
     pub target_p95: Option<Target>,
-    /// Error-rate threshold (adaptive consumers).
+    /// Overload-rate threshold (adaptive consumers).
     pub error_threshold: Option<f64>,
+    /// HTTP statuses that mean overload (adaptive consumers).
+    pub overload_status: Option<OverloadStatus>,
     /// Jobs/s cap (every consumer).
     pub rate: Option<RateSetting>,
     /// Dead-letter queue cap, at least 1: the oldest entries beyond it are trimmed and
@@ -110,6 +113,7 @@ impl Settings {
             max: newer.max.or(self.max),
             target_p95: newer.target_p95.or(self.target_p95),
             error_threshold: newer.error_threshold.or(self.error_threshold),
+            overload_status: newer.overload_status.clone().or(self.overload_status.clone()),
             rate: newer.rate.or(self.rate),
             dead_cap: newer.dead_cap.or(self.dead_cap),
             global_rate: newer.global_rate.or(self.global_rate),
@@ -137,6 +141,7 @@ impl Settings {
             max_concurrency: self.max,
             target_p95: self.target_p95,
             error_threshold: self.error_threshold,
+            overload_status: self.overload_status.clone(),
             rate: None,
             burst: None,
         }
@@ -232,6 +237,7 @@ mod tests {
             max: Some(200),
             target_p95: Some(Target::Relative(2.5)),
             error_threshold: Some(0.1),
+            overload_status: Some("429,503,502".parse().unwrap()),
             rate: Some(RateSetting::Limit("30/m".parse::<Rate>().unwrap().with_burst(5))),
             dead_cap: Some(25),
             global_rate: Some("500/s".parse::<Rate>().unwrap().with_burst(50)),

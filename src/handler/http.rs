@@ -6,9 +6,15 @@
 //! | response                          | job                           | limiter |
 //! |-----------------------------------|-------------------------------|---------|
 //! | 2xx                               | acked                         | latency sample |
-//! | 429, 503                          | deferred, not charged an attempt: back after `Retry-After` (seconds or HTTP date, capped by the pool's `max_defer_delay`), else backoff | error (backpressure) |
-//! | other 5xx, 408, timeout, connection error | retried with backoff  | error   |
-//! | other 4xx, 3xx (redirects are not followed) | dead-lettered with the status and the first 512 bytes of the body | ignored |
+//! | 429, 503                          | deferred, not charged an attempt: back after `Retry-After` (seconds or HTTP date, capped by the pool's `max_defer_delay`), else backoff | overload (by default) |
+//! | timeout, connection refused or reset | retried with backoff       | overload |
+//! | other 5xx, 408, other connection errors | retried with backoff    | the job's failure |
+//! | other 4xx, 3xx (redirects are not followed) | dead-lettered with the status and the first 512 bytes of the body | the job's failure |
+//!
+//! Every answered failure carries its status ([`JobError::status`]), and the limiter's
+//! `overload_status` setting (CLI `--overload-status`, default 429,503) decides which
+//! statuses are congestion: add 502,504 when a gateway answers them under load. A
+//! plain 500 is one broken request, not an overloaded service.
 //!
 //! Each job is sent as `{"id","kind","attempt","max_attempts","trace_id"?,"payload"}` with
 //! `Idempotency-Key: <job id>` (delivery is at-least-once), the configured extra headers
@@ -254,9 +260,11 @@ impl Inner {
     fn transport_error(&self, e: reqwest::Error) -> JobError {
         let t = humantime::format_duration(self.config.timeout);
         if e.is_timeout() {
-            JobError::retry(format!("HTTP request timed out after {t}"))
+            JobError::overloaded(format!("HTTP request timed out after {t}"))
         } else if e.is_connect() {
-            JobError::retry(format!("cannot connect to {}: {}", self.url, source_chain(&e)))
+            JobError::overloaded(format!("cannot connect to {}: {}", self.url, source_chain(&e)))
+        } else if was_reset(&e) {
+            JobError::overloaded(format!("HTTP connection reset: {}", source_chain(&e)))
         } else {
             JobError::retry(format!("HTTP request failed: {}", source_chain(&e)))
         }
@@ -277,14 +285,34 @@ async fn outcome(mut resp: Response) -> JobResult {
     } else {
         format!("HTTP {status}: {snippet}")
     };
-    Err(match status {
+    let e = match status {
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
             JobError::backpressure(msg, retry_after)
         }
         StatusCode::REQUEST_TIMEOUT => JobError::retry(msg),
         s if s.is_server_error() => JobError::retry(msg),
         _ => JobError::fatal(msg),
-    })
+    };
+    Err(e.with_status(status.as_u16()))
+}
+
+/// True when an I/O error in the chain says the peer reset or aborted the connection
+/// (an overloaded server shedding connections), classified by kind, not message text.
+fn was_reset(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionRefused, ConnectionReset};
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if let Some(io) = c.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | ConnectionRefused | BrokenPipe
+            )
+        {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
 }
 
 /// The first `max` bytes of the body as text (lossy, cut on a character boundary).

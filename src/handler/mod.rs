@@ -26,6 +26,13 @@ pub struct JobError {
     /// Run again no sooner than this (for example from `Retry-After`; a deferral's delay is
     /// capped by [`crate::pool::PoolConfig::max_defer_delay`]).
     pub retry_after: Option<Duration>,
+    /// The downstream could not take the call at all (it timed out, refused or reset
+    /// the connection): the limiter counts it as congestion. Plain failures (a handler
+    /// error, a bad answer) are the job's own and do not shrink the limit.
+    pub overload: bool,
+    /// The HTTP status the downstream answered, if any: the limiter decides by its
+    /// `overload_status` setting (429 and 503 by default) whether it means overload.
+    pub status: Option<u16>,
 }
 
 impl JobError {
@@ -36,6 +43,26 @@ impl JobError {
             retryable: true,
             backpressure: false,
             retry_after: None,
+            overload: false,
+            status: None,
+        }
+    }
+
+    /// The downstream could not take the call (a timeout, a refused or reset
+    /// connection): retried with backoff, and the limiter slows down.
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        Self {
+            overload: true,
+            ..Self::retry(message)
+        }
+    }
+
+    /// The same error, recording the HTTP status the downstream answered (which the
+    /// limiter classifies: see [`JobError::status`]).
+    pub fn with_status(self, status: u16) -> Self {
+        Self {
+            status: Some(status),
+            ..self
         }
     }
 
@@ -46,6 +73,8 @@ impl JobError {
             retryable: false,
             backpressure: false,
             retry_after: None,
+            overload: false,
+            status: None,
         }
     }
 
@@ -57,6 +86,8 @@ impl JobError {
             retryable: true,
             backpressure: true,
             retry_after,
+            overload: false,
+            status: None,
         }
     }
 }

@@ -2,14 +2,22 @@
 //! tokio, no locks, no clock: the [`super::Window`] measures, this decides, and
 //! [`crate::limiter::limit::Limit`] enforces.
 //!
+//! Congestion is what an overloaded downstream says: overload answers (429/503 and any
+//! status the operator adds in `overload_status`, timeouts, refused or reset
+//! connections, [`crate::JobError::backpressure`]) and latency over the target. Other
+//! failures (a plain 500, a 4xx, a handler error) are the job's own: counted in the
+//! window's `failures`, never a reason to shrink the limit.
+//!
 //! Per closed window:
-//! - p95 over the target, or error rate over the threshold: multiplicative decrease,
-//!   `limit ← max(min, ⌊limit·β⌋)` (β for latency, `error_beta` for errors);
-//! - otherwise, if the limit was binding (peak in-flight ≥ `binding` × limit): additive
-//!   increase, `limit ← min(max, limit + step)`;
+//! - overload rate over the threshold, or p95 over the target: multiplicative decrease,
+//!   `limit ← max(min, ⌊limit·β⌋)` (`error_beta` for overload, β for latency);
+//! - otherwise, if the limit was binding (peak in-flight ≥ `binding` × limit): increase
+//!   (slow start or probe, below);
 //! - otherwise hold: a limit nobody reached says nothing about the downstream.
 //!
-//! `step` starts at α and doubles after each consecutive increase, capped at
+//! Slow start: until the first sign of congestion the limit doubles per binding window
+//! (TCP's slow start), so an idle-to-busy start reaches a max of 1,000 from 64 in four
+//! windows instead of twenty-odd. After that `step` starts at α and doubles after each consecutive increase, capped at
 //! `growth_cap` × limit; any decrease or hold resets it to α. So far from the
 //! downstream's capacity (start-up) the limit climbs in O(log n) windows, while near it
 //! the cap keeps each probe within 1/8 of the limit. After a run of decreases the rule
@@ -17,10 +25,16 @@
 //! is lifted (slow start: the limit may double per window, up to ceiling / 2), so an error
 //! burst that drove the limit to `min` is undone in a dozen windows, not hundreds.
 //! `growth_cap = 0` gives classic AIMD (+α per window, no slow start).
+//!
+//! No trap: a limit held down by latency for `recheck_windows` windows in a row takes one
+//! step up anyway ([`Reason::Recheck`]); and a relative target never falls below what
+//! the downstream showed when uncongested ([`super::baseline`]).
 
+use super::baseline::Baseline;
+pub use super::decision::{Decision, REASONS, Reason, Summary};
 use super::error::{LimiterError, check};
 pub use super::target::Target;
-use std::collections::VecDeque;
+use super::window::Signal;
 use std::time::Duration;
 
 /// Settings of the rule. Ranges are checked by [`AimdConfig::validate`].
@@ -49,8 +63,8 @@ pub struct AimdConfig {
     /// over the knee (more work queued at the downstream) and needs 6–7 windows to absorb
     /// a halving of capacity. 0.75 is the fastest back-off that keeps ≥ 98 % throughput.
     pub beta: f64,
-    /// Decrease factor on errors over threshold, 0.1..=0.99 (default 0.5). Errors,
-    /// timeouts and 429/503 are loss, not delay: the downstream is already refusing work,
+    /// Decrease factor on overload over threshold, 0.1..=0.99 (default 0.5). Overload
+    /// answers, timeouts and refused connections are loss, not delay: the downstream is already refusing work,
     /// so halve at once as TCP does on loss. (With β = 0.75 for errors too, two windows
     /// would only reach 0.56 of the limit; the error-burst scenario asks for ≤ 0.5.)
     pub error_beta: f64,
@@ -61,8 +75,21 @@ pub struct AimdConfig {
     pub growth_cap: f64,
     /// The p95 latency to hold (default 1.5×, i.e. 1.5 × the no-load p95; see [`Target`]).
     pub target: Target,
-    /// Error rate above which the limit decreases, 0..=1 (default 0.05).
+    /// Overload rate (overload answers over all samples) above which the limit
+    /// decreases, 0..=1 (default 0.05).
     pub error_threshold: f64,
+    /// HTTP statuses that mean "overloaded" (default 429 and 503, the statuses defined
+    /// for it; add 502 and 504 when a gateway in front of the downstream answers them
+    /// under load), each 100..=599. Any other status is the job's failure: retried or
+    /// dead-lettered, counted, but it does not shrink the limit. A plain 500 is one
+    /// broken request, not congestion: counting it as overload dropped the limit from
+    /// 64 to 1 and the call rate to 0.05× against a service with 15 % 500s.
+    pub overload_status: Vec<u16>,
+    /// Windows in a row over the latency target after which the limit steps up by α
+    /// anyway, 1..=100000 (default 30, about half a minute): a real overload cuts the
+    /// limit back in the next window, while a target the downstream can never meet (set
+    /// too low, or from a lucky reading) no longer holds the limit at its floor forever.
+    pub recheck_windows: usize,
     /// The limit was binding if peak in-flight reached this fraction of it, 0.1..=1
     /// (default 0.9: a burst that nearly fills the pool counts, a pool half idle does not).
     pub binding: f64,
@@ -85,6 +112,8 @@ impl Default for AimdConfig {
             error_threshold: 0.05,
             binding: 0.9,
             baseline_windows: 300,
+            overload_status: vec![429, 503],
+            recheck_windows: 30,
         }
     }
 }
@@ -109,6 +138,13 @@ impl AimdConfig {
                 "baseline windows",
                 "between 1 and 100000",
             ),
+            (
+                self.recheck_windows,
+                1,
+                100_000,
+                "recheck windows",
+                "between 1 and 100000",
+            ),
         ];
         for (v, lo, hi, name, range) in counts {
             check((lo..=hi).contains(&v), name, range, v)?;
@@ -129,90 +165,26 @@ impl AimdConfig {
         for (v, lo, hi, name, range) in fractions {
             check((lo..=hi).contains(&v), name, range, v)?;
         }
+        for &st in &self.overload_status {
+            check(
+                (100..=599).contains(&st),
+                "overload status",
+                "between 100 and 599",
+                st,
+            )?;
+        }
         self.target.validate()
     }
-}
 
-/// What one window saw: the rule's only input.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Summary {
-    /// Jobs that succeeded (their latencies give p50 and p95).
-    pub successes: usize,
-    /// Jobs that failed in a way that signals overload (retryable errors, timeouts,
-    /// backpressure).
-    pub errors: usize,
-    /// Median latency of successes (zero without successes).
-    pub p50: Duration,
-    /// 95th percentile latency of successes (zero without successes).
-    pub p95: Duration,
-    /// Most jobs running at once during the window.
-    pub peak_in_flight: usize,
-}
-
-impl Summary {
-    /// Samples the window counted.
-    pub fn samples(&self) -> usize {
-        self.successes + self.errors
-    }
-
-    /// Errors over samples (0 without samples).
-    pub fn error_rate(&self) -> f64 {
-        if self.samples() == 0 {
-            0.0
-        } else {
-            self.errors as f64 / self.samples() as f64
+    /// Resolves a [`Signal::Status`]: overload if the status is in `overload_status`,
+    /// else the job's failure. Other signals pass through.
+    pub fn classify(&self, signal: Signal) -> Signal {
+        match signal {
+            Signal::Status(st) if self.overload_status.contains(&st) => Signal::Overload,
+            Signal::Status(_) => Signal::Failure,
+            other => other,
         }
     }
-}
-
-/// Why the rule moved (or kept) the limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Reason {
-    /// p95 over the target.
-    Latency {
-        /// The window's p95.
-        p95: Duration,
-        /// The target it exceeded.
-        target: Duration,
-    },
-    /// Error rate over the threshold.
-    Errors {
-        /// The window's error rate.
-        rate: f64,
-    },
-    /// Healthy and binding: probe for more.
-    Probe,
-    /// Healthy but the limit was not reached: no evidence more would help.
-    NotBinding,
-    /// Relative target only: one window at half the limit to re-measure the no-load
-    /// latency; the next window restores the limit.
-    Baseline,
-}
-
-/// In log lines: `p95 120ms over the 100ms target`, `error rate 12.0% over the threshold`,
-/// `probe`, `not binding`, `baseline`.
-impl std::fmt::Display for Reason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ms = |d: &Duration| humantime::format_duration(Duration::from_millis(d.as_millis() as u64));
-        match self {
-            Reason::Latency { p95, target } => write!(f, "p95 {} over the {} target", ms(p95), ms(target)),
-            Reason::Errors { rate } => write!(f, "error rate {:.1}% over the threshold", rate * 100.0),
-            Reason::Probe => f.write_str("probe"),
-            Reason::NotBinding => f.write_str("not binding"),
-            Reason::Baseline => f.write_str("baseline"),
-        }
-    }
-}
-
-/// One decision: `from == to` when the limit holds (or is at a bound).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Decision {
-    /// Limit before.
-    pub from: usize,
-    /// Limit after.
-    pub to: usize,
-    /// Why.
-    pub reason: Reason,
 }
 
 /// The rule's state: the limit, the current additive step and the no-load estimate.
@@ -225,8 +197,10 @@ pub struct Aimd {
     ceiling: usize,
     /// The last window decreased.
     cutting: bool,
-    /// Recent windows' p95, newest last, for the relative target.
-    baseline: VecDeque<Duration>,
+    /// Windows in a row over the latency target (for [`Reason::Recheck`]).
+    over_target: usize,
+    /// The no-load latency estimate, for the relative target.
+    baseline: Baseline,
     /// Windows since the last baseline dip.
     since_dip: usize,
     /// The limit to go back to after a baseline dip.
@@ -242,7 +216,8 @@ impl Aimd {
             step: config.alpha,
             ceiling: 0,
             cutting: false,
-            baseline: VecDeque::new(),
+            over_target: 0,
+            baseline: Baseline::default(),
             since_dip: usize::MAX / 2,
             restore: None,
             config,
@@ -273,19 +248,22 @@ impl Aimd {
     pub fn target(&self) -> Option<Duration> {
         match self.config.target {
             Target::Absolute(d) => Some(d),
-            Target::Relative(x) => self.baseline.iter().min().map(|b| b.mul_f64(x)),
+            Target::Relative(x) => self.baseline.estimate().map(|b| b.mul_f64(x)),
         }
     }
 
     /// Applies one window.
     pub fn decide(&mut self, s: &Summary) -> Decision {
-        if s.successes > 0 {
-            if self.baseline.len() >= self.config.baseline_windows {
-                self.baseline.pop_front();
-            }
-            self.baseline.push_back(s.p95);
-        }
         let from = self.limit;
+        if s.successes > 0 {
+            self.baseline.push(s.p95, self.config.baseline_windows);
+            // A window at the floor is as little load as we can apply. (Not a dip window:
+            // half a limit far past the knee is still congested, and a reading from it
+            // kept the estimate, and the limit, high for good in the drift simulation.)
+            if from == self.config.min {
+                self.baseline.uncongested(s.p95);
+            }
+        }
         // After a dip, judge against the limit it interrupted: the dip window is then not
         // binding, so the limit is restored unless that window was unhealthy.
         if let Some(r) = self.restore.take() {
@@ -293,11 +271,15 @@ impl Aimd {
         }
         let (mut to, mut reason) = self.rule(s);
         let min = self.config.min;
-        let healthy = s.successes > 0 && matches!(reason, Reason::Probe | Reason::NotBinding);
-        if healthy && self.dip_due() && to / 2 >= min {
+        let healthy =
+            s.successes > 0 && matches!(reason, Reason::Probe | Reason::SlowStart | Reason::NotBinding);
+        // Half the limit just measured, not of a slow-start doubling of it: the dip must
+        // land under the load that was healthy.
+        let dip = to.min(self.limit) / 2;
+        if healthy && self.dip_due() && dip >= min {
             self.since_dip = 0;
             self.restore = Some(to);
-            (to, reason) = (to / 2, Reason::Baseline);
+            (to, reason) = (dip, Reason::Baseline);
         }
         self.since_dip = self.since_dip.saturating_add(1);
         self.limit = to;
@@ -307,14 +289,32 @@ impl Aimd {
     /// AIMD proper, against `self.limit`.
     fn rule(&mut self, s: &Summary) -> (usize, Reason) {
         let c = &self.config;
-        let rate = s.error_rate();
+        let rate = s.overload_rate();
+        let over = self.target().filter(|t| s.successes > 0 && s.p95 > *t);
+        self.over_target = match over {
+            Some(_) => self.over_target + 1,
+            None => 0,
+        };
         if s.samples() > 0 && rate > c.error_threshold {
-            (self.decrease(c.error_beta), Reason::Errors { rate })
-        } else if let Some(target) = self.target().filter(|t| s.successes > 0 && s.p95 > *t) {
-            (self.decrease(c.beta), Reason::Latency { p95: s.p95, target })
+            // Refusals at a healthy latency (a rate limit, a flaky gateway) are honoured,
+            // but do not redefine the level congestion starts at: once they stop, the
+            // limit returns to it in slow start instead of +1 a window from the floor.
+            let refusals = over.is_none() && s.successes > 0;
+            (self.decrease(c.error_beta, refusals), Reason::Overload { rate })
+        } else if let Some(target) = over {
+            if self.over_target > c.recheck_windows {
+                let windows = std::mem::take(&mut self.over_target) - 1;
+                self.step = c.alpha;
+                ((self.limit + c.alpha).min(c.max), Reason::Recheck { windows })
+            } else {
+                (
+                    self.decrease(c.beta, false),
+                    Reason::Latency { p95: s.p95, target },
+                )
+            }
         } else if s.peak_in_flight as f64 >= c.binding * self.limit as f64 {
             self.cutting = false;
-            (self.increase(), Reason::Probe)
+            self.increase()
         } else {
             self.cutting = false;
             self.step = self.config.alpha;
@@ -333,18 +333,33 @@ impl Aimd {
             && self.since_dip >= (self.config.baseline_windows / 2).max(1)
     }
 
-    fn decrease(&mut self, factor: f64) -> usize {
+    /// `limit · factor`, floored at `min`. The first cut of a run sets the ceiling to the
+    /// limit it cut from, unless it is at the floor (it cut nothing and says nothing about
+    /// where congestion starts) or `keep` asks to keep a higher ceiling.
+    fn decrease(&mut self, factor: f64, keep: bool) -> usize {
         if !self.cutting {
-            self.ceiling = self.limit;
+            let keep_higher = keep && self.ceiling > self.limit;
+            if self.limit > self.config.min && !keep_higher {
+                self.ceiling = self.limit;
+            }
             self.cutting = true;
         }
         self.step = self.config.alpha;
         ((self.limit as f64 * factor).floor() as usize).max(self.config.min)
     }
 
-    fn increase(&mut self) -> usize {
+    fn increase(&mut self) -> (usize, Reason) {
         let c = &self.config;
+        if c.growth_cap > 0.0 && self.ceiling == 0 {
+            // Slow start proper: no congestion seen yet, double.
+            return ((self.limit * 2).min(c.max), Reason::SlowStart);
+        }
         let half = if c.growth_cap > 0.0 { self.ceiling / 2 } else { 0 };
+        let reason = if self.limit < half {
+            Reason::SlowStart
+        } else {
+            Reason::Probe
+        };
         let mut to = self.limit + self.step;
         if self.limit < half {
             to = to.min(half);
@@ -356,9 +371,11 @@ impl Aimd {
             ((to as f64 * c.growth_cap) as usize).max(c.alpha)
         };
         self.step = (self.step * 2).min(cap);
-        to
+        (to, reason)
     }
 }
 
+#[cfg(test)]
+mod no_trap_tests;
 #[cfg(test)]
 mod tests;

@@ -26,25 +26,34 @@
 //! | scenario              | weir                         | fixed limit = knee | Netflix AIMD (min 20, +1, ×0.9) |
 //! |-----------------------|------------------------------|--------------------|---------------------------------|
 //! | knee 10 / 50 / 300    | 98–99 % of ideal, p95 0.95–0.97 × target | 98–99 %, 0.79–0.80 × | 15–64 %, 1.3–1.6 ×, 29–64 % errors |
-//! | capacity halves       | new knee ±20 % in 2.1 s, old knee in 5.1 s | (never adapts)     | oscillates (cv 0.82), 29 % errors |
-//! | error burst (33 %)    | limit halved in 1.1 s, back to max by the end | unchanged | cut to its min of 20 |
+//! | capacity halves       | new knee ±20 % in 1.1 s, old knee in 4.1 s | (never adapts)     | oscillates (cv 0.82), 29 % errors |
+//! | error burst (33 % 429) | limit halved in 1.1 s, back to max by the end | unchanged | cut to its min of 20 |
+//! | plain 500s (15 %)     | limit stays at max, 0.99 × the no-error call rate | the same | the same |
+//! | errors stop (5 % 500 + 5 % 429) | 0.97 × ideal 10–15 s after they stop | unchanged | unchanged |
+//! | cold start to knee 300 | knee ±20 % after 2.1 s (slow start) | — | knee 0.9 s, then 29 % errors |
+//!
+//! docs/limiter.md has the signals, the rule and these figures against main's rule.
 //!
 //! The asserting versions of these scenarios are in `tests/limiter_sim.rs`.
 
 pub mod aimd;
+mod baseline;
+mod decision;
 mod error;
 pub mod limit;
 mod options;
 pub mod per_key;
 pub mod rate;
+mod status;
 mod target;
 pub mod window;
 
-pub use aimd::{Aimd, AimdConfig, Decision, Reason, Summary, Target};
+pub use aimd::{Aimd, AimdConfig, Decision, REASONS, Reason, Summary, Target};
 pub use error::LimiterError;
 pub use options::LimiterOptions;
 pub use per_key::{KeyLimiterConfig, KeyLimiters};
 pub use rate::{Rate, RateGate, RateLimit};
+pub use status::OverloadStatus;
 pub use window::{Signal, Window, WindowConfig};
 
 use crate::limiter::limit::Limit;
@@ -57,14 +66,18 @@ use tokio::time::Instant;
 const INFO_EVERY: Duration = Duration::from_secs(10);
 
 impl Signal {
-    /// How a handler's result counts: success is a latency sample; retryable failures
-    /// (timeouts, 5xx, 429/503 backpressure) are errors; fatal failures are about the job,
-    /// not the downstream, and give no sample.
+    /// How a handler's result counts: success is a latency sample; an answered HTTP
+    /// status is classified by the rule's `overload_status` (429/503 by default);
+    /// backpressure and overload errors (timeouts, refused or reset connections) are
+    /// overload; any other failure is the job's own.
     pub fn of(result: &crate::JobResult) -> Self {
         match result {
             Ok(()) => Signal::Success,
-            Err(e) if e.retryable || e.backpressure => Signal::Error,
-            Err(_) => Signal::Ignored,
+            Err(e) => match e.status {
+                Some(status) => Signal::Status(status),
+                None if e.backpressure || e.overload => Signal::Overload,
+                None => Signal::Failure,
+            },
         }
     }
 }
@@ -102,6 +115,10 @@ struct Inner {
     rule: Aimd,
     /// Last info log, and the limit it reported.
     logged: (Instant, usize),
+    /// Decisions by reason ([`REASONS`] order) since the last info log.
+    since_logged: [u32; REASONS.len()],
+    /// The latest decision and the window that drove it.
+    last: Option<(Decision, Summary)>,
 }
 
 impl Limiter {
@@ -115,6 +132,8 @@ impl Limiter {
         Ok(Self {
             inner: Mutex::new(Inner {
                 logged: (now, rule.limit()),
+                since_logged: [0; REASONS.len()],
+                last: None,
                 window,
                 rule,
             }),
@@ -154,10 +173,12 @@ impl Limiter {
     ) -> Option<Decision> {
         let now = started + elapsed;
         let mut inner = self.lock();
+        let inner = &mut *inner;
         for s in signals {
+            let s = inner.rule.config().classify(s);
             inner.window.record(started, elapsed, s);
         }
-        inner.window.ready(now).then(|| self.close(&mut inner, now))
+        inner.window.ready(now).then(|| self.close(inner, now))
     }
 
     #[cold]
@@ -171,27 +192,33 @@ impl Limiter {
             inner.window.discard_before(now);
             self.limit.set(d.to);
         }
+        inner.last = Some((d, summary));
+        inner.since_logged[d.reason.index()] += 1;
         tracing::debug!(
             from = d.from,
             to = d.to,
-            reason = %d.reason,
+            reason = d.reason.name(),
+            why = %d.reason,
             samples = summary.samples(),
             p50_ms = summary.p50.as_secs_f64() * 1e3,
             p95_ms = summary.p95.as_secs_f64() * 1e3,
-            error_rate = summary.error_rate(),
+            overload_rate = summary.overload_rate(),
+            failure_rate = summary.failure_rate(),
             peak_in_flight = summary.peak_in_flight,
             "limiter window"
         );
         let (at, reported) = inner.logged;
         if d.to != reported && now.saturating_duration_since(at) >= INFO_EVERY {
-            let target = inner.rule.target().map_or_else(
-                || "not measured yet".into(),
-                |t| humantime::format_duration(t).to_string(),
-            );
-            tracing::info!(from = reported, to = d.to, reason = %d.reason, target_p95 = %target, "concurrency limit changed");
+            log_change(inner, reported, &d, &summary);
             inner.logged = (now, d.to);
+            inner.since_logged = [0; REASONS.len()];
         }
         d
+    }
+
+    /// The latest decision and the window that drove it (`None` before the first).
+    pub fn last_decision(&self) -> Option<(Decision, Summary)> {
+        self.lock().last
     }
 
     /// The p95 target in force (`None` for a relative target before the first latency).
@@ -229,21 +256,44 @@ impl Limiter {
     }
 }
 
+/// The info line of a limit change: the limit now and the one last logged, the latest
+/// decision with its own from, to, reason and figures (so a cut is never reported under
+/// a later probe's name), and the decisions since the last line by reason.
+fn log_change(inner: &Inner, reported: usize, d: &Decision, s: &Summary) {
+    let target = inner.rule.target().map_or_else(
+        || "not measured yet".into(),
+        |t| humantime::format_duration(t).to_string(),
+    );
+    let counts: Vec<String> = REASONS
+        .iter()
+        .zip(inner.since_logged)
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| format!("{r}={n}"))
+        .collect();
+    tracing::info!(
+        limit = d.to,
+        previously_logged = reported,
+        last_from = d.from,
+        reason = d.reason.name(),
+        why = %d.reason,
+        p95_ms = s.p95.as_secs_f64() * 1e3,
+        overload_rate = s.overload_rate(),
+        failure_rate = s.failure_rate(),
+        target_p95 = %target,
+        decisions = %counts.join(" "),
+        "concurrency limit changed"
+    );
+}
+
 /// Publishes one window and its decision.
 fn record(m: &LimiterMetrics, s: &Summary, d: &Decision, target: Option<Duration>) {
     m.p95.set(s.p95.as_secs_f64());
-    m.error_ratio.set(s.error_rate());
+    m.error_ratio.set(s.overload_rate());
+    m.failure_ratio.set(s.failure_rate());
     if let Some(t) = target {
         m.target.set(t.as_secs_f64());
     }
-    let kind = match d.reason {
-        Reason::Latency { .. } if d.to < d.from => 0,
-        Reason::Errors { .. } if d.to < d.from => 1,
-        Reason::Probe if d.to > d.from => 2,
-        Reason::Baseline => 4,
-        _ => 3,
-    };
-    m.decisions[kind].increment(1);
+    m.decisions[d.reason.index()].increment(1);
 }
 
 #[cfg(test)]

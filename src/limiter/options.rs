@@ -3,14 +3,15 @@
 //! a [`LimiterConfig`] and a [`Rate`]. Every value means the same wherever it comes from.
 
 use super::error::LimiterError;
-use super::{KeyLimiterConfig, LimiterConfig, Rate, Target};
+use super::{KeyLimiterConfig, LimiterConfig, OverloadStatus, Rate, Target};
 
 /// The knobs of a consumer's limits: a fixed or adaptive concurrency limit, and an
 /// optional jobs/s cap. An unset knob (`None`) leaves the library's default
 /// ([`super::AimdConfig::default`]), or the base given to [`LimiterOptions::apply`].
 ///
 /// With the `cli` feature it is a set of clap flags (`--adaptive`, `--min-concurrency`,
-/// `--max-concurrency`, `--target-p95`, `--error-threshold`, `--rate`, `--burst`) to
+/// `--max-concurrency`, `--target-p95`, `--error-threshold`, `--overload-status`,
+/// `--rate`, `--burst`) to
 /// flatten into a command; there the adaptive knobs need `--adaptive` and show the
 /// library's defaults in `--help`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -37,12 +38,21 @@ pub struct LimiterOptions {
         arg(long, requires = "adaptive", default_value = shown(|a| a.target))
     )]
     pub target_p95: Option<Target>,
-    /// Error rate (retryable errors, timeouts, 429/503) above which the limit backs off.
+    /// Overload rate (overload answers, timeouts, refused or reset connections) above
+    /// which the limit backs off.
     #[cfg_attr(
         feature = "cli",
         arg(long, requires = "adaptive", default_value = shown(|a| a.error_threshold))
     )]
     pub error_threshold: Option<f64>,
+    /// HTTP statuses that mean the downstream is overloaded (add 502,504 when a gateway
+    /// answers them under load); any other failure is the job's own and does not shrink
+    /// the limit.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, requires = "adaptive", default_value = shown(|a| OverloadStatus(a.overload_status.clone())))
+    )]
+    pub overload_status: Option<OverloadStatus>,
     /// Cap on jobs started per second by this consumer: 500/s, 30/m, 10/h.
     #[cfg_attr(feature = "cli", arg(long))]
     pub rate: Option<Rate>,
@@ -67,6 +77,9 @@ impl LimiterOptions {
         a.max = self.max_concurrency.unwrap_or(a.max);
         a.target = self.target_p95.unwrap_or(a.target);
         a.error_threshold = self.error_threshold.unwrap_or(a.error_threshold);
+        if let Some(s) = &self.overload_status {
+            a.overload_status = s.0.clone();
+        }
         c
     }
 
@@ -116,10 +129,13 @@ mod tests {
             adaptive: true,
             max_concurrency: Some(30),
             target_p95: Some(Target::Absolute(Duration::from_millis(40))),
+            overload_status: Some("429,503,502,504".parse().unwrap()),
             ..LimiterOptions::default()
         };
         let c = o.limiter().unwrap().unwrap();
         let d = AimdConfig::default();
+        assert_eq!(c.aimd.overload_status, [429, 503, 502, 504]);
+        assert_eq!(d.overload_status, [429, 503], "the statuses defined for overload");
         assert_eq!((c.aimd.min, c.aimd.max), (d.min, 30));
         assert_eq!(c.aimd.target, Target::Absolute(Duration::from_millis(40)));
         assert_eq!(c.aimd.error_threshold, d.error_threshold);

@@ -110,6 +110,7 @@ impl KeyLimiters {
         let k = keys.get_mut(key)?;
         k.in_flight = k.in_flight.saturating_sub(1);
         k.seen = k.seen.max(now);
+        let signal = k.rule.config().classify(signal);
         k.window.record(started, elapsed, signal);
         if !k.window.ready(now) {
             return None;

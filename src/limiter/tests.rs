@@ -26,20 +26,21 @@ async fn a_closing_window_drives_the_limit() {
     for _ in 0..9 {
         assert_eq!(l.record(t0, 50 * MS, Signal::Success), None);
     }
-    // The 10th sample, 1 s after the window opened, closes it: healthy and binding.
+    // The 10th sample, 1 s after the window opened, closes it: healthy and binding, no
+    // congestion seen yet, so slow start doubles.
     let d = l.record(t0 + 950 * MS, 50 * MS, Signal::Success).unwrap();
-    assert_eq!((d.from, d.to, d.reason), (20, 21, Reason::Probe));
-    assert_eq!(limit.get(), 21);
+    assert_eq!((d.from, d.to, d.reason), (20, 40, Reason::SlowStart));
+    assert_eq!(limit.get(), 40);
     // Jobs that started before the change no longer count.
     let t1 = Instant::now();
     tokio::time::advance(Duration::from_secs(1)).await;
     for _ in 0..20 {
-        assert_eq!(l.record(t0, 500 * MS, Signal::Error), None);
+        assert_eq!(l.record(t0, 500 * MS, Signal::Overload), None);
     }
     for _ in 0..10 {
         l.record(t1 + 700 * MS, 300 * MS, Signal::Success);
     }
-    assert_eq!(limit.get(), 15, "p95 300 ms over 100 ms: 21 × 0.75");
+    assert_eq!(limit.get(), 30, "p95 300 ms over 100 ms: 40 × 0.75");
     drop(permits);
 }
 
@@ -70,7 +71,36 @@ async fn a_batch_records_every_job_under_one_lock() {
     let l = Limiter::new(config(), limit.clone()).unwrap();
     let t0 = Instant::now();
     tokio::time::advance(Duration::from_secs(1)).await;
-    let signals = [Signal::Error; 4].into_iter().chain([Signal::Success; 6]);
+    let signals = [Signal::Overload; 4].into_iter().chain([Signal::Success; 6]);
     let d = l.record_batch(t0, Duration::from_secs(1), signals).unwrap();
     assert_eq!((d.from, d.to), (4, 2), "10 samples, 40 % errors: halved");
+}
+
+#[tokio::test(start_paused = true)]
+async fn answered_statuses_are_classified_by_the_overload_setting() {
+    let limit = Limit::new(4);
+    let mut c = config();
+    c.aimd.overload_status = vec![429, 503, 502];
+    let l = Limiter::new(c, limit.clone()).unwrap();
+    assert_eq!(l.last_decision(), None);
+    let permits: Vec<_> = futures_util::future::join_all((0..4).map(|_| limit.acquire())).await;
+    let t0 = Instant::now();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    // Four plain 500s among ten: the job's failures, and the limit (binding) doubles.
+    let signals = [Signal::Status(500); 4].into_iter().chain([Signal::Success; 6]);
+    let d = l.record_batch(t0 + 950 * MS, 50 * MS, signals).unwrap();
+    assert_eq!((d.from, d.to, d.reason), (4, 8, Reason::SlowStart));
+    let (last, s) = l.last_decision().unwrap();
+    assert_eq!((last, s.failures, s.overloads), (d, 4, 0));
+    // Four 502s: listed, so overload; 40 % of the window: halved.
+    let t1 = Instant::now();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let signals = [Signal::Status(502); 4].into_iter().chain([Signal::Success; 6]);
+    let d = l.record_batch(t1 + 950 * MS, 50 * MS, signals).unwrap();
+    assert!(
+        matches!(d.reason, Reason::Overload { rate } if rate == 0.4),
+        "{d:?}"
+    );
+    assert_eq!((d.from, d.to), (8, 4));
+    drop(permits);
 }

@@ -19,11 +19,17 @@ use tokio::time::Instant;
 pub enum Signal {
     /// It succeeded: a latency sample.
     Success,
-    /// It failed in a way that signals overload: a retryable error, a timeout,
-    /// backpressure (429/503). Counts toward the error rate.
-    Error,
-    /// It says nothing about the downstream (a fatal error on bad input, a panic, a
-    /// declined job): no sample.
+    /// It failed in a way that says the downstream is overloaded: a timeout, a refused
+    /// or reset connection, backpressure. Counts toward the overload rate.
+    Overload,
+    /// It failed on its own (a plain 500, a 4xx, a handler error): counted, not
+    /// congestion.
+    Failure,
+    /// The downstream answered this HTTP status: overload or failure by the rule's
+    /// `overload_status` ([`super::AimdConfig::classify`], which the limiter applies
+    /// before recording; a window given one directly counts a failure).
+    Status(u16),
+    /// It says nothing about the downstream (a panic, a declined job): no sample.
     Ignored,
 }
 
@@ -100,7 +106,8 @@ pub struct Window {
     stride: u32,
     skip: u32,
     successes: usize,
-    errors: usize,
+    overloads: usize,
+    failures: usize,
 }
 
 impl Window {
@@ -115,7 +122,8 @@ impl Window {
             stride: 1,
             skip: 0,
             successes: 0,
-            errors: 0,
+            overloads: 0,
+            failures: 0,
         })
     }
 
@@ -139,7 +147,8 @@ impl Window {
                 self.latencies
                     .push(elapsed.as_micros().min(u32::MAX as u128) as u32);
             }
-            Signal::Error => self.errors += 1,
+            Signal::Overload => self.overloads += 1,
+            Signal::Failure | Signal::Status(_) => self.failures += 1,
             Signal::Ignored => {}
         }
     }
@@ -158,7 +167,7 @@ impl Window {
 
     /// Counted completions so far.
     pub fn samples(&self) -> usize {
-        self.successes + self.errors
+        self.successes + self.overloads + self.failures
     }
 
     /// True once the window may close at `now`.
@@ -183,7 +192,8 @@ impl Window {
         let (p50, p95) = percentiles(&mut self.latencies);
         let summary = Summary {
             successes: self.successes,
-            errors: self.errors,
+            overloads: self.overloads,
+            failures: self.failures,
             p50,
             p95,
             peak_in_flight,
@@ -193,7 +203,8 @@ impl Window {
         self.stride = 1;
         self.skip = 0;
         self.successes = 0;
-        self.errors = 0;
+        self.overloads = 0;
+        self.failures = 0;
         summary
     }
 

@@ -5,8 +5,8 @@ use super::{
     ACK_BATCH, CHANNEL_RECEIVED, CHANNEL_SENT, DECISION_KINDS, DEFER_REASONS, FETCH_BATCH, GLOBAL_DENIED,
     GLOBAL_GRANTED, IN_FLIGHT, JOB_DURATION, JOB_LATENCY, JOBS_ACKED, JOBS_DEAD, JOBS_DEFERRED,
     JOBS_ENQUEUED, JOBS_FETCHED, JOBS_RECLAIMED, JOBS_RETRIED, LEASES_LOST, LIMIT, LIMITER_DECISIONS,
-    LIMITER_ERRORS, LIMITER_MAX, LIMITER_MIN, LIMITER_P95, LIMITER_TARGET, REDIS_ERRORS, REDIS_RECONNECTS,
-    SCRIPT_DURATION,
+    LIMITER_ERRORS, LIMITER_FAILURES, LIMITER_MAX, LIMITER_MIN, LIMITER_P95, LIMITER_TARGET, REDIS_ERRORS,
+    REDIS_RECONNECTS, SCRIPT_DURATION,
 };
 use crate::error::{Error, Result};
 use metrics::{Counter, Gauge, Histogram, Label, counter};
@@ -93,8 +93,10 @@ impl QueueMetrics {
 pub struct LimiterMetrics {
     /// Last window's p95.
     pub p95: Gauge,
-    /// Last window's error ratio.
+    /// Last window's overload ratio.
     pub error_ratio: Gauge,
+    /// Last window's ratio of jobs that failed on their own.
+    pub failure_ratio: Gauge,
     /// Target in force.
     pub target: Gauge,
     /// Floor.
@@ -102,7 +104,7 @@ pub struct LimiterMetrics {
     /// Ceiling.
     pub max: Gauge,
     /// Decisions, in [`DECISION_KINDS`] order.
-    pub decisions: [Counter; 5],
+    pub decisions: [Counter; 7],
 }
 
 impl std::fmt::Debug for LimiterMetrics {
@@ -118,6 +120,7 @@ impl LimiterMetrics {
         Self {
             p95: metrics::gauge!(LIMITER_P95, "queue" => q.clone()),
             error_ratio: metrics::gauge!(LIMITER_ERRORS, "queue" => q.clone()),
+            failure_ratio: metrics::gauge!(LIMITER_FAILURES, "queue" => q.clone()),
             target: metrics::gauge!(LIMITER_TARGET, "queue" => q.clone()),
             min: metrics::gauge!(LIMITER_MIN, "queue" => q.clone()),
             max: metrics::gauge!(LIMITER_MAX, "queue" => q.clone()),

@@ -95,15 +95,17 @@ pub const IN_FLIGHT: &str = "weir_jobs_in_flight";
 
 /// The window p95 the limiter last judged.
 pub const LIMITER_P95: &str = "weir_limiter_window_p95_seconds";
-/// The window error rate the limiter last judged.
+/// The window overload rate the limiter last judged (overload answers over samples).
 pub const LIMITER_ERRORS: &str = "weir_limiter_window_error_ratio";
+/// The window rate of jobs that failed on their own (not overload) the limiter last saw.
+pub const LIMITER_FAILURES: &str = "weir_limiter_window_failure_ratio";
 /// The p95 target in force.
 pub const LIMITER_TARGET: &str = "weir_limiter_target_p95_seconds";
 /// The limiter's floor.
 pub const LIMITER_MIN: &str = "weir_limiter_min_concurrency";
 /// The limiter's ceiling.
 pub const LIMITER_MAX: &str = "weir_limiter_max_concurrency";
-/// Limiter decisions, by kind.
+/// Limiter decisions, by reason (see [`crate::limiter::REASONS`]).
 pub const LIMITER_DECISIONS: &str = "weir_limiter_decisions_total";
 
 /// HELP text of every counter.
@@ -159,7 +161,7 @@ const COUNTERS: &[(&str, &str)] = &[
     ),
     (
         LIMITER_DECISIONS,
-        "Limiter decisions per window: decrease_latency, decrease_errors, increase, hold, baseline.",
+        "Limiter decisions per window, by reason: latency, overload, slow_start, probe, recheck, not_binding, baseline.",
     ),
 ];
 
@@ -197,7 +199,12 @@ const GAUGES: &[(&str, Unit, &str)] = &[
     (
         LIMITER_ERRORS,
         Unit::Count,
-        "Error ratio (0 to 1) of the limiter's last window.",
+        "Overload ratio (0 to 1) of the limiter's last window: 429/503 or another overload status, timeouts, refused or reset connections, backpressure.",
+    ),
+    (
+        LIMITER_FAILURES,
+        Unit::Count,
+        "Ratio (0 to 1) of the limiter's last window's jobs that failed on their own (a plain 500, a 4xx, a handler error): not a reason to shrink the limit.",
     ),
     (
         LIMITER_TARGET,
@@ -297,11 +304,5 @@ impl DeferReason {
     }
 }
 
-/// The decision kinds, in [`LimiterMetrics::decisions`] order.
-pub const DECISION_KINDS: [&str; 5] = [
-    "decrease_latency",
-    "decrease_errors",
-    "increase",
-    "hold",
-    "baseline",
-];
+/// The decision reasons, in [`LimiterMetrics::decisions`] order: the `decision` label.
+pub const DECISION_KINDS: [&str; 7] = crate::limiter::REASONS;

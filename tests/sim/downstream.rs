@@ -31,8 +31,12 @@ pub(crate) struct Profile {
     pub overload: Overload,
     /// Sigma of the lognormal jitter factor (0.1: p95 ≈ 1.18 × median).
     pub jitter: f64,
-    /// Chance that a request fails (retryably) regardless of load.
+    /// Chance that a request fails with a plain 500 regardless of load (a broken
+    /// endpoint: the job's failure, not overload).
     pub error_rate: f64,
+    /// Chance that a request is answered 429 regardless of load (a rate limit upstream:
+    /// backpressure).
+    pub reject_rate: f64,
 }
 
 impl Profile {
@@ -45,6 +49,7 @@ impl Profile {
             overload: Overload::Reject,
             jitter: 0.1,
             error_rate: 0.0,
+            reject_rate: 0.0,
         }
     }
 
@@ -97,13 +102,19 @@ impl Downstream {
         let jitter = (p.jitter * z).exp();
         if p.hard.is_some_and(|h| n > h) {
             return match p.overload {
-                Overload::Reject => (p.base.mul_f64(jitter), Err(JobError::backpressure("503", None))),
+                Overload::Reject => (
+                    p.base.mul_f64(jitter),
+                    Err(JobError::backpressure("503", None).with_status(503)),
+                ),
                 Overload::Hang => (Duration::from_secs(3600), Ok(())),
             };
         }
         let load = (n as f64 / p.knee as f64).max(1.0);
-        let result = if rng.random::<f64>() < p.error_rate {
-            Err(JobError::retry("500"))
+        let roll = rng.random::<f64>();
+        let result = if roll < p.error_rate {
+            Err(JobError::retry("500").with_status(500))
+        } else if roll < p.error_rate + p.reject_rate {
+            Err(JobError::backpressure("429", None).with_status(429))
         } else {
             Ok(())
         };

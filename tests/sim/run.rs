@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep, sleep_until};
 use weir::JobError;
 use weir::limit::{Limit, Permit};
-use weir::limiter::{Limiter, LimiterConfig, Signal};
+use weir::limiter::{AimdConfig, Limiter, LimiterConfig, Signal};
 
 /// Who sets the limit.
 #[derive(Debug, Clone)]
@@ -63,6 +63,8 @@ pub(crate) struct Trace {
     pub limits: Vec<(Duration, usize, usize)>,
     /// Window decisions of weir's limiter: (time, from, to).
     pub decisions: Vec<(Duration, usize, usize)>,
+    /// Their reasons, in the same order.
+    pub reasons: Vec<weir::limiter::Reason>,
 }
 
 struct Ctx {
@@ -72,6 +74,9 @@ struct Ctx {
     netflix: Option<Mutex<NetflixAimd>>,
     downstream: Downstream,
     job_timeout: Option<Duration>,
+    /// Which answered statuses are overload (the limiter's setting, else the default),
+    /// for every control alike.
+    statuses: AimdConfig,
     trace: Mutex<Trace>,
 }
 
@@ -82,7 +87,7 @@ impl Ctx {
         let result = match self.job_timeout {
             Some(t) if latency > t => {
                 sleep(t).await;
-                Err(JobError::retry("timed out"))
+                Err(JobError::overloaded("timed out"))
             }
             _ => {
                 sleep(latency).await;
@@ -94,18 +99,20 @@ impl Ctx {
         drop(permit);
         let elapsed = started.elapsed();
         let signal = Signal::of(&result);
+        let signal = self.statuses.classify(signal);
         let end = started + elapsed - self.start;
         let mut trace = self.trace.lock().unwrap();
         if let Some(l) = &self.limiter
             && let Some(d) = l.record(started, elapsed, signal)
         {
             trace.decisions.push((end, d.from, d.to));
+            trace.reasons.push(d.reason);
         }
         if let Some(n) = &self.netflix {
             let to = n
                 .lock()
                 .unwrap()
-                .update(elapsed, in_flight, signal == Signal::Error);
+                .update(elapsed, in_flight, signal == Signal::Overload);
             self.limit.set(to);
         }
         trace.records.push(Record {
@@ -138,6 +145,10 @@ pub(crate) async fn run(s: &Scenario, control: &Control) -> Trace {
         limit,
         downstream: Downstream::new(s.phases.clone(), s.seed),
         job_timeout: s.job_timeout,
+        statuses: match control {
+            Control::Adaptive(c) => c.aimd.clone(),
+            _ => AimdConfig::default(),
+        },
         trace: Mutex::default(),
     });
     let deadline = start + s.duration;

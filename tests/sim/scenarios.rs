@@ -116,16 +116,13 @@ pub(crate) fn capacity_halves() -> Case {
     }
 }
 
-/// Flat latency (no knee in reach), max 200; from 30 s to 40 s a third of requests fail.
-/// Expect: the limit at max before the burst, at most half of it within 2 windows of
-/// the burst's start, back at max by the end (70 s).
+/// Flat latency (no knee in reach), max 200; from 30 s to 40 s a third of requests are
+/// answered 429 (overload). Expect: the limit at max before the burst, at most half of
+/// it within 2 windows of the burst's start, back at max by the end (70 s).
 pub(crate) fn error_burst() -> Case {
-    let calm = Profile {
-        hard: None,
-        ..Profile::knee(1_000_000, BASE)
-    };
+    let calm = flat(BASE);
     let burst = Profile {
-        error_rate: 0.33,
+        reject_rate: 0.33,
         ..calm
     };
     let phases = vec![
@@ -195,5 +192,58 @@ pub(crate) fn fixed_bounds() -> Case {
         ideal_limit: 40,
         steady: (10.0, 30.0),
         ideal_rate: p.ideal_rate(),
+    }
+}
+
+/// Flat latency `base`: no knee in reach, no hard limit.
+fn flat(base: Duration) -> Profile {
+    Profile {
+        hard: None,
+        ..Profile::knee(1_000_000, base)
+    }
+}
+
+/// Flat latency, max 200, and 15 % of requests answered with a plain 500 all along (one
+/// broken endpoint, not overload). Expect: the limit climbs to max and stays; calls/s
+/// ≥ 90 % of the no-error rate (200 / 50 ms).
+pub(crate) fn plain_errors() -> Case {
+    let p = Profile {
+        error_rate: 0.15,
+        ..flat(BASE)
+    };
+    Case {
+        scenario: scenario("plain errors", vec![(Duration::ZERO, p)], 40),
+        limiter: limiter(Target::Absolute(TARGET), 1, 200),
+        ideal_limit: 200,
+        steady: (10.0, 40.0),
+        ideal_rate: 200.0 / BASE.as_secs_f64(),
+    }
+}
+
+/// Flat latency with heavy jitter (σ = 0.5: p95 ≈ 2.3 × median), the default relative
+/// target 1.5x, max 200; from 10 s to 30 s 5 % of requests get a 500 and 5 % a 429.
+/// Expect: the limit may fall during the errors, and once they stop it climbs back:
+/// ≥ 80 % of the ideal throughput from 10 s after the end of the errors.
+pub(crate) fn errors_stop() -> Case {
+    let calm = Profile {
+        jitter: 0.5,
+        ..flat(BASE)
+    };
+    let errors = Profile {
+        error_rate: 0.05,
+        reject_rate: 0.05,
+        ..calm
+    };
+    let phases = vec![
+        (Duration::ZERO, calm),
+        (Duration::from_secs(10), errors),
+        (Duration::from_secs(30), calm),
+    ];
+    Case {
+        scenario: scenario("errors stop", phases, 90),
+        limiter: limiter(Target::Relative(1.5), 1, 200),
+        ideal_limit: 200,
+        steady: (40.0, 90.0),
+        ideal_rate: 200.0 / BASE.as_secs_f64() / (0.5f64 * 0.5 / 2.0).exp(),
     }
 }

@@ -9,6 +9,8 @@ use weir::limiter::Signal;
 pub(crate) struct Stats {
     /// Successful jobs per second.
     pub throughput: f64,
+    /// Finished calls (any outcome) per second.
+    pub calls: f64,
     /// p95 latency of successes.
     pub p95: Duration,
     /// Errors over counted jobs.
@@ -32,7 +34,8 @@ pub(crate) fn stats(t: &Trace, from: f64, to: f64) -> Stats {
                 ok += 1;
                 lat.push(r.latency);
             }
-            Signal::Error => err += 1,
+            Signal::Overload => err += 1,
+            Signal::Failure | Signal::Status(_) => {}
             Signal::Ignored => {}
         }
     }
@@ -53,6 +56,7 @@ pub(crate) fn stats(t: &Trace, from: f64, to: f64) -> Stats {
     let var = limits.iter().map(|l| (l.0 as f64 - mean).powi(2)).sum::<f64>() / n;
     Stats {
         throughput: ok as f64 / (to - from),
+        calls: t.records.iter().filter(|r| inside(r.end)).count() as f64 / (to - from),
         p95,
         error_rate: if ok + err == 0 {
             0.0

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use weir::keys::QueueKeys;
-use weir::limiter::{Rate, Target};
+use weir::limiter::{OverloadStatus, Rate, Target};
 use weir::queue::partitions::Partitions;
 use weir::settings::{Cleared, DEFAULT_DEAD_CAP, KeyLimits, RateSetting, Settings};
 
@@ -79,9 +79,13 @@ pub(crate) struct SetArgs {
     /// p95 target: 200ms, or 1.5x the no-load p95 (adaptive consumers).
     #[arg(long)]
     pub target_p95: Option<Target>,
-    /// Error-rate threshold, 0 to 1 (adaptive consumers).
+    /// Overload-rate threshold, 0 to 1 (adaptive consumers).
     #[arg(long)]
     pub error_threshold: Option<f64>,
+    /// HTTP statuses that mean overload, like 429,503,502,504 (adaptive consumers); any
+    /// other failure is the job's own and does not shrink the limit.
+    #[arg(long, value_name = "STATUSES")]
+    pub overload_status: Option<OverloadStatus>,
     /// Jobs/s cap per consumer (500/s, 30/m), or `off` to lift the consumers' own cap.
     #[arg(long, value_parser = str::parse::<RateSetting>)]
     pub rate: Option<RateSetting>,
@@ -174,6 +178,7 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
                 max: s.max_concurrency,
                 target_p95: s.target_p95,
                 error_threshold: s.error_threshold,
+                overload_status: s.overload_status.clone(),
                 rate: s.rate.map(|r| s.burst.map_or(r, |b| r.with_burst(b))),
                 dead_cap: s.dead_cap,
                 global_rate: s.global_rate.map(|r| {

@@ -1,10 +1,14 @@
 //! The settings watch: reads the queue's runtime settings ([`Settings`], stored by
 //! `weir limits set`) before the consumer's first fetch ([`SettingsWatch::apply_stored`]),
 //! then polls them and applies changes to the running consumer's limiter and rate gate,
-//! on top of the configuration the consumer was started with. (The dead-letter cap needs
+//! on top of the configuration the consumer was started with. A consumer with a fixed
+//! limit takes `max_concurrency` as its limit (and its own `concurrency` back when the
+//! setting is cleared); the adaptive knobs (min, target, thresholds) have nothing to
+//! drive there and are reported as ignored. (The dead-letter cap needs
 //! no applying: the scripts read it; a change is only logged.)
 
 use crate::consumer::settings::Settings;
+use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
 use crate::queue::keys::QueueKeys;
 use crate::redis::conn::HealingConnection;
@@ -25,6 +29,8 @@ pub(crate) struct SettingsWatch {
     limiter: Option<(Arc<Limiter>, LimiterConfig)>,
     /// The rate gate and the rate it started with.
     rate: (Arc<RateGate>, Option<Rate>),
+    /// Without an adaptive limiter: the fixed limit and the concurrency it started with.
+    fixed: Option<(Arc<Limit>, usize)>,
     /// The settings last read (and applied).
     seen: Settings,
     /// The last read did not parse (reported once).
@@ -39,6 +45,7 @@ impl SettingsWatch {
         keys: &QueueKeys,
         limiter: Option<(Arc<Limiter>, LimiterConfig)>,
         rate: (Arc<RateGate>, Option<Rate>),
+        fixed: Option<(Arc<Limit>, usize)>,
     ) -> Self {
         Self {
             every,
@@ -46,6 +53,7 @@ impl SettingsWatch {
             key: keys.settings(),
             limiter,
             rate,
+            fixed,
             seen: Settings::default(),
             unparsed: false,
         }
@@ -127,7 +135,15 @@ impl SettingsWatch {
         if s.dead_cap != before.dead_cap {
             tracing::info!(dead_cap = s.dead_cap(), "queue dead-letter cap");
         }
-        let limits = |s: &Settings| (s.min, s.max, s.target_p95, s.error_threshold);
+        let limits = |s: &Settings| {
+            (
+                s.min,
+                s.max,
+                s.target_p95,
+                s.error_threshold,
+                s.overload_status.clone(),
+            )
+        };
         if limits(s) == limits(before) {
             // Nothing for the limiter: only the rate or the dead-letter cap changed.
         } else if let Some((limiter, base)) = &self.limiter {
@@ -139,15 +155,29 @@ impl SettingsWatch {
                     max = next.aimd.max,
                     target_p95 = %next.aimd.target,
                     error_threshold = next.aimd.error_threshold,
+                    overload_status = ?next.aimd.overload_status,
                     "runtime limiter settings applied"
                 ),
                 Err(e) => {
                     tracing::warn!(error = %e, "runtime limiter settings refused; keeping the current ones")
                 }
             }
+        } else if let Some((limit, own)) = &self.fixed {
+            let to = s.max.unwrap_or(*own).max(1);
+            limit.set(to);
+            tracing::info!(concurrency = to, "runtime concurrency applied to the fixed limit");
+            if s.min.is_some()
+                || s.target_p95.is_some()
+                || s.error_threshold.is_some()
+                || s.overload_status.is_some()
+            {
+                tracing::warn!(
+                    "runtime min concurrency, target p95, error threshold and overload statuses ignored: this consumer's limit is fixed (not --adaptive)"
+                );
+            }
         } else if s.min.is_some() || s.max.is_some() || s.target_p95.is_some() {
             tracing::warn!(
-                "runtime concurrency settings ignored: this consumer has a fixed limit, or one shared by several queues"
+                "runtime concurrency settings ignored: this consumer's limit is shared by several queues"
             );
         }
         if s.rate != before.rate {

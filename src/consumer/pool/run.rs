@@ -207,7 +207,7 @@ impl Pool {
                 Ok(r) => r,
                 Err(_) => {
                     let msg = format!("timed out after {}", humantime::format_duration(t));
-                    return Err((JobError::retry(msg), Signal::Error));
+                    return Err((JobError::overloaded(msg), Signal::Overload));
                 }
             },
             None => fut.await,

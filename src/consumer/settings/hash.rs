@@ -46,6 +46,7 @@ impl Settings {
             max: field(h, "max_concurrency")?,
             target_p95: field(h, "target_p95")?,
             error_threshold: field(h, "error_threshold")?,
+            overload_status: field(h, "overload_status")?,
             rate,
             dead_cap: field(h, "dead_cap")?,
             global_rate: rate_with_burst(h, "global_rate", "global_burst")?,
@@ -109,6 +110,9 @@ impl Settings {
         }
         if let Some(v) = self.error_threshold {
             f.push(("error_threshold", v.to_string()));
+        }
+        if let Some(v) = &self.overload_status {
+            f.push(("overload_status", v.to_string()));
         }
         match self.rate {
             Some(RateSetting::Off) => f.push(("rate", "off".into())),

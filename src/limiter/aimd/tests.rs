@@ -1,8 +1,8 @@
 use super::*;
 
-const MS: Duration = Duration::from_millis(1);
+pub(super) const MS: Duration = Duration::from_millis(1);
 
-fn cfg() -> AimdConfig {
+pub(super) fn cfg() -> AimdConfig {
     AimdConfig {
         target: Target::Absolute(100 * MS),
         ..AimdConfig::default()
@@ -10,33 +10,66 @@ fn cfg() -> AimdConfig {
 }
 
 /// A healthy window: 100 successes at 50 ms, the pool full.
-fn healthy(peak: usize) -> Summary {
+pub(super) fn healthy(peak: usize) -> Summary {
     Summary {
         successes: 100,
-        errors: 0,
+        overloads: 0,
+        failures: 0,
         p50: 40 * MS,
         p95: 50 * MS,
         peak_in_flight: peak,
     }
 }
 
-fn slow(peak: usize) -> Summary {
+pub(super) fn slow(peak: usize) -> Summary {
     Summary {
         p95: 150 * MS,
         ..healthy(peak)
     }
 }
 
-fn failing(errors: usize, peak: usize) -> Summary {
+pub(super) fn failing(errors: usize, peak: usize) -> Summary {
     Summary {
-        errors,
+        overloads: errors,
         ..healthy(peak)
     }
 }
 
+/// A rule at `limit` that has seen congestion once (a latency cut from ⌈limit / 0.75⌉),
+/// so past slow start.
+pub(super) fn settled(c: AimdConfig, limit: usize) -> Aimd {
+    let from = (limit as f64 / 0.75).ceil() as usize;
+    let mut a = Aimd::new(c, from).unwrap();
+    assert_eq!(a.decide(&slow(from)).to, limit);
+    a
+}
+
+#[test]
+fn slow_start_doubles_until_the_first_congestion() {
+    let mut a = Aimd::new(cfg(), 64).unwrap();
+    let limits: Vec<(usize, Reason)> = (0..5)
+        .map(|_| {
+            let d = a.decide(&healthy(a.limit()));
+            (d.to, d.reason)
+        })
+        .collect();
+    let ss = Reason::SlowStart;
+    assert_eq!(limits, [(128, ss), (256, ss), (512, ss), (1000, ss), (1000, ss)]);
+    // The first cut ends it: 1000 × 0.75, then +1 (1000 / 2 = 500 is under the limit).
+    assert_eq!(a.decide(&slow(1000)).to, 750);
+    assert_eq!(
+        a.decide(&healthy(750)),
+        Decision {
+            from: 750,
+            to: 751,
+            reason: Reason::Probe
+        }
+    );
+}
+
 #[test]
 fn binding_healthy_window_adds_alpha() {
-    let mut a = Aimd::new(cfg(), 20).unwrap();
+    let mut a = settled(cfg(), 20);
     let d = a.decide(&healthy(20));
     assert_eq!((d.from, d.to, d.reason), (20, 21, Reason::Probe));
 }
@@ -58,20 +91,76 @@ fn slow_window_multiplies_by_beta_and_floors() {
 
 #[test]
 fn errors_over_threshold_halve() {
-    let mut a = Aimd::new(cfg(), 30).unwrap();
-    // 6 errors in 106 samples = 5.7 % > 5 %.
+    let mut a = settled(cfg(), 30);
+    // 6 overload answers in 106 samples = 5.7 % > 5 %.
     let d = a.decide(&failing(6, 30));
     assert_eq!(d.to, 15);
-    assert!(matches!(d.reason, Reason::Errors { rate } if (rate - 6.0 / 106.0).abs() < 1e-12));
-    // 5 in 105 = 4.8 %: under the threshold, and binding, so +1.
+    assert!(matches!(d.reason, Reason::Overload { rate } if (rate - 6.0 / 106.0).abs() < 1e-12));
+    // 5 in 105 = 4.8 %: under the threshold, and binding, so +1 (the step restarts at α
+    // after a cut, and doubles under half the ceiling of 40).
     assert_eq!(a.decide(&failing(5, 15)).to, 16);
+}
+
+#[test]
+fn plain_failures_are_counted_but_never_cut() {
+    let mut a = settled(cfg(), 30);
+    // 40 % of the jobs fail on their own (plain 500s): the limit still probes up.
+    let s = Summary {
+        failures: 40,
+        successes: 60,
+        ..healthy(30)
+    };
+    assert_eq!((s.failure_rate(), s.overload_rate()), (0.4, 0.0));
+    assert_eq!(
+        a.decide(&s),
+        Decision {
+            from: 30,
+            to: 31,
+            reason: Reason::Probe
+        }
+    );
+    // They count in the denominator: 6 overloads among 60 successes and 40 failures is
+    // 5.7 % of 106 samples, over the threshold.
+    let d = a.decide(&Summary { overloads: 6, ..s });
+    assert_eq!(d.to, 15);
+}
+
+#[test]
+fn statuses_are_overload_only_when_listed() {
+    let c = cfg();
+    let classify = |st| c.classify(Signal::Status(st));
+    assert_eq!(
+        [429, 503, 500, 502, 504, 404].map(classify),
+        [
+            Signal::Overload,
+            Signal::Overload,
+            Signal::Failure,
+            Signal::Failure,
+            Signal::Failure,
+            Signal::Failure
+        ]
+    );
+    let gateway = AimdConfig {
+        overload_status: vec![429, 503, 502, 504],
+        ..cfg()
+    };
+    assert_eq!(gateway.classify(Signal::Status(502)), Signal::Overload);
+    assert_eq!(gateway.classify(Signal::Success), Signal::Success);
+    let bad = AimdConfig {
+        overload_status: vec![429, 600],
+        ..cfg()
+    };
+    assert_eq!(
+        bad.validate().unwrap_err().to_string(),
+        "overload status must be between 100 and 599 (got 600)"
+    );
 }
 
 #[test]
 fn errors_win_over_latency() {
     let mut a = Aimd::new(cfg(), 40).unwrap();
     let s = Summary {
-        errors: 50,
+        overloads: 50,
         ..slow(40)
     };
     assert_eq!(a.decide(&s).to, 20);
@@ -79,7 +168,7 @@ fn errors_win_over_latency() {
 
 #[test]
 fn not_binding_holds_and_binding_threshold_is_inclusive() {
-    let mut a = Aimd::new(cfg(), 20).unwrap();
+    let mut a = settled(cfg(), 20);
     let d = a.decide(&healthy(17));
     assert_eq!((d.to, d.reason), (20, Reason::NotBinding), "17 < 0.9 × 20");
     assert_eq!(a.decide(&healthy(18)).to, 21, "18 = 0.9 × 20 counts as binding");
@@ -87,7 +176,7 @@ fn not_binding_holds_and_binding_threshold_is_inclusive() {
 
 #[test]
 fn step_doubles_up_to_an_eighth_of_the_limit_and_resets_on_decrease() {
-    let mut a = Aimd::new(cfg(), 100).unwrap();
+    let mut a = settled(cfg(), 100);
     let limits: Vec<usize> = (0..6).map(|_| a.decide(&healthy(1000)).to).collect();
     // Steps 1, 2, 4, 8, then the caps ⌊115 / 8⌋ = 14 and ⌊129 / 8⌋ = 16.
     assert_eq!(limits, [101, 103, 107, 115, 129, 145]);
@@ -151,58 +240,6 @@ fn bounds_hold() {
     }
 }
 
-fn relative(baseline_windows: usize) -> AimdConfig {
-    AimdConfig {
-        target: Target::Relative(2.0),
-        baseline_windows,
-        ..cfg()
-    }
-}
-
-#[test]
-fn relative_target_dips_to_remeasure_the_no_load_latency() {
-    let mut a = Aimd::new(relative(6), 50).unwrap();
-    assert_eq!(a.target(), None);
-    let mut run = |s: Summary| {
-        let d = a.decide(&s);
-        (d.from, d.to, d.reason)
-    };
-    // First window: p95 50 ms → target 100 ms; healthy, so the limit (51 after +1) dips
-    // to half for one window, then comes back. Dips recur every 6 / 2 = 3 windows.
-    assert_eq!(run(healthy(50)), (50, 25, Reason::Baseline));
-    assert_eq!(run(healthy(25)), (25, 51, Reason::NotBinding));
-    assert_eq!(run(healthy(51)), (51, 52, Reason::Probe));
-    assert_eq!(run(healthy(52)), (52, 27, Reason::Baseline));
-    assert_eq!(run(healthy(27)), (27, 54, Reason::NotBinding));
-    // A decrease is never turned into a dip; the dip waits for a healthy window.
-    assert_eq!(run(slow(54)).1, 40);
-    assert_eq!(run(healthy(40)), (40, 20, Reason::Baseline));
-    // An unhealthy dip window cuts from the restored limit.
-    let d = run(Summary {
-        errors: 50,
-        ..healthy(20)
-    });
-    assert!(matches!(d, (20, 20, Reason::Errors { .. })), "{d:?}");
-}
-
-#[test]
-fn relative_target_forgets_old_readings() {
-    let mut a = Aimd::new(relative(4), 50).unwrap();
-    a.decide(&healthy(50));
-    assert_eq!(a.target(), Some(100 * MS), "2 × the window's p95");
-    let loaded = Summary {
-        p50: 70 * MS,
-        p95: 120 * MS,
-        ..healthy(50)
-    };
-    for _ in 0..3 {
-        assert!(matches!(a.decide(&loaded).reason, Reason::Latency { .. }));
-    }
-    // Four windows later the 50 ms reading has aged out: target 2 × 120 ms.
-    a.decide(&loaded);
-    assert_eq!(a.target(), Some(240 * MS));
-}
-
 #[test]
 fn windows_without_successes_leave_the_baseline_alone() {
     let c = AimdConfig {
@@ -212,7 +249,8 @@ fn windows_without_successes_leave_the_baseline_alone() {
     let mut a = Aimd::new(c, 50).unwrap();
     let all_errors = Summary {
         successes: 0,
-        errors: 10,
+        overloads: 10,
+        failures: 0,
         p50: Duration::ZERO,
         p95: Duration::ZERO,
         peak_in_flight: 50,

@@ -39,13 +39,13 @@ fn closes_after_min_samples_and_min_duration() {
         w.record(t0, (i + 1) * MS, Signal::Success);
     }
     assert!(!w.ready(t0 + 2 * Duration::from_secs(1)), "9 of 10 samples");
-    w.record(t0, 10 * MS, Signal::Error);
+    w.record(t0, 10 * MS, Signal::Overload);
     assert!(!w.ready(t0 + 999 * MS), "10 samples but under 1 s");
     assert!(w.ready(t0 + 1000 * MS));
     let s = w.close(t0 + 1000 * MS, 7);
-    assert_eq!((s.successes, s.errors, s.peak_in_flight), (9, 1, 7));
+    assert_eq!((s.successes, s.overloads, s.peak_in_flight), (9, 1, 7));
     assert_eq!((s.p50, s.p95), (5 * MS, 9 * MS));
-    assert!((s.error_rate() - 0.1).abs() < 1e-12);
+    assert!((s.overload_rate() - 0.1).abs() < 1e-12);
     assert_eq!(w.samples(), 0, "close opens an empty window");
     assert!(!w.ready(t0 + 1500 * MS), "the new window opened at 1 s");
 }
@@ -71,11 +71,11 @@ fn ignored_and_stale_jobs_give_no_sample() {
     assert_eq!(w.samples(), 0);
     w.discard_before(t0 + 100 * MS);
     w.record(t0 + 99 * MS, MS, Signal::Success);
-    w.record(t0 + 99 * MS, MS, Signal::Error);
+    w.record(t0 + 99 * MS, MS, Signal::Overload);
     assert_eq!(w.samples(), 0, "started before the limit changed");
     w.record(t0 + 100 * MS, 4 * MS, Signal::Success);
     let s = w.close(t0 + 2000 * MS, 1);
-    assert_eq!((s.successes, s.errors, s.p95), (1, 0, 4 * MS));
+    assert_eq!((s.successes, s.overloads, s.p95), (1, 0, 4 * MS));
 }
 
 #[test]

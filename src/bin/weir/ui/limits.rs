@@ -15,14 +15,19 @@ use weir::limiter::Rate;
 use weir::settings::{Cleared, DEFAULT_DEAD_CAP, RateSetting, Settings};
 
 /// The form's fields: name, label, example.
-const FIELDS: [(&str, &str, &str); 13] = [
+const FIELDS: [(&str, &str, &str); 14] = [
     ("min_concurrency", "Lowest concurrency (adaptive)", "4"),
     ("max_concurrency", "Highest concurrency (adaptive)", "200"),
     ("target_p95", "p95 target (adaptive)", "250ms or 1.5x"),
     (
         "error_threshold",
-        "Error-rate threshold, 0 to 1 (adaptive)",
+        "Overload-rate threshold, 0 to 1 (adaptive)",
         "0.05",
+    ),
+    (
+        "overload_status",
+        "HTTP statuses that mean overload (adaptive)",
+        "429,503,502,504",
     ),
     ("rate", "Jobs/s cap per consumer", "500/s, 30/m or off"),
     ("burst", "Burst for the rate", "100"),
@@ -112,6 +117,7 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
             max: field(&p, "max_concurrency")?,
             target_p95: field(&p, "target_p95")?,
             error_threshold: field(&p, "error_threshold")?,
+            overload_status: field(&p, "overload_status")?,
             rate: field::<RateSetting>(&p, "rate")?.map(|r| burst.map_or(r, |b| r.with_burst(b))),
             dead_cap: field(&p, "dead_cap")?,
             global_rate: field::<Rate>(&p, "global_rate")?.map(|r| {
