@@ -147,8 +147,16 @@ impl Consumer {
             .filter(|_| self.share.is_none());
         let rate = (self.rate.clone(), c.rate);
         // A fixed limit of this queue's own takes `max_concurrency` live.
-        let fixed = (self.limiter.is_none() && self.share.is_none()).then(|| (self.limit.clone(), c.concurrency));
-        Some(SettingsWatch::new(every, conn.clone(), keys, limiter, rate, fixed))
+        let fixed =
+            (self.limiter.is_none() && self.share.is_none()).then(|| (self.limit.clone(), c.concurrency));
+        Some(SettingsWatch::new(
+            every,
+            conn.clone(),
+            keys,
+            limiter,
+            rate,
+            fixed,
+        ))
     }
 
     /// Spawns the reclaimer (returned: the shutdown waits for it) and the other

@@ -7,10 +7,10 @@ use crate::common::Ctx;
 use crate::ops::Op;
 use crate::reference::{Job, Model, Place};
 use std::time::Duration;
+use weir::metrics::DeferReason;
 use weir::queue::functions;
 use weir::retry::DeferralBudget;
 use weir::scripts::{self, Settle, StartMarks};
-use weir::metrics::DeferReason;
 use weir::{NewJob, Priority};
 
 /// The consumer's tag in start marks.
