@@ -56,5 +56,8 @@ cargo bench --bench scripts -- --test
 cargo bench --bench limiter -- --test
 cargo bench --bench producer -- --test
 cargo run --quiet --bin weir -- demo --jobs 20000
+# The mixed soak, small: two adaptive per-key consumers, 429s and 500s, two kill -9s and
+# limit changes; every job acked, none dead, nothing left (scripts/soak.sh runs the long one).
+WEIR_BIN=target/debug/weir SOAK_JOBS=2000 SOAK_CAP=300 bash scripts/soak.sh
 # weir against the bare reliable queue, small (about 10 s in a debug build).
 cargo run --quiet -p weir-loadtest -- drain --compare-bare --jobs 20000 --reps 1 --quiet >/dev/null

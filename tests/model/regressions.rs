@@ -53,7 +53,6 @@ fn chosen(id: u8, key: u8) -> Op {
 /// parked list: once it is retried with a backoff, that entry must not bring it back
 /// before the backoff ends.
 #[test]
-#[ignore = "known bug: fetch.lua's unpark takes a job off delayed for a stale parked entry"]
 fn a_stale_parked_entry_cuts_a_retry_backoff_short() {
     let ops = [
         Op::Limits {

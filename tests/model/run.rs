@@ -29,12 +29,13 @@ pub(crate) struct World {
     /// until they end. With this on, the per-key check counts only the leases fetch.lua
     /// counts; `regressions::key_limit_counts_the_leases_taken_before_it` shows the bug.
     pub(crate) uncounted_leases: bool,
-    /// KNOWN BUG, left out of the random runs: an entry left on a key's parked list by a
-    /// job that left delayed some other way (it came due, was run now, was parked again)
-    /// brings the job back from delayed when a slot of the key frees, even once it is
-    /// delayed for another reason (a retry's backoff). With this on, a fetch may take a
-    /// delayed job found on a parked list;
-    /// `regressions::a_stale_parked_entry_cuts_a_retry_backoff_short` shows it.
+    /// A FIXED BUG, off in every run: an entry left on a key's parked list by a job that
+    /// left delayed some other way (it came due, was run now, was parked again) brought
+    /// the job back from delayed when a slot of the key freed, even once it was delayed
+    /// for another reason (a retry's backoff). Parked jobs now wait at a score no due job
+    /// has, and fetch.lua brings back only those. With this on, a fetch may take a
+    /// delayed job found on a parked list (the old rule);
+    /// `regressions::a_stale_parked_entry_cuts_a_retry_backoff_short` guards the fix.
     pub(crate) stale_parked: bool,
 }
 
@@ -57,7 +58,7 @@ impl World {
             model: Model::default(),
             fetches: 0,
             uncounted_leases: true,
-            stale_parked: true,
+            stale_parked: false,
         }
     }
 
