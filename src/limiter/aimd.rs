@@ -166,12 +166,7 @@ impl AimdConfig {
             check((lo..=hi).contains(&v), name, range, v)?;
         }
         for &st in &self.overload_status {
-            check(
-                (100..=599).contains(&st),
-                "overload status",
-                "between 100 and 599",
-                st,
-            )?;
+            super::status::check_status(st)?;
         }
         self.target.validate()
     }

@@ -3,6 +3,17 @@
 
 use super::error::{LimiterError, check};
 
+/// Refuses a status outside 100..=599: the one range check of an overload status, for the
+/// parser here and [`super::AimdConfig::validate`].
+pub(crate) fn check_status(st: u16) -> Result<(), LimiterError> {
+    check(
+        (100..=599).contains(&st),
+        "overload status",
+        "between 100 and 599",
+        st,
+    )
+}
+
 /// HTTP statuses that mean "overloaded" (see [`super::AimdConfig::overload_status`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OverloadStatus(pub Vec<u16>);
@@ -20,12 +31,7 @@ impl std::str::FromStr for OverloadStatus {
         let mut list = Vec::new();
         for part in s.split(',') {
             let st: u16 = part.trim().parse().map_err(|_| bad())?;
-            check(
-                (100..=599).contains(&st),
-                "overload status",
-                "between 100 and 599",
-                st,
-            )?;
+            check_status(st)?;
             if !list.contains(&st) {
                 list.push(st);
             }

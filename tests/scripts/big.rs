@@ -165,14 +165,7 @@ async fn release_and_ack(ctx: &Ctx, args: &[EnqueueArg]) {
         .collect();
     assert!(scripts::release(&mut c, k, &held).await.unwrap().is_empty());
     let f = scripts::fetch(&mut c, k, BIG, 60_000).await.unwrap();
-    let acks: Vec<Settle> = f
-        .jobs
-        .iter()
-        .map(|j| Settle::Ack {
-            id: j.name.clone(),
-            token: f.deadline_ms,
-        })
-        .collect();
+    let acks = crate::acks_of(&f);
     assert_eq!(acks.len(), BIG);
     assert!(scripts::settle(&mut c, k, &acks).await.unwrap().missed.is_empty());
     let after = ctx.snapshot().await;

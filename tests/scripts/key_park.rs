@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use weir::admin::types::JobState;
-use weir::scripts::{self, Fetched, PARKED_AT_MS, Settle};
+use weir::scripts::{self, Fetched, PARKED_AT_MS};
 use weir::settings::Settings;
 use weir::{NewJob, Priority};
 
@@ -39,14 +39,7 @@ async fn enqueue_keyed(ctx: &Ctx, key: &str, prefix: Option<&str>, n: usize) {
 
 /// Acks every job `f` leased.
 async fn ack_all(ctx: &Ctx, f: &Fetched) {
-    let items: Vec<Settle> = f
-        .jobs
-        .iter()
-        .map(|j| Settle::Ack {
-            id: j.name.clone(),
-            token: f.deadline_ms,
-        })
-        .collect();
+    let items = crate::acks_of(f);
     if !items.is_empty() {
         scripts::settle(&mut ctx.c(), &ctx.keys, &items).await.unwrap();
     }

@@ -27,6 +27,17 @@ mod trim;
 mod unique;
 mod wake;
 
+/// An ack of every job `f` leased, each with the fetch's token.
+pub fn acks_of(f: &weir::scripts::Fetched) -> Vec<weir::scripts::Settle> {
+    f.jobs
+        .iter()
+        .map(|j| weir::scripts::Settle::Ack {
+            id: j.name.clone(),
+            token: f.deadline_ms,
+        })
+        .collect()
+}
+
 /// Index of the high-priority key among the per-priority keys.
 pub const H: usize = 0;
 /// Index of the normal-priority key.

@@ -178,14 +178,7 @@ async fn inline_acks_of_a_full_redis_are_applied() {
     let f = scripts::fetch(&mut ctx.c(), &ctx.keys, 10_000, VT).await.unwrap();
     assert_eq!(f.jobs.len() as u64, queued);
     assert!(f.jobs.iter().all(|j| j.is_inline()));
-    let acks: Vec<Settle> = f
-        .jobs
-        .iter()
-        .map(|j| Settle::Ack {
-            id: j.name.clone(),
-            token: f.deadline_ms,
-        })
-        .collect();
+    let acks = crate::acks_of(&f);
     let s = scripts::ack_inline(&mut ctx.c(), &ctx.keys, &acks, &[], &[])
         .await
         .expect("acks when full");
