@@ -28,7 +28,7 @@
 //!
 //! No trap: a limit held down by latency for `recheck_windows` windows in a row takes one
 //! step up anyway ([`Reason::Recheck`]); and a relative target never falls below what
-//! the downstream showed when uncongested ([`super::baseline`]).
+//! the downstream showed when uncongested (`limiter/baseline.rs`).
 
 use super::baseline::Baseline;
 pub use super::decision::{Decision, REASONS, Reason, Summary};

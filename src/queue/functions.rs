@@ -16,7 +16,7 @@
 //! Redis can lose the library while consumers run: a restart without persistence, a
 //! failover to a replica that never had it, `FUNCTION FLUSH`. Producers in other
 //! languages would then fail on every `FCALL weir_enqueue`, so a running consumer checks
-//! every [`WATCH_EVERY`] ([`keep_loaded`]: one `FCALL_RO weir_version`) and loads it again
+//! every [`WATCH_EVERY`] (`keep_loaded`: one `FCALL_RO weir_version`) and loads it again
 //! at once; the clients wait that long for it before they give up.
 
 use crate::error::{Error, Result};
@@ -35,7 +35,7 @@ pub const LIBRARY: &str = "weir";
 pub const VERSION_FUNCTION: &str = "weir_version";
 
 /// How often a running consumer checks that the library is still loaded
-/// ([`keep_loaded`]).
+/// (`keep_loaded`).
 pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The library's code and its build id.

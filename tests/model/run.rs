@@ -23,11 +23,12 @@ pub(crate) struct World {
     pub(crate) ctx: Ctx,
     pub(crate) model: Model,
     pub(crate) fetches: u64,
-    /// KNOWN BUG, left out of the random runs: a per-key concurrency set while jobs of
-    /// the key are leased does not count those leases (fetch.lua's running set only
-    /// holds leases taken while a limit was set), so a fetch can lease past the limit
-    /// until they end. With this on, the per-key check counts only the leases fetch.lua
-    /// counts; `regressions::key_limit_counts_the_leases_taken_before_it` shows the bug.
+    /// A FIXED BUG, off in every run: a per-key concurrency set while jobs of the key
+    /// were leased did not count those leases (a key's leased set held only leases taken
+    /// while a limit applied), so a fetch could lease past the limit until they ended.
+    /// fetch.lua now adds them when per-key limits first apply (`seed`). With this on,
+    /// the per-key check counts only the leases taken under a limit (the old rule);
+    /// `regressions::key_limit_counts_the_leases_taken_before_it` guards the fix.
     pub(crate) uncounted_leases: bool,
     /// A FIXED BUG, off in every run: an entry left on a key's parked list by a job that
     /// left delayed some other way (it came due, was run now, was parked again) brought
@@ -57,7 +58,7 @@ impl World {
             ctx,
             model: Model::default(),
             fetches: 0,
-            uncounted_leases: true,
+            uncounted_leases: false,
             stale_parked: false,
         }
     }

@@ -115,6 +115,14 @@ end
 --                                   without a limit; extended leases count; gone an hour
 --                                   after its last add. (Before, a SET under 'running:',
 --                                   which expires by itself.)
+--   p .. 'counted'          STRING  present while every leased job with a key is in its
+--                                   key's leased set: set when per-key limits (or an
+--                                   adaptive per-key limiter) first apply, after the
+--                                   fetch adds the leases taken before them (seed), and
+--                                   kept while they apply; while it is present even a
+--                                   fetch with no per-key limit records its keyed jobs'
+--                                   leases, and an hour after the limits went it expires,
+--                                   so a queue that stopped using them stops paying
 --   p .. 'parked:' .. key   LIST    ids held back by the key's concurrency, oldest first
 --                                   (entries of jobs no longer parked are skipped)
 --   p .. 'parked'           ZSET    keys with parked jobs -> when last looked at (ms)
@@ -144,9 +152,10 @@ local PARKED_AT = 1125899906842624
 local RUNNING_CHECKS = CHUNK
 
 -- `force`: the state even with no limit set (to bring back jobs parked under a limit
--- since removed).
-local function key_limits(p, s, auto, now, force)
-  if not s[4] and not s[6] and not s[7] and not auto and not force then return nil end
+-- since removed). `counted`: p .. 'counted' is present (keyed leases are recorded even
+-- with no limit set).
+local function key_limits(p, s, auto, now, force, counted)
+  if not s[4] and not s[6] and not s[7] and not auto and not force and not counted then return nil end
   -- auto: every leased job of a key is counted in its leased set (a key's first share
   -- may come at any time, and must then find its jobs already counted)
   local L = { p = p, by = {}, held = 0, auto = auto, checks = RUNNING_CHECKS, unparked = {} }
@@ -355,7 +364,7 @@ end
 local function key_commit(L, now, vt)
   local counted = 0
   for k, c in pairs(L.by) do
-    if (c.conc or L.auto) and #c.leased > 0 then
+    if #c.leased > 0 then
       local set = L.p .. 'leased:' .. k
       if not c.running then L.prune(k, 2 * #c.leased + 16) end
       local stamp, added = string.format('%d', now), {}
@@ -381,6 +390,41 @@ local function key_commit(L, now, vt)
   end
 end
 
+-- Adds every leased job with a key to its key's leased set: the leases taken while no
+-- per-key limit applied (and so not recorded), when limits first apply. O(jobs leased)
+-- once (and again only after an hour without per-key limits): a ZRANGE of the lease, the
+-- envelopes of the leased ids (HMGET in chunks), a ZADD per key in chunks.
+local function seed(p, now, vt)
+  local members = redis.call('ZRANGE', K.lease, 0, -1)
+  local ids, at = {}, {}
+  for i = 1, #members do
+    if not is_inline(members[i]) then
+      ids[#ids + 1] = members[i]
+      at[#ids] = i
+    end
+  end
+  local envs = {}
+  if #ids > 0 then
+    local got = hmget_chunked(K.jobs, ids)
+    for j = 1, #ids do envs[at[j]] = got[j] end
+  end
+  local stamp, by = string.format('%d', now), {}
+  for i = 1, #members do
+    local env = envs[i] or (is_inline(members[i]) and members[i])
+    local k = env and job_key(env)
+    if k then
+      local add = by[k]
+      if not add then add = {}; by[k] = add end
+      add[#add + 1] = stamp
+      add[#add + 1] = members[i]
+    end
+  end
+  for k, add in pairs(by) do
+    call_chunked('ZADD', p .. 'leased:' .. k, add)
+    redis.call('PEXPIRE', p .. 'leased:' .. k, math.max(2 * vt, RUNNING_KEPT_MS))
+  end
+end
+
 local n = arg_whole(1, 'N', 1)
 local vt = arg_whole(2, 'the visibility timeout (ms)', 0)
 local auto = ARGV[3] == '1'
@@ -398,12 +442,23 @@ expect(K.suspects, 'list')
 expect(K.jobs, 'hash')
 expect(K.lease, 'zset')
 counters_ready({ 'fetched', 'key_throttled' })
-if limits[4] or limits[6] or limits[7] or auto then expect_each(K.delayed, 'zset') end
+local counted_key = KEYS[NQ + 2] .. 'counted'
+local counted = redis.call('EXISTS', counted_key) == 1
+if limits[4] or limits[6] or limits[7] or auto or counted then expect_each(K.delayed, 'zset') end
 local grant = global_grant(KEYS[NQ + 1], limits, n, now)
 if limits[3] or limits[6] or limits[7] then grant.bits = grant.bits + 128 end
 if grant.n == 0 then return { 0, grant.wait, grant.bits, 0 } end
 n = grant.n
-local keyed = key_limits(KEYS[NQ + 2], limits, auto, now)
+local keyed = key_limits(KEYS[NQ + 2], limits, auto, now, false, counted)
+if limits[4] or limits[6] or limits[7] or auto then
+  -- per-key limits apply: the leases taken before they did count too (seed, once)
+  -- (with nothing leased there is nothing to count: no mark, and the next call's seed
+  -- is as cheap as this one's)
+  if not counted then seed(KEYS[NQ + 2], now, vt) end
+  if counted or redis.call('EXISTS', K.lease) == 1 then
+    redis.call('SET', counted_key, '1', 'PX', RUNNING_KEPT_MS)
+  end
+end
 -- with no per-key limit left, parked jobs still come back (a batch per call)
 local parking = keyed
 if not parking and redis.call('EXISTS', KEYS[NQ + 2] .. 'parked') == 1 then
