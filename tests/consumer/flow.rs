@@ -99,7 +99,9 @@ impl Monitor {
         let mut sent = std::collections::BTreeMap::new();
         for line in self.lines.try_iter() {
             // `<time> [<db> <client>] "<command>" ...`; a script's own calls: `[0 lua]`
-            let Some((source, rest)) = line.split_once("] ") else { continue };
+            let Some((source, rest)) = line.split_once("] ") else {
+                continue;
+            };
             if source.ends_with(" lua") {
                 continue;
             }
