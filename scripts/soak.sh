@@ -151,8 +151,11 @@ remaining=$(left)
 slowest=$(rc --json SLOWLOG GET 128 2>/dev/null | python3 -c '
 import glob, hashlib, json, os, sys
 lib = open("src/queue/scripts/lib.lua", "rb").read()
-names = {hashlib.sha1(lib + open(f, "rb").read()).hexdigest(): os.path.basename(f)[:-4]
-         for f in glob.glob("src/queue/scripts/*.lua")}
+names = {}
+for f in glob.glob("src/queue/scripts/*.lua"):
+    # with and without the shebang scripts.rs puts before some (ALLOW_OOM)
+    for head in (b"", b"#!lua flags=allow-oom\n"):
+        names[hashlib.sha1(head + lib + open(f, "rb").read()).hexdigest()] = os.path.basename(f)[:-4]
 entries = json.load(sys.stdin) or [[0, 0, 0, ["none"]]]
 e = max(entries, key=lambda e: e[2])
 args = e[3]
