@@ -1,5 +1,5 @@
 # Everyday commands. `make test` is what CI runs.
-.PHONY: fmt lint test bench demo loadtest loadtest-chart
+.PHONY: fmt lint test bench demo loadtest loadtest-chart soak model
 
 fmt:
 	cargo fmt --all
@@ -27,3 +27,11 @@ loadtest:
 loadtest-chart:
 	cargo run --release -p weir-loadtest -- downstream --out reports/downstream
 	cp reports/downstream/throughput.png docs/downstream-throughput.png
+
+# The mixed soak (adaptive per-key consumers, 429s and 500s, kill -9s, limit changes), 20,000 jobs.
+soak:
+	bash scripts/soak.sh
+
+# The randomized model of the queue, long: as many cases as WEIR_MODEL_CASES says.
+model:
+	WEIR_MODEL_CASES=$${WEIR_MODEL_CASES:-5000} cargo test --release --test model
