@@ -74,6 +74,18 @@ impl Spread {
         chosen
     }
 
+    /// The partition of a generated-id job: that of `key` (its unique key, else its job
+    /// key) when it has one, so a unique key is held in one place and a key's jobs stay
+    /// together; else the shallower of two for a job `alone`, the next in turn in a bulk
+    /// load.
+    pub(crate) fn route(self: &Arc<Self>, key: Option<&str>, alone: bool, conn: &Conn) -> usize {
+        match key {
+            Some(k) => self.parts.of_key(k),
+            None if alone => self.pick(conn),
+            None => self.next(),
+        }
+    }
+
     /// The partition a prepared job goes to: for an id of the caller's, or one that names
     /// its partition, the one the id names or hashes to; else its key's, else its id's.
     pub(crate) fn lane_of(&self, arg: &EnqueueArg) -> usize {

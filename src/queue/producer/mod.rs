@@ -359,18 +359,13 @@ impl Producer {
         self.encode(job, now_ms, buf, partition)
     }
 
-    /// On a partitioned queue, the partition a job with a generated id goes to (the id
-    /// names it), as `queue/spread.rs` says: its unique key's, else its key's, else the
-    /// shallower of two for a job `alone`, the next in turn in a bulk load. `None` for a
-    /// job with an id of the caller's (it goes where the id hashes) or a queue without
-    /// partitions.
+    /// On a partitioned queue, the partition a job with a generated id goes to
+    /// ([`Spread::route`]); `None` for a job with an id of the caller's (it goes where the
+    /// id hashes) or a queue without partitions.
     fn partition_for(&self, job: &NewJob, alone: bool) -> Option<usize> {
         let s = self.spread.as_ref().filter(|_| job.id.is_none())?;
-        Some(match job.routing_unique_key().or(job.key.as_deref()) {
-            Some(k) => s.parts().of_key(k),
-            None if alone => s.pick(&self.conn),
-            None => s.next(),
-        })
+        let key = job.routing_unique_key().or(job.key.as_deref());
+        Some(s.route(key, alone, &self.conn))
     }
 
     fn encode(
