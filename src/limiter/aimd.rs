@@ -33,8 +33,8 @@
 use super::baseline::Baseline;
 pub use super::decision::{Decision, REASONS, Reason, Summary};
 use super::error::{LimiterError, check};
+use super::signal::Signal;
 pub use super::target::Target;
-use super::window::Signal;
 use std::time::Duration;
 
 /// Settings of the rule. Ranges are checked by [`AimdConfig::validate`].

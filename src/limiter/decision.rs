@@ -83,15 +83,7 @@ pub enum Reason {
 
 /// The reason names, in [`Reason::index`] order: the `decision` label of the
 /// limiter's decision counter and the `reason` of log lines and `weir limits get`.
-pub const REASONS: [&str; 7] = [
-    "latency",
-    "overload",
-    "slow_start",
-    "probe",
-    "recheck",
-    "not_binding",
-    "baseline",
-];
+pub const REASONS: [&str; 7] = crate::metrics::DECISION_KINDS;
 
 impl Reason {
     /// Position in [`REASONS`].

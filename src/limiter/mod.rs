@@ -44,6 +44,7 @@ pub mod limit;
 mod options;
 pub mod per_key;
 pub mod rate;
+mod signal;
 mod status;
 mod target;
 pub mod window;
@@ -53,8 +54,9 @@ pub use error::LimiterError;
 pub use options::LimiterOptions;
 pub use per_key::{KeyLimiterConfig, KeyLimiters};
 pub use rate::{Rate, RateGate, RateLimit};
+pub use signal::Signal;
 pub use status::OverloadStatus;
-pub use window::{Signal, Window, WindowConfig};
+pub use window::{Window, WindowConfig};
 
 use crate::limiter::limit::Limit;
 use crate::metrics::LimiterMetrics;

@@ -105,7 +105,7 @@ pub const LIMITER_TARGET: &str = "weir_limiter_target_p95_seconds";
 pub const LIMITER_MIN: &str = "weir_limiter_min_concurrency";
 /// The limiter's ceiling.
 pub const LIMITER_MAX: &str = "weir_limiter_max_concurrency";
-/// Limiter decisions, by reason (see [`crate::limiter::REASONS`]).
+/// Limiter decisions, by reason (see [`DECISION_KINDS`]).
 pub const LIMITER_DECISIONS: &str = "weir_limiter_decisions_total";
 
 /// HELP text of every counter.
@@ -305,4 +305,12 @@ impl DeferReason {
 }
 
 /// The decision reasons, in [`LimiterMetrics::decisions`] order: the `decision` label.
-pub const DECISION_KINDS: [&str; 7] = crate::limiter::REASONS;
+pub const DECISION_KINDS: [&str; 7] = [
+    "latency",
+    "overload",
+    "slow_start",
+    "probe",
+    "recheck",
+    "not_binding",
+    "baseline",
+];
