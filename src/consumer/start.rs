@@ -93,6 +93,7 @@ impl Consumer {
         let runs = Arc::new(Runs::default());
         let pool = Pool {
             config: c.pool.clone(),
+            rules: watch.as_ref().map_or_else(Default::default, |w| w.rules.clone()),
             registry: self.registry.clone(),
             limit: self.limit.clone(),
             limiter: self.limiter.clone(),
