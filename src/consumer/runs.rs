@@ -120,6 +120,7 @@ pub(crate) async fn abandon(
             delay_ms: retry.delay(attempt).as_millis() as u64,
             error: error.clone(),
             spent: attempt.saturating_add(1) >= max_attempts,
+            max: None,
         };
         // The acker takes every message until the last sender is gone.
         let _ = acker.send(AckerMsg::Done(Done { id, lease, outcome })).await;

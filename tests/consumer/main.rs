@@ -18,6 +18,7 @@ mod multi_slots;
 mod options;
 mod poison;
 mod resilience;
+mod retry_rules;
 mod shutdown;
 mod stored;
 mod support;

@@ -265,11 +265,12 @@ impl Pool {
                     Some(r) => r.delay(attempt),
                     None => self.config.retry.delay(attempt),
                 });
-                let max_attempts = rule.map_or(max_attempts, |r| r.max_attempts(max_attempts));
+                let max = rule.and_then(|r| r.attempts);
                 Outcome::Retry {
                     delay_ms: delay.as_millis() as u64,
                     error: e.message,
-                    spent: attempt.saturating_add(1) >= max_attempts,
+                    spent: attempt.saturating_add(1) >= max.unwrap_or(max_attempts),
+                    max,
                 }
             }
             Err(e) => Outcome::Dead { reason: e.message },
