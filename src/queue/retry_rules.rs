@@ -15,8 +15,6 @@
 
 mod store;
 
-mod store;
-
 use crate::error::{Error, Result};
 use rand::Rng;
 use std::collections::HashMap;
@@ -247,34 +245,6 @@ impl RetryRules {
 
 #[cfg(test)]
 mod tests;
-
-/// The rules in force for a running consumer: the settings watch replaces them, the pool
-/// reads them when an attempt fails.
-#[derive(Debug, Default)]
-pub(crate) struct LiveRules {
-    rules: std::sync::RwLock<std::sync::Arc<RetryRules>>,
-    /// Whether any kind has a rule: only then does a run keep its job's kind.
-    by_kind: std::sync::atomic::AtomicBool,
-}
-
-impl LiveRules {
-    /// Puts `rules` in force.
-    pub(crate) fn set(&self, rules: RetryRules) {
-        let by_kind = !rules.kinds.is_empty();
-        *self.rules.write().unwrap_or_else(|e| e.into_inner()) = std::sync::Arc::new(rules);
-        self.by_kind.store(by_kind, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The rules in force.
-    pub(crate) fn get(&self) -> std::sync::Arc<RetryRules> {
-        self.rules.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Whether any kind has a rule of its own.
-    pub(crate) fn by_kind(&self) -> bool {
-        self.by_kind.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
 
 /// The rules in force for a running consumer: the settings watch replaces them, the pool
 /// reads them when an attempt fails.
