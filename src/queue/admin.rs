@@ -14,6 +14,7 @@
 mod jobs;
 mod lane_jobs;
 mod lanes;
+mod next_due;
 mod registry;
 pub mod types;
 mod workers;

@@ -63,4 +63,6 @@ async fn kind_rule_wins_and_its_delay_is_used() {
     let due = shown.job.due_at.expect("delayed with a due time").as_ms();
     let wait = due.saturating_sub(now);
     assert!((3_540_000..=3_600_000).contains(&wait), "due in {wait} ms");
+    // `weir stats` shows the same time as the queue's next due.
+    assert_eq!(ctx.admin().next_due().await.unwrap(), Some(due));
 }
