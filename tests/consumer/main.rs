@@ -10,6 +10,7 @@ mod faults;
 mod batch;
 mod bulk;
 mod crash;
+mod drain_wait;
 mod failures;
 mod flow;
 mod load;
