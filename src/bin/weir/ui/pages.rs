@@ -232,7 +232,7 @@ pub(crate) fn job_table(p: &JobPage, select: Option<&str>) -> Markup {
         table.data.jobs {
             thead { tr {
                 @if select.is_some() { th { input type="checkbox" data-select-all title="Select all"; } }
-                th { "Id" } th { "Kind" } th.n { "Attempt" } th { (when_head) }
+                th { "Id" } th { "Kind" } th.n { "Failed attempts" } th { (when_head) }
                 @if p.state == JobState::InFlight { th { "Worker" } }
                 th { "Last error" }
             } }
@@ -265,9 +265,11 @@ fn job_row(p: &JobPage, j: &JobSummary, select: Option<&str>) -> Markup {
     }
 }
 
+/// Failed attempts charged, of the runs allowed: a job that ran once and failed fatally
+/// was charged none (the same words in the CLI, the UI and docs/cli-json.md).
 fn attempts(j: &JobSummary) -> String {
     match (j.attempt, j.max_attempts) {
-        (Some(a), Some(m)) => format!("{a}/{m}"),
+        (Some(a), Some(m)) => format!("{a} charged of {m} runs"),
         _ => "?".into(),
     }
 }
@@ -329,7 +331,7 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
             dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } @if j.parked { " (parked: waits for a slot of its key)" } }
             dt { "Kind" } dd { (j.kind.as_deref().unwrap_or("? (not a weir envelope)")) }
             dt { "Priority" } dd { (j.priority.unwrap_or("?")) }
-            dt { "Attempts" } dd { (attempts(j)) }
+            dt { "Failed attempts" } dd { (attempts(j)) }
             dt { "Enqueued" } dd { (when(j.enqueued_at, d.now)) }
             @if j.due_at.is_some() { dt { "Due" } dd { (when(j.due_at, d.now)) } }
             @if j.dead_at.is_some() { dt { "Dead since" } dd { (when(j.dead_at, d.now)) } }
