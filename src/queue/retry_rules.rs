@@ -115,7 +115,9 @@ impl FromStr for RetryRule {
         for p in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match p.strip_prefix("attempts=") {
                 Some(n) => {
-                    let n: u32 = n.parse().map_err(|_| bad(format!("attempts {n:?} is not a count")))?;
+                    let n: u32 = n
+                        .parse()
+                        .map_err(|_| bad(format!("attempts {n:?} is not a count")))?;
                     if n == 0 {
                         return Err(bad("attempts must be at least 1".into()));
                     }
@@ -149,16 +151,26 @@ impl FromStr for RetryRule {
 }
 
 fn exponential(parts: &[&str]) -> Result<Schedule> {
-    let (mut base, mut factor, mut cap, mut jitter) = (Duration::from_secs(1), 2.0, Duration::from_secs(3600), 0.5);
+    let (mut base, mut factor, mut cap, mut jitter) =
+        (Duration::from_secs(1), 2.0, Duration::from_secs(3600), 0.5);
     for p in parts {
-        let (k, v) = p.split_once('=').ok_or_else(|| bad(format!("{p:?}: expected name=value")))?;
-        let num = |v: &str| v.parse::<f64>().map_err(|_| bad(format!("{k} {v:?} is not a number")));
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| bad(format!("{p:?}: expected name=value")))?;
+        let num = |v: &str| {
+            v.parse::<f64>()
+                .map_err(|_| bad(format!("{k} {v:?} is not a number")))
+        };
         match k {
             "base" => base = dur(v)?,
             "cap" => cap = dur(v)?,
             "factor" => factor = num(v)?,
             "jitter" => jitter = num(v)?,
-            _ => return Err(bad(format!("unknown exp field {k:?} (base, factor, cap, jitter, attempts)"))),
+            _ => {
+                return Err(bad(format!(
+                    "unknown exp field {k:?} (base, factor, cap, jitter, attempts)"
+                )));
+            }
         }
     }
     if !(1.0..=100.0).contains(&factor) {

@@ -13,7 +13,12 @@ use weir::NewJob;
 async fn drain_says_what_it_waits_for_and_can_leave_delayed_jobs() {
     let ctx = Ctx::new("drain-wait").await;
     ctx.producer()
-        .enqueue(NewJob::new("k", &1).unwrap().id("later").delay(Duration::from_secs(3600)))
+        .enqueue(
+            NewJob::new("k", &1)
+                .unwrap()
+                .id("later")
+                .delay(Duration::from_secs(3600)),
+        )
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -24,12 +29,23 @@ async fn drain_says_what_it_waits_for_and_can_leave_delayed_jobs() {
         log.contains("drain: nothing ready") && log.contains("delayed=1") && log.contains("next_due=")
     })
     .await;
-    assert!(p.wait_timeout(Duration::ZERO).is_none(), "a plain drain waits for the delayed job");
+    assert!(
+        p.wait_timeout(Duration::ZERO).is_none(),
+        "a plain drain waits for the delayed job"
+    );
     p.sigterm();
     assert!(p.wait_timeout(SOON).is_some_and(|s| s.success()));
 
-    let mut p = weir_work(&ctx, "noop", &["--drain", "--drain-ignore-delayed"], dir.path(), "ignore");
-    let status = p.wait_timeout(SOON).expect("the drain exits, leaving the delayed job");
+    let mut p = weir_work(
+        &ctx,
+        "noop",
+        &["--drain", "--drain-ignore-delayed"],
+        dir.path(),
+        "ignore",
+    );
+    let status = p
+        .wait_timeout(SOON)
+        .expect("the drain exits, leaving the delayed job");
     assert!(status.success(), "{status:?}");
     let s = ctx.stats().await;
     assert_eq!((s.delayed, s.ready_total(), s.in_flight), (1, 0, 0));

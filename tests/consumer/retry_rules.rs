@@ -3,7 +3,6 @@
 
 use crate::common::*;
 use crate::support::*;
-use std::time::Duration;
 use weir::queue::retry_rules::{RetryRule, RetryRules};
 use weir::{JobError, NewJob};
 
@@ -16,12 +15,16 @@ fn rule(s: &str) -> RetryRule {
 #[tokio::test]
 async fn a_rule_change_binds_jobs_already_waiting() {
     let ctx = Ctx::new("rule-change").await;
-    RetryRules::set(&mut ctx.c(), &ctx.queue, None, &rule("fixed:1h,attempts=50")).await.unwrap();
+    RetryRules::set(&mut ctx.c(), &ctx.queue, None, &rule("fixed:1h,attempts=50"))
+        .await
+        .unwrap();
     let jobs: Vec<NewJob> = (0..20)
         .map(|i| NewJob::new("k", &i).unwrap().id(format!("w{i}")).max_attempts(50))
         .collect();
     ctx.producer().enqueue_bulk(jobs).await.unwrap();
-    RetryRules::set(&mut ctx.c(), &ctx.queue, None, &rule("fixed:10ms,attempts=3")).await.unwrap();
+    RetryRules::set(&mut ctx.c(), &ctx.queue, None, &rule("fixed:10ms,attempts=3"))
+        .await
+        .unwrap();
     let seen = Seen::default();
     let registry = seen.recording("k", |_| async { Err(JobError::retry("down")) });
     let c = start(&ctx, config(&ctx), registry);
@@ -37,8 +40,17 @@ async fn a_rule_change_binds_jobs_already_waiting() {
 #[tokio::test]
 async fn kind_rule_wins_and_its_delay_is_used() {
     let ctx = Ctx::new("rule-kind").await;
-    RetryRules::set(&mut ctx.c(), &ctx.queue, None, &rule("fixed:10ms,attempts=2")).await.unwrap();
-    RetryRules::set(&mut ctx.c(), &ctx.queue, Some("slow"), &rule("fixed:1h,attempts=9")).await.unwrap();
+    RetryRules::set(&mut ctx.c(), &ctx.queue, None, &rule("fixed:10ms,attempts=2"))
+        .await
+        .unwrap();
+    RetryRules::set(
+        &mut ctx.c(),
+        &ctx.queue,
+        Some("slow"),
+        &rule("fixed:1h,attempts=9"),
+    )
+    .await
+    .unwrap();
     let p = ctx.producer();
     p.enqueue(NewJob::new("fast", &1).unwrap().id("f")).await.unwrap();
     p.enqueue(NewJob::new("slow", &1).unwrap().id("s")).await.unwrap();
@@ -57,7 +69,11 @@ async fn kind_rule_wins_and_its_delay_is_used() {
     wait_stats(&ctx, "fast dead, slow delayed", |s| s.dead == 1 && s.delayed == 1).await;
     c.stop().await;
     assert_eq!(seen.attempts("f"), [0, 1], "the queue's rule: two runs");
-    assert_eq!(seen.attempts("s"), [0], "the kind's rule: one hour to the next run");
+    assert_eq!(
+        seen.attempts("s"),
+        [0],
+        "the kind's rule: one hour to the next run"
+    );
     let now = ctx.now_ms().await;
     let shown = ctx.admin().job("s").await.unwrap().expect("s exists");
     let due = shown.job.due_at.expect("delayed with a due time").as_ms();

@@ -52,7 +52,9 @@ pub(crate) async fn run(a: RetryArgs) -> weir::Result<ExitCode> {
     let rules = RetryRules::load(&mut conn, queue).await?;
     match &rules.queue {
         Some(r) => println!("queue {queue}: retry {r}"),
-        None => println!("queue {queue}: no retry rule (consumers use their own backoff and each job's max_attempts)"),
+        None => println!(
+            "queue {queue}: no retry rule (consumers use their own backoff and each job's max_attempts)"
+        ),
     }
     let mut kinds: Vec<_> = rules.kinds.iter().collect();
     kinds.sort_by_key(|(k, _)| k.as_str());

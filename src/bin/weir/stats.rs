@@ -109,7 +109,9 @@ impl Due {
         let mut o = String::new();
         if let Some(at) = self.next_due_ms {
             let when = std::time::UNIX_EPOCH + Duration::from_millis(at);
-            let wait = when.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+            let wait = when
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
             let wait = Duration::from_secs(wait.as_secs());
             o += &format!(
                 "next due   {} (in {})\n",
@@ -131,8 +133,12 @@ impl Due {
     /// `next_due_at` (ms, null when nothing is delayed) and `retry` (the rules as specs).
     fn add_json(&self, v: &mut serde_json::Value) {
         v["next_due_at"] = self.next_due_ms.into();
-        let kinds: serde_json::Map<String, serde_json::Value> =
-            self.rules.kinds.iter().map(|(k, r)| (k.clone(), r.to_string().into())).collect();
+        let kinds: serde_json::Map<String, serde_json::Value> = self
+            .rules
+            .kinds
+            .iter()
+            .map(|(k, r)| (k.clone(), r.to_string().into()))
+            .collect();
         v["retry"] = serde_json::json!({
             "queue": self.rules.queue.as_ref().map(|r| r.to_string()),
             "kinds": kinds,

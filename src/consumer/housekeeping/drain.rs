@@ -104,7 +104,10 @@ impl DrainWatch {
     /// Logs what the drain waits for: `delayed` jobs and when the next falls due, the
     /// `in_flight` ones and the consumers running the first few.
     async fn tell(&mut self, delayed: u64, in_flight: u64) {
-        let next_due = crate::queue::admin::next_due_of(&mut self.conn, &self.keys).await.ok().flatten();
+        let next_due = crate::queue::admin::next_due_of(&mut self.conn, &self.keys)
+            .await
+            .ok()
+            .flatten();
         let next_due = next_due.map(|ms| {
             humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms)).to_string()
         });

@@ -93,7 +93,9 @@ impl Pool {
         jobs: Vec<Job>,
         permit: Permit,
     ) -> JoinHandle {
-        let key = self.runs.start(jobs.iter().map(|j| Head::of(j, self.rules.by_kind())).collect());
+        let key = self
+            .runs
+            .start(jobs.iter().map(|j| Head::of(j, self.rules.by_kind())).collect());
         let task = tokio::spawn(self.clone().run_batch(h, jobs, permit, key));
         self.runs.set_abort(key, task.abort_handle());
         task

@@ -38,11 +38,20 @@ pub(crate) async fn in_flight_sample<C: ConnectionLike>(
     keys: &QueueKeys,
     n: isize,
 ) -> Result<Vec<(String, Option<String>)>> {
-    let ids: Vec<String> = redis::cmd("ZRANGE").arg(keys.lease()).arg(0).arg(n - 1).query_async(conn).await?;
+    let ids: Vec<String> = redis::cmd("ZRANGE")
+        .arg(keys.lease())
+        .arg(0)
+        .arg(n - 1)
+        .query_async(conn)
+        .await?;
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let by: Vec<Option<String>> = redis::cmd("HMGET").arg(keys.started()).arg(&ids).query_async(conn).await?;
+    let by: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(keys.started())
+        .arg(&ids)
+        .query_async(conn)
+        .await?;
     Ok(ids.into_iter().zip(by).collect())
 }
 

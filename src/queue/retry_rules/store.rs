@@ -34,12 +34,18 @@ impl RetryRules {
         rule: &RetryRule,
     ) -> Result<()> {
         let f = field(kind)?;
-        let _: () = conn.hset(QueueKeys::new(queue)?.settings(), f, rule.to_string()).await?;
+        let _: () = conn
+            .hset(QueueKeys::new(queue)?.settings(), f, rule.to_string())
+            .await?;
         Ok(())
     }
 
     /// Removes the rule of `queue`'s jobs of `kind` (none: the queue's own).
-    pub async fn clear<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str, kind: Option<&str>) -> Result<()> {
+    pub async fn clear<C: ConnectionLike + Send + Sync>(
+        conn: &mut C,
+        queue: &str,
+        kind: Option<&str>,
+    ) -> Result<()> {
         let f = field(kind)?;
         let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), f).await?;
         Ok(())

@@ -40,7 +40,12 @@ fn sidekiq_preset_spans_about_three_weeks() {
 
 #[test]
 fn specs_read_back_what_they_write() {
-    for s in ["sidekiq", "exp:base=2s,factor=1.5,cap=1h,jitter=0.25,attempts=3", "fixed:1s,1m", "sidekiq:attempts=10"] {
+    for s in [
+        "sidekiq",
+        "exp:base=2s,factor=1.5,cap=1h,jitter=0.25,attempts=3",
+        "fixed:1s,1m",
+        "sidekiq:attempts=10",
+    ] {
         let a = r(s);
         assert_eq!(r(&a.to_string()), a, "{s} -> {a}");
     }
@@ -78,5 +83,10 @@ fn kind_rule_wins_over_queue_rule() {
     assert_eq!(rules.rule(Some("sms")).unwrap().delay(0), Duration::from_secs(1));
     assert_eq!(rules.rule(None).unwrap().delay(0), Duration::from_secs(1));
     let bad: HashMap<String, String> = [("retry:x".to_owned(), "nope".to_owned())].into_iter().collect();
-    assert!(RetryRules::from_hash(&bad).unwrap_err().to_string().contains("retry:x"));
+    assert!(
+        RetryRules::from_hash(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("retry:x")
+    );
 }
