@@ -8,7 +8,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
 use weir::Stats;
-use weir::admin::types::{JobPage, JobState, JobSummary, QueueList};
+use weir::admin::types::{JobPage, JobState, JobSummary, QueueList, Timestamp};
 
 /// Jobs per page unless `limit` says otherwise.
 const PAGE: usize = 50;
@@ -138,8 +138,10 @@ pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) ->
         let limit = q.limit.unwrap_or(PAGE);
         let stats = handle.stats().await?;
         let jobs = handle.jobs(state, q.kind(), limit, q.cursor()).await?;
+        // When the next delayed job (a retry's next attempt) falls due.
+        let next_due = handle.next_due().await?.map(Timestamp);
         let body = html! {
-            (queue_head(&app, name, &stats))
+            (queue_head(&app, name, &stats, (next_due, jobs.now)))
             (q.flash())
             (tabs(name, state, &stats))
             (kind_filter(name, state, q.kind()))
@@ -151,7 +153,7 @@ pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) ->
     render(&app, r.await)
 }
 
-fn queue_head(app: &App, name: &str, s: &Stats) -> Markup {
+fn queue_head(app: &App, name: &str, s: &Stats, (next_due, now): (Option<Timestamp>, Timestamp)) -> Markup {
     let fields = [("queue", name)];
     html! {
         div.head {
@@ -166,6 +168,7 @@ fn queue_head(app: &App, name: &str, s: &Stats) -> Markup {
         dl.cards {
             div { dt { "Ready" } dd { (s.ready_total()) } }
             div { dt { "Delayed" } dd { (s.delayed) } }
+            div { dt { "Next due" } dd { (when(next_due, now)) } }
             div { dt { "In flight" } dd { (s.in_flight) } }
             div { dt { "Dead" } dd { (s.dead) small { " / cap " (s.dead_cap) } } }
             div { dt { "Deferred" } dd { (s.deferred) } }
