@@ -59,8 +59,12 @@ pub struct ConsumerConfig {
     pub reclaimer: ReclaimerConfig,
     /// How long running jobs may take to finish at shutdown, any duration (default 30 s).
     pub shutdown_timeout: Duration,
-    /// Stop by itself once nothing is ready, delayed or in flight (default false).
+    /// Stop by itself once nothing is ready, delayed or in flight (default false). While
+    /// only delayed or in-flight jobs keep it going, it logs once what it waits for.
     pub drain: bool,
+    /// With `drain`: stop once nothing is ready or in flight, leaving delayed jobs (retries
+    /// not yet due, jobs enqueued for later) for a later run (default false).
+    pub drain_ignore_delayed: bool,
     /// Record metrics (default true; they reach Prometheus once `metrics::install` ran).
     pub metrics: bool,
     /// Run even if Redis may evict keys (its `maxmemory-policy` is not `noeviction`),
@@ -111,6 +115,7 @@ impl Default for ConsumerConfig {
             reclaimer: ReclaimerConfig::default(),
             shutdown_timeout: Self::DEFAULT_SHUTDOWN_TIMEOUT,
             drain: false,
+            drain_ignore_delayed: false,
             metrics: true,
             allow_eviction: false,
         }

@@ -15,21 +15,24 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-/// A job of a run: its id, its lease ([`Job::lease`](crate::Job)), and the attempt it
-/// runs at with its `max_attempts`.
+/// A job of a run: its id, its lease ([`Job::lease`](crate::Job)), the attempt it runs
+/// at with its `max_attempts`, and its kind when a kind has a retry rule of its own.
 #[derive(Debug, Clone)]
 pub(crate) struct Head {
     pub id: String,
     pub lease: u64,
     pub attempt: (u32, u32),
+    pub kind: Option<String>,
 }
 
 impl Head {
-    pub(crate) fn of(job: &crate::Job) -> Self {
+    /// `job`'s head; its kind is kept only `by_kind` (no cost per job otherwise).
+    pub(crate) fn of(job: &crate::Job, by_kind: bool) -> Self {
         Self {
             id: job.id.clone(),
             lease: job.lease,
             attempt: (job.attempt, job.max_attempts),
+            kind: by_kind.then(|| job.kind.clone()),
         }
     }
 }
@@ -110,12 +113,14 @@ pub(crate) async fn abandon(
         id,
         lease,
         attempt: (attempt, max_attempts),
+        ..
     } in jobs
     {
         let outcome = Outcome::Retry {
             delay_ms: retry.delay(attempt).as_millis() as u64,
             error: error.clone(),
             spent: attempt.saturating_add(1) >= max_attempts,
+            max: None,
         };
         // The acker takes every message until the last sender is gone.
         let _ = acker.send(AckerMsg::Done(Done { id, lease, outcome })).await;

@@ -93,6 +93,7 @@ impl Consumer {
         let runs = Arc::new(Runs::default());
         let pool = Pool {
             config: c.pool.clone(),
+            rules: watch.as_ref().map_or_else(Default::default, |w| w.rules.clone()),
             registry: self.registry.clone(),
             limit: self.limit.clone(),
             limiter: self.limiter.clone(),
@@ -107,7 +108,8 @@ impl Consumer {
             inline: Default::default(),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
-        let drain = DrainWatch::new(conn.clone(), keys.clone(), self.running.clone(), leases, nudge);
+        let drain = DrainWatch::new(conn.clone(), keys.clone(), self.running.clone(), leases, nudge)
+            .ignoring_delayed(c.drain_ignore_delayed);
         let mut key_shares = None;
         if let Some(limiters) = &self.key_limiters {
             let shares = KeyShares {

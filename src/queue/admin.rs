@@ -14,6 +14,8 @@
 mod jobs;
 mod lane_jobs;
 mod lanes;
+mod next_due;
+pub(crate) use next_due::{in_flight_sample, next_due_of};
 mod registry;
 pub mod types;
 mod workers;

@@ -12,6 +12,7 @@ pub mod keys;
 pub mod partitions;
 pub mod producer;
 pub mod retry;
+pub mod retry_rules;
 mod spread;
 // The typed script wrappers: public so the script tables in tests/scripts and the
 // `scripts` bench can call each script alone, not an API for applications (they use

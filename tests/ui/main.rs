@@ -10,6 +10,7 @@ mod common;
 mod actions;
 mod api;
 mod partitions;
+mod retry;
 mod security;
 
 use common::*;

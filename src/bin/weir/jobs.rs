@@ -82,7 +82,7 @@ fn render_page(p: &JobPage) -> String {
         JobState::Dead => "DEAD SINCE",
     };
     let mut rows = vec![
-        ["ID", "KIND", "ATTEMPT", time_col, "LAST ERROR"]
+        ["ID", "KIND", "FAILED ATTEMPTS", time_col, "LAST ERROR"]
             .map(String::from)
             .to_vec(),
     ];
@@ -110,9 +110,11 @@ fn render_page(p: &JobPage) -> String {
     table(&rows)
 }
 
+/// Failed attempts charged, of the runs allowed: a job that ran once and failed fatally
+/// was charged none (the same words in the CLI, the UI and docs/cli-json.md).
 fn attempts(j: &JobSummary) -> String {
     match (j.attempt, j.max_attempts) {
-        (Some(a), Some(m)) => format!("{a}/{m}"),
+        (Some(a), Some(m)) => format!("{a} charged of {m} runs"),
         _ => "?".into(),
     }
 }
@@ -274,7 +276,7 @@ fn render_detail(d: &JobDetail) -> String {
         line("key", k);
     }
     line("priority", j.priority.unwrap_or("?").into());
-    line("attempts", attempts(j));
+    line("failed attempts", attempts(j));
     if let Some(t) = j.enqueued_at {
         line("enqueued", when(t, d.now));
     }

@@ -13,6 +13,7 @@ mod limits;
 mod output;
 mod queue;
 mod queues;
+mod retry;
 mod stats;
 mod ui;
 mod work;
@@ -117,6 +118,8 @@ enum Command {
     Work(work::WorkArgs),
     /// Show or change the limits running consumers apply within a second (no restart).
     Limits(limits::LimitsArgs),
+    /// Show or change the retry rules (delays, runs in all) of the queue and its kinds.
+    Retry(retry::RetryArgs),
     /// Show the queue's sizes and counters.
     Stats(stats::StatsArgs),
     /// List every queue in this Redis with its sizes and rates.
@@ -301,6 +304,7 @@ fn main() -> ExitCode {
             Command::Enqueue(a) => enqueue::run(a).await,
             Command::Work(a) => work::run(a).await.map(|_| ExitCode::SUCCESS),
             Command::Limits(a) => limits::run(a).await,
+            Command::Retry(a) => retry::run(a).await,
             Command::Stats(a) => stats::run(a).await,
             Command::Queues(a) => queues::run(a).await,
             Command::Jobs(a) => jobs::run_list(a).await,

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::Stats;
+use weir::queue::retry_rules::RetryRules;
 use weir::settings::Settings;
 
 #[derive(Args, Debug)]
@@ -45,13 +46,14 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
     if !a.watch {
         let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
+        let due = Due::read(&q, &mut conn, &a.common.queue).await?;
         if a.json {
-            println!(
-                "{}",
-                serde_json::to_string(&as_json(&a.common.queue, &s, &limits, lanes.as_deref()))?
-            );
+            let mut v = as_json(&a.common.queue, &s, &limits, lanes.as_deref());
+            due.add_json(&mut v);
+            println!("{}", serde_json::to_string(&v)?);
         } else {
             print!("{}", render(&a.common.queue, &s, &limits, None));
+            print!("{}", due.render());
             print!("{}", render_lanes(lanes.as_deref(), a.partitions));
         }
         return Ok(ExitCode::SUCCESS);
@@ -61,6 +63,7 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
     loop {
         let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
+        let due = Due::read(&q, &mut conn, &a.common.queue).await?;
         let now = std::time::Instant::now();
         let rates = prev
             .as_ref()
@@ -69,8 +72,9 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
         // Clear the screen and home the cursor, then draw the frame.
         let _ = write!(
             out,
-            "\x1b[2J\x1b[H{}{}",
+            "\x1b[2J\x1b[H{}{}{}",
             render(&a.common.queue, &s, &limits, rates.as_ref()),
+            due.render(),
             render_lanes(lanes.as_deref(), a.partitions)
         );
         let _ = out.flush();
@@ -83,6 +87,62 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
             _ = tokio::time::sleep(a.interval) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
+    }
+}
+
+/// When the next delayed job (a retry's next attempt) falls due, and the retry rules in
+/// force (`weir retry set`).
+struct Due {
+    next_due_ms: Option<u64>,
+    rules: RetryRules,
+}
+
+impl Due {
+    async fn read(q: &weir::Queue, conn: &mut weir::Conn, queue: &str) -> weir::Result<Self> {
+        Ok(Self {
+            next_due_ms: q.next_due().await?,
+            rules: RetryRules::load(conn, queue).await?,
+        })
+    }
+
+    fn render(&self) -> String {
+        let mut o = String::new();
+        if let Some(at) = self.next_due_ms {
+            let when = std::time::UNIX_EPOCH + Duration::from_millis(at);
+            let wait = when
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            let wait = Duration::from_secs(wait.as_secs());
+            o += &format!(
+                "next due   {} (in {})\n",
+                humantime::format_rfc3339_seconds(when),
+                humantime::format_duration(wait)
+            );
+        }
+        if let Some(r) = &self.rules.queue {
+            o += &format!("retry      {r}\n");
+        }
+        let mut kinds: Vec<_> = self.rules.kinds.iter().collect();
+        kinds.sort_by_key(|(k, _)| k.as_str());
+        for (k, r) in kinds {
+            o += &format!("retry      kind {k}: {r}\n");
+        }
+        o
+    }
+
+    /// `next_due_at` (ms, null when nothing is delayed) and `retry` (the rules as specs).
+    fn add_json(&self, v: &mut serde_json::Value) {
+        v["next_due_at"] = self.next_due_ms.into();
+        let kinds: serde_json::Map<String, serde_json::Value> = self
+            .rules
+            .kinds
+            .iter()
+            .map(|(k, r)| (k.clone(), r.to_string().into()))
+            .collect();
+        v["retry"] = serde_json::json!({
+            "queue": self.rules.queue.as_ref().map(|r| r.to_string()),
+            "kinds": kinds,
+        });
     }
 }
 

@@ -79,8 +79,14 @@ pub(crate) struct WorkArgs {
     pub shutdown_timeout: Duration,
     /// Exit once nothing is ready, delayed or in flight (with several queues: each queue's
     /// pipeline stops once that queue is empty, and the command exits when every one is).
+    /// Delayed jobs count: a retry due in an hour keeps it running for that hour (it logs
+    /// once what it waits for); see --drain-ignore-delayed.
     #[arg(long)]
     pub drain: bool,
+    /// With --drain: exit once nothing is ready or in flight, leaving delayed jobs
+    /// (retries not yet due, jobs enqueued for later) in the queue for a later run.
+    #[arg(long, requires = "drain")]
+    pub drain_ignore_delayed: bool,
     /// Envelope size limit in bytes; bigger envelopes are left for a consumer with a
     /// larger limit, and dead-lettered after --unknown-kind-grace.
     #[arg(long, default_value_t = FetcherConfig::DEFAULT_MAX_ENVELOPE_BYTES)]
@@ -136,6 +142,7 @@ impl WorkArgs {
             unknown_kind_grace: c.pool.unknown_kind_grace,
             shutdown_timeout: c.shutdown_timeout,
             drain: c.drain,
+            drain_ignore_delayed: c.drain_ignore_delayed,
             max_envelope_bytes: c.fetcher.max_envelope_bytes,
             dead_cap: None,
             allow_eviction: c.allow_eviction,
@@ -159,6 +166,7 @@ impl WorkArgs {
         c.rate = self.limits.rate();
         c.shutdown_timeout = self.shutdown_timeout;
         c.drain = self.drain;
+        c.drain_ignore_delayed = self.drain_ignore_delayed;
         c.fetcher.batch = self.batch;
         c.fetcher.pipeline = self.pipeline;
         c.fetcher.max_envelope_bytes = self.max_envelope_bytes;

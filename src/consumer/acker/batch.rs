@@ -175,6 +175,19 @@ fn settle_item(d: &Done, l: &Lease) -> Settle {
     let id = l.name().to_string();
     match &d.outcome {
         Outcome::Ack => Settle::Ack { id, token: l.token },
+        Outcome::Retry {
+            delay_ms,
+            error,
+            max: Some(max),
+            ..
+        } => Settle::RetryWithin {
+            id,
+            token: l.token,
+            priority: l.priority,
+            delay_ms: *delay_ms,
+            error: error.clone(),
+            max_attempts: *max,
+        },
         Outcome::Retry { delay_ms, error, .. } => Settle::Retry {
             id,
             token: l.token,

@@ -34,10 +34,12 @@ pub(crate) enum Outcome {
     Ack,
     /// `spent`: this was the job's last attempt, so the settle script dead-letters it
     /// (the same test the script makes); it is counted as dead, not retried.
+    /// `max`: the runs a retry rule allows, in place of the envelope's count.
     Retry {
         delay_ms: u64,
         error: String,
         spent: bool,
+        max: Option<u32>,
     },
     /// Put back after `delay_ms` without charging an attempt; dead (`reason` in the
     /// dead-letter reason) once the job's deferrals are over `budget`. `cause` labels the

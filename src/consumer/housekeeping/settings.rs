@@ -11,6 +11,7 @@ use crate::consumer::settings::Settings;
 use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
 use crate::queue::keys::QueueKeys;
+use crate::queue::retry_rules::{LiveRules, RetryRules};
 use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, Streak};
 use redis::AsyncCommands;
@@ -35,6 +36,12 @@ pub(crate) struct SettingsWatch {
     seen: Settings,
     /// The last read did not parse (reported once).
     unparsed: bool,
+    /// The retry rules in force (`weir retry set`), read by the pool.
+    pub(crate) rules: Arc<LiveRules>,
+    /// The retry rules last read.
+    seen_rules: RetryRules,
+    /// The last read's retry rules did not parse (reported once).
+    rules_unparsed: bool,
 }
 
 impl SettingsWatch {
@@ -56,6 +63,9 @@ impl SettingsWatch {
             fixed,
             seen: Settings::default(),
             unparsed: false,
+            rules: Arc::default(),
+            seen_rules: RetryRules::default(),
+            rules_unparsed: false,
         }
     }
 
@@ -114,6 +124,7 @@ impl SettingsWatch {
     /// One read of the settings hash; what changed since the last read is applied.
     async fn poll(&mut self) -> redis::RedisResult<()> {
         let hash: HashMap<String, String> = self.conn.hgetall(&self.key).await?;
+        self.poll_rules(&hash);
         match Settings::from_hash(&hash) {
             Ok(s) => {
                 self.unparsed = false;
@@ -129,6 +140,26 @@ impl SettingsWatch {
             Err(_) => {}
         }
         Ok(())
+    }
+
+    /// Puts the retry rules of `hash` in force when they changed; rules that do not parse
+    /// are reported (once per change) and the ones in force stay.
+    fn poll_rules(&mut self, hash: &HashMap<String, String>) {
+        let read = RetryRules::from_hash(hash);
+        let unparsed = read.is_err();
+        match read {
+            Ok(r) if r != self.seen_rules => {
+                tracing::info!(queue = ?r.queue.as_ref().map(|r| r.to_string()), kinds = r.kinds.len(), "retry rules applied");
+                self.rules.set(r.clone());
+                self.seen_rules = r;
+            }
+            Ok(_) => {}
+            Err(e) if !self.rules_unparsed => {
+                tracing::warn!(error = %e, "cannot read retry rules; keeping the current ones");
+            }
+            Err(_) => {}
+        }
+        self.rules_unparsed = unparsed;
     }
 
     fn apply(&self, s: &Settings, before: &Settings) {

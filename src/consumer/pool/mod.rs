@@ -39,6 +39,8 @@ use tokio_util::sync::CancellationToken;
 /// The worker pool task.
 pub(crate) struct Pool {
     pub config: PoolConfig,
+    /// The queue's retry rules in force (`weir retry set`), kept by the settings watch.
+    pub rules: Arc<crate::queue::retry_rules::LiveRules>,
     pub registry: Arc<Registry>,
     pub limit: Arc<Limit>,
     /// Told of every finished job when the limit is adaptive (with `key_limiters`: of

@@ -32,7 +32,7 @@ impl Pool {
         permit: Permit,
         wave: &mut Wave,
     ) {
-        let head = Head::of(&job);
+        let head = Head::of(&job, self.rules.by_kind());
         let call = if self.inline.allowed() {
             // The call's start is the poll's, read once, and a call that finishes in the
             // poll gives its duration back: two clock reads fewer per job.
@@ -46,7 +46,7 @@ impl Pool {
             if let Some(result) = result {
                 // Outcome first, permit after: the wave sends the one, then drops the other.
                 wave.done.push(Done {
-                    outcome: self.outcome(head.attempt, result),
+                    outcome: self.outcome(head.attempt, head.kind.as_deref(), result),
                     id: head.id,
                     lease: head.lease,
                 });
@@ -63,7 +63,7 @@ impl Pool {
 
     /// Spawns the run of one job, registered in [`Runs`](super::Runs); returns its task.
     pub(crate) fn spawn_one(self: &Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) -> JoinHandle {
-        let head = Head::of(&job);
+        let head = Head::of(&job, self.rules.by_kind());
         let call = self.clone().call_one(h, job, None);
         self.spawn_call(head, call, permit)
     }
@@ -93,7 +93,9 @@ impl Pool {
         jobs: Vec<Job>,
         permit: Permit,
     ) -> JoinHandle {
-        let key = self.runs.start(jobs.iter().map(Head::of).collect());
+        let key = self
+            .runs
+            .start(jobs.iter().map(|j| Head::of(j, self.rules.by_kind())).collect());
         let task = tokio::spawn(self.clone().run_batch(h, jobs, permit, key));
         self.runs.set_abort(key, task.abort_handle());
         task
@@ -130,7 +132,7 @@ impl Pool {
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit, key: u64) {
-        let heads: Vec<Head> = jobs.iter().map(Head::of).collect();
+        let heads: Vec<Head> = jobs.iter().map(|j| Head::of(j, self.rules.by_kind())).collect();
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let n = heads.len();
         let started = Instant::now();
@@ -233,16 +235,19 @@ impl Pool {
 
     /// Sends the outcome of a job's run.
     async fn finish(&self, head: Head, result: JobResult) {
-        let outcome = self.outcome(head.attempt, result);
+        let outcome = self.outcome(head.attempt, head.kind.as_deref(), result);
         let Head { id, lease, .. } = head;
         // The acker outlives every worker; a closed channel means the process is exiting
         // and the lease brings the job back.
         let _ = self.acker.send(AckerMsg::Done(Done { id, lease, outcome })).await;
     }
 
-    /// The outcome of a job that ran at `(attempt, max_attempts)`. Backpressure is not a
-    /// failure of the job: it is deferred, uncharged, within the deferral budget.
-    fn outcome(&self, (attempt, max_attempts): (u32, u32), result: JobResult) -> Outcome {
+    /// The outcome of a job of `kind` (given when a kind has a retry rule) that ran at
+    /// `(attempt, max_attempts)`. Backpressure is not a failure of the job: it is
+    /// deferred, uncharged, within the deferral budget. A failure's delay and the runs
+    /// allowed come from the retry rules in force now (kind, else queue, else this
+    /// consumer's policy and the envelope's count).
+    fn outcome(&self, (attempt, max_attempts): (u32, u32), kind: Option<&str>, result: JobResult) -> Outcome {
         match result {
             Ok(()) => Outcome::Ack,
             Err(e) if e.backpressure => {
@@ -256,11 +261,18 @@ impl Pool {
                 }
             }
             Err(e) if e.retryable => {
-                let delay = e.retry_after.unwrap_or_else(|| self.config.retry.delay(attempt));
+                let rules = self.rules.get();
+                let rule = rules.rule(kind);
+                let delay = e.retry_after.unwrap_or_else(|| match rule {
+                    Some(r) => r.delay(attempt),
+                    None => self.config.retry.delay(attempt),
+                });
+                let max = rule.and_then(|r| r.attempts);
                 Outcome::Retry {
                     delay_ms: delay.as_millis() as u64,
                     error: e.message,
-                    spent: attempt.saturating_add(1) >= max_attempts,
+                    spent: attempt.saturating_add(1) >= max.unwrap_or(max_attempts),
+                    max,
                 }
             }
             Err(e) => Outcome::Dead { reason: e.message },

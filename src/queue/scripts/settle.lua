@@ -13,6 +13,9 @@
 -- item: a job id or an inline job's envelope; an inline job is adopted first):
 --   'R', id, token, priority (0-2), delay (ms), error
 --        retry: attempt + 1 and back to delayed, or dead-letter once attempts are spent
+--   'r', id, token, priority (0-2), delay (ms), error, max
+--        the same, but attempts are spent at `max` runs (a retry rule's count) rather
+--        than at the envelope's max_attempts
 --   'F', id, token, priority (0-2), delay (ms), max deferrals, max age (ms), cause, reason
 --        defer: back to delayed with the attempt untouched (backpressure, a kind or size
 --        this consumer cannot take); the job's deferral record counts it under its cause
@@ -62,7 +65,7 @@ local function shape()
     if flags % 2 == 1 then has.marked = true end
     i = i + 3 + k
   end
-  local sizes = { R = 6, F = 9, D = 4 }
+  local sizes = { R = 6, r = 7, F = 9, D = 4 }
   while i <= #ARGV do
     local op = ARGV[i]
     if sizes[op] then
@@ -71,6 +74,7 @@ local function shape()
         arg_whole(i + 3, 'a priority', 0, 2)
         arg_whole(i + 4, 'a delay (ms)', 0)
       end
+      if op == 'r' then arg_whole(i + 6, 'a max attempts', 1) end
       if op == 'F' then
         arg_whole(i + 5, 'max deferrals', 0)
         arg_whole(i + 6, 'max deferral age (ms)', 0)
@@ -154,8 +158,10 @@ end
 -- 3. failures and marks, one group at a time (the rare path)
 while i <= #ARGV do
   local op = ARGV[i]
-  if op == 'R' or op == 'D' or op == 'F' then
+  if op == 'R' or op == 'r' or op == 'D' or op == 'F' then
     local item, token = ARGV[i + 1], ARGV[i + 2]
+    -- (checked by shape)
+    local rule_max = op == 'r' and tonumber(ARGV[i + 6]) or nil
     -- (an id settled earlier in this call has no lease left: not held)
     local held = lease_held(item, redis.call('ZSCORE', K.lease, item), token)
     local id = item
@@ -163,11 +169,12 @@ while i <= #ARGV do
       end_leases({ item })
       id = adopt(item)
     end
-    if op == 'R' then
+    if op == 'R' or op == 'r' then
       if held then
         local env = redis.call('HGET', K.jobs, id)
         local attempt, max = nil, nil
         if env then attempt, max = header(env) end
+        if attempt and rule_max then max = rule_max end
         local err = ARGV[i + 5]
         if env and attempt and attempt + 1 < max then
           redis.call('HSET', K.jobs, id, with_attempt(env, attempt + 1))
@@ -180,7 +187,7 @@ while i <= #ARGV do
           buried = buried + 1
         end
       end
-      i = i + 6
+      i = i + (op == 'r' and 7 or 6)
     elseif op == 'F' then
       if held then
         local p, delay = tonumber(ARGV[i + 3]) + 1, tonumber(ARGV[i + 4])

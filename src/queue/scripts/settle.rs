@@ -58,6 +58,22 @@ pub enum Settle {
         /// up the grace of a kind this consumer lacks, and the other way round).
         cause: DeferReason,
     },
+    /// As [`Settle::Retry`], but dead once `max_attempts` runs are spent, whatever the
+    /// envelope's `max_attempts` (a retry rule's count, `weir retry set`).
+    RetryWithin {
+        /// Job id.
+        id: String,
+        /// Lease deadline token.
+        token: u64,
+        /// Priority to return at.
+        priority: Priority,
+        /// Backoff, ms.
+        delay_ms: u64,
+        /// The error, kept as the job's last error.
+        error: String,
+        /// Runs allowed in all, at least 1.
+        max_attempts: u32,
+    },
     /// To the dead-letter queue now.
     Dead {
         /// Job id.
@@ -76,6 +92,7 @@ impl Settle {
         match self {
             Settle::Ack { id, .. }
             | Settle::Retry { id, .. }
+            | Settle::RetryWithin { id, .. }
             | Settle::Defer { id, .. }
             | Settle::Dead { id, .. } => id,
         }
@@ -92,6 +109,7 @@ impl Settle {
         match self {
             Settle::Ack { token, .. }
             | Settle::Retry { token, .. }
+            | Settle::RetryWithin { token, .. }
             | Settle::Defer { token, .. }
             | Settle::Dead { token, .. } => *token,
         }
@@ -160,6 +178,21 @@ pub async fn settle_marked<C: ConnectionLike>(
                 .arg(*priority as u8)
                 .arg(*delay_ms)
                 .arg(error),
+            Settle::RetryWithin {
+                id,
+                token,
+                priority,
+                delay_ms,
+                error,
+                max_attempts,
+            } => inv
+                .arg("r")
+                .arg(id)
+                .arg(*token)
+                .arg(*priority as u8)
+                .arg(*delay_ms)
+                .arg(error)
+                .arg(*max_attempts),
             Settle::Defer {
                 id,
                 token,

@@ -8,7 +8,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
 use weir::Stats;
-use weir::admin::types::{JobPage, JobState, JobSummary, QueueList};
+use weir::admin::types::{JobPage, JobState, JobSummary, QueueList, Timestamp};
 
 /// Jobs per page unless `limit` says otherwise.
 const PAGE: usize = 50;
@@ -138,8 +138,10 @@ pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) ->
         let limit = q.limit.unwrap_or(PAGE);
         let stats = handle.stats().await?;
         let jobs = handle.jobs(state, q.kind(), limit, q.cursor()).await?;
+        // When the next delayed job (a retry's next attempt) falls due.
+        let next_due = handle.next_due().await?.map(Timestamp);
         let body = html! {
-            (queue_head(&app, name, &stats))
+            (queue_head(&app, name, &stats, (next_due, jobs.now)))
             (q.flash())
             (tabs(name, state, &stats))
             (kind_filter(name, state, q.kind()))
@@ -151,7 +153,7 @@ pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) ->
     render(&app, r.await)
 }
 
-fn queue_head(app: &App, name: &str, s: &Stats) -> Markup {
+fn queue_head(app: &App, name: &str, s: &Stats, (next_due, now): (Option<Timestamp>, Timestamp)) -> Markup {
     let fields = [("queue", name)];
     html! {
         div.head {
@@ -166,6 +168,7 @@ fn queue_head(app: &App, name: &str, s: &Stats) -> Markup {
         dl.cards {
             div { dt { "Ready" } dd { (s.ready_total()) } }
             div { dt { "Delayed" } dd { (s.delayed) } }
+            div { dt { "Next due" } dd { (when(next_due, now)) } }
             div { dt { "In flight" } dd { (s.in_flight) } }
             div { dt { "Dead" } dd { (s.dead) small { " / cap " (s.dead_cap) } } }
             div { dt { "Deferred" } dd { (s.deferred) } }
@@ -232,7 +235,7 @@ pub(crate) fn job_table(p: &JobPage, select: Option<&str>) -> Markup {
         table.data.jobs {
             thead { tr {
                 @if select.is_some() { th { input type="checkbox" data-select-all title="Select all"; } }
-                th { "Id" } th { "Kind" } th.n { "Attempt" } th { (when_head) }
+                th { "Id" } th { "Kind" } th.n { "Failed attempts" } th { (when_head) }
                 @if p.state == JobState::InFlight { th { "Worker" } }
                 th { "Last error" }
             } }
@@ -265,9 +268,11 @@ fn job_row(p: &JobPage, j: &JobSummary, select: Option<&str>) -> Markup {
     }
 }
 
+/// Failed attempts charged, of the runs allowed: a job that ran once and failed fatally
+/// was charged none (the same words in the CLI, the UI and docs/cli-json.md).
 fn attempts(j: &JobSummary) -> String {
     match (j.attempt, j.max_attempts) {
-        (Some(a), Some(m)) => format!("{a}/{m}"),
+        (Some(a), Some(m)) => format!("{a} charged of {m} runs"),
         _ => "?".into(),
     }
 }
@@ -329,7 +334,7 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
             dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } @if j.parked { " (parked: waits for a slot of its key)" } }
             dt { "Kind" } dd { (j.kind.as_deref().unwrap_or("? (not a weir envelope)")) }
             dt { "Priority" } dd { (j.priority.unwrap_or("?")) }
-            dt { "Attempts" } dd { (attempts(j)) }
+            dt { "Failed attempts" } dd { (attempts(j)) }
             dt { "Enqueued" } dd { (when(j.enqueued_at, d.now)) }
             @if j.due_at.is_some() { dt { "Due" } dd { (when(j.due_at, d.now)) } }
             @if j.dead_at.is_some() { dt { "Dead since" } dd { (when(j.dead_at, d.now)) } }
