@@ -1,5 +1,5 @@
 # Everyday commands. `make test` is what CI runs.
-.PHONY: fmt lint test bench demo loadtest loadtest-chart soak model
+.PHONY: fmt lint test bench demo loadtest loadtest-chart scenarios soak model
 
 fmt:
 	cargo fmt --all
@@ -22,6 +22,11 @@ demo:
 
 loadtest:
 	cargo run --release -p weir-loadtest -- drain --jobs 200000
+
+# The adaptive limiter's scenario suite (docs/limiter.md), about four minutes; charts in
+# reports/scenarios/NAME/. ONLY=capacity-steps,cold-start runs some.
+scenarios:
+	cargo run --release -p weir-loadtest -- scenarios --quiet --out reports/scenarios $(if $(ONLY),--only $(ONLY))
 
 # Regenerates the chart in docs/ from a real downstream run (about a minute).
 loadtest-chart:

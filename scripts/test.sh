@@ -61,3 +61,6 @@ cargo run --quiet --bin weir -- demo --jobs 20000
 WEIR_BIN=target/debug/weir SOAK_JOBS=2000 SOAK_CAP=300 bash scripts/soak.sh
 # weir against the bare reliable queue, small (about 10 s in a debug build).
 cargo run --quiet -p weir-loadtest -- drain --compare-bare --jobs 20000 --reps 1 --quiet >/dev/null
+# One limiter scenario, a fifth as long (about 10 s in a debug build): 429s with
+# Retry-After for 2 s, every job acked (`make scenarios` runs the suite).
+cargo run --quiet -p weir-loadtest -- scenarios --quick --only retry-after-storm --quiet >/dev/null

@@ -32,6 +32,10 @@ pub enum Scenario {
     /// Jobs spread over many keys, one slow or hot: run without it, then with it, and
     /// compare the other keys' throughput (per-key limits).
     Keys(KeysArgs),
+    /// The adaptive limiter's named scenarios (plain errors, an error burst, a latency
+    /// knee, capacity steps, a Retry-After storm, a cold start, a fleet), each with a
+    /// RESULT line and charts.
+    Scenarios(crate::scenarios::suite::SuiteArgs),
     /// Serve the simulated downstream over local HTTP (for HTTP handlers).
     ServeDownstream(crate::http::ServeArgs),
     /// Watch how often, and how long, the machine pauses a thread that never waits (one
@@ -52,6 +56,7 @@ impl Scenario {
             Scenario::Downstream(a) => Some(&a.common),
             Scenario::Chaos(a) => Some(&a.common),
             Scenario::Keys(a) => Some(&a.common),
+            Scenario::Scenarios(a) => Some(&a.common),
             Scenario::Consumer(_) | Scenario::ServeDownstream(_) | Scenario::Pauses(_) => None,
         }
     }

@@ -60,6 +60,13 @@ pub struct Config {
     pub jitter: f64,
     /// Probability that a call fails regardless of load.
     pub error_rate: f64,
+    /// The HTTP status of those failures: 500 (the job's own failure), 429 or 503
+    /// (overload answers, with `retry_after`).
+    pub error_status: u16,
+    /// When the failures happen: from..until into the script (`None`: always).
+    pub error_window: Option<(Duration, Duration)>,
+    /// The Retry-After a 429 or 503 failure carries.
+    pub retry_after: Duration,
     /// Calls beyond `capacity · hard_factor` fail fast.
     pub hard_factor: f64,
     /// Seed of the jitter and error draws.
@@ -89,6 +96,12 @@ impl Config {
         self.capacity_at(elapsed) as f64 / self.base_latency.as_secs_f64().max(1e-6)
     }
 
+    /// Whether the baseline failures happen `elapsed` into the script.
+    pub fn errors_at(&self, elapsed: Duration) -> bool {
+        self.error_window
+            .is_none_or(|(from, until)| elapsed >= from && elapsed < until)
+    }
+
     /// p95 latency of a call below the knee: the jitter is uniform, so its 95th
     /// percentile is 0.9 of its range.
     pub fn no_load_p95(&self) -> Duration {
@@ -112,8 +125,8 @@ impl Config {
 pub enum Failure {
     /// Over the hard limit: shed at once (retry later, slow down).
     Overloaded,
-    /// A baseline error.
-    Failed,
+    /// A baseline error, answered with this HTTP status.
+    Failed(u16),
 }
 
 /// A running simulated downstream; share it with `Arc`.
@@ -135,6 +148,11 @@ pub fn unix_ms() -> u64 {
 }
 
 impl Downstream {
+    /// The model's settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// A downstream whose script starts at `epoch_ms`.
     pub fn new(config: Config, epoch_ms: u64) -> Self {
         Self {
@@ -154,7 +172,8 @@ impl Downstream {
     pub async fn call(&self) -> Result<(), Failure> {
         let n = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         let _guard = InFlight(&self.in_flight);
-        let cap = self.config.capacity_at(self.elapsed());
+        let elapsed = self.elapsed();
+        let cap = self.config.capacity_at(elapsed);
         let (u, e) = (self.draw() * 2.0 - 1.0, self.draw());
         let Some(latency) = self.config.latency(n, cap, u) else {
             // Shedding is cheap for the service but not free: a short wait.
@@ -162,8 +181,8 @@ impl Downstream {
             return Err(Failure::Overloaded);
         };
         tokio::time::sleep(latency).await;
-        if e < self.config.error_rate {
-            return Err(Failure::Failed);
+        if e < self.config.error_rate && self.config.errors_at(elapsed) {
+            return Err(Failure::Failed(self.config.error_status));
         }
         Ok(())
     }
@@ -200,6 +219,9 @@ mod tests {
             base_latency: Duration::from_millis(20),
             jitter: 0.0,
             error_rate: 0.0,
+            error_status: 500,
+            error_window: None,
+            retry_after: Duration::from_secs(1),
             hard_factor: 2.0,
             seed: 1,
         }
@@ -228,5 +250,24 @@ mod tests {
         assert_eq!(c.latency(401, 200, 0.0), None);
         let jittered = Config { jitter: 0.1, ..c };
         assert_eq!(jittered.latency(1, 200, 1.0), Some(Duration::from_millis(22)));
+    }
+
+    #[tokio::test]
+    async fn failures_keep_to_their_window_and_status() {
+        let c = Config {
+            script: parse_script("100@10s").unwrap(),
+            error_rate: 1.0,
+            error_status: 429,
+            error_window: Some((Duration::from_secs(2), Duration::from_secs(4))),
+            ..config()
+        };
+        assert!(!c.errors_at(Duration::from_millis(1999)));
+        assert!(c.errors_at(Duration::from_secs(2)));
+        assert!(!c.errors_at(Duration::from_secs(4)));
+        let now = unix_ms();
+        let inside = Downstream::new(c.clone(), now - 3000);
+        assert_eq!(inside.call().await, Err(Failure::Failed(429)));
+        let after = Downstream::new(c, now - 5000);
+        assert_eq!(after.call().await, Ok(()));
     }
 }

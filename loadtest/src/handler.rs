@@ -88,17 +88,31 @@ async fn call_downstream(ds: Arc<Downstream>, sink: Sink, index: Option<u64>) ->
         }
         Err(f) => {
             match &sink {
-                Sink::Local(obs) => obs.error(),
+                Sink::Local(obs) => {
+                    obs.error();
+                    if f == Failure::Overloaded {
+                        obs.shed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
                 Sink::Pipe(pipe) => pipe.error(),
             }
             Err(match f {
                 Failure::Overloaded => {
                     JobError::backpressure("downstream overloaded (503)", Some(RETRY_AFTER))
                 }
-                Failure::Failed => JobError {
-                    retry_after: Some(RETRY_AFTER),
-                    ..JobError::retry("downstream failed (500)")
-                },
+                // As the HTTP handler reports an answer: its status, and for an overload
+                // answer the Retry-After it carried.
+                Failure::Failed(status) => {
+                    let retry_after = if matches!(status, 429 | 503) {
+                        ds.config().retry_after
+                    } else {
+                        RETRY_AFTER
+                    };
+                    JobError {
+                        retry_after: Some(retry_after),
+                        ..JobError::retry(format!("downstream answered {status}")).with_status(status)
+                    }
+                }
             })
         }
     }

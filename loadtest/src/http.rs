@@ -52,14 +52,19 @@ async fn connection(stream: TcpStream, ds: Arc<Downstream>) {
         if tokio::io::copy(&mut sink, &mut tokio::io::sink()).await.is_err() {
             return;
         }
-        let response: &[u8] = match ds.call().await {
-            Ok(()) => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        let response: Vec<u8> = match ds.call().await {
+            Ok(()) => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
             Err(Failure::Overloaded) => {
                 b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 0\r\ncontent-length: 10\r\n\r\noverloaded"
+                    .to_vec()
             }
-            Err(Failure::Failed) => b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 6\r\n\r\nfailed",
+            Err(Failure::Failed(status)) => format!(
+                "HTTP/1.1 {status} Error\r\nretry-after: {}\r\ncontent-length: 6\r\n\r\nfailed",
+                ds.config().retry_after.as_secs()
+            )
+            .into_bytes(),
         };
-        if stream.get_mut().write_all(response).await.is_err() {
+        if stream.get_mut().write_all(&response).await.is_err() {
             return;
         }
     }

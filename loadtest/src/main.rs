@@ -121,13 +121,20 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     };
     common.validate().map_err(anyhow::Error::msg)?;
     let out = common.out.clone();
+    if let Scenario::Scenarios(a) = cli.scenario {
+        let ok = scenarios::suite::run(a).await?;
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
     let (report, rows) = match cli.scenario {
         Scenario::Drain(a) => scenarios::drain::run(a).await?,
         Scenario::Steady(a) => scenarios::steady::run(a).await?,
         Scenario::Downstream(a) => scenarios::downstream::run(a).await?,
         Scenario::Chaos(a) => scenarios::chaos::run(a).await?,
         Scenario::Keys(a) => scenarios::keys::run(a).await?,
-        Scenario::Consumer(_) | Scenario::ServeDownstream(_) | Scenario::Pauses(_) => {
+        Scenario::Consumer(_)
+        | Scenario::ServeDownstream(_)
+        | Scenario::Pauses(_)
+        | Scenario::Scenarios(_) => {
             unreachable!("handled above")
         }
     };

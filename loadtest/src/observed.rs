@@ -15,6 +15,8 @@ pub struct Observed {
     pub processed: AtomicU64,
     /// Handler calls that failed (simulated downstream errors).
     pub errors: AtomicU64,
+    /// Calls the simulated downstream shed (over its hard limit), in this process.
+    pub shed: AtomicU64,
     /// End-to-end latency (enqueued → processed) of the whole run.
     pub total: Histogram,
     /// The same, for the current sampling window; the sampler empties it.
@@ -28,6 +30,7 @@ impl Observed {
             tracker: track.then(|| Tracker::new(capacity)),
             processed: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            shed: AtomicU64::new(0),
             total: Histogram::default(),
             window: Histogram::default(),
         }

@@ -39,6 +39,8 @@ pub struct Row {
     pub capacity: u64,
     /// Failed handler calls per second.
     pub errors_per_s: f64,
+    /// Of those, calls the simulated downstream shed, per second (in-process consumers).
+    pub shed_per_s: f64,
 }
 
 /// The ideal throughput (jobs/s) and the downstream's capacity at a time since start,
@@ -107,7 +109,7 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
     let started = Instant::now();
     let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let (mut last_t, mut last_done, mut last_err) = (0.0, 0, 0);
+    let (mut last_t, mut last_done, mut last_err, mut last_shed) = (0.0, 0, 0, 0);
     let mut rows = Vec::new();
     loop {
         let stopping = tokio::select! {
@@ -120,6 +122,7 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
         let s = summarize(&counts, max);
         let done = c.observed.processed();
         let errors = c.observed.errors.load(Ordering::Relaxed);
+        let shed = c.observed.shed.load(Ordering::Relaxed);
         let g = (c.gauges)();
         let dt = (t - last_t).max(1e-3);
         let (ideal, capacity) = c.ideal.as_ref().map_or((0.0, 0), |f| f(started.elapsed()));
@@ -136,8 +139,9 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
             ideal,
             capacity,
             errors_per_s: (errors - last_err) as f64 / dt,
+            shed_per_s: (shed - last_shed) as f64 / dt,
         };
-        (last_t, last_done, last_err) = (t, done, errors);
+        (last_t, last_done, last_err, last_shed) = (t, done, errors, shed);
         bar.set_position(done);
         bar.set_message(format!(
             "{:.0}/s · limit {} · in flight {:.0} · queue {}",

@@ -22,6 +22,19 @@ pub struct DownstreamOpts {
     /// Probability that a call fails whatever the load.
     #[arg(long, default_value_t = 0.0)]
     pub error_rate: f64,
+    /// The HTTP status of those failures: 500 (the job's own failure; the limiter does
+    /// not slow down for it), 429 or 503 (overload answers, carrying --retry-after).
+    #[arg(long, default_value_t = 500)]
+    pub error_status: u16,
+    /// Failures happen only from this far into the script (with --error-until).
+    #[arg(long, value_parser = parse_duration)]
+    pub error_from: Option<Duration>,
+    /// Failures stop this far into the script.
+    #[arg(long, value_parser = parse_duration)]
+    pub error_until: Option<Duration>,
+    /// The Retry-After a 429 or 503 failure carries.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub retry_after: Duration,
     /// Calls beyond capacity × this fail fast (load shedding).
     #[arg(long, default_value_t = 2.0)]
     pub hard_factor: f64,
@@ -51,11 +64,23 @@ impl DownstreamOpts {
         if self.hard_factor < 1.0 || self.base_latency.is_zero() {
             return Err("--hard-factor must be at least 1 and --base-latency above 0".into());
         }
+        if !(400..600).contains(&self.error_status) {
+            return Err(format!(
+                "--error-status {} is not an HTTP error status (400-599)",
+                self.error_status
+            ));
+        }
         Ok(downstream::Config {
             script: downstream::parse_script(&self.capacity)?,
             base_latency: self.base_latency,
             jitter: self.jitter,
             error_rate: self.error_rate,
+            error_status: self.error_status,
+            error_window: match (self.error_from, self.error_until) {
+                (None, None) => None,
+                (from, until) => Some((from.unwrap_or_default(), until.unwrap_or(Duration::MAX))),
+            },
+            retry_after: self.retry_after,
             hard_factor: self.hard_factor,
             seed,
         })

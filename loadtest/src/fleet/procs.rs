@@ -90,7 +90,15 @@ impl Procs {
                     &o.error_rate.to_string(),
                 ])
                 .args(["--hard-factor", &o.hard_factor.to_string()])
+                .args(["--error-status", &o.error_status.to_string()])
+                .args(["--retry-after", &format!("{}ms", o.retry_after.as_millis())])
                 .args(["--seed", &seed.to_string(), "--epoch-ms", &epoch.to_string()]);
+            if let Some(from) = o.error_from {
+                cmd.args(["--error-from", &format!("{}ms", from.as_millis())]);
+            }
+            if let Some(until) = o.error_until {
+                cmd.args(["--error-until", &format!("{}ms", until.as_millis())]);
+            }
         }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())

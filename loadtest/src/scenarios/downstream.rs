@@ -22,7 +22,8 @@ const MAX_ATTEMPTS: u32 = 1000;
 
 pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let target = Target::open(&a.common).await?;
-    let (mut r, rows) = once(&a, &target).await?;
+    let (mut r, o) = once(&a, &target).await?;
+    let rows = o.rows;
     if a.compare_fixed {
         let mut fixed = a.clone();
         fixed.common.limits.adaptive = false;
@@ -32,9 +33,9 @@ pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
             "adaptive run done; now the same script with a fixed limit of {}",
             a.common.concurrency()
         );
-        let (f, fixed_rows) = once(&fixed, &target).await?;
+        let (f, fixed) = once(&fixed, &target).await?;
         if let Some(dir) = &a.common.out {
-            f.write(&dir.join("fixed"), &fixed_rows)?;
+            f.write(&dir.join("fixed"), &fixed.rows)?;
         }
         compare(&mut r, &f);
     }
@@ -56,8 +57,8 @@ pub fn jobs_needed(config: &Config, length: Duration, backlog: u64) -> u64 {
     (ideal_mean(config, length) * length.as_secs_f64() * 1.5) as u64 + 2 * backlog
 }
 
-/// One run of the script on a fresh queue.
-async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, Vec<Row>)> {
+/// One run of the script on a fresh queue: its report and what was observed.
+pub async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, timed::Outcome)> {
     let c = &a.common;
     let config = a.downstream.config(c.seed).map_err(anyhow::Error::msg)?;
     let length = c.duration.unwrap_or_else(|| config.script_length());
@@ -91,7 +92,7 @@ async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, Ve
     )
     .await?;
     let r = report(a, &config, &o, length);
-    Ok((r, o.rows))
+    Ok((r, o))
 }
 
 /// The p95 target in milliseconds, and where the figure comes from: as given, the

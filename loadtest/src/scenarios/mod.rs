@@ -7,6 +7,7 @@ pub mod downstream;
 pub mod drain;
 pub mod keys;
 pub mod steady;
+pub mod suite;
 pub mod timed;
 pub mod versus_bare;
 pub mod versus_single;
