@@ -59,6 +59,10 @@ pub enum Error {
     /// A configuration value out of its range.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A command refused to act without a flag that confirms it (`--yes` for a deletion,
+    /// `--create` for a queue never seen): nothing was touched. The message says which.
+    #[error("{0}")]
+    Refused(String),
     /// A TLS file given for a `rediss://` URL could not be read.
     #[error("cannot read the TLS {what} {}: {source}", path.display())]
     TlsFile {

@@ -12,6 +12,7 @@ mod eviction;
 mod exit_codes;
 mod functions;
 mod queue;
+mod typos;
 mod work;
 
 use common::*;

@@ -163,7 +163,11 @@ fn parse_key_concurrency(s: &str) -> Result<(String, u64), String> {
 }
 
 pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
-    let mut conn = a.common.redis()?.connect().await?;
+    let access = match a.command {
+        LimitsCommand::Get => crate::known::Access::Read,
+        _ => crate::known::Access::Write,
+    };
+    let mut conn = a.common.checked_conn(access).await?;
     let queue = &a.common.queue;
     match a.command {
         LimitsCommand::Get => {}

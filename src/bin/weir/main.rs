@@ -9,6 +9,7 @@ mod envs;
 mod functions;
 mod handlers;
 mod jobs;
+mod known;
 mod limits;
 mod output;
 mod queue;
@@ -160,6 +161,10 @@ pub struct Common {
     /// Queue name.
     #[arg(long, short, default_value = "default", global = true)]
     pub queue: String,
+    /// Act on a queue never seen in this Redis (no jobs, consumers or schedules): commands
+    /// that change a queue refuse one without it, in case its name is a typo.
+    #[arg(long, global = true)]
+    pub create: bool,
     /// How to reach Redis.
     #[command(flatten)]
     pub connect: Connect,
@@ -336,7 +341,7 @@ fn main() -> ExitCode {
 fn exit_code(e: &weir::Error) -> u8 {
     use weir::Error;
     match e {
-        Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) => exit::USAGE,
+        Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) | Error::Refused(_) => exit::USAGE,
         Error::Http(weir::http::HttpError::Url { .. } | weir::http::HttpError::Header { .. }) => exit::USAGE,
         Error::Http(weir::http::HttpError::Env(_)) => exit::USAGE,
         _ => exit::FAILURE,
@@ -350,7 +355,7 @@ pub fn failure(msg: impl Into<String>) -> weir::Error {
 }
 
 async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {
-    let q = c.queue_handle().await?;
+    let q = c.checked_queue(known::Access::Write).await?;
     let changed = if paused {
         q.pause().await?
     } else {
