@@ -36,7 +36,7 @@ pub(crate) async fn check(common: &Common, conn: &Conn, access: Access) -> weir:
             queues.register(name).await?;
         }
         Access::Write => {
-            return Err(weir::Error::Refused(format!(
+            return Err(weir::Error::Usage(format!(
                 "{what} Pass --create to act on it anyway."
             )));
         }

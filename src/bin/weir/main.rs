@@ -198,6 +198,18 @@ pub struct Connect {
 impl Connect {
     /// The Redis endpoint these options name.
     pub fn redis(&self) -> weir::Result<Redis> {
+        // `host:port` alone is a common slip; redis-rs's own message for it names its
+        // internals.
+        if let Some(bare) = self
+            .redis_url
+            .split(',')
+            .map(str::trim)
+            .find(|u| !u.contains("://"))
+        {
+            return Err(weir::Error::Usage(format!(
+                "invalid Redis URL {bare:?}: it needs a scheme, like redis://{bare} (rediss:// for TLS)"
+            )));
+        }
         let mut tls = TlsFiles::default();
         tls.ca = self.tls_ca.clone();
         tls.cert = self.tls_cert.clone();
@@ -341,7 +353,14 @@ fn main() -> ExitCode {
 fn exit_code(e: &weir::Error) -> u8 {
     use weir::Error;
     match e {
-        Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) | Error::Refused(_) => exit::USAGE,
+        Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) | Error::Usage(_) => exit::USAGE,
+        // A URL that does not parse, or an address where no Redis answers: the command
+        // line names the wrong thing.
+        Error::Connect { message, .. }
+            if message.starts_with("invalid URL") || message.starts_with(weir::conn::NOT_REDIS) =>
+        {
+            exit::USAGE
+        }
         Error::Http(weir::http::HttpError::Url { .. } | weir::http::HttpError::Header { .. }) => exit::USAGE,
         Error::Http(weir::http::HttpError::Env(_)) => exit::USAGE,
         _ => exit::FAILURE,
