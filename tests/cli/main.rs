@@ -14,6 +14,7 @@ mod functions;
 mod plain_errors;
 mod queue;
 mod typos;
+mod watch;
 mod work;
 
 use common::*;

@@ -24,7 +24,9 @@ pub(crate) struct LimitsArgs {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum LimitsCommand {
-    /// Show the settings stored for the queue, and what each live consumer holds.
+    /// Show the settings stored for the queue; under a global rate or concurrency also
+    /// the fleet's share each live consumer holds, and with per-key limits the keys held
+    /// back the most. (Every subcommand ends by showing the same.)
     Get,
     /// Store settings; running consumers apply them within about a second.
     Set(Box<SetArgs>),
