@@ -15,6 +15,9 @@ async fn stats_watch_writes_no_control_codes_into_a_pipe() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(!out.contains('\x1b'), "control codes in a pipe: {out:?}");
-    let frames = out.lines().filter(|l| l.starts_with("queue ") && l.ends_with(q)).count();
+    let frames = out
+        .lines()
+        .filter(|l| l.starts_with("queue ") && l.ends_with(q))
+        .count();
     assert_eq!(frames, 2, "two frames: {out}");
 }

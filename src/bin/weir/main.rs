@@ -325,8 +325,8 @@ fn main() -> ExitCode {
             Command::Workers(a) => queues::run_workers(a).await,
             Command::Dlq(a) => dlq::run(a).await,
             Command::Cron(a) => cron::run(a).await,
-            Command::Pause(c) => pause(c, true).await,
-            Command::Resume(c) => pause(c, false).await,
+            Command::Pause(c) => queue::pause(c, true).await,
+            Command::Resume(c) => queue::pause(c, false).await,
             Command::Ui(a) => ui::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Completions { shell } => {
@@ -371,22 +371,6 @@ fn exit_code(e: &weir::Error) -> u8 {
 /// cannot reach): exit code 1, `msg` as the error line.
 pub fn failure(msg: impl Into<String>) -> weir::Error {
     weir::Error::Io(std::io::Error::other(msg.into()))
-}
-
-async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {
-    let q = c.checked_queue(known::Access::Write).await?;
-    let changed = if paused {
-        q.pause().await?
-    } else {
-        q.resume().await?
-    };
-    let state = if paused { "paused" } else { "resumed" };
-    if changed {
-        println!("queue {} {state}", c.queue);
-    } else {
-        println!("queue {} was already {state}", c.queue);
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
