@@ -59,6 +59,12 @@ pub enum Error {
     /// A configuration value out of its range.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A command line the command cannot act on as given, with the way out in the
+    /// message: a refusal a flag lifts (`--yes` for a deletion, `--create` for a queue
+    /// never seen, `--no-metrics` for a metrics port in use), or a value to write
+    /// otherwise (a Redis URL without its scheme). Nothing was touched.
+    #[error("{0}")]
+    Usage(String),
     /// A TLS file given for a `rediss://` URL could not be read.
     #[error("cannot read the TLS {what} {}: {source}", path.display())]
     TlsFile {

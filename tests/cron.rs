@@ -112,7 +112,12 @@ async fn the_cron_command_adds_lists_and_removes() {
         "--tz",
         "Europe/Berlin",
     ];
-    let (code, out, err) = weir(&[&add[..], &["--kind", "report", "--payload", r#"{"a":1}"#]].concat());
+    let first = [
+        &add[..],
+        &["--kind", "report", "--payload", r#"{"a":1}"#, "--create"],
+    ]
+    .concat();
+    let (code, out, err) = weir(&first);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("schedule nightly added"), "{out}");
     let (code, out, _) = weir(&[&add[..], &["--kind", "report", "--payload", r#"{"a":1}"#]].concat());

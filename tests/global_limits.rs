@@ -138,7 +138,15 @@ async fn limits_set_get_and_clear_the_global_limits() {
     let ctx = Ctx::new("gl-cli").await;
     let out = run_limits(
         &ctx,
-        &["set", "--global-rate", "200/s", "--global-concurrency", "10"],
+        // --create: the queue has no jobs yet, and limits refuse a name never seen.
+        &[
+            "set",
+            "--create",
+            "--global-rate",
+            "200/s",
+            "--global-concurrency",
+            "10",
+        ],
     );
     assert!(
         out.contains("global_rate=200/s global_burst=20 global_concurrency=10"),

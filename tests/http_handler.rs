@@ -219,7 +219,15 @@ async fn weir_work_posts_batches_from_the_cli() {
     let redis = Redis::open(&server.url()).unwrap();
     enqueue(&redis, "cli", &[("ok", 25)]).await;
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["work", "--queue", "cli", "--redis-url", &server.url(), "--drain"])
+        .args([
+            "work",
+            "--queue",
+            "cli",
+            "--redis-url",
+            &server.url(),
+            "--drain",
+            "--no-metrics",
+        ])
         .args([
             "--handler",
             &s.url(),

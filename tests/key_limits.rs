@@ -223,6 +223,7 @@ async fn limits_set_get_and_clear_per_key_limits() {
         &ctx,
         &[
             "set",
+            "--create",
             "--per-key-rate",
             "5/s",
             "--per-key-concurrency",

@@ -158,6 +158,7 @@ async fn weir_limits_set_get_clear() {
     };
     let (ok, out) = weir(&[
         "limits",
+        "--create",
         "set",
         "--max-concurrency",
         "5",

@@ -32,7 +32,13 @@ const PRIORITIES = { high: 0, normal: 1, low: 2 };
 const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** A job weir would refuse, or a Redis without a usable weir library. */
-class WeirError extends Error {}
+class WeirError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    // So logs and `err.name` checks say which library raised it, not a plain `Error`.
+    this.name = 'WeirError';
+  }
+}
 
 /** How long a call waits for a missing library to be loaded again (a running weir
  * consumer checks every second), and how often it looks meanwhile. */

@@ -12,6 +12,7 @@
 //! partitioned costs that one read and nothing else.
 
 mod jobs;
+mod known;
 mod lane_jobs;
 mod lanes;
 mod next_due;
@@ -21,6 +22,7 @@ pub mod types;
 mod workers;
 
 pub use jobs::{KIND_WINDOW, MAX_PAGE};
+pub use known::{edit_distance, nearest_of};
 pub use lane_jobs::LANES_PER_PAGE;
 pub use registry::Queues;
 pub use workers::MAX_WORKERS;

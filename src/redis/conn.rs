@@ -16,6 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
+/// The start of the message of a connection to an address where something other than
+/// Redis answered.
+pub const NOT_REDIS: &str = "what answers there does not speak the Redis protocol";
+
 /// How long a script call may take before it fails (redis-rs defaults to 500 ms, too
 /// short for a fetch of thousands of jobs on a busy server).
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -357,6 +361,10 @@ impl Redis {
     fn connect_error(&self, e: redis::RedisError) -> Error {
         let message = if e.is_connection_refusal() {
             "connection refused".to_owned()
+        } else if e.kind() == redis::ErrorKind::Parse {
+            // The reply of a web server or a database of another kind: redis-rs's message
+            // spans lines of byte codes.
+            format!("{NOT_REDIS} (check the host and port in the URL)")
         } else if e.code() == Some("NOAUTH") {
             "the server requires a password: give it in the URL (redis://:PASSWORD@host or redis://USER:PASSWORD@host)".to_owned()
         } else if e.code() == Some("NOPERM") {

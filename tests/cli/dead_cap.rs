@@ -18,7 +18,11 @@ async fn limits_set_get_and_clear_the_dead_cap() {
         "{}",
         text(&o.stdout)
     );
-    let o = cli(&ctx, &["limits", "set", "-q", q, "--dead-cap", "25"], "");
+    let o = cli(
+        &ctx,
+        &["limits", "set", "-q", q, "--dead-cap", "25", "--create"],
+        "",
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = cli(&ctx, &["limits", "get", "-q", q], "");
     assert_eq!(text(&o.stdout).trim(), format!("queue {q}: dead_cap=25"));

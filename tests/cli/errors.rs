@@ -57,7 +57,10 @@ async fn bad_arguments_lead_with_one_clear_line() {
             &["work", "--handler", "teleport", "--redis-url", dead],
             &["unknown handler", "teleport"],
         ),
-        (&["stats", "--redis-url", "notaurl"], &["notaurl", "invalid URL"]),
+        (
+            &["stats", "--redis-url", "notaurl"],
+            &["notaurl", "needs a scheme"],
+        ),
         (
             &["stats", "--redis-url", "redis://127.0.0.1:6379/notadb"],
             &["invalid URL", "database"],

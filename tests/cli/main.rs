@@ -11,8 +11,11 @@ mod errors;
 mod eviction;
 mod exit_codes;
 mod functions;
+mod plain_errors;
 mod queue;
 mod retry;
+mod typos;
+mod watch;
 mod work;
 
 use common::*;

@@ -117,7 +117,8 @@ async fn dlq_list_requeue_purge() {
 async fn pause_and_resume() {
     let ctx = Ctx::new("cli-pause").await;
     let q = ctx.queue.as_str();
-    assert!(text(&cli(&ctx, &["pause", "-q", q], "").stdout).contains(&format!("queue {q} paused")));
+    let first = cli(&ctx, &["pause", "-q", q, "--create"], "");
+    assert!(text(&first.stdout).contains(&format!("queue {q} paused")));
     assert!(ctx.stats().await.paused);
     assert!(text(&cli(&ctx, &["pause", "-q", q], "").stdout).contains("already paused"));
     assert!(text(&cli(&ctx, &["resume", "-q", q], "").stdout).contains(&format!("queue {q} resumed")));

@@ -132,6 +132,7 @@ async fn work_drain_processes_everything_and_exits() {
             "--handler",
             "noop",
             "--drain",
+            "--no-metrics",
             "-q",
             &ctx.queue,
             "--concurrency",
@@ -149,7 +150,15 @@ async fn work_drain_processes_everything_and_exits() {
 
     let o = cli(
         &ctx,
-        &["work", "--drain", "-q", &ctx.queue, "--handler", "sleep:10ms"],
+        &[
+            "work",
+            "--drain",
+            "--no-metrics",
+            "-q",
+            &ctx.queue,
+            "--handler",
+            "sleep:10ms",
+        ],
         "",
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

@@ -84,7 +84,16 @@ pub(crate) async fn run(a: CronArgs) -> weir::Result<ExitCode> {
         CronCommand::Add(args) => Some(args.schedule()?),
         _ => None,
     };
-    let conn = a.common.redis()?.connect().await?;
+    let access = match &a.command {
+        CronCommand::List { .. } => crate::known::Access::Read,
+        _ => crate::known::Access::Write,
+    };
+    let conn = a.common.checked_conn(access).await?;
+    if add.is_some() {
+        // A queue nobody enqueued to yet is listed from its first schedule, so `weir
+        // queues` shows where the cron jobs go.
+        weir::Queues::new(conn.clone()).register(&a.common.queue).await?;
+    }
     let schedules = Schedules::new(conn, &a.common.queue)?;
     let q = &a.common.queue;
     match (a.command, add) {

@@ -124,7 +124,8 @@ pub(crate) async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
         DlqCommand::Purge { yes, .. } => unattended("purging the dead-letter queue", *yes)?,
         _ => {}
     }
-    let q = a.common.queue_handle().await?;
+    // An unseen queue has nothing to requeue or delete: told, not refused.
+    let q = a.common.checked_queue(crate::known::Access::Read).await?;
     match a.command {
         DlqCommand::List { limit, offset, json } => list(&q, limit, offset, json).await?,
         DlqCommand::Requeue {

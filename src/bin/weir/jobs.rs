@@ -56,7 +56,7 @@ pub(crate) struct JobsArgs {
 }
 
 pub(crate) async fn run_list(a: JobsArgs) -> weir::Result<ExitCode> {
-    let q = a.common.queue_handle().await?;
+    let q = a.common.checked_queue(crate::known::Access::Read).await?;
     let page = q
         .jobs(a.state.into(), a.kind.as_deref(), a.limit, a.cursor.as_deref())
         .await?;
@@ -192,7 +192,8 @@ pub(crate) async fn run_job(a: JobArgs) -> weir::Result<ExitCode> {
     if let JobCommand::Delete { ids, yes, .. } = &a.command {
         confirm_many(ids, &queue, *yes)?;
     }
-    let q = a.common.queue_handle().await?;
+    // By id: an unseen queue holds none of them, so it is told, not refused.
+    let q = a.common.checked_queue(crate::known::Access::Read).await?;
     let (acted, as_json) = match a.command {
         JobCommand::Show { id, json: as_json } => {
             let Some(d) = q.job(&id).await? else {

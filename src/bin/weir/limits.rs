@@ -24,7 +24,9 @@ pub(crate) struct LimitsArgs {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum LimitsCommand {
-    /// Show the settings stored for the queue, and what each live consumer holds.
+    /// Show the settings stored for the queue; under a global rate or concurrency also
+    /// the fleet's share each live consumer holds, and with per-key limits the keys held
+    /// back the most. (Every subcommand ends by showing the same.)
     Get,
     /// Store settings; running consumers apply them within about a second.
     Set(Box<SetArgs>),
@@ -163,7 +165,11 @@ fn parse_key_concurrency(s: &str) -> Result<(String, u64), String> {
 }
 
 pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
-    let mut conn = a.common.redis()?.connect().await?;
+    let access = match a.command {
+        LimitsCommand::Get => crate::known::Access::Read,
+        _ => crate::known::Access::Write,
+    };
+    let mut conn = a.common.checked_conn(access).await?;
     let queue = &a.common.queue;
     match a.command {
         LimitsCommand::Get => {}

@@ -9,6 +9,7 @@ mod envs;
 mod functions;
 mod handlers;
 mod jobs;
+mod known;
 mod limits;
 mod output;
 mod queue;
@@ -163,6 +164,10 @@ pub struct Common {
     /// Queue name.
     #[arg(long, short, default_value = "default", global = true)]
     pub queue: String,
+    /// Act on a queue never seen in this Redis (no jobs, consumers or schedules): commands
+    /// that change a queue refuse one without it, in case its name is a typo.
+    #[arg(long, global = true)]
+    pub create: bool,
     /// How to reach Redis.
     #[command(flatten)]
     pub connect: Connect,
@@ -196,6 +201,18 @@ pub struct Connect {
 impl Connect {
     /// The Redis endpoint these options name.
     pub fn redis(&self) -> weir::Result<Redis> {
+        // `host:port` alone is a common slip; redis-rs's own message for it names its
+        // internals.
+        if let Some(bare) = self
+            .redis_url
+            .split(',')
+            .map(str::trim)
+            .find(|u| !u.contains("://"))
+        {
+            return Err(weir::Error::Usage(format!(
+                "invalid Redis URL {bare:?}: it needs a scheme, like redis://{bare} (rediss:// for TLS)"
+            )));
+        }
         let mut tls = TlsFiles::default();
         tls.ca = self.tls_ca.clone();
         tls.cert = self.tls_cert.clone();
@@ -312,8 +329,8 @@ fn main() -> ExitCode {
             Command::Workers(a) => queues::run_workers(a).await,
             Command::Dlq(a) => dlq::run(a).await,
             Command::Cron(a) => cron::run(a).await,
-            Command::Pause(c) => pause(c, true).await,
-            Command::Resume(c) => pause(c, false).await,
+            Command::Pause(c) => queue::pause(c, true).await,
+            Command::Resume(c) => queue::pause(c, false).await,
             Command::Ui(a) => ui::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Completions { shell } => {
@@ -340,7 +357,14 @@ fn main() -> ExitCode {
 fn exit_code(e: &weir::Error) -> u8 {
     use weir::Error;
     match e {
-        Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) => exit::USAGE,
+        Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) | Error::Usage(_) => exit::USAGE,
+        // A URL that does not parse, or an address where no Redis answers: the command
+        // line names the wrong thing.
+        Error::Connect { message, .. }
+            if message.starts_with("invalid URL") || message.starts_with(weir::conn::NOT_REDIS) =>
+        {
+            exit::USAGE
+        }
         Error::Http(weir::http::HttpError::Url { .. } | weir::http::HttpError::Header { .. }) => exit::USAGE,
         Error::Http(weir::http::HttpError::Env(_)) => exit::USAGE,
         _ => exit::FAILURE,
@@ -351,22 +375,6 @@ fn exit_code(e: &weir::Error) -> u8 {
 /// cannot reach): exit code 1, `msg` as the error line.
 pub fn failure(msg: impl Into<String>) -> weir::Error {
     weir::Error::Io(std::io::Error::other(msg.into()))
-}
-
-async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {
-    let q = c.queue_handle().await?;
-    let changed = if paused {
-        q.pause().await?
-    } else {
-        q.resume().await?
-    };
-    let state = if paused { "paused" } else { "resumed" };
-    if changed {
-        println!("queue {} {state}", c.queue);
-    } else {
-        println!("queue {} was already {state}", c.queue);
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

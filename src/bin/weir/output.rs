@@ -73,7 +73,7 @@ pub(crate) fn unattended(action: &str, yes: bool) -> weir::Result<()> {
     if yes || std::io::stdin().is_terminal() {
         return Ok(());
     }
-    Err(weir::Error::Config(format!(
+    Err(weir::Error::Usage(format!(
         "{action} needs confirmation, and standard input is not a terminal: pass --yes"
     )))
 }

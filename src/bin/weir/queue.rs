@@ -116,3 +116,21 @@ fn print_spread(placement: &[(u16, String)]) {
     let spread: Vec<String> = by.iter().map(|(a, n)| format!("{a}: {n}")).collect();
     println!("spread over {} primaries: {}", by.len(), spread.join(", "));
 }
+
+/// `weir pause` (`paused`) and `weir resume`: a queue never seen is refused without
+/// `--create`.
+pub(crate) async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {
+    let q = c.checked_queue(crate::known::Access::Write).await?;
+    let changed = if paused {
+        q.pause().await?
+    } else {
+        q.resume().await?
+    };
+    let state = if paused { "paused" } else { "resumed" };
+    if changed {
+        println!("queue {} {state}", c.queue);
+    } else {
+        println!("queue {} was already {state}", c.queue);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -117,7 +117,12 @@ pub(crate) struct WorkersArgs {
 }
 
 pub(crate) async fn run_workers(a: WorkersArgs) -> weir::Result<ExitCode> {
-    let list = a.common.queue_handle().await?.workers().await?;
+    let list = a
+        .common
+        .checked_queue(crate::known::Access::Read)
+        .await?
+        .workers()
+        .await?;
     if a.json {
         json(&list)?;
     } else {

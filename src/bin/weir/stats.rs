@@ -4,7 +4,7 @@
 use crate::output::count;
 use crate::{Common, parse_duration};
 use clap::Args;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::Stats;
@@ -41,8 +41,8 @@ async fn read(q: &weir::Queue) -> weir::Result<(Stats, Option<Vec<(String, Stats
 }
 
 pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
-    let q = a.common.queue_handle().await?;
-    let mut conn = a.common.redis()?.connect().await?;
+    let mut conn = a.common.checked_conn(crate::known::Access::Read).await?;
+    let q = weir::Queue::new(conn.clone(), &a.common.queue)?;
     if !a.watch {
         let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
@@ -58,6 +58,13 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Frames redraw in place on a terminal; into a pipe or a file they follow one another,
+    // a blank line apart, with no control codes.
+    let clear = if std::io::stdout().is_terminal() {
+        "\x1b[2J\x1b[H"
+    } else {
+        ""
+    };
     let mut prev: Option<(Stats, std::time::Instant)> = None;
     let mut shown = 0u64;
     loop {
@@ -69,10 +76,13 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
             .as_ref()
             .map(|(p, at)| Rates::between(p, &s, now.duration_since(*at)));
         let mut out = std::io::stdout().lock();
-        // Clear the screen and home the cursor, then draw the frame.
+        // Clear the screen and home the cursor (on a terminal), then draw the frame.
+        if shown > 0 && clear.is_empty() {
+            let _ = writeln!(out);
+        }
         let _ = write!(
             out,
-            "\x1b[2J\x1b[H{}{}{}",
+            "{clear}{}{}{}",
             render(&a.common.queue, &s, &limits, rates.as_ref()),
             due.render(),
             render_lanes(lanes.as_deref(), a.partitions)

@@ -233,10 +233,15 @@ pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
             .map_err(|e| crate::failure(format!("{e}; no job was fetched")))?;
     }
     if !a.no_metrics && !weir::metrics::is_installed() {
-        // A consumer without its metrics endpoint still does its job: say so and go on.
         match weir::metrics::install(a.metrics_addr) {
             Ok(()) => tracing::info!(addr = %a.metrics_addr, "serving metrics at /metrics"),
-            Err(e) => tracing::warn!("{e}; running without a metrics endpoint"),
+            // A consumer nobody can see is worse than one that does not start: refuse,
+            // and say how to go on.
+            Err(e) => {
+                return Err(weir::Error::Usage(format!(
+                    "{e}. Choose another address with --metrics-addr, or run without metrics: --no-metrics"
+                )));
+            }
         }
     }
     let shutdown = CancellationToken::new();

@@ -21,6 +21,9 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const POLL: Duration = Duration::from_secs(2);
 /// Slept past a tick, so the round after the sleep finds it due on Redis's clock.
 const MARGIN: Duration = Duration::from_millis(5);
+/// How often the jobs fired are summed up in one INFO line (each one is a DEBUG line: a
+/// schedule every second would otherwise fill the log).
+pub(crate) const SUMMARY: Duration = Duration::from_secs(600);
 
 /// The cron task.
 pub(crate) struct CronTask {
@@ -28,6 +31,9 @@ pub(crate) struct CronTask {
     keys: QueueKeys,
     /// Schedules by name, parsed once per change of their JSON.
     parsed: HashMap<String, Parsed>,
+    /// Jobs this consumer fired since the last summary line, and when that was.
+    fired: u64,
+    since: tokio::time::Instant,
 }
 
 /// A schedule's JSON, and the schedule with its ticks (none if it does not parse: that
@@ -43,6 +49,8 @@ impl CronTask {
             conn,
             keys,
             parsed: HashMap::new(),
+            fired: 0,
+            since: tokio::time::Instant::now(),
         }
     }
 
@@ -88,12 +96,22 @@ impl CronTask {
                 continue;
             };
             let last = fired.get(name).copied().unwrap_or(0);
-            if let Some(tick) = ticks.latest(now).filter(|t| *t > last) {
-                fire(&mut self.conn, &self.keys, s, json, tick, now).await?;
+            if let Some(tick) = ticks.latest(now).filter(|t| *t > last)
+                && fire(&mut self.conn, &self.keys, s, json, tick, now).await?
+            {
+                self.fired += 1;
             }
             if let Some(t) = ticks.next(now) {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
+        }
+        let elapsed = self.since.elapsed();
+        if elapsed >= SUMMARY {
+            if self.fired > 0 {
+                let over = humantime::format_duration(elapsed).to_string();
+                tracing::info!(jobs = self.fired, over = %over, "periodic jobs enqueued by this consumer");
+            }
+            (self.fired, self.since) = (0, tokio::time::Instant::now());
         }
         let until_next = next.map_or(POLL, |t| Duration::from_millis(t.saturating_sub(now)) + MARGIN);
         Ok(until_next.min(POLL))
@@ -125,7 +143,8 @@ fn parse<'a>(
     entry.schedule.as_ref()
 }
 
-/// Fires `tick` of `s` (stored as `json`) and logs what happened.
+/// Fires `tick` of `s` (stored as `json`) and logs what happened (DEBUG); true if this
+/// call enqueued the job.
 async fn fire(
     conn: &mut HealingConnection,
     keys: &QueueKeys,
@@ -133,12 +152,13 @@ async fn fire(
     json: &str,
     tick: u64,
     now: u64,
-) -> Result<()> {
+) -> Result<bool> {
     let job = s.job(tick, now)?;
-    match scripts::cron_fire(conn, keys, &s.name, json, tick, &job).await? {
-        1 => tracing::info!(schedule = %s.name, job = %job.id, "periodic job enqueued"),
+    let code = scripts::cron_fire(conn, keys, &s.name, json, tick, &job).await?;
+    match code {
+        1 => tracing::debug!(schedule = %s.name, job = %job.id, "periodic job enqueued"),
         0 => tracing::debug!(schedule = %s.name, tick, "tick fired by another consumer"),
         _ => tracing::debug!(schedule = %s.name, "schedule changed while firing; read again next round"),
     }
-    Ok(())
+    Ok(code == 1)
 }

@@ -23,7 +23,7 @@ const SCAN_COUNT: usize = 1000;
 /// Admin handle on the set of queues.
 #[derive(Clone)]
 pub struct Queues {
-    conn: Conn,
+    pub(super) conn: Conn,
 }
 
 impl std::fmt::Debug for Queues {
