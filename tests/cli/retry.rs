@@ -10,7 +10,7 @@ use weir::NewJob;
 async fn retry_set_get_clear_and_stats_show_the_next_due_time() {
     let ctx = Ctx::new("cli-retry").await;
     let q = ctx.queue.as_str();
-    let o = cli(&ctx, &["retry", "set", "-q", q, "sidekiq"], "");
+    let o = cli(&ctx, &["retry", "set", "-q", q, "--create", "sidekiq"], "");
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(
         text(&o.stdout).trim(),

@@ -42,7 +42,11 @@ pub(crate) enum RetryCommand {
 }
 
 pub(crate) async fn run(a: RetryArgs) -> weir::Result<ExitCode> {
-    let mut conn = a.common.redis()?.connect().await?;
+    let access = match a.command {
+        RetryCommand::Get => crate::known::Access::Read,
+        _ => crate::known::Access::Write,
+    };
+    let mut conn = a.common.checked_conn(access).await?;
     let queue = &a.common.queue;
     match &a.command {
         RetryCommand::Get => {}
