@@ -141,6 +141,7 @@ async fn kill_9(lang: &str) {
     let [acked, retried, _, dead] = counts(&out);
     assert_eq!((acked, dead), (n as u64, 0), "{out}");
     assert!(retried > 0, "the jobs the killed worker held are retried: {out}");
+    assert_eq!(files(dir.path(), "done-").len(), n, "every job ran to its end");
     assert!(err.contains("restarting"), "{err}");
     assert_eq!(files(dir.path(), "pid-").len(), 2, "restarted once");
     let s = ctx.stats().await;
