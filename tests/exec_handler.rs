@@ -65,10 +65,19 @@ async fn enqueue(ctx: &Ctx, queue: &str, kind: &str, n: usize, payload: serde_js
 
 /// The summary's counts: acked, retried, deferred, dead-lettered.
 fn counts(out: &str) -> [u64; 4] {
-    let line = out.lines().find(|l| l.starts_with("processed")).unwrap_or_else(|| panic!("no summary: {out}"));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("processed"))
+        .unwrap_or_else(|| panic!("no summary: {out}"));
     let n = |what: &str| -> u64 {
         let before = line.split(what).next().unwrap();
-        before.trim_end().rsplit([' ', ':', ',']).next().unwrap().parse().unwrap()
+        before
+            .trim_end()
+            .rsplit([' ', ':', ','])
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
     };
     [n(" acked"), n(" retried"), n(" deferred"), n(" dead-lettered")]
 }
@@ -84,9 +93,25 @@ async fn every_outcome(lang: &str) {
     enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "fatal"}), 3).await;
     enqueue(&ctx, &q, "sync", 20, serde_json::json!({"mode": "ok"}), 3).await;
     let cmd = format!("exec:{}", worker(lang));
-    let o = weir_cmd(&ctx, dir.path(), &["work", "-q", &q, "--handler", &cmd, "--drain", "--no-metrics", "--exec-procs", "2", "--exec-batch", "7"])
-        .output()
-        .unwrap();
+    let o = weir_cmd(
+        &ctx,
+        dir.path(),
+        &[
+            "work",
+            "-q",
+            &q,
+            "--handler",
+            &cmd,
+            "--drain",
+            "--no-metrics",
+            "--exec-procs",
+            "2",
+            "--exec-batch",
+            "7",
+        ],
+    )
+    .output()
+    .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     // ok 220 + retried 20 then ok + deferred 10 then ok; fatal 5 dead-lettered at once.
@@ -116,13 +141,37 @@ async fn kill_9(lang: &str) {
     let dir = tempfile::tempdir().unwrap();
     let q = ctx.queue.clone();
     let n = 2000;
-    enqueue(&ctx, &q, "t", n, serde_json::json!({"mode": "ok", "sleep_ms": 5}), 3).await;
+    enqueue(
+        &ctx,
+        &q,
+        "t",
+        n,
+        serde_json::json!({"mode": "ok", "sleep_ms": 5}),
+        3,
+    )
+    .await;
     let cmd = format!("exec:{}", worker(lang));
-    let child = weir_cmd(&ctx, dir.path(), &["work", "-q", &q, "--handler", &cmd, "--drain", "--no-metrics", "-c", "8", "--exec-batch", "10"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = weir_cmd(
+        &ctx,
+        dir.path(),
+        &[
+            "work",
+            "-q",
+            &q,
+            "--handler",
+            &cmd,
+            "--drain",
+            "--no-metrics",
+            "-c",
+            "8",
+            "--exec-batch",
+            "10",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let d = dir.path().to_owned();
     wait_until("the worker ran 200 jobs", Duration::from_secs(60), || {
         let d = d.clone();
@@ -145,7 +194,11 @@ async fn kill_9(lang: &str) {
     assert!(err.contains("restarting"), "{err}");
     assert_eq!(files(dir.path(), "pid-").len(), 2, "restarted once");
     let s = ctx.stats().await;
-    assert_eq!((s.ready.iter().sum::<u64>(), s.delayed, s.dead), (0, 0, 0), "{s:?}");
+    assert_eq!(
+        (s.ready.iter().sum::<u64>(), s.delayed, s.dead),
+        (0, 0, 0),
+        "{s:?}"
+    );
 }
 
 #[tokio::test]
@@ -165,20 +218,50 @@ async fn graceful(lang: &str) {
     let dir = tempfile::tempdir().unwrap();
     let q = ctx.queue.clone();
     let n = 40u64;
-    enqueue(&ctx, &q, "t", n as usize, serde_json::json!({"mode": "ok", "sleep_ms": 1500}), 1).await;
+    enqueue(
+        &ctx,
+        &q,
+        "t",
+        n as usize,
+        serde_json::json!({"mode": "ok", "sleep_ms": 1500}),
+        1,
+    )
+    .await;
     let cmd = format!("exec:{}", worker(lang));
-    let child = weir_cmd(&ctx, dir.path(), &["work", "-q", &q, "--handler", &cmd, "--no-metrics", "-c", "1", "--exec-batch", "4", "--batch", "4", "--pipeline", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = weir_cmd(
+        &ctx,
+        dir.path(),
+        &[
+            "work",
+            "-q",
+            &q,
+            "--handler",
+            &cmd,
+            "--no-metrics",
+            "-c",
+            "1",
+            "--exec-batch",
+            "4",
+            "--batch",
+            "4",
+            "--pipeline",
+            "1",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let d = dir.path().to_owned();
     wait_until("the worker started jobs", Duration::from_secs(30), || {
         let d = d.clone();
         async move { !files(&d, "started-").is_empty() }
     })
     .await;
-    let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(term.success());
     let o = child.wait_with_output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
@@ -188,7 +271,10 @@ async fn graceful(lang: &str) {
     let [acked, retried, _, dead] = counts(&out);
     assert_eq!((acked, retried, dead), (started, 0, 0), "{out}");
     assert_eq!(files(dir.path(), "done-").len() as u64, started);
-    assert!(err.contains("worker exiting"), "the worker exits on its own: {err}");
+    assert!(
+        err.contains("worker exiting"),
+        "the worker exits on its own: {err}"
+    );
     let s = ctx.stats().await;
     assert_eq!(s.ready.iter().sum::<u64>() + acked, n, "{s:?}");
 }
@@ -211,9 +297,13 @@ async fn several_queues(lang: &str) {
     enqueue(&ctx, &b, "sync", 100, serde_json::json!({"mode": "ok"}), 3).await;
     let cmd = format!("exec:{}", worker(lang));
     let qs = format!("{a},{b}:3");
-    let o = weir_cmd(&ctx, dir.path(), &["work", "-q", &qs, "--handler", &cmd, "--drain", "--no-metrics"])
-        .output()
-        .unwrap();
+    let o = weir_cmd(
+        &ctx,
+        dir.path(),
+        &["work", "-q", &qs, "--handler", &cmd, "--drain", "--no-metrics"],
+    )
+    .output()
+    .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(counts(&out), [400, 0, 0, 0], "{out}");

@@ -32,7 +32,12 @@ async fn endpoint() -> String {
             let svc = service_fn(move |req: Request<Incoming>| {
                 let deferred = deferred.clone();
                 async move {
-                    let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                    let bytes = req
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
                     let jobs: Vec<Value> = serde_json::from_slice(&bytes).unwrap_or_default();
                     if jobs.first().is_some_and(|j| j["payload"]["do"] == "plain") {
                         return Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())));
@@ -43,9 +48,16 @@ async fn endpoint() -> String {
                         .map(|(i, j)| {
                             let first = j["attempt"] == 0;
                             match j["payload"]["do"].as_str().unwrap_or("ok") {
-                                "retry_once" if first => json!({"i": i, "status": "retry", "after_ms": 20, "error": "later"}),
+                                "retry_once" if first => {
+                                    json!({"i": i, "status": "retry", "after_ms": 20, "error": "later"})
+                                }
                                 "fail" => json!({"id": j["id"], "status": "fail", "error": "bad row"}),
-                                "defer_once" if deferred.lock().unwrap().insert(j["id"].as_str().unwrap().to_owned()) => {
+                                "defer_once"
+                                    if deferred
+                                        .lock()
+                                        .unwrap()
+                                        .insert(j["id"].as_str().unwrap().to_owned()) =>
+                                {
                                     json!({"i": i, "status": "defer", "after_ms": 20})
                                 }
                                 _ => json!({"i": i, "status": "ok"}),
@@ -54,7 +66,8 @@ async fn endpoint() -> String {
                         .collect();
                     let body = serde_json::to_vec(&json!({ "outcomes": outcomes })).unwrap();
                     let mut r = Response::new(Full::new(Bytes::from(body)));
-                    r.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                    r.headers_mut()
+                        .insert("content-type", "application/json".parse().unwrap());
                     Ok(r)
                 }
             });
@@ -72,7 +85,11 @@ async fn a_bad_row_is_dead_lettered_alone_and_its_batch_mates_are_acked() {
     let mut jobs = Vec::new();
     for (mode, n) in [("ok", 100), ("retry_once", 10), ("defer_once", 10), ("fail", 5)] {
         for _ in 0..n {
-            jobs.push(NewJob::new("hook", &json!({ "do": mode })).unwrap().max_attempts(3));
+            jobs.push(
+                NewJob::new("hook", &json!({ "do": mode }))
+                    .unwrap()
+                    .max_attempts(3),
+            );
         }
     }
     p.enqueue_bulk(jobs).await.unwrap();
@@ -80,7 +97,17 @@ async fn a_bad_row_is_dead_lettered_alone_and_its_batch_mates_are_acked() {
     let redis_url = ctx.url.clone();
     let o = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["work", "-q", &queue, "--handler", &url, "--batch-http", "10", "--drain", "--no-metrics"])
+            .args([
+                "work",
+                "-q",
+                &queue,
+                "--handler",
+                &url,
+                "--batch-http",
+                "10",
+                "--drain",
+                "--no-metrics",
+            ])
             .env("REDIS_URL", redis_url)
             .env_remove("WEIR_LOG")
             .output()
@@ -96,7 +123,11 @@ async fn a_bad_row_is_dead_lettered_alone_and_its_batch_mates_are_acked() {
     );
     let dead = ctx.admin().dead_jobs(0, 10).await.unwrap();
     assert_eq!(dead.len(), 5);
-    assert!(dead.iter().all(|d| d.reason.as_deref().unwrap_or("").contains("bad row")), "{dead:?}");
+    assert!(
+        dead.iter()
+            .all(|d| d.reason.as_deref().unwrap_or("").contains("bad row")),
+        "{dead:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,7 +140,17 @@ async fn a_plain_2xx_acks_the_whole_batch() {
     let redis_url = ctx.url.clone();
     let o = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["work", "-q", &queue, "--handler", &url, "--batch-http", "10", "--drain", "--no-metrics"])
+            .args([
+                "work",
+                "-q",
+                &queue,
+                "--handler",
+                &url,
+                "--batch-http",
+                "10",
+                "--drain",
+                "--no-metrics",
+            ])
             .env("REDIS_URL", redis_url)
             .env_remove("WEIR_LOG")
             .output()
@@ -119,5 +160,8 @@ async fn a_plain_2xx_acks_the_whole_batch() {
     .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
-    assert!(out.contains("30 acked, 0 retried, 0 deferred, 0 dead-lettered"), "{out}");
+    assert!(
+        out.contains("30 acked, 0 retried, 0 deferred, 0 dead-lettered"),
+        "{out}"
+    );
 }

@@ -108,7 +108,8 @@ impl Proc {
             Err(e) => return End::Died(format!("cannot start it: {e}")),
         };
         let pid = child.id().unwrap_or(0);
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return End::Died("its pipes are missing".into());
         };
@@ -144,12 +145,19 @@ impl Proc {
                     tracing::info!(proc = n, pid, worker = %worker, "exec worker started");
                 }
                 Ok(Incoming::Hello { protocol, .. }) => {
-                    return died(child, format!("it speaks protocol {protocol}; weir speaks 1"), Vec::new()).await;
+                    return died(
+                        child,
+                        format!("it speaks protocol {protocol}; weir speaks 1"),
+                        Vec::new(),
+                    )
+                    .await;
                 }
                 Ok(_) => return died(child, "its first line is not a hello frame".into(), Vec::new()).await,
                 Err(e) => return died(child, e, Vec::new()).await,
             },
-            Ok(Ok(None)) => return died(child, "it closed its stdout before its hello".into(), Vec::new()).await,
+            Ok(Ok(None)) => {
+                return died(child, "it closed its stdout before its hello".into(), Vec::new()).await;
+            }
             Ok(Err(e)) => return died(child, format!("cannot read its stdout: {e}"), Vec::new()).await,
             Err(_) => return died(child, "no hello within 30s".into(), Vec::new()).await,
         }

@@ -87,7 +87,9 @@ struct Inner {
 
 impl std::fmt::Debug for ExecHandler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExecHandler").field("config", &self.inner.config).finish()
+        f.debug_struct("ExecHandler")
+            .field("config", &self.inner.config)
+            .finish()
     }
 }
 

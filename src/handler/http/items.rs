@@ -71,7 +71,10 @@ pub(super) fn results(body: &[u8], json: bool, jobs: &[Job]) -> Vec<JobResult> {
                 ..JobError::retry(msg("the batch endpoint asked for a retry"))
             }),
             "fail" => Err(JobError::fatal(msg("the batch endpoint failed the job"))),
-            "defer" => Err(JobError::backpressure(msg("the batch endpoint deferred the job"), after)),
+            "defer" => Err(JobError::backpressure(
+                msg("the batch endpoint deferred the job"),
+                after,
+            )),
             s => return vec![Err(bad(format!("unknown status {s:?} (ok, retry, fail or defer)"))); n],
         });
     }
@@ -110,14 +113,32 @@ mod tests {
         let e = r[2].clone().unwrap_err();
         assert!(!e.retryable && e.message == "bad row");
         assert!(r[3].clone().unwrap_err().backpressure);
-        assert!(r[4].clone().unwrap_err().message.contains("no outcome for this job"));
+        assert!(
+            r[4].clone()
+                .unwrap_err()
+                .message
+                .contains("no outcome for this job")
+        );
         // Old answers ack the whole batch.
-        for (b, json) in [(&b""[..], false), (b"{\"ok\":true}", true), (b"[]", true), (b"ok", true)] {
+        for (b, json) in [
+            (&b""[..], false),
+            (b"{\"ok\":true}", true),
+            (b"[]", true),
+            (b"ok", true),
+        ] {
             assert!(results(b, json, &jobs).iter().all(|r| r.is_ok()));
         }
         // A broken per-item answer settles nothing as done.
-        for b in [&br#"{"outcomes":[{"i":9,"status":"ok"}]}"#[..], br#"{"outcomes":[{"i":0,"status":"yes"}]}"#, br#"{"outcomes":"#] {
-            assert!(results(b, true, &jobs).iter().all(|r| r.as_ref().unwrap_err().retryable));
+        for b in [
+            &br#"{"outcomes":[{"i":9,"status":"ok"}]}"#[..],
+            br#"{"outcomes":[{"i":0,"status":"yes"}]}"#,
+            br#"{"outcomes":"#,
+        ] {
+            assert!(
+                results(b, true, &jobs)
+                    .iter()
+                    .all(|r| r.as_ref().unwrap_err().retryable)
+            );
         }
     }
 }
