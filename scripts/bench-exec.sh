@@ -36,7 +36,7 @@ async def noop(job): pass
 async def sleep(job): await asyncio.sleep(0.01)
 w.run()
 PY
-cat >"$tmp/http.py" <<'PY'
+cat >"$tmp/endpoint.py" <<'PY'
 import json, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class H(BaseHTTPRequestHandler):
@@ -51,7 +51,7 @@ class H(BaseHTTPRequestHandler):
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
 hport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-python3 "$tmp/http.py" "$hport" & http_pid=$!
+python3 "$tmp/endpoint.py" "$hport" & http_pid=$!
 sleep 0.3
 
 run() { # name kind jobs concurrency handler-args...
@@ -59,7 +59,7 @@ run() { # name kind jobs concurrency handler-args...
   local q="bench-$RANDOM"
   seq "$n" | sed 's/.*/{}/' | "$weir" enqueue -q "$q" --kind "$kind" >/dev/null
   local line
-  line=$("$weir" work -q "$q" --drain --no-metrics -c "$c" "$@" | grep processed)
+  line=$("$weir" work -q "$q" --drain --no-metrics -c "$c" "$@" 2>/dev/null | grep processed)
   local rate
   rate=$(echo "$line" | sed -E 's/.*\(([0-9]+) jobs\/s\).*/\1/')
   printf '%-28s %8s jobs  %8s jobs/s  %8.1f us/job   %s\n' "$name" "$n" "$rate" "$(echo "1000000/$rate" | bc -l)" "$line"
