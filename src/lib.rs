@@ -32,6 +32,7 @@
 //! | feature      | adds                                                      | pulls in |
 //! |--------------|-----------------------------------------------------------|----------|
 //! | `cli`        | the crates of the `weir` binary                           | clap, indicatif, tracing-subscriber |
+//! | `exec`       | `handler::exec`: worker processes of any language (stdin/stdout) | nothing (tokio's process) |
 //! | `http`       | `handler::http`: the HTTP(S) handler, signed requests     | reqwest, httpdate, rustls, ring |
 //! | `prometheus` | `metrics::install`: the Prometheus exporter               | metrics-exporter-prometheus |
 //! | `embedded`   | `EmbeddedRedis`: a private redis-server                   | tempfile |

@@ -53,3 +53,43 @@ export class Producer {
   enqueueBulk(jobs: Iterable<Job>): Promise<BulkReport>;
   checkLibrary(): Promise<void>;
 }
+
+/** A job as weir's exec handler hands it to a `Worker` handler. */
+export interface ExecJob {
+  id: string;
+  kind: string;
+  payload: unknown;
+  /** Failed attempts so far (0 on the first run). */
+  attempt: number;
+  max_attempts: number;
+  key?: string;
+  /** When weir abandons the run (ms since the epoch), if `weir work --job-timeout` is set. */
+  deadline_ms?: number;
+}
+
+/** Retry the job, after `after` ms if given (else the queue's backoff). */
+export class Retry extends Error {
+  constructor(message?: string, options?: { after?: number });
+  after?: number;
+}
+/** Dead-letter the job with this reason. */
+export class Fatal extends Error {
+  constructor(message?: string);
+}
+/** Defer the job without charging an attempt, after `after` ms. */
+export class Backpressure extends Error {
+  constructor(message?: string, options?: { after?: number });
+  after?: number;
+}
+
+/** The exec protocol version the worker speaks. */
+export const EXEC_PROTOCOL: number;
+
+/** A worker run by `weir work --handler exec:'node app.js'` (stdin/stdout protocol). */
+export class Worker {
+  constructor(options?: { queue?: string; concurrency?: number });
+  /** Handles jobs of `kind`: resolving acks, throwing retries (see Retry, Fatal, Backpressure). */
+  handle(kind: string, fn: (job: ExecJob) => unknown | Promise<unknown>): this;
+  /** Resolves once weir closes stdin and every job is answered. */
+  run(options?: { input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream }): Promise<void>;
+}

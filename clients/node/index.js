@@ -226,4 +226,6 @@ class Producer {
   }
 }
 
-module.exports = { Producer, WeirError, queueKeys, PROTOCOL, BULK_CHUNK };
+const { Worker, Retry, Fatal, Backpressure, EXEC_PROTOCOL } = require('./worker');
+
+module.exports = { Producer, WeirError, queueKeys, PROTOCOL, BULK_CHUNK, Worker, Retry, Fatal, Backpressure, EXEC_PROTOCOL };

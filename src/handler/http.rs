@@ -11,6 +11,10 @@
 //! | other 5xx, 408, other connection errors | retried with backoff    | the job's failure |
 //! | other 4xx, 3xx (redirects are not followed) | dead-lettered with the status and the first 512 bytes of the body | the job's failure |
 //!
+//! In batch mode a 2xx answer may settle each job on its own: a JSON body
+//! `{"outcomes":[{"i":0,"status":"ok"},{"id":"..","status":"retry","after_ms":5000}, ...]}`
+//! (statuses `ok`, `retry`, `fail`, `defer`; see `items.rs` and docs/http-handler.md).
+//!
 //! Every answered failure carries its status ([`JobError::status`]), and the limiter's
 //! `overload_status` setting (CLI `--overload-status`, default 429,503) decides which
 //! statuses are congestion: add 502,504 when a gateway answers them under load. A
@@ -36,6 +40,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 mod headers;
+mod items;
 mod sign;
 mod tls;
 pub use headers::{HttpHeader, Secret};
@@ -219,11 +224,24 @@ impl BatchHandler for HttpBatch {
         let inner = self.0.inner.clone();
         Box::pin(async move {
             let bodies: Vec<Body<'_>> = jobs.iter().map(Body::from).collect();
-            let result = match serde_json::to_vec(&bodies) {
-                Ok(body) => inner.post(body, None).await,
-                Err(e) => Err(JobError::fatal(e.to_string())),
+            let n = jobs.len();
+            let body = match serde_json::to_vec(&bodies) {
+                Ok(body) => body,
+                Err(e) => return vec![Err(JobError::fatal(e.to_string())); n],
             };
-            vec![result; jobs.len()]
+            match inner.send(body, None).await {
+                Ok(mut resp) if resp.status().is_success() => {
+                    let json = resp
+                        .headers()
+                        .get(CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+                    let body = read_bytes(&mut resp, items::ANSWER_MAX).await;
+                    items::results(&body, json, &jobs)
+                }
+                Ok(resp) => vec![outcome(resp).await; n],
+                Err(e) => vec![Err(e); n],
+            }
         })
     }
 
@@ -234,6 +252,11 @@ impl BatchHandler for HttpBatch {
 
 impl Inner {
     async fn post(&self, body: Vec<u8>, key: Option<&str>) -> JobResult {
+        outcome(self.send(body, key).await?).await
+    }
+
+    /// Sends the POST; a transport failure is the job's error.
+    async fn send(&self, body: Vec<u8>, key: Option<&str>) -> Result<Response, JobError> {
         let mut req = self
             .client
             .post(self.url.clone())
@@ -251,10 +274,7 @@ impl Inner {
                 .unwrap_or_default();
             req = req.header(SIGNATURE_HEADER, s.header(now.as_secs(), &body));
         }
-        match req.body(body).send().await {
-            Ok(resp) => outcome(resp).await,
-            Err(e) => Err(self.transport_error(e)),
-        }
+        req.body(body).send().await.map_err(|e| self.transport_error(e))
     }
 
     fn transport_error(&self, e: reqwest::Error) -> JobError {
@@ -313,6 +333,19 @@ fn was_reset(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = c.source();
     }
     false
+}
+
+/// The first `max` bytes of the body.
+async fn read_bytes(resp: &mut Response, max: usize) -> Vec<u8> {
+    let mut buf = Vec::new();
+    while buf.len() < max {
+        match resp.chunk().await {
+            Ok(Some(c)) => buf.extend_from_slice(&c),
+            _ => break,
+        }
+    }
+    buf.truncate(max);
+    buf
 }
 
 /// The first `max` bytes of the body as text (lossy, cut on a character boundary).

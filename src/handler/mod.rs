@@ -1,6 +1,8 @@
 //! What users write: per-job and batch handlers, their errors, and the registry that picks
 //! a handler by job kind.
 
+#[cfg(feature = "exec")]
+pub mod exec;
 #[cfg(feature = "http")]
 pub mod http;
 

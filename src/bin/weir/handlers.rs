@@ -6,6 +6,7 @@ use clap::Args;
 use futures_util::future::BoxFuture;
 use std::path::PathBuf;
 use std::time::Duration;
+use weir::handler::exec::{ExecConfig, ExecHandler};
 use weir::http::{HttpConfig, HttpHandler, HttpHeader, Secret};
 use weir::{Handler, Job, JobResult, Registry};
 
@@ -21,11 +22,19 @@ pub(crate) enum BuiltIn {
     Print(Duration),
     /// POSTs each job to this URL.
     Http(String),
+    /// Sends jobs to worker processes running this command (`sh -c`), see `weir::handler::exec`.
+    Exec(String),
 }
 
 pub(crate) fn parse_handler(s: &str) -> Result<BuiltIn, String> {
     if s.starts_with("http://") || s.starts_with("https://") {
         return Ok(BuiltIn::Http(s.to_owned()));
+    }
+    if let Some(cmd) = s.strip_prefix("exec:") {
+        if cmd.trim().is_empty() {
+            return Err("exec: needs a command, as in exec:'node worker.js'".into());
+        }
+        return Ok(BuiltIn::Exec(cmd.to_owned()));
     }
     match s.split_once(':') {
         None if s == "noop" => Ok(BuiltIn::Noop),
@@ -33,7 +42,7 @@ pub(crate) fn parse_handler(s: &str) -> Result<BuiltIn, String> {
         Some(("sleep", d)) => Ok(BuiltIn::Sleep(parse_duration(d)?)),
         Some(("print", d)) => Ok(BuiltIn::Print(parse_duration(d)?)),
         _ => Err(format!(
-            "unknown handler {s:?}: use noop, sleep:<duration>, print[:<duration>] or an http(s):// URL"
+            "unknown handler {s:?}: use noop, sleep:<duration>, print[:<duration>] an http(s):// URL or exec:<command>"
         )),
     }
 }
@@ -67,6 +76,41 @@ pub(crate) struct HttpArgs {
     /// header `X-Weir-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
     #[arg(long, value_name = "VAR")]
     pub sign_secret_env: Option<String>,
+}
+
+/// How `weir work` runs an exec handler (its `--exec-*` flags).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ExecArgs {
+    /// Exec handler: worker processes to run (each started as `sh -c <command>`).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub exec_procs: usize,
+    /// Exec handler: most jobs per batch frame.
+    #[arg(long, value_name = "N", default_value_t = ExecConfig::new("").max_batch)]
+    pub exec_batch: usize,
+    /// Exec handler: most jobs in flight in one process, over all its batches.
+    #[arg(long, value_name = "N", default_value_t = ExecConfig::new("").inflight)]
+    pub exec_inflight: usize,
+}
+
+impl ExecArgs {
+    /// The flags' defaults.
+    pub(crate) fn defaults() -> Self {
+        let c = ExecConfig::new("");
+        Self {
+            exec_procs: c.procs,
+            exec_batch: c.max_batch,
+            exec_inflight: c.inflight,
+        }
+    }
+}
+
+/// What `registry` builds besides the registry: the handlers that need a probe or a shutdown.
+#[derive(Debug, Default)]
+pub(crate) struct Extras {
+    /// The HTTP handler, for [`HttpHandler::probe`].
+    pub http: Option<HttpHandler>,
+    /// The exec handler, for [`ExecHandler::shutdown`].
+    pub exec: Option<ExecHandler>,
 }
 
 impl HttpArgs {
@@ -111,9 +155,14 @@ pub(crate) fn http_defaults() -> HttpConfig {
 }
 
 impl BuiltIn {
-    /// A registry sending every kind to this handler, and the HTTP handler if it is one
-    /// (for [`HttpHandler::probe`]).
-    pub(crate) fn registry(&self, http: &HttpArgs) -> weir::Result<(Registry, Option<HttpHandler>)> {
+    /// A registry sending every kind to this handler, and the handlers that need a probe
+    /// or a shutdown. An exec handler's processes start here (on the current runtime).
+    pub(crate) fn registry(
+        &self,
+        http: &HttpArgs,
+        exec: &ExecArgs,
+        job_timeout: Option<Duration>,
+    ) -> weir::Result<(Registry, Extras)> {
         let http_only = http.batch_http.is_some()
             || !http.header.is_empty()
             || http.http_ca.is_some()
@@ -124,16 +173,33 @@ impl BuiltIn {
             ));
         }
         Ok(match self {
-            BuiltIn::Noop => (Registry::new().fallback(Local(None)), None),
-            BuiltIn::Sleep(d) => (Registry::new().fallback(Local(Some(*d))), None),
-            BuiltIn::Print(d) => (Registry::new().fallback(Print(*d)), None),
+            BuiltIn::Noop => (Registry::new().fallback(Local(None)), Extras::default()),
+            BuiltIn::Sleep(d) => (Registry::new().fallback(Local(Some(*d))), Extras::default()),
+            BuiltIn::Print(d) => (Registry::new().fallback(Print(*d)), Extras::default()),
+            BuiltIn::Exec(cmd) => {
+                let mut c = ExecConfig::new(cmd.clone());
+                c.procs = exec.exec_procs;
+                c.max_batch = exec.exec_batch;
+                c.inflight = exec.exec_inflight;
+                c.job_timeout = job_timeout;
+                let h = ExecHandler::start(c)?;
+                let extras = Extras {
+                    exec: Some(h.clone()),
+                    ..Extras::default()
+                };
+                (Registry::new().fallback_batch(h), extras)
+            }
             BuiltIn::Http(url) => {
                 let h = HttpHandler::new(http.config(url)?)?;
                 let registry = match http.batch_http {
                     Some(_) => Registry::new().fallback_batch(h.clone().batched()),
                     None => Registry::new().fallback(h.clone()),
                 };
-                (registry, Some(h))
+                let extras = Extras {
+                    http: Some(h),
+                    ..Extras::default()
+                };
+                (registry, extras)
             }
         })
     }

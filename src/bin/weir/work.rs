@@ -1,7 +1,7 @@
 //! `weir work`: runs a consumer with a built-in handler, of one queue or of several with
 //! weights ([`MultiConsumer`]).
 
-use crate::handlers::{BuiltIn, HttpArgs, parse_handler, shown};
+use crate::handlers::{BuiltIn, ExecArgs, HttpArgs, parse_handler, shown};
 use crate::{Connect, parse_duration};
 use clap::Args;
 use std::time::{Duration, Instant};
@@ -37,11 +37,15 @@ pub(crate) struct WorkArgs {
     /// back off, other 5xx and timeouts retry, other 4xx dead-letter; `noop` (ack at once);
     /// `sleep:<duration>` (e.g. sleep:50ms); `print` or `print:<duration>` (sleep, then
     /// write the job as one JSON line `{"id","kind","attempt","payload"}` to standard
-    /// output before acking it).
+    /// output before acking it); `exec:<command>` (worker processes started as `sh -c
+    /// <command>`, speaking docs/protocol.md's exec protocol on stdin/stdout, e.g.
+    /// exec:'node worker.js').
     #[arg(long, value_parser = parse_handler)]
     pub handler: BuiltIn,
     #[command(flatten)]
     pub http: HttpArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
     /// Jobs running at once (with --adaptive, the starting limit).
     #[arg(long, short, default_value_t = ConsumerConfig::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
@@ -131,6 +135,7 @@ impl WorkArgs {
             queue: vec![WeightedQueue::new(queue, 1)],
             handler: BuiltIn::Noop,
             http: HttpArgs::defaults(),
+            exec: ExecArgs::defaults(),
             concurrency: c.concurrency,
             limits: LimiterOptions::default(),
             batch: c.fetcher.batch,
@@ -221,7 +226,8 @@ impl Run {
 /// the elapsed time.
 pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
     let redis = a.connect.redis()?;
-    let (registry, http) = a.handler.registry(&a.http)?;
+    let (registry, extras) = a.handler.registry(&a.http, &a.exec, a.job_timeout)?;
+    let http = extras.http;
     let consumer = Run::new(&a, &redis, registry)?;
     // Reach Redis before anything else, so a wrong URL is one line of error and nothing more.
     drop(redis.connect().await?);
@@ -260,7 +266,12 @@ pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
         tracing::info!(queues = %queues.join(" "), "several queues, one budget: weighted starts");
     }
     let started = Instant::now();
-    let reports = consumer.run(shutdown).await?;
+    let reports = consumer.run(shutdown).await;
+    if let Some(h) = &extras.exec {
+        // Every job is settled (or abandoned): close the workers' stdin and let them exit.
+        h.shutdown(a.shutdown_timeout).await;
+    }
+    let reports = reports?;
     let elapsed = started.elapsed();
     let total = reports.iter().fold(Report::default(), |t, (_, r)| sum(t, r));
     let mut lines = vec![summary(&total, elapsed)];
