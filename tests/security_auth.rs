@@ -19,7 +19,7 @@ const WRONG: &str = "Wrong-88ab01-secret";
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
     +exists +type +get +set +del +pexpire +scan +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
-    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +pubsub|shardnumsub +fcall_ro +function|list +function|load";
+    +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +pubsub|shardnumsub +fcall_ro +function|list";
 
 fn http_get(port: u16) -> String {
     use std::io::{Read, Write};
@@ -144,6 +144,9 @@ async fn weir_works_with_exactly_the_documented_acl() {
         .unwrap();
     let url = format!("redis://weir:{PASSWORD}@127.0.0.1:{}", redis.port());
     let q = "acl";
+    // The worker role may not load the library: an admin does (docs/security.md).
+    let (code, out, err) = run_weir(&["functions", "load", "--redis-url", &redis.url()], None, T);
+    assert_eq!(code, 0, "{out}\n{err}");
     let ok = |args: &[&str], input: Option<&[u8]>| {
         let mut all = args.to_vec();
         all.extend(["--redis-url", &url, "-q", q]);
