@@ -7,6 +7,7 @@ mod common;
 #[path = "../faults/mod.rs"]
 mod faults;
 
+mod redact;
 mod roles;
 
 use std::time::Duration;
