@@ -8,6 +8,7 @@ mod common;
 mod faults;
 
 mod redact;
+mod names;
 mod roles;
 
 use std::time::Duration;
