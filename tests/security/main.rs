@@ -10,6 +10,7 @@ mod faults;
 mod redact;
 mod names;
 mod roles;
+mod shutdown;
 
 use std::time::Duration;
 
