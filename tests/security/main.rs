@@ -9,6 +9,7 @@ mod faults;
 
 mod redact;
 mod names;
+mod oversized;
 mod roles;
 mod shutdown;
 
