@@ -8,6 +8,7 @@ mod common;
 mod faults;
 
 mod redact;
+mod escapes;
 mod names;
 mod oversized;
 mod roles;

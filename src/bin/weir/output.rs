@@ -62,6 +62,12 @@ pub(crate) fn json<T: serde::Serialize>(value: &T) -> weir::Result<()> {
 
 /// Rows aligned in columns (two spaces apart), the first row a header.
 pub(crate) fn table(rows: &[Vec<String>]) -> String {
+    // Cells hold what jobs, handlers and Redis said: never a raw control character.
+    let escaped: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| term(c).into_owned()).collect())
+        .collect();
+    let rows = &escaped;
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
