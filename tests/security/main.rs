@@ -8,6 +8,7 @@ mod common;
 mod faults;
 
 mod redact;
+mod endpoints;
 mod escapes;
 mod names;
 mod oversized;

@@ -127,15 +127,7 @@ pub(crate) async fn check(State(app): State<App>, req: Request, next: Next) -> R
     next.run(req).await
 }
 
-/// `localhost`, `127.x.x.x` or `[::1]`, with or without a port.
-fn loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
+use weir::net::loopback_host;
 
 fn refuse(status: StatusCode, message: &str) -> Response {
     (status, format!("{message}\n")).into_response()
