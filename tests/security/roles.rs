@@ -11,7 +11,7 @@ use weir::EmbeddedRedis;
 
 /// The worker/producer role of docs/security.md: keep the two in step.
 pub(crate) const WORKER_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
-    +exists +type +get +set +del +pexpire +scan +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
+    +exists +type +get +set +del +pexpire +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
     +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +pubsub|shardnumsub \
     +fcall +fcall_ro +function|list";
@@ -66,6 +66,10 @@ async fn a_worker_cannot_plant_code_and_consumers_refuse_a_library_that_is_not_t
     assert_eq!(out.matches(functions::code_hash()).count(), 2, "{out}");
     let (code, out, err) = run(&worker, &["enqueue", "-q", q], Some(b"{\"kind\":\"a\",\"payload\":1}\n"));
     assert_eq!(code, 0, "{out}\n{err}");
+    // Without SCAN, `weir queues` lists the registry and says what it could not do.
+    let (code, out, err) = run(&worker, &["queues", "--rate-window", "0s"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains(q) && err.contains("SCAN refused"), "{out}\n{err}");
     let work = ["work", "-q", q, "--handler", "noop", "--drain", "--no-metrics"];
     let (code, out, err) = run(&worker, &work, None);
     assert_eq!(code, 0, "{out}\n{err}");

@@ -135,13 +135,21 @@ impl Queues {
     }
 
     /// Every registered queue with its sizes (running the one-off [`Queues::rescan`] if it
-    /// never ran). With a `rate_window`, the counters are read a second time that much
+    /// never ran; a user that may not SCAN gets the registry alone, with a warning). With a `rate_window`, the counters are read a second time that much
     /// later and each queue gets per-second rates: the counters' differences over the
     /// time between the two reads, measured on this process's monotonic clock (from reply
     /// to reply, so it is off by at most one round trip). Without one, `rates` is `None`.
     pub async fn list(&self, rate_window: Option<Duration>) -> Result<QueueList> {
         if !self.scanned().await? {
-            self.rescan().await?;
+            match self.rescan().await {
+                Ok(_) => {}
+                // The worker role has no SCAN (docs/security.md): the registry alone.
+                Err(crate::Error::Redis(e)) if e.code() == Some("NOPERM") => tracing::warn!(
+                    "cannot look for queues older than the registry (SCAN refused): run \
+                     `weir queues --rescan` once as a user that may; listing the registry"
+                ),
+                Err(e) => return Err(e),
+            }
         }
         let (names, invalid) = self.entries().await?;
         let handles = names
