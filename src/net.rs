@@ -9,7 +9,8 @@ pub fn loopback_host(host: &str) -> bool {
         Some(rest) => rest.split(']').next().unwrap_or(""),
         None => host.rsplit_once(':').map_or(host, |(h, _)| h),
     };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -18,7 +19,13 @@ mod tests {
 
     #[test]
     fn loopback_names_with_and_without_ports() {
-        for ok in ["localhost:9465", "127.0.0.1:9465", "[::1]:9465", "127.0.0.2", "LOCALHOST"] {
+        for ok in [
+            "localhost:9465",
+            "127.0.0.1:9465",
+            "[::1]:9465",
+            "127.0.0.2",
+            "LOCALHOST",
+        ] {
             assert!(loopback_host(ok), "{ok}");
         }
         for bad in ["evil.example:9465", "10.0.0.1:9465", "localhost.evil.example", ""] {

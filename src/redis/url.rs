@@ -4,7 +4,16 @@
 /// Query parameters whose values are secrets: matched case-insensitively, whole or as a
 /// part of the name (`db_password`, `x-api-key`, `access_token`).
 const SECRET_PARAMS: &[&str] = &[
-    "pass", "pwd", "password", "secret", "token", "key", "auth", "credential", "signature", "sig",
+    "pass",
+    "pwd",
+    "password",
+    "secret",
+    "token",
+    "key",
+    "auth",
+    "credential",
+    "signature",
+    "sig",
 ];
 
 /// Whether a query parameter named `name` carries a secret.
@@ -21,7 +30,9 @@ fn secret_param(name: &str) -> bool {
 /// and so do the secret parameters' values.
 pub fn redact_url(url: &str) -> String {
     match url::Url::parse(url) {
-        Ok(u) if u.has_host() || u.scheme().contains("unix") || !u.username().is_empty() => redact_parsed(url, u),
+        Ok(u) if u.has_host() || u.scheme().contains("unix") || !u.username().is_empty() => {
+            redact_parsed(url, u)
+        }
         _ => redact_shape(url),
     }
 }
@@ -34,7 +45,10 @@ fn redact_parsed(original: &str, mut u: url::Url) -> String {
         changed |= u.set_username("***").is_ok();
     }
     if u.query().is_some() {
-        let pairs: Vec<(String, String)> = u.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        let pairs: Vec<(String, String)> = u
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
         if pairs.iter().any(|(k, _)| secret_param(k)) {
             changed = true;
             let query = redact_query(u.query().unwrap_or(""));
@@ -160,13 +174,37 @@ mod tests {
     fn every_form_of_secret_is_redacted() {
         let cases = [
             // base64 with '/' and '+': the parser refuses it, the shape does not.
-            ("redis://:ab/cd+ef==@h:6379/0", "ab/cd+ef==", "redis://***@h:6379/0"),
+            (
+                "redis://:ab/cd+ef==@h:6379/0",
+                "ab/cd+ef==",
+                "redis://***@h:6379/0",
+            ),
             ("redis://weir:a/b#c?d@h:6379", "a/b#c?d", "redis://***@h:6379"),
-            ("redis+unix:///run/redis.sock?db=2&pass=s3cretpw", "s3cretpw", "redis+unix:///run/redis.sock?db=2&pass=***"),
-            ("unix:///run/redis.sock?password=s3cretpw", "s3cretpw", "unix:///run/redis.sock?password=***"),
-            ("http://bob:hunter2pw@127.0.0.1:9/hook?api_key=K3yK3y&x=1", "hunter2pw", "http://bob:***@127.0.0.1:9/hook?api_key=***&x=1"),
-            ("https://h/p?access_token=T0kenT0ken", "T0kenT0ken", "https://h/p?access_token=***"),
-            ("http://h/p?Secret=abcdef&SIG=zzzz", "abcdef", "http://h/p?Secret=***&SIG=***"),
+            (
+                "redis+unix:///run/redis.sock?db=2&pass=s3cretpw",
+                "s3cretpw",
+                "redis+unix:///run/redis.sock?db=2&pass=***",
+            ),
+            (
+                "unix:///run/redis.sock?password=s3cretpw",
+                "s3cretpw",
+                "unix:///run/redis.sock?password=***",
+            ),
+            (
+                "http://bob:hunter2pw@127.0.0.1:9/hook?api_key=K3yK3y&x=1",
+                "hunter2pw",
+                "http://bob:***@127.0.0.1:9/hook?api_key=***&x=1",
+            ),
+            (
+                "https://h/p?access_token=T0kenT0ken",
+                "T0kenT0ken",
+                "https://h/p?access_token=***",
+            ),
+            (
+                "http://h/p?Secret=abcdef&SIG=zzzz",
+                "abcdef",
+                "http://h/p?Secret=***&SIG=***",
+            ),
         ];
         for (url, secret, want) in cases {
             let got = redact_url(url);
@@ -183,7 +221,10 @@ mod tests {
         let got = redact_in(&msg, url);
         assert!(!got.contains("ab/cd+ef=="), "{got}");
         let url = "http://u:pw1234@h/x?api_key=K3yK3y";
-        let got = redact_in("error sending request for url (http://u:pw1234@h/x?api_key=K3yK3y)", url);
+        let got = redact_in(
+            "error sending request for url (http://u:pw1234@h/x?api_key=K3yK3y)",
+            url,
+        );
         assert!(!got.contains("pw1234") && !got.contains("K3yK3y"), "{got}");
     }
 

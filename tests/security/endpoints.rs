@@ -32,10 +32,18 @@ fn wait_listening(port: u16) {
 fn get(port: u16, path: &str, host: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
     (status, body)
 }
@@ -47,7 +55,9 @@ fn slowloris(port: u16, limit: Duration) -> Duration {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     let started = Instant::now();
-    let head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".iter().chain(b"a".iter().cycle());
+    let head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+        .iter()
+        .chain(b"a".iter().cycle());
     let mut buf = [0u8; 1024];
     for b in head {
         if s.write_all(&[*b]).is_err() {
@@ -56,10 +66,17 @@ fn slowloris(port: u16, limit: Duration) -> Duration {
         match s.read(&mut buf) {
             Ok(0) => return started.elapsed(),
             Ok(_) => {} // an answer (408, say): read on until the close
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return started.elapsed(),
         }
-        assert!(started.elapsed() < limit, "a slow client still holds its connection after {limit:?}");
+        assert!(
+            started.elapsed() < limit,
+            "a slow client still holds its connection after {limit:?}"
+        );
     }
     unreachable!()
 }
@@ -71,7 +88,17 @@ async fn metrics_on_loopback_answer_loopback_host_names_only_and_time_out_slow_c
     let dir = tempfile::tempdir().unwrap();
     let addr = format!("127.0.0.1:{port}");
     let _p = Proc::weir(
-        &["work", "-q", &ctx.queue, "--handler", "noop", "--metrics-addr", &addr, "--redis-url", &ctx.url],
+        &[
+            "work",
+            "-q",
+            &ctx.queue,
+            "--handler",
+            "noop",
+            "--metrics-addr",
+            &addr,
+            "--redis-url",
+            &ctx.url,
+        ],
         &dir.path().join("out"),
         &dir.path().join("err"),
     );
@@ -85,7 +112,11 @@ async fn metrics_on_loopback_answer_loopback_host_names_only_and_time_out_slow_c
     let (status, body) = get(port, "/metrics", &format!("evil.example:{port}"));
     assert_eq!(status, 421, "a rebinding page is refused: {body}");
     assert!(!body.contains(&ctx.queue), "{body}");
-    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")] {
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ] {
         let (status, body) = get(port, "/metrics", &host);
         assert_eq!(status, 200, "{host}: {body}");
         assert!(body.contains("# TYPE weir_"), "{host}: {body}");

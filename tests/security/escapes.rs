@@ -59,7 +59,10 @@ async fn listings_escape_control_characters_from_handlers() {
         assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
         out
     };
-    run(&["enqueue"], Some(b"{\"kind\":\"a\",\"payload\":1,\"id\":\"esc-1\"}\n"));
+    run(
+        &["enqueue"],
+        Some(b"{\"kind\":\"a\",\"payload\":1,\"id\":\"esc-1\"}\n"),
+    );
     let handler = format!("http://127.0.0.1:{port}/");
     run(&["work", "--handler", &handler, "--drain", "--no-metrics"], None);
     for args in [

@@ -7,11 +7,11 @@ mod common;
 #[path = "../faults/mod.rs"]
 mod faults;
 
-mod redact;
 mod endpoints;
 mod escapes;
 mod names;
 mod oversized;
+mod redact;
 mod roles;
 mod shutdown;
 

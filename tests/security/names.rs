@@ -32,7 +32,8 @@ async fn enqueue_refuses_to_register_a_name_that_is_not_a_queue_name() {
         let n = keys.len() - 1;
         let mut c = redis::cmd("FCALL");
         c.arg("weir_enqueue").arg(keys.len()).arg(&keys);
-        c.arg(&["1", "0", "0", "0", "0", "1", "j-1"][..]).arg(env("j-1", 0, 3, 1));
+        c.arg(&["1", "0", "0", "0", "0", "1", "j-1"][..])
+            .arg(env("j-1", 0, 3, 1));
         let e = c.query_async::<redis::Value>(&mut ctx.c()).await.unwrap_err();
         assert!(e.to_string().contains("queue name of KEYS[1]"), "{name:?}: {e}");
         // Nothing was written: no key of the hostile queue, no registry entry.
@@ -44,10 +45,11 @@ async fn enqueue_refuses_to_register_a_name_that_is_not_a_queue_name() {
     // The same call with a real name registers it.
     let mut c = redis::cmd("FCALL");
     c.arg("weir_enqueue").arg(good.len()).arg(&good);
-    c.arg(&["1", "0", "0", "0", "0", "1", "j-1"][..]).arg(env("j-1", 0, 3, 1));
+    c.arg(&["1", "0", "0", "0", "0", "1", "j-1"][..])
+        .arg(env("j-1", 0, 3, 1));
     let _: redis::Value = c.query_async(&mut ctx.c()).await.unwrap();
     let members: Vec<String> = ctx.cmd(&["SMEMBERS", weir::keys::QUEUES]).await;
-    assert_eq!(members, [ctx.queue.clone()]);
+    assert_eq!(members, std::slice::from_ref(&ctx.queue));
 }
 
 #[tokio::test]
@@ -82,7 +84,7 @@ async fn weir_queues_skips_and_reports_a_bad_entry_and_forget_removes_it() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(err.contains("no longer listed"), "{err}");
     let members: Vec<String> = ctx.cmd(&["SMEMBERS", weir::keys::QUEUES]).await;
-    assert_eq!(members, [ctx.queue.clone()]);
+    assert_eq!(members, std::slice::from_ref(&ctx.queue));
     let (code, out, err) = queues(&[]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(!err.contains("not queue names"), "{err}");

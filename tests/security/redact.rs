@@ -13,7 +13,10 @@ fn clean(what: &str, text: &str) {
     for s in SECRETS {
         assert!(!text.contains(s), "{what} shows the secret {s}:\n{text}");
     }
-    assert!(!text.contains("cd+ef=="), "{what} shows part of the password:\n{text}");
+    assert!(
+        !text.contains("cd+ef=="),
+        "{what} shows part of the password:\n{text}"
+    );
 }
 
 #[test]
@@ -36,7 +39,16 @@ fn a_handler_url_with_credentials_is_not_shown_at_start() {
     // Nothing listens on port 1: the start-up probe fails, naming the URL.
     let redis = EmbeddedRedis::start().unwrap();
     let url = "http://bob:Hunter2pw@127.0.0.1:1/hook?api_key=K3yK3yK3y";
-    let args = ["work", "-q", "h", "--handler", url, "--drain", "--no-metrics", "--redis-url"];
+    let args = [
+        "work",
+        "-q",
+        "h",
+        "--handler",
+        url,
+        "--drain",
+        "--no-metrics",
+        "--redis-url",
+    ];
     let redis_url = redis.url();
     let mut all = args.to_vec();
     all.push(&redis_url);
@@ -73,7 +85,17 @@ async fn a_dead_letter_reason_never_holds_the_handler_urls_credentials() {
     );
     assert_eq!(code, 0, "{out}\n{err}");
     let (code, out, err) = run_weir(
-        &["work", "-q", q, "--handler", &url, "--drain", "--no-metrics", "--redis-url", &r],
+        &[
+            "work",
+            "-q",
+            q,
+            "--handler",
+            &url,
+            "--drain",
+            "--no-metrics",
+            "--redis-url",
+            &r,
+        ],
         None,
         T,
     );
@@ -81,7 +103,10 @@ async fn a_dead_letter_reason_never_holds_the_handler_urls_credentials() {
     clean("weir work", &format!("{out}{err}"));
     let (code, list, err) = run_weir(&["dlq", "list", "--json", "-q", q, "--redis-url", &r], None, T);
     assert_eq!(code, 0, "{list}\n{err}");
-    assert!(list.contains("HTTP request failed") || list.contains("HTTP connection reset"), "{list}");
+    assert!(
+        list.contains("HTTP request failed") || list.contains("HTTP connection reset"),
+        "{list}"
+    );
     clean("weir dlq list", &list);
     // And nothing in Redis holds them.
     let mut c = faults::raw(&r).await;

@@ -3,11 +3,11 @@
 //! `weir functions status` judge the loaded library by the hash of its code, not by what
 //! its `weir_version` claims.
 
-use super::faults::{self, run_weir, Proc};
 use super::T;
+use super::faults::{self, Proc, run_weir};
 use std::time::{Duration, Instant};
-use weir::queue::functions;
 use weir::EmbeddedRedis;
+use weir::queue::functions;
 
 /// The worker/producer role of docs/security.md: keep the two in step.
 pub(crate) const WORKER_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
@@ -28,7 +28,10 @@ async fn user(admin: &mut redis::aio::MultiplexedConnection, name: &str, pw: &st
 
 fn noperm(r: redis::RedisResult<redis::Value>) {
     let e = r.unwrap_err();
-    assert!(e.code() == Some("NOPERM") || e.to_string().contains("NOPERM"), "{e:?}");
+    assert!(
+        e.code() == Some("NOPERM") || e.to_string().contains("NOPERM"),
+        "{e:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,8 +56,21 @@ async fn a_worker_cannot_plant_code_and_consumers_refuse_a_library_that_is_not_t
         "{}\nredis.register_function('weir_planted', function() return 1 end)\n",
         functions::code()
     );
-    noperm(redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(&planted).query_async(&mut w).await);
-    noperm(redis::cmd("FUNCTION").arg("DELETE").arg("weir").query_async(&mut w).await);
+    noperm(
+        redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(&planted)
+            .query_async(&mut w)
+            .await,
+    );
+    noperm(
+        redis::cmd("FUNCTION")
+            .arg("DELETE")
+            .arg("weir")
+            .query_async(&mut w)
+            .await,
+    );
     noperm(redis::cmd("FUNCTION").arg("FLUSH").query_async(&mut w).await);
     noperm(redis::cmd("FLUSHALL").query_async(&mut w).await);
 
@@ -64,7 +80,11 @@ async fn a_worker_cannot_plant_code_and_consumers_refuse_a_library_that_is_not_t
     let (code, out, err) = run(&worker, &["functions", "status"], None);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(out.matches(functions::code_hash()).count(), 2, "{out}");
-    let (code, out, err) = run(&worker, &["enqueue", "-q", q], Some(b"{\"kind\":\"a\",\"payload\":1}\n"));
+    let (code, out, err) = run(
+        &worker,
+        &["enqueue", "-q", q],
+        Some(b"{\"kind\":\"a\",\"payload\":1}\n"),
+    );
     assert_eq!(code, 0, "{out}\n{err}");
     // Without SCAN, `weir queues` lists the registry and says what it could not do.
     let (code, out, err) = run(&worker, &["queues", "--rate-window", "0s"], None);
@@ -89,19 +109,28 @@ async fn a_worker_cannot_plant_code_and_consumers_refuse_a_library_that_is_not_t
         .query_async(&mut root)
         .await
         .unwrap();
-    assert_eq!(claimed.2, functions::LibraryInfo::ours().build, "the plant claims our build");
+    assert_eq!(
+        claimed.2,
+        functions::LibraryInfo::ours().build,
+        "the plant claims our build"
+    );
     let bad = functions::code_hash_of(&planted);
     let (code, out, err) = run(&worker, &work, None);
     assert_eq!(code, 1, "a consumer refuses planted code\n{out}\n{err}");
     let line = err.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
     assert!(
-        line.contains(&bad) && line.contains(functions::code_hash()) && line.contains("weir functions load --replace"),
+        line.contains(&bad)
+            && line.contains(functions::code_hash())
+            && line.contains("weir functions load --replace"),
         "{err}\nplanted {bad}, ours {}",
         functions::code_hash()
     );
     let (code, out, err) = run(&worker, &["functions", "status"], None);
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(out.contains(&bad) && err.contains("not this weir's code"), "{out}\n{err}");
+    assert!(
+        out.contains(&bad) && err.contains("not this weir's code"),
+        "{out}\n{err}"
+    );
 
     // The admin reloads; a running worker whose library is then deleted says, once and
     // clearly, that it may not load it.
@@ -127,10 +156,19 @@ async fn a_worker_cannot_plant_code_and_consumers_refuse_a_library_that_is_not_t
         .unwrap();
     let started = Instant::now();
     while !log().contains("this user may not load it") {
-        assert!(started.elapsed() < T, "no clear word of the lost library:\n{}", log());
+        assert!(
+            started.elapsed() < T,
+            "no clear word of the lost library:\n{}",
+            log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     p.sigterm();
     assert!(p.wait_timeout(T).is_some_and(|s| s.success()), "{}", log());
-    assert_eq!(log().matches("this user may not load it").count(), 1, "said once:\n{}", log());
+    assert_eq!(
+        log().matches("this user may not load it").count(),
+        1,
+        "said once:\n{}",
+        log()
+    );
 }

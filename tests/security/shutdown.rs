@@ -14,7 +14,15 @@ async fn sigterm_shuts_down_gracefully_with_stdout_and_stderr_closed() {
     const N: u64 = 200;
     enqueue_range(&ctx.url, &ctx.queue, "a", "j", 0, N as usize).await;
     let mut child = Command::new(WEIR)
-        .args(["work", "-q", &ctx.queue, "--handler", "sleep:300ms", "--concurrency", "8"])
+        .args([
+            "work",
+            "-q",
+            &ctx.queue,
+            "--handler",
+            "sleep:300ms",
+            "--concurrency",
+            "8",
+        ])
         .args(["--no-metrics", "--redis-url", &ctx.url])
         .env("WEIR_LOG", "weir=info,warn")
         .stdin(Stdio::null())
@@ -49,5 +57,9 @@ async fn sigterm_shuts_down_gracefully_with_stdout_and_stderr_closed() {
     let acked = s.counters.get("acked").copied().unwrap_or(0);
     assert_eq!((s.in_flight, s.dead, s.delayed), (0, 0, 0), "{s:?}");
     assert!(acked > 0, "{s:?}");
-    assert_eq!(acked + s.ready_total(), N, "every job acked or back in the queue: {s:?}");
+    assert_eq!(
+        acked + s.ready_total(),
+        N,
+        "every job acked or back in the queue: {s:?}"
+    );
 }

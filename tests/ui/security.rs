@@ -128,8 +128,14 @@ async fn token_auth_takes_bearer_or_basic() {
         &[("WEIR_UI_TEST_TOKEN", "t0k3n-t0k3n-t0k3n")],
     )
     .await;
-    assert_eq!(status(&ui, "/api/queues", Some("Bearer t0k3n-t0k3n-t0k3n")).await, 200);
-    assert_eq!(status(&ui, "/", Some(&basic("anyone", "t0k3n-t0k3n-t0k3n"))).await, 200);
+    assert_eq!(
+        status(&ui, "/api/queues", Some("Bearer t0k3n-t0k3n-t0k3n")).await,
+        200
+    );
+    assert_eq!(
+        status(&ui, "/", Some(&basic("anyone", "t0k3n-t0k3n-t0k3n"))).await,
+        200
+    );
     assert_eq!(status(&ui, "/", Some("Bearer t0k3n-t0k3n-t0k3")).await, 401);
     assert_eq!(status(&ui, "/", None).await, 401);
 }

@@ -182,7 +182,9 @@ async fn load(
             Err(e) => Err(e),
             Ok(Err(e)) => Err(format!("not UTF-8: {}", e.utf8_error())),
             Ok(Ok(l)) if l.trim().is_empty() => return None,
-            Ok(Ok(l)) => to_job(a, l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string())),
+            Ok(Ok(l)) => {
+                to_job(a, l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string()))
+            }
         };
         match job {
             Ok(arg) => Some((line_no, arg)),

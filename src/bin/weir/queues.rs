@@ -46,7 +46,11 @@ pub(crate) async fn run(a: QueuesArgs) -> weir::Result<ExitCode> {
             "warning: the queue registry holds {} {} that {} not queue names, skipped: {}; \
              remove one with `weir queues --forget NAME`",
             list.invalid.len(),
-            if list.invalid.len() == 1 { "entry" } else { "entries" },
+            if list.invalid.len() == 1 {
+                "entry"
+            } else {
+                "entries"
+            },
             if list.invalid.len() == 1 { "is" } else { "are" },
             shown.join(", ")
         );
