@@ -24,7 +24,7 @@ fn secret_param(name: &str) -> bool {
 
 /// The URL with its secrets replaced by `***`, safe for logs, errors and anything stored:
 /// the userinfo's password (or a lone user name, which Redis URLs use for a token) and
-/// the values of password-like query parameters ([`SECRET_PARAMS`]). Any URL: Redis,
+/// the values of password-like query parameters (`pass`, `password`, `token`, `secret`, `key`, ...). Any URL: Redis,
 /// `redis+unix://…?pass=`, a handler's `http://user:pass@host/?api_key=`. A URL that does
 /// not parse is redacted by its shape: everything between `://` and the last `@` goes,
 /// and so do the secret parameters' values.
