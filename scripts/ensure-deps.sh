@@ -22,7 +22,7 @@ fi
 redis-server --version >&2
 
 # Cargo tools, built from crates.io with their own lock file when missing (cargo-deny:
-# about 6 minutes on a 2-core machine, once; see docs/security.md).
+# 13 minutes on a 2-core machine busy with other builds, once; see docs/security.md).
 for tool in ${WEIR_CARGO_TOOLS:-}; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "installing: $tool (cargo install --locked)" >&2
