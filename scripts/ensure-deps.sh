@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what weir's demo and tests need on a Debian machine, if missing:
 # redis-server (the tests and the demo start private servers from it), plus any
-# packages named in WEIR_EXTRA_PACKAGES (the test suite adds prometheus for promtool).
+# packages named in WEIR_EXTRA_PACKAGES (the test suite adds prometheus for promtool), and
+# the cargo subcommands named in WEIR_CARGO_TOOLS (the test suite adds cargo-deny).
 set -euo pipefail
 
 need=()
@@ -19,3 +20,12 @@ if [ "${#need[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 redis-server --version >&2
+
+# Cargo tools, built from crates.io with their own lock file when missing (cargo-deny:
+# 13 minutes on a 2-core machine busy with other builds, once; see docs/security.md).
+for tool in ${WEIR_CARGO_TOOLS:-}; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "installing: $tool (cargo install --locked)" >&2
+    cargo install --locked --quiet "$tool"
+  fi
+done

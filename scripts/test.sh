@@ -4,9 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export WEIR_EXTRA_PACKAGES="${WEIR_EXTRA_PACKAGES:-} prometheus fonts-dejavu-core chromium"
+export WEIR_CARGO_TOOLS="${WEIR_CARGO_TOOLS:-} cargo-deny"
 bash scripts/ensure-deps.sh
 
 cargo fmt --all -- --check
+# Licenses, banned crates and sources of every dependency (deny.toml). Advisories need the
+# RustSec database, which a release fetches (docs/security.md).
+cargo deny --offline check licenses bans sources
 
 # Dashboards: generated from dashboards/generate.py, type-checked against Grafana's
 # schema. (tests/observability.rs checks their queries against a real Prometheus.)

@@ -48,6 +48,7 @@ pub mod error;
 pub mod handler;
 pub mod limiter;
 pub mod metrics;
+pub mod net;
 pub mod queue;
 pub mod redis;
 pub mod runtime;

@@ -322,7 +322,10 @@ fn scrape(port: u16) -> String {
         return String::new();
     };
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let _ = write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let _ = write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    );
     let mut body = String::new();
     let _ = s.read_to_string(&mut body);
     body

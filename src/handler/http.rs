@@ -30,6 +30,7 @@
 
 use crate::handler::{BatchHandler, Handler, JobError, JobResult};
 use crate::queue::envelope::Job;
+use crate::redis::conn::{redact_in, redact_url};
 use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{Response, StatusCode};
@@ -109,8 +110,8 @@ impl HttpHandler {
     /// A handler for `config.url`; checks the URL, and for `https://` reads the CA file.
     pub fn new(config: HttpConfig) -> Result<Self, HttpError> {
         let bad = |reason: String| HttpError::Url {
-            url: config.url.clone(),
-            reason,
+            url: redact_url(&config.url),
+            reason: redact_in(&reason, &config.url),
         };
         let url = reqwest::Url::parse(&config.url).map_err(|e| bad(e.to_string()))?;
         let roots = match url.scheme() {
@@ -164,8 +165,8 @@ impl HttpHandler {
             return Ok(());
         }
         let fail = |reason: String| HttpError::Unreachable {
-            url: url.to_string(),
-            reason,
+            url: redact_url(url.as_str()),
+            reason: redact_in(&reason, url.as_str()),
         };
         let host = url.host_str().ok_or_else(|| fail("the URL has no host".into()))?;
         let host = host.trim_start_matches('[').trim_end_matches(']'); // IPv6 literal
@@ -277,16 +278,20 @@ impl Inner {
         req.body(body).send().await.map_err(|e| self.transport_error(e))
     }
 
+    /// The error of a request that got no response. Its message is stored with the job
+    /// (last error, dead-letter reason), so the URL's credentials never are.
     fn transport_error(&self, e: reqwest::Error) -> JobError {
         let t = humantime::format_duration(self.config.timeout);
+        let url = self.url.as_str();
+        let chain = || redact_in(&source_chain(&e), url);
         if e.is_timeout() {
             JobError::overloaded(format!("HTTP request timed out after {t}"))
         } else if e.is_connect() {
-            JobError::overloaded(format!("cannot connect to {}: {}", self.url, source_chain(&e)))
+            JobError::overloaded(format!("cannot connect to {}: {}", redact_url(url), chain()))
         } else if was_reset(&e) {
-            JobError::overloaded(format!("HTTP connection reset: {}", source_chain(&e)))
+            JobError::overloaded(format!("HTTP connection reset: {}", chain()))
         } else {
-            JobError::retry(format!("HTTP request failed: {}", source_chain(&e)))
+            JobError::retry(format!("HTTP request failed: {}", chain()))
         }
     }
 }

@@ -14,6 +14,8 @@
 //! the handles the stages record through.
 
 mod handles;
+#[cfg(feature = "prometheus")]
+pub mod serve;
 
 pub use handles::LimiterMetrics;
 pub(crate) use handles::{QueueMetrics, lane_labels, record_enqueued, record_script};
@@ -254,15 +256,16 @@ pub fn is_installed() -> bool {
 /// metric. Call before building producers and consumers: handles built earlier stay no-ops.
 #[cfg(feature = "prometheus")]
 pub fn install(addr: SocketAddr) -> Result<()> {
-    PrometheusBuilder::new()
-        .with_http_listener(addr)
+    let listener = serve::bind(addr)?;
+    let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
         .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_jobs".into()), BATCH_BUCKETS))
-        .and_then(|b| b.install())
+        .and_then(|b| b.install_recorder())
         .map_err(|e| Error::Metrics {
             addr,
             message: e.to_string(),
         })?;
+    serve::spawn(listener, handle)?;
     describe();
     INSTALLED.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(())

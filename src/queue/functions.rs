@@ -6,8 +6,8 @@
 //! and `lib.lua`): each function's body is `lib.lua` followed by the script's own file,
 //! with `KEYS` and `ARGV` as the callback's arguments, so a function and its script cannot
 //! differ. weir itself keeps calling the scripts (EVALSHA): a process runs exactly its own
-//! build's scripts, even beside a library loaded by another weir build of the same
-//! protocol during a rolling deploy.
+//! build's scripts; a consumer refuses to start beside a library whose code is not its
+//! own build's (see [`ensure`]).
 //!
 //! Functions need Redis 7.0 or newer, and so does weir: a consumer loads the library at
 //! start when it is missing ([`ensure`]) and refuses one that speaks another protocol;
@@ -79,6 +79,54 @@ static BUILT: LazyLock<Built> = LazyLock::new(|| {
 /// The library's Lua code, as `FUNCTION LOAD` takes it.
 pub fn code() -> &'static str {
     &BUILT.code
+}
+
+static CODE_HASH: LazyLock<String> = LazyLock::new(|| code_hash_of(code()));
+
+/// The SHA-1 of this weir's library code ([`code`]), in hex: what a consumer expects the
+/// loaded library's code to hash to (see [`loaded_code_hash`]). Unlike what `weir_version`
+/// says, it cannot be claimed by a library that is not this code.
+pub fn code_hash() -> &'static str {
+    &CODE_HASH
+}
+
+/// The SHA-1 of a library's code, in hex.
+pub fn code_hash_of(code: &str) -> String {
+    redis::Script::new(code).get_hash().to_owned()
+}
+
+/// The SHA-1 of the code of the library named `weir` that Redis holds (`FUNCTION LIST
+/// WITHCODE LIBRARYNAME weir`), or `None` when there is none.
+pub async fn loaded_code_hash<C: ConnectionLike>(conn: &mut C) -> Result<Option<String>> {
+    let libs: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("WITHCODE")
+        .arg("LIBRARYNAME")
+        .arg(LIBRARY)
+        .query_async(conn)
+        .await?;
+    Ok(libs.iter().filter(|e| named_weir(e)).find_map(|e| {
+        let redis::Value::Array(fields) = e else {
+            return None;
+        };
+        fields.chunks(2).find_map(|kv| match kv {
+            [redis::Value::BulkString(k), redis::Value::BulkString(v)] if k.as_slice() == b"library_code" => {
+                Some(code_hash_of(&String::from_utf8_lossy(v)))
+            }
+            _ => None,
+        })
+    }))
+}
+
+/// The refusal of a loaded library whose code is not this weir's: names both hashes and
+/// how an admin reloads it.
+pub fn code_mismatch(loaded: &str) -> Error {
+    library_error(format!(
+        "the weir library loaded in Redis is not this weir's code (loaded sha1 {loaded}, \
+         this weir's sha1 {}): another build or altered code runs in every producer's \
+         FCALL weir_enqueue; reload it as an admin user: `weir functions load --replace`",
+        code_hash()
+    ))
 }
 
 /// What `weir_version` says about a loaded library.
@@ -206,8 +254,18 @@ pub async fn loaded<C: ConnectionLike>(conn: &mut C) -> Result<Option<LibraryInf
 /// Without `replace`, a library of another build is an error that says what is loaded.
 pub async fn load<C: ConnectionLike>(conn: &mut C, replace: bool) -> Result<Loaded> {
     let ours = LibraryInfo::ours();
-    let previous = match probe(conn).await? {
-        Found::Ours(info) if info.build == ours.build => return Ok(Loaded::Current),
+    let mut found = probe(conn).await?;
+    // A library that claims this build is this build's only if its code is.
+    if let Found::Ours(info) = &found
+        && info.build == ours.build
+    {
+        match loaded_code_hash(conn).await? {
+            Some(h) if h != code_hash() && !replace => return Err(code_mismatch(&h)),
+            Some(h) if h != code_hash() => found = Found::Foreign,
+            _ => return Ok(Loaded::Current),
+        }
+    }
+    let previous = match found {
         Found::Ours(info) if !replace => {
             return Err(library_error(format!(
                 "the weir library in Redis is {info}, this weir's is {ours}; \
@@ -232,12 +290,14 @@ pub async fn load<C: ConnectionLike>(conn: &mut C, replace: bool) -> Result<Load
     }
 }
 
-/// A consumer's start-up check: loads the library if it is missing and refuses one that
+/// A consumer's start-up check: loads the library if it is missing, refuses one that
 /// speaks another protocol (producers using it would write jobs in a format this weir
-/// does not promise to read). A library of another build with the same protocol is left
-/// as it is: `weir functions load --replace` upgrades it. Returns the library in force,
-/// or `None` if this Redis user may not read or load it (then other-language producers
-/// need it loaded by a user that may; weir itself does not call it).
+/// does not promise to read) and one whose code is not this weir's ([`code_hash`]; what
+/// `weir_version` claims is not trusted): every producer's `FCALL weir_enqueue` runs that
+/// code with the producer's rights. An upgrade loads the new library first, as an admin
+/// (`weir functions load --replace`), then starts the new consumers. Returns the library
+/// in force, or `None` if this Redis user may not read or load it (then other-language
+/// producers need it loaded by a user that may; weir itself does not call it).
 pub async fn ensure<C: ConnectionLike>(conn: &mut C) -> Result<Option<LibraryInfo>> {
     let info = match loaded(conn).await {
         Ok(Some(info)) => info,
@@ -261,21 +321,21 @@ pub async fn ensure<C: ConnectionLike>(conn: &mut C) -> Result<Option<LibraryInf
             info.protocol
         )));
     }
-    if info.build != LibraryInfo::ours().build {
-        tracing::info!(
-            loaded = %info,
-            ours = %LibraryInfo::ours(),
-            "the weir library in Redis is another build of the same protocol; \
-             `weir functions load --replace` upgrades it"
-        );
+    // What the library says of itself proves nothing: its code must be this weir's.
+    match loaded_code_hash(conn).await {
+        Ok(Some(h)) if h == code_hash() => Ok(Some(info)),
+        Ok(Some(h)) => Err(code_mismatch(&h)),
+        // Deleted since the check: the watch loads it again.
+        Ok(None) => Ok(Some(info)),
+        Err(e) => refused(e),
     }
-    Ok(Some(info))
 }
 
 /// A running consumer's watch (until `shutdown`): every `every`, checks that a library is
 /// loaded and, when Redis lost it, loads this weir's again. A check that fails (Redis
-/// down) is tried at the next tick; a user that may not load functions ends the watch,
-/// as [`ensure`] runs without the library then.
+/// down) is tried at the next tick; a user that may not load functions (a worker role)
+/// logs an error once per loss, naming the admin's command; a user that may not even
+/// check ends the watch, as [`ensure`] runs without the library then.
 pub(crate) async fn keep_loaded<C: ConnectionLike>(
     mut conn: C,
     every: std::time::Duration,
@@ -289,6 +349,9 @@ pub(crate) async fn keep_loaded<C: ConnectionLike>(
             max: every,
         },
     );
+    // Whether the last check found the library gone and this user unable to load it:
+    // said once per loss, and again when it is back.
+    let mut cannot_load = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -297,16 +360,26 @@ pub(crate) async fn keep_loaded<C: ConnectionLike>(
         let r = match loaded(&mut conn).await {
             Ok(Some(_)) => Ok(false),
             Ok(None) => load(&mut conn, false).await.map(|l| l == Loaded::Loaded),
+            // A user that may not even check: nothing to watch (ensure said so at start).
+            Err(Error::Redis(e)) if e.code() == Some("NOPERM") => return,
             Err(e) => Err(e),
         };
         match r {
             Ok(reloaded) => {
                 errors.succeeded();
+                if std::mem::take(&mut cannot_load) && !reloaded {
+                    tracing::warn!("the weir Functions library is loaded again");
+                }
                 if reloaded {
                     tracing::warn!(library = %LibraryInfo::ours(), "the weir Functions library was gone from Redis (a restart without persistence, a failover, FUNCTION FLUSH): loaded it again");
                 }
             }
-            Err(Error::Redis(e)) if e.code() == Some("NOPERM") => return,
+            Err(Error::Redis(e)) if e.code() == Some("NOPERM") => {
+                if !cannot_load {
+                    tracing::error!(error = %e, "the weir Functions library is gone from Redis and this user may not load it (a worker role has no function|load): producers' FCALL weir_enqueue fail until an admin runs `weir functions load`");
+                }
+                cannot_load = true;
+            }
             Err(e) => {
                 errors.failed(&e);
             }

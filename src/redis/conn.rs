@@ -6,7 +6,7 @@ use super::cluster::{ClusterSpec, is_cluster_info};
 pub use super::healing::HealingConnection;
 pub use super::link::Conn;
 use super::sentinel::{self, SentinelSpec};
-pub use super::url::redact_url;
+pub use super::url::{redact_in, redact_url};
 use crate::error::{Error, Result};
 use futures_util::{Stream, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -133,7 +133,7 @@ impl Redis {
         };
         let invalid = |seed: &str, e: redis::RedisError| Error::Connect {
             url: redacted.clone(),
-            message: format!("invalid URL: {}", e.to_string().replace(seed, &redact_url(seed))),
+            message: format!("invalid URL: {}", redact_in(&e.to_string(), seed)),
         };
         if !tls.is_empty()
             && let Some(plain) = seeds.iter().find(|s| !s.starts_with("rediss://"))

@@ -60,7 +60,7 @@ impl SentinelSpec {
         };
         let info = primary
             .into_connection_info()
-            .map_err(|e| bad(&e.to_string().replace(url, redacted)))?;
+            .map_err(|e| bad(&super::url::redact_in(&e.to_string(), url)))?;
         let node =
             SentinelNodeConnectionInfo::default().set_redis_connection_info(info.redis_settings().clone());
         Ok(Self {

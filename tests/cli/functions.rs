@@ -38,7 +38,10 @@ async fn load_then_status_then_a_refused_and_a_forced_replace() {
         [format!(
             "error: the weir library in Redis is protocol 2 (weir 0.9.0, build abc), this weir's is {}; \
              replace it with `weir functions load --replace`",
-            lines[1].strip_prefix("this weir: ").unwrap()
+            lines[1]
+                .strip_prefix("this weir: ")
+                .and_then(|l| l.split(", code sha1 ").next())
+                .unwrap()
         )]
     );
     let o = cli(

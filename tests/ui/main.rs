@@ -9,6 +9,7 @@ mod common;
 
 mod actions;
 mod api;
+mod hostile;
 mod partitions;
 mod retry;
 mod security;

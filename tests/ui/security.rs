@@ -15,6 +15,7 @@ fn refused(ctx: &Ctx, args: &[&str]) -> (i32, String) {
         .args(args)
         .env("REDIS_URL", &ctx.url)
         .env("WEIR_UI_TEST_EMPTY", "")
+        .env("WEIR_UI_TEST_SHORT", "t0k3n")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -49,6 +50,10 @@ async fn no_start_beyond_loopback_without_auth() {
     for (spec, says) in [
         ("basic:admin:WEIR_UI_TEST_UNSET", "WEIR_UI_TEST_UNSET is not set"),
         ("token:WEIR_UI_TEST_EMPTY", "WEIR_UI_TEST_EMPTY is empty"),
+        (
+            "token:WEIR_UI_TEST_SHORT",
+            "the token in WEIR_UI_TEST_SHORT is 5 characters long; a token needs at least 16",
+        ),
         ("basic:admin", "not a form weir knows"),
         ("s3cret", "not a form weir knows"),
     ] {
@@ -120,12 +125,18 @@ async fn token_auth_takes_bearer_or_basic() {
     let ui = Ui::start(
         &ctx,
         &["--auth", "token:WEIR_UI_TEST_TOKEN"],
-        &[("WEIR_UI_TEST_TOKEN", "t0k3n")],
+        &[("WEIR_UI_TEST_TOKEN", "t0k3n-t0k3n-t0k3n")],
     )
     .await;
-    assert_eq!(status(&ui, "/api/queues", Some("Bearer t0k3n")).await, 200);
-    assert_eq!(status(&ui, "/", Some(&basic("anyone", "t0k3n"))).await, 200);
-    assert_eq!(status(&ui, "/", Some("Bearer t0k3")).await, 401);
+    assert_eq!(
+        status(&ui, "/api/queues", Some("Bearer t0k3n-t0k3n-t0k3n")).await,
+        200
+    );
+    assert_eq!(
+        status(&ui, "/", Some(&basic("anyone", "t0k3n-t0k3n-t0k3n"))).await,
+        200
+    );
+    assert_eq!(status(&ui, "/", Some("Bearer t0k3n-t0k3n-t0k3")).await, 401);
     assert_eq!(status(&ui, "/", None).await, 401);
 }
 

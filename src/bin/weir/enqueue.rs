@@ -9,6 +9,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::io::{BufRead, BufReader};
+
+mod lines;
+use lines::Lines;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use weir::{NewJob, Priority, Producer};
@@ -170,14 +173,18 @@ async fn load(
     let lines = Lines {
         reader,
         line_no: 0,
+        max: a.max_envelope_bytes,
         error: &mut out.read_error,
     };
     let lines = lines.take_while(|_| !full.load(std::sync::atomic::Ordering::Relaxed));
     let jobs = lines.filter_map(|(line_no, line)| {
-        let job = match String::from_utf8(line) {
-            Err(e) => Err(format!("not UTF-8: {}", e.utf8_error())),
-            Ok(l) if l.trim().is_empty() => return None,
-            Ok(l) => to_job(a, l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string())),
+        let job = match line.map(String::from_utf8) {
+            Err(e) => Err(e),
+            Ok(Err(e)) => Err(format!("not UTF-8: {}", e.utf8_error())),
+            Ok(Ok(l)) if l.trim().is_empty() => return None,
+            Ok(Ok(l)) => {
+                to_job(a, l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string()))
+            }
         };
         match job {
             Ok(arg) => Some((line_no, arg)),
@@ -209,44 +216,6 @@ async fn load(
     out.out_of_memory = out.out_of_memory.map(|_| last_line);
     drop(chunks); // it reads the input, and so holds `out.bad` and `out.read_error`
     out
-}
-
-/// The input's lines, numbered from 1, without their line ending, as bytes (a line that is
-/// not UTF-8 is a bad line, not a read error). The first read error ends the input and is
-/// kept in `error`: a read that failed (a directory, a device error) fails again, so
-/// reading on would spin.
-struct Lines<'a> {
-    reader: Box<dyn BufRead + Send>,
-    line_no: usize,
-    error: &'a mut Option<std::io::Error>,
-}
-
-impl Iterator for Lines<'_> {
-    type Item = (usize, Vec<u8>);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.error.is_some() {
-            return None;
-        }
-        let mut line = Vec::new();
-        match self.reader.read_until(b'\n', &mut line) {
-            Ok(0) => None,
-            Ok(_) => {
-                self.line_no += 1;
-                if line.last() == Some(&b'\n') {
-                    line.pop();
-                    if line.last() == Some(&b'\r') {
-                        line.pop();
-                    }
-                }
-                Some((self.line_no, line))
-            }
-            Err(e) => {
-                *self.error = Some(e);
-                None
-            }
-        }
-    }
 }
 
 fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {

@@ -41,11 +41,18 @@ pub(crate) async fn run(a: FunctionsArgs) -> weir::Result<ExitCode> {
             }
         },
         Action::Status => {
-            match functions::loaded(&mut conn).await? {
-                Some(info) => println!("loaded: {info}"),
-                None => println!("loaded: none (`weir functions load` loads it)"),
+            let ours = functions::code_hash();
+            let hash = functions::loaded_code_hash(&mut conn).await?;
+            match (functions::loaded(&mut conn).await?, &hash) {
+                (Some(info), Some(h)) => println!("loaded: {info}, code sha1 {h}"),
+                (Some(info), None) => println!("loaded: {info}"),
+                (None, _) => println!("loaded: none (`weir functions load` loads it)"),
             }
-            println!("this weir: {}", LibraryInfo::ours());
+            println!("this weir: {}, code sha1 {ours}", LibraryInfo::ours());
+            // The library's claim of its own build proves nothing: its code must match.
+            if let Some(h) = hash.filter(|h| h != ours) {
+                return Err(functions::code_mismatch(&h));
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -2,7 +2,7 @@
 //! (one job, or a few, by id).
 
 use crate::Common;
-use crate::output::{age, confirm, count, json, table, when};
+use crate::output::{age, confirm, count, json, table, term, when};
 use clap::{Args, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -255,7 +255,8 @@ pub(crate) fn report(acted: &JobsActed, as_json: bool) -> weir::Result<ExitCode>
 fn render_detail(d: &JobDetail) -> String {
     let j = &d.job;
     let mut o = String::new();
-    let mut line = |k: &str, v: String| o += &format!("{k:<12}{v}\n");
+    // Values hold what jobs and handlers said: control characters come out escaped.
+    let mut line = |k: &str, v: String| o += &format!("{k:<12}{}\n", term(&v));
     line("id", j.id.clone());
     line("queue", d.queue.clone());
     if let Some(lane) = &j.lane {
@@ -308,7 +309,8 @@ fn render_detail(d: &JobDetail) -> String {
         (None, Some(t)) => format!("{t}\n(not valid JSON)"),
         (None, None) => "-".into(),
     };
-    o += &format!("envelope\n{env}\n");
+    let env: Vec<_> = env.lines().map(term).collect();
+    o += &format!("envelope\n{}\n", env.join("\n"));
     o
 }
 

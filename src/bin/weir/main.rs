@@ -294,6 +294,10 @@ fn init_logs(format: LogFormat) {
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A closed standard error (`weir work 2>&1 | head -1`) loses the log lines, never
+        // more: the default would report the write error with `eprintln!`, which panics
+        // then, in whatever task logged (the signal watch among them).
+        .log_internal_errors(false)
         .with_target(false);
     match format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
@@ -345,7 +349,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            use std::io::Write;
+            // A closed standard error must not turn the exit code into a panic's.
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::from(exit_code(&e))
         }
     }

@@ -5,6 +5,25 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 use weir::admin::types::Timestamp;
 
+/// `s` safe for a terminal: control characters (C0, DEL, C1: escape sequences, carriage
+/// returns, new lines) written as Rust escapes (`\u{1b}`, `\n`), everything else as
+/// it is. Text from jobs, handlers and Redis goes through it before a human-readable
+/// listing prints it (JSON output escapes them by itself).
+pub(crate) fn term(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
 /// `n` and `noun`, plural unless `n` is 1: `1 job`, `0 jobs`, `3 jobs`.
 pub(crate) fn count(n: u64, noun: &str) -> String {
     if n == 1 {
@@ -43,6 +62,12 @@ pub(crate) fn json<T: serde::Serialize>(value: &T) -> weir::Result<()> {
 
 /// Rows aligned in columns (two spaces apart), the first row a header.
 pub(crate) fn table(rows: &[Vec<String>]) -> String {
+    // Cells hold what jobs, handlers and Redis said: never a raw control character.
+    let escaped: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| term(c).into_owned()).collect())
+        .collect();
+    let rows = &escaped;
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {

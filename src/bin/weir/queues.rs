@@ -33,13 +33,28 @@ pub(crate) async fn run(a: QueuesArgs) -> weir::Result<ExitCode> {
     if let Some(name) = &a.forget {
         let was = queues.forget(name).await?;
         let note = if was { "no longer listed" } else { "was not listed" };
-        eprintln!("queue {name} {note}");
+        eprintln!("queue {} {note}", crate::output::term(name));
     }
     if a.rescan {
         let added = queues.rescan().await?;
         eprintln!("rescan found {} not listed before", count(added, "queue"));
     }
     let list = queues.list(Some(a.rate_window)).await?;
+    if !list.invalid.is_empty() {
+        let shown: Vec<String> = list.invalid.iter().map(|n| format!("{n:?}")).collect();
+        eprintln!(
+            "warning: the queue registry holds {} {} that {} not queue names, skipped: {}; \
+             remove one with `weir queues --forget NAME`",
+            list.invalid.len(),
+            if list.invalid.len() == 1 {
+                "entry"
+            } else {
+                "entries"
+            },
+            if list.invalid.len() == 1 { "is" } else { "are" },
+            shown.join(", ")
+        );
+    }
     if a.json {
         json(&list)?;
     } else {

@@ -279,10 +279,12 @@ pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
         lines.extend(reports.iter().map(|(q, r)| format!("  {q}: {}", outcomes(r))));
     }
     // With `print`, standard output carries only job lines.
-    match a.handler {
-        BuiltIn::Print(_) => eprintln!("{}", lines.join("\n")),
-        _ => println!("{}", lines.join("\n")),
-    }
+    // A closed pipe (`weir work | head -1`) loses the summary, not the exit code.
+    use std::io::Write;
+    let _ = match a.handler {
+        BuiltIn::Print(_) => writeln!(std::io::stderr(), "{}", lines.join("\n")),
+        _ => writeln!(std::io::stdout(), "{}", lines.join("\n")),
+    };
     Ok((total, elapsed))
 }
 
@@ -327,8 +329,9 @@ async fn watch_signals(shutdown: CancellationToken) {
             return;
         };
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-        tracing::info!("signal received: shutting down gracefully (send again to exit now)");
+        // Shut down first, say so second: nothing a write does can stop the shutdown.
         shutdown.cancel();
+        tracing::info!("signal received: shutting down gracefully (send again to exit now)");
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
     }
     #[cfg(not(unix))]
@@ -337,7 +340,11 @@ async fn watch_signals(shutdown: CancellationToken) {
         shutdown.cancel();
         let _ = tokio::signal::ctrl_c().await;
     }
-    eprintln!("second signal: exiting now; leased jobs come back when their leases expire");
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "second signal: exiting now; leased jobs come back when their leases expire"
+    );
     std::process::exit(130);
 }
 

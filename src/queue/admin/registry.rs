@@ -17,6 +17,9 @@ use crate::redis::conn::Conn;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
+/// How much of a bad registry entry is shown.
+const SHOWN: usize = 200;
+
 /// Keys asked for per SCAN step of the one-off migration.
 const SCAN_COUNT: usize = 1000;
 
@@ -39,20 +42,35 @@ impl Queues {
     }
 
     /// The registered queue names, sorted. A partition's tag stands for its queue (a
-    /// producer writing to one lane registers the tag).
+    /// producer writing to one lane registers the tag). Entries that are not queue names
+    /// are left out ([`Queues::entries`] reports them).
     pub async fn names(&self) -> Result<Vec<String>> {
-        let names: BTreeSet<String> = redis::cmd("SMEMBERS")
+        Ok(self.entries().await?.0)
+    }
+
+    /// The registry read whole: the queue names, sorted, and the entries that are not
+    /// queue names (written by hand or by a hostile `FCALL weir_enqueue` before the
+    /// function checked them), each cut to 200 characters. A bad entry never fails
+    /// a listing: the readers skip it and say so, and `weir queues --forget` removes it.
+    pub async fn entries(&self) -> Result<(Vec<String>, Vec<String>)> {
+        let raw: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
             .arg(QUEUES)
             .query_async(&mut self.conn.clone())
             .await?;
-        let queues: BTreeSet<String> = names
-            .into_iter()
-            .map(|n| match QueueKeys::new(&n) {
-                Ok(k) if k.is_partition() => k.base_name().to_owned(),
-                _ => n,
-            })
-            .collect();
-        Ok(queues.into_iter().collect())
+        let mut queues = BTreeSet::new();
+        let mut invalid = BTreeSet::new();
+        for entry in raw {
+            let Ok(n) = String::from_utf8(entry.clone()) else {
+                invalid.insert(String::from_utf8_lossy(&entry).chars().take(SHOWN).collect());
+                continue;
+            };
+            match QueueKeys::new(&n) {
+                Ok(k) if k.is_partition() => queues.insert(k.base_name().to_owned()),
+                Ok(_) => queues.insert(n),
+                Err(_) => invalid.insert(n.chars().take(SHOWN).collect()),
+            };
+        }
+        Ok((queues.into_iter().collect(), invalid.into_iter().collect()))
     }
 
     /// Whether the one-off SCAN for queues older than the registry has run.
@@ -105,9 +123,9 @@ impl Queues {
     }
 
     /// Removes `name` from the registry (its keys stay; a later enqueue adds it back).
-    /// True if it was registered.
+    /// True if it was registered. Any entry can be removed, a name that is not a queue
+    /// name too: that is how a bad entry goes.
     pub async fn forget(&self, name: &str) -> Result<bool> {
-        crate::queue::keys::validate_queue_name(name)?;
         let n: u64 = redis::cmd("SREM")
             .arg(QUEUES)
             .arg(name)
@@ -117,17 +135,24 @@ impl Queues {
     }
 
     /// Every registered queue with its sizes (running the one-off [`Queues::rescan`] if it
-    /// never ran). With a `rate_window`, the counters are read a second time that much
+    /// never ran; a user that may not SCAN gets the registry alone, with a warning). With a `rate_window`, the counters are read a second time that much
     /// later and each queue gets per-second rates: the counters' differences over the
     /// time between the two reads, measured on this process's monotonic clock (from reply
     /// to reply, so it is off by at most one round trip). Without one, `rates` is `None`.
     pub async fn list(&self, rate_window: Option<Duration>) -> Result<QueueList> {
         if !self.scanned().await? {
-            self.rescan().await?;
+            match self.rescan().await {
+                Ok(_) => {}
+                // The worker role has no SCAN (docs/security.md): the registry alone.
+                Err(crate::Error::Redis(e)) if e.code() == Some("NOPERM") => tracing::warn!(
+                    "cannot look for queues older than the registry (SCAN refused): run \
+                     `weir queues --rescan` once as a user that may; listing the registry"
+                ),
+                Err(e) => return Err(e),
+            }
         }
-        let handles = self
-            .names()
-            .await?
+        let (names, invalid) = self.entries().await?;
+        let handles = names
             .iter()
             .map(|n| Queue::new(self.conn.clone(), n))
             .collect::<Result<Vec<_>>>()?;
@@ -151,6 +176,7 @@ impl Queues {
             version: JSON_VERSION,
             now: Timestamp::from(SystemTime::now()),
             queues,
+            invalid,
         })
     }
 }

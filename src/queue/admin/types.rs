@@ -164,6 +164,10 @@ pub struct QueueList {
     pub now: Timestamp,
     /// Every registered queue, by name.
     pub queues: Vec<QueueSummary>,
+    /// Registry entries that are not queue names, skipped (absent when there are none):
+    /// `weir queues --forget NAME` removes one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<String>,
 }
 
 /// One job in a listing or a job page.

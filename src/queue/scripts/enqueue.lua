@@ -17,7 +17,8 @@
 -- Errors (nothing is stored): 'ERR weir enqueue: ...' for a malformed section or an
 --   envelope whose header does not match its id and priority, that lacks the
 --   unique_key a section with unique_for needs, or whose "key" (optional: the job's key
---   for per-key limits) is not a token.
+--   for per-key limits) is not a token; or, with the registry given, a KEYS[1] whose
+--   queue name (its hash tag) is not a queue name of keys.rs.
 --
 -- A unique key, once taken, is held until its window ends: unique_for after the job is
 -- due (now + delay, or run_at), whether the job is waiting, running or done. Only a
@@ -58,6 +59,16 @@ local function key_ok(env, from)
   if stop and f > stop then return true end
   local s, e = string.find(env, '^"[%w_.:%-]+",', f + 1)
   return s ~= nil and e - s - 2 <= 128
+end
+
+-- 0. the name the registry would get (step 4) must be a queue name (keys.rs): a caller
+--    of weir_enqueue with hostile keys must not plant a name the readers cannot show
+local registered = nil
+if KEYS[NQ + 1] then
+  registered = string.match(KEYS[1], '^weir:{([^}~]*)')
+  if not (registered and token(registered)) then
+    return fail('the queue name of KEYS[1] must be 1 to 128 characters of [A-Za-z0-9_.:-]')
+  end
 end
 
 -- 1. check every section and envelope header before anything is written (a script that
@@ -210,5 +221,5 @@ if added > 0 then wake('enqueue') end
 
 -- 4. the queue registry (`weir queues`), if given: one SADD per call; the name is the
 --    hash tag, up to a partition's `~` (a partition registers its queue)
-if KEYS[NQ + 1] then redis.call('SADD', KEYS[NQ + 1], string.match(KEYS[1], '^weir:{([^}~]*)')) end
+if registered then redis.call('SADD', KEYS[NQ + 1], registered) end
 return dups

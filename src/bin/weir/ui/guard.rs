@@ -35,6 +35,10 @@ impl std::fmt::Debug for Auth {
     }
 }
 
+/// The shortest `--auth token:VAR` token accepted: a token is the whole secret (no user
+/// name to guess as well), so it must not be one a client can try through.
+pub(crate) const MIN_TOKEN: usize = 16;
+
 impl Auth {
     /// Parses `basic:USER:PASSWORD_VAR` or `token:TOKEN_VAR`, reading the secret from the
     /// environment variable named. The secret never comes from the command line, where
@@ -61,7 +65,17 @@ impl Auth {
                 user: (*user).to_owned(),
                 pass: secret(var)?,
             }),
-            ["token", var] if !var.is_empty() => Ok(Auth::Token(secret(var)?)),
+            ["token", var] if !var.is_empty() => {
+                let token = secret(var)?;
+                if token.chars().count() < MIN_TOKEN {
+                    return Err(bad(format!(
+                        "the token in {var} is {} characters long; a token needs at least \
+                         {MIN_TOKEN} (e.g. `openssl rand -hex 16`)",
+                        token.chars().count()
+                    )));
+                }
+                Ok(Auth::Token(token))
+            }
             _ => Err(bad("not a form weir knows".into())),
         }
     }
@@ -127,15 +141,7 @@ pub(crate) async fn check(State(app): State<App>, req: Request, next: Next) -> R
     next.run(req).await
 }
 
-/// `localhost`, `127.x.x.x` or `[::1]`, with or without a port.
-fn loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
+use weir::net::loopback_host;
 
 fn refuse(status: StatusCode, message: &str) -> Response {
     (status, format!("{message}\n")).into_response()
@@ -259,6 +265,7 @@ mod tests {
     fn specs_read_secrets_from_the_environment() {
         let env = |v: &str| match v {
             "PW" => Some("s3cret".to_owned()),
+            "TOK" => Some("s3cret-s3cret-s3cret".to_owned()),
             "EMPTY" => Some(String::new()),
             _ => None,
         };
@@ -267,13 +274,14 @@ mod tests {
         assert!(!a.allows(Some(&basic("admin", "wrong"))));
         assert!(!a.allows(Some(&basic("root", "s3cret"))));
         assert!(!a.allows(None));
-        let t = Auth::from_spec_with("token:PW", env).unwrap();
-        assert!(t.allows(Some(&HeaderValue::from_static("Bearer s3cret"))));
-        assert!(t.allows(Some(&basic("anyone", "s3cret"))));
-        assert!(!t.allows(Some(&HeaderValue::from_static("Bearer s3cre"))));
+        let t = Auth::from_spec_with("token:TOK", env).unwrap();
+        assert!(t.allows(Some(&HeaderValue::from_static("Bearer s3cret-s3cret-s3cret"))));
+        assert!(t.allows(Some(&basic("anyone", "s3cret-s3cret-s3cret"))));
+        assert!(!t.allows(Some(&HeaderValue::from_static("Bearer s3cret-s3cret-s3cre"))));
         for (spec, says) in [
             ("basic:admin:MISSING", "is not set"),
             ("token:EMPTY", "is empty"),
+            ("token:PW", "is 6 characters long; a token needs at least 16"),
             ("basic:admin", "not a form"),
             ("password:x", "not a form"),
         ] {

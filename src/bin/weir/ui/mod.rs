@@ -66,11 +66,53 @@ pub(crate) async fn run(a: UiArgs) -> weir::Result<ExitCode> {
         .map_err(|e| crate::failure(format!("cannot listen on {}: {e}", a.addr)))?;
     let app = App::new(conn, auth, a.refresh);
     tracing::info!("weir ui on http://{} ({})", a.addr, app.auth_note());
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown())
-        .await
-        .map_err(|e| crate::failure(format!("the UI server failed: {e}")))?;
+    serve(listener, router(app)).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long a client has to send a request's head: a slow client (slowloris) is closed
+/// then, before authentication, rather than holding a connection for minutes.
+pub(crate) const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Connections served at once; more are closed as they come.
+pub(crate) const MAX_CONNECTIONS: usize = 256;
+
+/// Serves `router` on `listener` until SIGINT or SIGTERM, then lets the requests in
+/// progress finish (for at most [`HEADER_TIMEOUT`]).
+async fn serve(listener: tokio::net::TcpListener, router: Router) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::server::graceful::GracefulShutdown;
+    use hyper_util::service::TowerToHyperService;
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let graceful = GracefulShutdown::new();
+    let stop = shutdown();
+    tokio::pin!(stop);
+    loop {
+        let stream = tokio::select! {
+            _ = &mut stop => break,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of descriptors, say: wait rather than spin.
+                    tracing::debug!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            continue; // dropped: closed at once
+        };
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+        let conn = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(router.clone()));
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(slot);
+        });
+    }
+    let _ = tokio::time::timeout(HEADER_TIMEOUT, graceful.shutdown()).await;
 }
 
 fn router(app: App) -> Router {

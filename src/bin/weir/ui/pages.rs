@@ -94,6 +94,7 @@ fn overview_body(list: &QueueList, flash: Markup) -> Markup {
     html! {
         h1 { "Queues" }
         (flash)
+        (invalid_entries(&list.invalid))
         @if list.queues.is_empty() {
             p.empty { "No queues yet: a queue is listed from its first enqueue." }
         } @else {
@@ -354,5 +355,24 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
         }
         h2 { "Envelope" @if d.envelope.is_none() && d.envelope_text.is_some() { " (not valid JSON)" } }
         pre.envelope { (envelope) }
+    }
+}
+
+/// The registry entries that are not queue names, skipped: a warning naming them (HTML
+/// escaped) and how to remove one.
+pub(crate) fn invalid_entries(invalid: &[String]) -> Markup {
+    html! {
+        @if !invalid.is_empty() {
+            p.error #invalid-queues {
+                "The queue registry holds " (invalid.len())
+                @if invalid.len() == 1 { " entry that is not a queue name" } @else { " entries that are not queue names" }
+                " (skipped): "
+                @for (i, n) in invalid.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    code { (format!("{n:?}")) }
+                }
+                ". Remove one with " code { "weir queues --forget NAME" } "."
+            }
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! shows a queue's own with [`workers_table`]).
 
 use super::html::{page, queue_link, when};
-use super::pages::{PageQuery, render};
+use super::pages::{PageQuery, invalid_entries, render};
 use super::state::App;
 use axum::extract::{Query, State};
 use axum::response::Response;
@@ -11,9 +11,9 @@ use weir::admin::types::WorkerList;
 
 pub(crate) async fn workers(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
     let r = async {
-        let names = match q.queue.as_deref().filter(|n| !n.is_empty()) {
-            Some(n) => vec![n.to_owned()],
-            None => app.queues().names().await?,
+        let (names, invalid) = match q.queue.as_deref().filter(|n| !n.is_empty()) {
+            Some(n) => (vec![n.to_owned()], Vec::new()),
+            None => app.queues().entries().await?,
         };
         let mut lists = Vec::new();
         for n in &names {
@@ -23,7 +23,7 @@ pub(crate) async fn workers(State(app): State<App>, Query(q): Query<PageQuery>) 
             Some(n) if !n.is_empty() => format!("Workers of {n}"),
             _ => "Workers".to_owned(),
         };
-        let body = html! { h1 { (title) } (workers_table(&lists)) };
+        let body = html! { h1 { (title) } (invalid_entries(&invalid)) (workers_table(&lists)) };
         Ok(page(&app, &title, "workers", body))
     };
     render(&app, r.await)
