@@ -11,6 +11,7 @@ export PATH="$PWD/target/tools/venv/bin:$PATH"
 cargo fmt --all -- --check
 # Licenses, banned crates and sources of every dependency (deny.toml). Advisories need the
 # RustSec database, which a release fetches (docs/security.md).
+cargo fetch --locked --quiet
 cargo deny --offline check licenses bans sources
 
 # Dashboards: generated from dashboards/generate.py, type-checked against Grafana's
