@@ -175,7 +175,7 @@ def _queues(queue: Queues) -> List[Tuple[str, int]]:
     names = [queue] if isinstance(queue, str) else list(queue)
     out = []
     for q in names:
-        if isinstance(q, tuple):
+        if isinstance(q, (tuple, list)):
             out.append((q[0], int(q[1])))
         elif ":" in q:
             name, weight = q.rsplit(":", 1)
