@@ -24,6 +24,9 @@ pub struct Engine {
     stop: CancellationToken,
 }
 
+/// One queue's counts after a run: (queue, acked, retried, deferred, dead).
+type QueueReport = (String, u64, u64, u64, u64);
+
 fn value_error(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
@@ -117,7 +120,7 @@ impl Engine {
         syncs: Vec<(String, Py<PyAny>)>,
         call_sync: Py<PyAny>,
         signals: bool,
-    ) -> PyResult<Vec<(String, u64, u64, u64, u64)>> {
+    ) -> PyResult<Vec<QueueReport>> {
         let mut registry = Registry::new();
         for kind in asyncs {
             registry = registry.on(kind, AsyncHandler(self.inbox.clone()));
@@ -143,8 +146,7 @@ impl Engine {
 
     /// The async handlers' jobs waiting, each with its `Done`: the asyncio loop calls this
     /// when woken.
-    fn take(&self, py: Python<'_>) -> PyResult<Vec<(PyJob, Done)>> {
-        let _ = py;
+    fn take(&self) -> PyResult<Vec<(PyJob, Done)>> {
         Ok(self
             .inbox
             .take()
@@ -155,7 +157,7 @@ impl Engine {
 }
 
 impl Engine {
-    fn drain(&self, registry: Registry, signals: bool) -> PyResult<Vec<(String, u64, u64, u64, u64)>> {
+    fn drain(&self, registry: Registry, signals: bool) -> PyResult<Vec<QueueReport>> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("weir")
