@@ -35,10 +35,9 @@ fn ensure_clients() {
     });
 }
 
-/// One worker process, logging to its own file.
+/// One worker process.
 struct Worker {
     child: Child,
-    log: PathBuf,
 }
 
 /// Starts the driver with `settings` (Worker keyword arguments, plus url and queues).
@@ -53,10 +52,7 @@ fn start(ctx: &Ctx, log: &Path, mut settings: serde_json::Value) -> Worker {
         .stderr(Stdio::piped())
         .spawn()
         .expect("python starts");
-    Worker {
-        child,
-        log: log.to_owned(),
-    }
+    Worker { child }
 }
 
 impl Worker {
@@ -89,7 +85,10 @@ impl Worker {
 }
 
 /// The log's runs: (id, kind, attempt, unix time) per start, and the ids that ended.
-fn runs(log: &Path) -> (Vec<(String, String, u32, f64)>, Vec<String>) {
+/// A run's start in the log: (id, kind, attempt, unix time).
+type Start = (String, String, u32, f64);
+
+fn runs(log: &Path) -> (Vec<Start>, Vec<String>) {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let (mut starts, mut ends) = (vec![], vec![]);
     for l in text.lines() {

@@ -199,11 +199,13 @@ impl Engine {
     }
 }
 
-/// SIGINT or SIGTERM: stop gracefully, as `weir work` does.
+/// First SIGINT/SIGTERM: stop gracefully, as `weir work` does. Second: exit at once (the
+/// running jobs come back when their leases expire).
 async fn watch_signals(stop: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
     else {
+        eprintln!("weir: cannot install signal handlers");
         return;
     };
     tokio::select! {
@@ -211,5 +213,9 @@ async fn watch_signals(stop: CancellationToken) {
         _ = int.recv() => {}
         _ = stop.cancelled() => return,
     }
+    eprintln!("weir: signal received: shutting down gracefully (send again to exit now)");
     stop.cancel();
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    eprintln!("weir: second signal: exiting now; leased jobs come back when their leases expire");
+    std::process::exit(130);
 }
