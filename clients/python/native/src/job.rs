@@ -98,9 +98,9 @@ fn poisoned() -> PyErr {
     pyo3::exceptions::PyRuntimeError::new_err("a lock was poisoned")
 }
 
-/// Outcome codes, as weir/__init__.py's `_outcome` writes them: an exception to retry with
-/// the queue's policy, `weir.Retry`, `weir.Backpressure`, `weir.Fatal`.
-pub const RETRY: u8 = 0;
+// Outcome codes, as weir/__init__.py's `_outcome` writes them: 0 (any other code too) an
+// exception, retried with the queue's policy; then `weir.Retry`, `weir.Backpressure`,
+// `weir.Fatal`.
 /// `weir.Retry(after=...)`.
 pub const RETRY_AFTER: u8 = 1;
 /// `weir.Backpressure(after=...)`.
@@ -123,6 +123,3 @@ pub fn failure((code, message, after): (u8, String, Option<f64>)) -> JobError {
         _ => JobError::retry(message),
     }
 }
-
-/// Makes sure the outcome codes stay the ones the Python side writes.
-const _: () = assert!(RETRY == 0 && RETRY_AFTER == 1 && BACKPRESSURE == 2 && FATAL == 3);
