@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Installs the producer packages for tests/clients.rs, if missing or changed:
-# clients/python into a venv under target/clients/venv (`pip install clients/python`, as a
-# user would), and clients/node's dependencies (`npm ci`). Quiet and quick when up to date.
+# Installs the client packages for tests/clients.rs and tests/python_worker.rs, if missing
+# or changed: clients/python into a venv under target/clients/venv (`pip install
+# clients/python`, as a user would: maturin builds its native part, here with the dev
+# profile into weir's own target/, which reuses weir's compiled crates), and clients/node's
+# dependencies (`npm ci`). Quiet and quick when up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=target/clients/venv
-stamp=$(cat clients/python/pyproject.toml clients/python/weir_producer/*.py | sha1sum | cut -d' ' -f1)
+# The native part builds weir itself: its sources count too.
+stamp=$(cat clients/python/pyproject.toml clients/python/weir_producer/*.py clients/python/weir/*.py \
+  clients/python/native/Cargo.toml Cargo.toml Cargo.lock \
+  $(find clients/python/native/src src -type f | sort) | sha1sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.weir-stamp" 2>/dev/null)" != "$stamp" ]; then
   echo "installing clients/python into $venv" >&2
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check clients/python
+  MATURIN_PEP517_ARGS="--profile dev" \
+    "$venv/bin/pip" install --quiet --disable-pip-version-check clients/python
   echo "$stamp" >"$venv/.weir-stamp"
 fi
 

@@ -1,0 +1,283 @@
+//! The native Python worker (clients/python, `weir.Worker`) against a real redis-server:
+//! async and sync handlers ack, retry on an exception, retry after `weir.Retry(after=)`,
+//! defer without charging on `weir.Backpressure`, dead-letter on `weir.Fatal`; several
+//! queues; a worker killed with SIGKILL loses nothing (its jobs come back by lease); SIGTERM
+//! finishes the running jobs and loses none. The driver is tests/clients/python_worker.py;
+//! scripts/ensure-clients.sh builds and installs the package.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::Duration;
+use weir::NewJob;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn ensure_clients() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let o = Command::new("bash")
+            .arg(root().join("scripts/ensure-clients.sh"))
+            .output()
+            .expect("bash runs");
+        assert!(
+            o.status.success(),
+            "ensure-clients.sh failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    });
+}
+
+/// One worker process.
+struct Worker {
+    child: Child,
+}
+
+/// Starts the driver with `settings` (Worker keyword arguments, plus url and queues).
+fn start(ctx: &Ctx, log: &Path, mut settings: serde_json::Value) -> Worker {
+    ensure_clients();
+    settings["url"] = json!(ctx.url);
+    settings["log"] = json!(log);
+    let child = Command::new(root().join("target/clients/venv/bin/python"))
+        .arg(root().join("tests/clients/python_worker.py"))
+        .arg(settings.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python starts");
+    Worker { child }
+}
+
+impl Worker {
+    /// Waits for the process to exit (up to a minute); its report, per queue: (acked,
+    /// retried, deferred, dead).
+    fn report(self) -> HashMap<String, (u64, u64, u64, u64)> {
+        let mut child = self.child;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().ok();
+                panic!("the worker did not exit within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "worker failed ({}): {out}\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let last = out.lines().last().expect("a report");
+        let rows: Vec<(String, u64, u64, u64, u64)> = serde_json::from_str(last).unwrap();
+        rows.into_iter()
+            .map(|(q, a, r, d, x)| (q, (a, r, d, x)))
+            .collect()
+    }
+}
+
+/// The log's runs: (id, kind, attempt, unix time) per start, and the ids that ended.
+/// A run's start in the log: (id, kind, attempt, unix time).
+type Start = (String, String, u32, f64);
+
+fn runs(log: &Path) -> (Vec<Start>, Vec<String>) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let (mut starts, mut ends) = (vec![], vec![]);
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        match f[..] {
+            ["start", id, kind, attempt, t] => starts.push((
+                id.into(),
+                kind.into(),
+                attempt.parse().unwrap(),
+                t.parse().unwrap(),
+            )),
+            ["end", id] => ends.push(id.into()),
+            _ => panic!("bad log line: {l}"),
+        }
+    }
+    (starts, ends)
+}
+
+fn log_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+async fn enqueue(ctx: &Ctx, queue: &str, kind: &str, payload: serde_json::Value, max: u32) -> String {
+    let p = weir::Producer::new(ctx.c(), queue).unwrap();
+    p.enqueue(NewJob::new(kind, &payload).unwrap().max_attempts(max))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn outcomes_of_async_and_sync_handlers() {
+    let ctx = Ctx::new("py-outcomes").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut ids: HashMap<(String, &str), String> = HashMap::new();
+    for kind in ["async", "sync"] {
+        for (what, payload) in [
+            ("ok", json!({"do": "ok"})),
+            ("raise", json!({"do": "raise"})),
+            ("retry_after", json!({"do": "retry_after", "s": 0.3})),
+            ("backpressure", json!({"do": "backpressure", "s": 0.1})),
+            ("fatal", json!({"do": "fatal"})),
+        ] {
+            let id = enqueue(&ctx, &ctx.queue, kind, payload, 3).await;
+            ids.insert((kind.to_string(), what), id);
+        }
+    }
+    let log = log_file(&dir, "outcomes.log");
+    let w = start(
+        &ctx,
+        &log,
+        json!({"queues": [ctx.queue], "drain": true, "concurrency": 8}),
+    );
+    let report = w.report();
+    // Per kind: 4 acked (ok, raise, retry_after, backpressure), 2 retried (raise,
+    // retry_after), 1 deferred (backpressure), 1 dead (fatal).
+    assert_eq!(report[&ctx.queue], (8, 4, 2, 2), "acked, retried, deferred, dead");
+    let (starts, ends) = runs(&log);
+    let attempts =
+        |id: &str| -> Vec<(u32, f64)> { starts.iter().filter(|s| s.0 == id).map(|s| (s.2, s.3)).collect() };
+    for kind in ["async", "sync"] {
+        let id = |what| ids[&(kind.to_string(), what)].clone();
+        assert_eq!(attempts(&id("ok")).len(), 1, "{kind} ok runs once");
+        let raised: Vec<u32> = attempts(&id("raise")).iter().map(|a| a.0).collect();
+        assert_eq!(
+            raised,
+            vec![0, 1],
+            "{kind}: an exception charges an attempt and retries"
+        );
+        let later = attempts(&id("retry_after"));
+        assert_eq!(
+            later.iter().map(|a| a.0).collect::<Vec<_>>(),
+            vec![0, 1],
+            "{kind} Retry"
+        );
+        assert!(
+            later[1].1 - later[0].1 >= 0.29,
+            "{kind}: Retry(after=0.3) ran again after {:.3} s",
+            later[1].1 - later[0].1
+        );
+        let deferred: Vec<u32> = attempts(&id("backpressure")).iter().map(|a| a.0).collect();
+        assert_eq!(
+            deferred,
+            vec![0, 0],
+            "{kind}: Backpressure defers without charging an attempt"
+        );
+        assert_eq!(
+            attempts(&id("fatal")).len(),
+            1,
+            "{kind}: Fatal dead-letters at once"
+        );
+        for what in ["ok", "raise", "retry_after", "backpressure"] {
+            assert!(ends.contains(&id(what)), "{kind} {what} finished");
+        }
+    }
+    let stats = ctx.stats().await;
+    assert_eq!((stats.pending(), stats.in_flight, stats.dead), (0, 0, 2));
+    let dead = ctx.admin().dead_jobs(0, 10).await.unwrap();
+    assert!(
+        dead.iter().all(|d| format!("{d:?}").contains("cannot be done")),
+        "{dead:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn several_queues_are_drained() {
+    let ctx = Ctx::new("py-multi").await;
+    let (other, _) = ctx.other_queue("py-multi-b");
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..50 {
+        let kind = if i % 2 == 0 { "async" } else { "sync" };
+        enqueue(&ctx, &ctx.queue, kind, json!({"do": "ok"}), 3).await;
+        enqueue(&ctx, &other, kind, json!({"do": "ok"}), 3).await;
+    }
+    let log = log_file(&dir, "multi.log");
+    let queues = json!([[ctx.queue, 3], [other, 1]]);
+    let report = start(&ctx, &log, json!({"queues": queues, "drain": true})).report();
+    assert_eq!(report[&ctx.queue], (50, 0, 0, 0));
+    assert_eq!(report[&other], (50, 0, 0, 0));
+    let (starts, ends) = runs(&log);
+    assert_eq!((starts.len(), ends.len()), (100, 100));
+}
+
+/// Sleeping jobs of both kinds, `n` of them.
+async fn sleepers(ctx: &Ctx, n: usize, s: f64) -> Vec<String> {
+    let mut ids = vec![];
+    for i in 0..n {
+        let kind = if i % 2 == 0 { "async" } else { "sync" };
+        ids.push(enqueue(ctx, &ctx.queue, kind, json!({"do": "sleep", "s": s}), 5).await);
+    }
+    ids
+}
+
+async fn started(log: &Path, n: usize) {
+    wait_until(&format!("{n} jobs started"), Duration::from_secs(30), || async {
+        runs(log).0.len() >= n
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_loses_nothing() {
+    let ctx = Ctx::new("py-kill").await;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = sleepers(&ctx, 20, 0.5).await;
+    let first = log_file(&dir, "killed.log");
+    let settings = json!({"queues": [ctx.queue], "concurrency": 4, "visibility_timeout": 1.0});
+    let mut w = start(&ctx, &first, settings);
+    started(&first, 4).await;
+    w.child.kill().unwrap(); // SIGKILL
+    w.child.wait().unwrap();
+    let second = log_file(&dir, "after.log");
+    let settings = json!({"queues": [ctx.queue], "concurrency": 4, "visibility_timeout": 1.0, "drain": true});
+    let report = start(&ctx, &second, settings).report();
+    let (_, mut ended) = runs(&first);
+    ended.extend(runs(&second).1);
+    for id in &ids {
+        assert!(ended.contains(id), "job {id} never finished");
+    }
+    assert_eq!(report[&ctx.queue].3, 0, "none dead");
+    let stats = ctx.stats().await;
+    assert_eq!((stats.pending(), stats.in_flight, stats.dead), (0, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_finishes_running_jobs() {
+    let ctx = Ctx::new("py-term").await;
+    let dir = tempfile::tempdir().unwrap();
+    let ids = sleepers(&ctx, 30, 1.0).await;
+    let log = log_file(&dir, "term.log");
+    let w = start(&ctx, &log, json!({"queues": [ctx.queue], "concurrency": 6}));
+    started(&log, 6).await;
+    let pid = w.child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let report = w.report();
+    let (starts, ends) = runs(&log);
+    let ran: Vec<&String> = starts.iter().map(|s| &s.0).collect();
+    for id in &ran {
+        assert!(
+            ends.contains(id),
+            "job {id} started and was not finished at SIGTERM"
+        );
+    }
+    assert_eq!(
+        report[&ctx.queue].0,
+        ends.len() as u64,
+        "every finished job acked"
+    );
+    let stats = ctx.stats().await;
+    assert_eq!(stats.in_flight, 0, "no lease left behind");
+    assert_eq!(stats.pending() as usize + ends.len(), ids.len(), "none lost");
+}
