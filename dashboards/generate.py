@@ -74,10 +74,17 @@ def rate(metric, by=""):
     return f"{group}(rate({metric}{Q}[$__rate_interval]))"
 
 
+def queue_rate(event):
+    """The rate of one of the queue's counters in Redis (weir_queue_jobs_total), which every
+    consumer samples: once per partition, the partitions added."""
+    sel = '{queue="$queue",event="%s"}' % event
+    return f"sum(max by (partition) (rate(weir_queue_jobs_total{sel}[$__rate_interval])))"
+
+
 LIMIT_PANELS = [
     panel("Concurrency limit vs in flight", [
         ("limit", f"sum(weir_concurrency_limit{Q})"),
-        ("in flight", f"sum(weir_jobs_in_flight{Q})"),
+        ("running (weir_jobs_in_flight)", f"sum(weir_jobs_in_flight{Q})"),
         ("floor", f"sum(weir_limiter_min_concurrency{Q})"),
     ], description="The limit the pool enforces, summed over consumers, against the jobs running."),
     panel("Limiter: window p95 vs target", [
@@ -89,14 +96,14 @@ LIMIT_PANELS = [
 OVERVIEW = dashboard("weir-overview", "weir / overview",
                      "Throughput, backlog, latency, failures, limiter and Redis for one queue.", [
     panel("Throughput in / out", [
-        ("enqueued", rate("weir_jobs_enqueued_total")),
-        ("fetched", rate("weir_jobs_fetched_total")),
-        ("acked", rate("weir_jobs_acked_total")),
-    ], unit="ops"),
+        (event, queue_rate(event)) for event in ("enqueued", "fetched", "acked")
+    ], unit="ops", description="The queue's own counters in Redis, which every producer (any language, "
+                               "the CLI) and consumer bumps; each consumer samples them, each "
+                               "partition is counted once."),
     panel("Backlog", [
         ("ready {{priority}}", f"sum by (priority) (max by (priority, partition) (weir_queue_ready_jobs{Q}))"),
         ("delayed", depth("weir_queue_delayed_jobs")),
-        ("in flight", depth("weir_queue_in_flight_jobs")),
+        ("leased: running or waiting (weir_queue_in_flight_jobs)", depth("weir_queue_in_flight_jobs")),
         ("deferred (uncharged, not done)", depth("weir_queue_deferred_jobs")),
     ], description="Every consumer samples the queue's depths; each partition of a partitioned queue "
                    "is counted once and the partitions added up."),

@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use weir::{
-    CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, JobError, NewJob, Producer, Redis, Registry,
-    handler_fn,
+    CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, JobError, Redis, Registry, handler_fn,
 };
 
 mod common;
@@ -153,10 +152,30 @@ fn dashboard_exprs() -> Vec<(String, String)> {
     out
 }
 
-/// A producer and a consumer with some failures, running until `stop`.
+/// Enqueues `lines` (NDJSON jobs) with `weir enqueue`: a producer in a process of its own
+/// that exports no metrics, as a Python, Node or CLI producer is. The dashboards must show
+/// its jobs all the same (from the queue's counters the consumer samples).
+fn enqueue_elsewhere(url: &str, lines: String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["enqueue", "--queue", QUEUE, "--redis-url", url])
+        .env_remove("WEIR_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weir runs");
+    child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "weir enqueue: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A producer (another process) and a consumer with some failures, running until `stop`.
 async fn load(url: String, stop: CancellationToken) {
     let redis = Redis::open(&url).unwrap();
-    let producer = Producer::new(redis.connect().await.unwrap(), QUEUE).unwrap();
     // Keyed jobs over a per-key concurrency, so keys are held back (the per-key panel).
     let limits = weir::settings::Settings {
         key_concurrency: Some(2),
@@ -182,11 +201,19 @@ async fn load(url: String, stop: CancellationToken) {
     let consumer = tokio::spawn(consumer.run(stop.clone()));
     let mut n = 0u64;
     while !stop.is_cancelled() {
-        let jobs = (0..50).map(|_| {
-            n += 1;
-            NewJob::new("work", &n).unwrap().key(format!("tenant-{}", n % 4))
-        });
-        producer.enqueue_bulk(jobs).await.unwrap();
+        let lines: String = (0..50)
+            .map(|_| {
+                n += 1;
+                format!(
+                    "{{\"kind\":\"work\",\"payload\":{n},\"key\":\"tenant-{}\"}}\n",
+                    n % 4
+                )
+            })
+            .collect();
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || enqueue_elsewhere(&url, lines))
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     consumer.await.unwrap().unwrap();
@@ -246,7 +273,7 @@ async fn live_metrics_pass_promtool_and_every_dashboard_query_returns_data() {
     assert_eq!(status, 200);
     promtool(&["check", "metrics"], Some(&body));
     for name in [
-        "weir_jobs_enqueued_total",
+        "weir_queue_jobs_total",
         "weir_job_duration_seconds_bucket",
         "weir_queue_ready_jobs",
     ] {

@@ -6,7 +6,20 @@ export const PROTOCOL: 1;
 export const BULK_CHUNK: number;
 
 /** A job weir would refuse, or a Redis without a usable weir library. */
-export class WeirError extends Error {}
+export class WeirError extends Error {
+  name: 'WeirError';
+}
+
+export const ENQUEUED: 'enqueued';
+export const DUPLICATE_ID: 'duplicate_id';
+export const UNIQUE_KEY_HELD: 'unique_key_held';
+
+/** What enqueueOutcome did: stored, refused because a job with the chosen id exists, or
+ * refused because a job enqueued within the window holds the unique key. */
+export interface Outcome {
+  id: string;
+  outcome: 'enqueued' | 'duplicate_id' | 'unique_key_held';
+}
 
 /** The keys of `queue`, in the order weir_enqueue takes them. */
 export function queueKeys(queue: string): string[];
@@ -48,6 +61,8 @@ export class Producer {
   constructor(redis: Redis, queue: string, options?: { defaultMaxAttempts?: number; maxEnvelopeBytes?: number });
   /** Resolves to the job id, or null if it was skipped as a duplicate. */
   enqueue(kind: string, payload?: unknown, options?: JobOptions): Promise<string | null>;
+  /** Resolves to the job id and what happened to it. */
+  enqueueOutcome(kind: string, payload?: unknown, options?: JobOptions): Promise<Outcome>;
   enqueueIn(delayMs: number, kind: string, payload?: unknown, options?: JobOptions): Promise<string | null>;
   enqueueAt(when: Date | number, kind: string, payload?: unknown, options?: JobOptions): Promise<string | null>;
   enqueueBulk(jobs: Iterable<Job>): Promise<BulkReport>;

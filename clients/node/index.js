@@ -30,6 +30,10 @@ const KEY_SUFFIXES = [
 const QUEUES = 'weir:queues';
 const PRIORITIES = { high: 0, normal: 1, low: 2 };
 const TOKEN = /^[A-Za-z0-9_.:-]{1,128}$/;
+/** enqueueOutcome's outcomes. */
+const ENQUEUED = 'enqueued';
+const DUPLICATE_ID = 'duplicate_id';
+const UNIQUE_KEY_HELD = 'unique_key_held';
 
 /** A job weir would refuse, or a Redis without a usable weir library. */
 class WeirError extends Error {
@@ -132,11 +136,28 @@ class Producer {
     this.checked = false;
   }
 
-  /** Enqueues one job; resolves to its id, or null if it was skipped as a duplicate. */
+  /** Enqueues one job; resolves to its id, or null if it was skipped as a duplicate
+   * (enqueueOutcome says which kind). */
   async enqueue(kind, payload, options = {}) {
+    const { id, outcome } = await this.enqueueOutcome(kind, payload, options);
+    return outcome === ENQUEUED ? id : null;
+  }
+
+  /**
+   * Enqueues one job; resolves to {id, outcome}: outcome ENQUEUED ('enqueued'),
+   * DUPLICATE_ID ('duplicate_id': a job with its chosen id exists) or UNIQUE_KEY_HELD
+   * ('unique_key_held': a job enqueued within the window holds its unique key).
+   */
+  async enqueueOutcome(kind, payload, options = {}) {
     const job = this.prepare({ ...options, kind, payload }, Date.now());
     const dups = await this.call([job]);
-    return dups.length ? null : job.id;
+    if (!dups.length) return { id: job.id, outcome: ENQUEUED };
+    // The script checks a chosen id before the unique key: a generated id was refused
+    // for its key, a chosen id without a window for the id; with both, look for the id.
+    const [, , , chosen, window] = job.section.split(' ');
+    let taken = chosen === '1';
+    if (taken && window !== '0') taken = Number(await this.redis.hexists(this.keys[6], job.id)) === 1;
+    return { id: job.id, outcome: taken ? DUPLICATE_ID : UNIQUE_KEY_HELD };
   }
 
   /** Enqueues one job to run after `delayMs`. */
@@ -228,4 +249,7 @@ class Producer {
 
 const { Worker, Retry, Fatal, Backpressure, EXEC_PROTOCOL } = require('./worker');
 
-module.exports = { Producer, WeirError, queueKeys, PROTOCOL, BULK_CHUNK, Worker, Retry, Fatal, Backpressure, EXEC_PROTOCOL };
+module.exports = {
+  Producer, WeirError, queueKeys, PROTOCOL, BULK_CHUNK, ENQUEUED, DUPLICATE_ID, UNIQUE_KEY_HELD,
+  Worker, Retry, Fatal, Backpressure, EXEC_PROTOCOL,
+};

@@ -69,7 +69,8 @@ pub const CHANNEL_RECEIVED: &str = "weir_channel_received_jobs_total";
 pub const QUEUE_READY: &str = "weir_queue_ready_jobs";
 /// Delayed jobs (sampled).
 pub const QUEUE_DELAYED: &str = "weir_queue_delayed_jobs";
-/// Leased jobs, all consumers (sampled).
+/// Leased jobs of the queue across every consumer, running or waiting to start (sampled
+/// from Redis; compare [`IN_FLIGHT`], this consumer's running jobs).
 pub const QUEUE_IN_FLIGHT: &str = "weir_queue_in_flight_jobs";
 /// Dead-lettered jobs (sampled).
 pub const QUEUE_DEAD: &str = "weir_queue_dead_jobs";
@@ -77,6 +78,20 @@ pub const QUEUE_DEAD: &str = "weir_queue_dead_jobs";
 pub const QUEUE_DEFERRED: &str = "weir_queue_deferred_jobs";
 /// Age of the oldest ready job (sampled).
 pub const QUEUE_OLDEST: &str = "weir_queue_oldest_ready_age_seconds";
+/// The queue's own job counters, kept in Redis by every producer and consumer (any
+/// language, the CLI) and sampled by each consumer once a second, by `event` (one of
+/// [`QUEUE_JOB_EVENTS`]): the same figures from every consumer of the queue.
+pub const QUEUE_JOBS: &str = "weir_queue_jobs_total";
+/// The values of [`QUEUE_JOBS`]'s `event` label: fields of the queue's counters hash.
+pub const QUEUE_JOB_EVENTS: &[&str] = &[
+    "enqueued",
+    "fetched",
+    "acked",
+    "retried",
+    "deferred",
+    "dead",
+    "reclaimed",
+];
 /// Dead-letter entries trimmed by the cap (sampled from Redis).
 pub const DEAD_TRIMMED: &str = "weir_dead_trimmed_total";
 /// Jobs the queue's global limits granted to this consumer's fetches (counted while a
@@ -92,7 +107,8 @@ pub const KEY_THROTTLED: &str = "weir_key_throttled_jobs_total";
 pub const TOP_THROTTLED_KEYS: usize = 10;
 /// The consumer's concurrency limit.
 pub const LIMIT: &str = "weir_concurrency_limit";
-/// Jobs running in this consumer.
+/// Jobs running in this consumer's handlers now (its own pool; compare
+/// [`QUEUE_IN_FLIGHT`], the queue's leased jobs across every consumer).
 pub const IN_FLIGHT: &str = "weir_jobs_in_flight";
 
 /// The window p95 the limiter last judged.
@@ -158,6 +174,10 @@ const COUNTERS: &[(&str, &str)] = &[
     ),
     (CHANNEL_RECEIVED, "Jobs the worker pool took out of its channel."),
     (
+        QUEUE_JOBS,
+        "The queue's job counters in Redis, by event (enqueued, fetched, acked, retried, deferred, dead, reclaimed): counted by every producer (any language, the CLI) and consumer, sampled once a second by each consumer, so every consumer reports the same figures.",
+    ),
+    (
         DEAD_TRIMMED,
         "Dead-letter entries trimmed by the queue's cap, by every consumer (from Redis).",
     ),
@@ -178,7 +198,7 @@ const GAUGES: &[(&str, Unit, &str)] = &[
     (
         QUEUE_IN_FLIGHT,
         Unit::Count,
-        "Leased jobs across all consumers (sampled).",
+        "Leased jobs of the queue across every consumer, running or waiting to start (sampled from Redis, the same from every consumer; weir_jobs_in_flight is one consumer's running jobs).",
     ),
     (QUEUE_DEAD, Unit::Count, "Dead-lettered jobs (sampled)."),
     (
@@ -192,7 +212,11 @@ const GAUGES: &[(&str, Unit, &str)] = &[
         "Age of the oldest ready job (sampled).",
     ),
     (LIMIT, Unit::Count, "The consumer's concurrency limit."),
-    (IN_FLIGHT, Unit::Count, "Jobs running in this consumer."),
+    (
+        IN_FLIGHT,
+        Unit::Count,
+        "Jobs running in this consumer's handlers now (weir_queue_in_flight_jobs is the queue's leased jobs across every consumer).",
+    ),
     (
         LIMITER_P95,
         Unit::Seconds,

@@ -11,6 +11,7 @@ mod errors;
 mod eviction;
 mod exit_codes;
 mod functions;
+mod limits_clear;
 mod plain_errors;
 mod queue;
 mod retry;

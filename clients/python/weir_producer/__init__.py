@@ -10,6 +10,7 @@ missing waits up to ``LIBRARY_WAIT`` seconds for that, then raises a WeirError t
 what to run.
 """
 
+import asyncio
 import itertools
 import json
 import re
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable, List, Optional, Union
 
-__all__ = ["Producer", "Job", "BulkReport", "WeirError", "queue_keys", "PROTOCOL"]
+__all__ = ["Producer", "AsyncProducer", "Job", "BulkReport", "Outcome", "WeirError", "queue_keys",
+           "PROTOCOL", "ENQUEUED", "DUPLICATE_ID", "UNIQUE_KEY_HELD"]
 
 #: The protocol this package speaks (docs/protocol.md).
 PROTOCOL = 1
@@ -111,6 +113,24 @@ class BulkReport:
     duplicates: List[str] = field(default_factory=list)
 
 
+#: ``Outcome.status``: the job was stored; a job with its (chosen) id exists; its unique key
+#: is held by a job enqueued within the window.
+ENQUEUED, DUPLICATE_ID, UNIQUE_KEY_HELD = "enqueued", "duplicate_id", "unique_key_held"
+
+
+@dataclass
+class Outcome:
+    """What ``enqueue_outcome`` did with one job: its id and ENQUEUED, DUPLICATE_ID or
+    UNIQUE_KEY_HELD."""
+
+    id: str
+    status: str
+
+    @property
+    def enqueued(self) -> bool:
+        return self.status == ENQUEUED
+
+
 @dataclass
 class _Prepared:
     id: str
@@ -131,10 +151,21 @@ class Producer:
         self._checked = False
 
     def enqueue(self, kind: str, payload: Any = None, **options) -> Optional[str]:
-        """Enqueues one job; returns its id, or None if it was skipped as a duplicate."""
+        """Enqueues one job; returns its id, or None if it was skipped as a duplicate
+        (``enqueue_outcome`` says which kind)."""
+        outcome = self.enqueue_outcome(kind, payload, **options)
+        return outcome.id if outcome.enqueued else None
+
+    def enqueue_outcome(self, kind: str, payload: Any = None, **options) -> Outcome:
+        """Enqueues one job; says whether it was stored, or refused because its id is
+        taken or because its unique key is held."""
         job = self._prepare(Job(kind, payload, **options), _now_ms())
-        dups = self._call([job])
-        return None if dups else job.id
+        if not self._call([job]):
+            return Outcome(job.id, ENQUEUED)
+        taken = _id_taken(job)
+        if taken is None:
+            taken = bool(self.redis.hexists(self.keys[6], job.id))
+        return Outcome(job.id, DUPLICATE_ID if taken else UNIQUE_KEY_HELD)
 
     def enqueue_in(self, delay: Duration, kind: str, payload: Any = None, **options) -> Optional[str]:
         """Enqueues one job to run after ``delay`` (seconds or a timedelta)."""
@@ -147,26 +178,33 @@ class Producer:
     def enqueue_bulk(self, jobs: Iterable[Job]) -> BulkReport:
         """Enqueues many jobs, up to BULK_CHUNK per call. Every job is checked before
         anything is sent: a bad one raises WeirError with nothing enqueued."""
+        report = BulkReport()
+        for chunk in self._chunks(jobs):
+            dups = self._call(chunk)
+            report.enqueued += len(chunk) - len(dups)
+            report.duplicates.extend(dups)
+        return report
+
+    def _chunks(self, jobs: Iterable[Job]) -> List[List[_Prepared]]:
+        """The jobs prepared (all checked first), in chunks of one call each."""
         now = _now_ms()
         prepared = [self._prepare(j, now) for j in jobs]
-        report = BulkReport()
-        chunk, size = [], 0
-        for p in prepared + [None]:
-            if p is None or len(chunk) == BULK_CHUNK or size >= BULK_CHUNK_BYTES:
-                if chunk:
-                    dups = self._call(chunk)
-                    report.enqueued += len(chunk) - len(dups)
-                    report.duplicates.extend(dups)
+        chunks, chunk, size = [], [], 0
+        for p in prepared:
+            if len(chunk) == BULK_CHUNK or size >= BULK_CHUNK_BYTES:
+                chunks.append(chunk)
                 chunk, size = [], 0
-            if p is not None:
-                chunk.append(p)
-                size += len(p.envelope)
-        return report
+            chunk.append(p)
+            size += len(p.envelope)
+        return chunks + [chunk] if chunk else chunks
 
     def check_library(self) -> None:
         """Checks that Redis has a weir library of this package's protocol (done once,
         before the first enqueue)."""
-        protocol, version, _build = self._when_loaded(lambda: self.redis.fcall_ro("weir_version", 0))
+        self._check_version(self._when_loaded(lambda: self.redis.fcall_ro("weir_version", 0)))
+
+    def _check_version(self, reply) -> None:
+        protocol, version, _build = reply
         if int(protocol) != PROTOCOL:
             version = version.decode() if isinstance(version, bytes) else version
             raise WeirError(f"the weir library in Redis speaks protocol {protocol} (weir {version}); "
@@ -176,16 +214,8 @@ class Producer:
     def _call(self, jobs: List[_Prepared]) -> List[str]:
         if not self._checked:
             self.check_library()
-        args: list = []
-        for section, group in itertools.groupby(jobs, key=lambda j: j.section):
-            group = list(group)
-            args.extend(section)
-            args.append(len(group))
-            for j in group:
-                args.append(j.id)
-                args.append(j.envelope)
-        dups = self._when_loaded(lambda: self.redis.fcall("weir_enqueue", len(self.keys), *self.keys, *args))
-        return [d.decode() if isinstance(d, bytes) else d for d in dups]
+        args = _args(jobs)
+        return _ids(self._when_loaded(lambda: self.redis.fcall("weir_enqueue", len(self.keys), *self.keys, *args)))
 
     def _when_loaded(self, call):
         """Runs ``call`` (an FCALL); while Redis answers that the function is not found
@@ -228,6 +258,94 @@ class Producer:
                             f"{self.max_envelope_bytes} bytes")
         section = (priority, _ms("delay", job.delay), _run_at_ms(job.run_at), int(chosen), window)
         return _Prepared(job_id, section, envelope)
+
+
+class AsyncProducer(Producer):
+    """``Producer`` over a ``redis.asyncio`` client: the same methods, awaited."""
+
+    async def enqueue(self, kind: str, payload: Any = None, **options) -> Optional[str]:
+        """Enqueues one job; returns its id, or None if it was skipped as a duplicate."""
+        outcome = await self.enqueue_outcome(kind, payload, **options)
+        return outcome.id if outcome.enqueued else None
+
+    async def enqueue_outcome(self, kind: str, payload: Any = None, **options) -> Outcome:
+        """Enqueues one job; says whether it was stored, or why not (``Outcome``)."""
+        job = self._prepare(Job(kind, payload, **options), _now_ms())
+        if not await self._call([job]):
+            return Outcome(job.id, ENQUEUED)
+        taken = _id_taken(job)
+        if taken is None:
+            taken = bool(await self.redis.hexists(self.keys[6], job.id))
+        return Outcome(job.id, DUPLICATE_ID if taken else UNIQUE_KEY_HELD)
+
+    async def enqueue_in(self, delay: Duration, kind: str, payload: Any = None, **options) -> Optional[str]:
+        """Enqueues one job to run after ``delay`` (seconds or a timedelta)."""
+        return await self.enqueue(kind, payload, delay=delay, **options)
+
+    async def enqueue_at(self, when: When, kind: str, payload: Any = None, **options) -> Optional[str]:
+        """Enqueues one job to run at ``when`` (epoch seconds or a datetime)."""
+        return await self.enqueue(kind, payload, run_at=when, **options)
+
+    async def enqueue_bulk(self, jobs: Iterable[Job]) -> BulkReport:
+        """Enqueues many jobs, as ``Producer.enqueue_bulk``."""
+        report = BulkReport()
+        for chunk in self._chunks(jobs):
+            dups = await self._call(chunk)
+            report.enqueued += len(chunk) - len(dups)
+            report.duplicates.extend(dups)
+        return report
+
+    async def check_library(self) -> None:
+        """Checks that Redis has a weir library of this package's protocol."""
+        self._check_version(await self._when_loaded(lambda: self.redis.fcall_ro("weir_version", 0)))
+
+    async def _call(self, jobs: List[_Prepared]) -> List[str]:
+        if not self._checked:
+            await self.check_library()
+        args = _args(jobs)
+        return _ids(await self._when_loaded(
+            lambda: self.redis.fcall("weir_enqueue", len(self.keys), *self.keys, *args)))
+
+    async def _when_loaded(self, call):
+        import redis as redis_py
+
+        deadline = time.monotonic() + LIBRARY_WAIT
+        while True:
+            try:
+                return await call()
+            except redis_py.ResponseError as e:
+                if "Function not found" not in str(e):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise WeirError(_MISSING) from e
+            await asyncio.sleep(LIBRARY_POLL)
+
+
+def _args(jobs: List[_Prepared]) -> list:
+    """weir_enqueue's arguments: consecutive jobs that share options as one section."""
+    args: list = []
+    for section, group in itertools.groupby(jobs, key=lambda j: j.section):
+        group = list(group)
+        args.extend(section)
+        args.append(len(group))
+        for j in group:
+            args.append(j.id)
+            args.append(j.envelope)
+    return args
+
+
+def _ids(reply) -> List[str]:
+    return [d.decode() if isinstance(d, bytes) else d for d in reply]
+
+
+def _id_taken(job: _Prepared) -> Optional[bool]:
+    """Why a refused job was refused, when its options say: True (its chosen id is taken:
+    the script checks the id first), False (a generated id: its unique key is held), or
+    None (a chosen id with a window: look for the id)."""
+    chosen, window = job.section[3], job.section[4]
+    if not chosen:
+        return False
+    return True if not window else None
 
 
 def _payload_json(job: Job) -> str:

@@ -37,6 +37,24 @@ pub(crate) enum LimitsCommand {
 
 #[derive(Args, Debug)]
 pub(crate) struct ClearArgs {
+    /// Remove the lowest concurrency limit.
+    #[arg(long)]
+    pub min_concurrency: bool,
+    /// Remove the highest concurrency limit.
+    #[arg(long)]
+    pub max_concurrency: bool,
+    /// Remove the p95 target.
+    #[arg(long)]
+    pub target_p95: bool,
+    /// Remove the overload-rate threshold.
+    #[arg(long)]
+    pub error_threshold: bool,
+    /// Remove the HTTP statuses that mean overload.
+    #[arg(long)]
+    pub overload_status: bool,
+    /// Remove the per-consumer rate (and its burst), `off` included.
+    #[arg(long)]
+    pub rate: bool,
     /// Remove the dead-letter cap (back to the default).
     #[arg(long)]
     pub dead_cap: bool,
@@ -49,6 +67,12 @@ pub(crate) struct ClearArgs {
     /// Remove every per-key limit: the defaults and every key's own.
     #[arg(long)]
     pub per_key: bool,
+    /// Remove the per-key default rate (and its burst); the keys' own stay.
+    #[arg(long)]
+    pub per_key_rate: bool,
+    /// Remove the per-key default concurrency; the keys' own stay.
+    #[arg(long)]
+    pub per_key_concurrency: bool,
     /// Remove the limits of this key's own (it goes back to the per-key defaults);
     /// repeatable.
     #[arg(long = "key", value_name = "KEY")]
@@ -59,10 +83,18 @@ impl ClearArgs {
     /// The groups the flags name (none: clear everything).
     fn groups(&self) -> Vec<Cleared> {
         [
+            (self.min_concurrency, Cleared::MinConcurrency),
+            (self.max_concurrency, Cleared::MaxConcurrency),
+            (self.target_p95, Cleared::TargetP95),
+            (self.error_threshold, Cleared::ErrorThreshold),
+            (self.overload_status, Cleared::OverloadStatus),
+            (self.rate, Cleared::Rate),
             (self.dead_cap, Cleared::DeadCap),
             (self.global_rate, Cleared::GlobalRate),
             (self.global_concurrency, Cleared::GlobalConcurrency),
             (self.per_key, Cleared::PerKey),
+            (self.per_key_rate, Cleared::PerKeyRate),
+            (self.per_key_concurrency, Cleared::PerKeyConcurrency),
         ]
         .into_iter()
         .filter_map(|(on, c)| on.then_some(c))

@@ -38,6 +38,18 @@ impl std::str::FromStr for RateSetting {
 /// A group of settings `weir limits clear` can remove alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cleared {
+    /// The lowest concurrency limit of adaptive consumers.
+    MinConcurrency,
+    /// The highest concurrency limit of adaptive consumers.
+    MaxConcurrency,
+    /// The p95 target of adaptive consumers.
+    TargetP95,
+    /// The overload-rate threshold of adaptive consumers.
+    ErrorThreshold,
+    /// The HTTP statuses that mean overload.
+    OverloadStatus,
+    /// The per-consumer rate (or `off`) and its burst.
+    Rate,
     /// The dead-letter cap (back to [`DEFAULT_DEAD_CAP`](super::DEFAULT_DEAD_CAP)).
     DeadCap,
     /// The global rate and its burst.
@@ -46,6 +58,10 @@ pub enum Cleared {
     GlobalConcurrency,
     /// Every per-key limit: the defaults and every key's own.
     PerKey,
+    /// The per-key default rate and its burst (the keys' own limits stay).
+    PerKeyRate,
+    /// The per-key default concurrency (the keys' own limits stay).
+    PerKeyConcurrency,
 }
 
 impl Cleared {
@@ -53,10 +69,18 @@ impl Cleared {
     /// are found in the hash).
     pub fn fields(self) -> &'static [&'static str] {
         match self {
+            Cleared::MinConcurrency => &["min_concurrency"],
+            Cleared::MaxConcurrency => &["max_concurrency"],
+            Cleared::TargetP95 => &["target_p95"],
+            Cleared::ErrorThreshold => &["error_threshold"],
+            Cleared::OverloadStatus => &["overload_status"],
+            Cleared::Rate => &["rate", "burst"],
             Cleared::DeadCap => &["dead_cap"],
             Cleared::GlobalRate => &["global_rate", "global_burst"],
             Cleared::GlobalConcurrency => &["global_concurrency"],
             Cleared::PerKey => &["key_rate", "key_burst", "key_concurrency", "key_overrides"],
+            Cleared::PerKeyRate => &["key_rate", "key_burst"],
+            Cleared::PerKeyConcurrency => &["key_concurrency"],
         }
     }
 }

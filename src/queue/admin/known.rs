@@ -46,13 +46,13 @@ impl Queues {
     }
 
     /// The registered queue name nearest to `name` by edit distance, if one is near
-    /// enough to be what was meant (see [`near_enough`]); ties go to the first in order.
+    /// enough to be what was meant (within one edit per three characters, at most three); ties go to the first in order.
     pub async fn nearest(&self, name: &str) -> Result<Option<String>> {
         Ok(nearest_of(name, &self.names().await?))
     }
 }
 
-/// The name among `known` nearest to `name`, if [`near_enough`].
+/// The name among `known` nearest to `name`, if within one edit per three characters (at most three).
 pub fn nearest_of(name: &str, known: &[String]) -> Option<String> {
     known
         .iter()

@@ -17,11 +17,13 @@ use std::time::{Duration, SystemTime};
 mod bulk;
 mod chunk;
 mod job;
+mod outcome;
 
 pub use bulk::{Bulk, bulk_pipelines};
 pub use chunk::{CHUNK_TOKEN_MS, RETRY_SPAN};
 pub use job::NewJob;
 use job::encode_job;
+pub use outcome::Enqueued;
 
 /// Jobs per enqueue script call in the bulk paths.
 pub const BULK_CHUNK: usize = 1000;
@@ -148,15 +150,11 @@ impl Producer {
     }
 
     /// Enqueues one job; returns its id. A taken id gives [`Error::Duplicate`].
+    /// [`Producer::enqueue_outcome`] tells the two refusals apart.
     pub async fn enqueue(&self, job: NewJob) -> Result<String> {
-        let partition = self.partition_for(&job, true);
-        let arg = self.encode(job, envelope::unix_ms(), &mut Vec::new(), partition)?;
-        let id = arg.id.clone();
-        let (_, dups) = self.enqueue_args(std::slice::from_ref(&arg)).await?;
-        if dups.is_empty() {
-            Ok(id)
-        } else {
-            Err(Error::Duplicate(id))
+        match self.enqueue_outcome(job).await? {
+            Enqueued::Stored(id) => Ok(id),
+            refused => Err(Error::Duplicate(refused.id().to_owned())),
         }
     }
 

@@ -155,8 +155,8 @@ impl Stats {
     /// here rather than in `metrics` so that module depends on nothing of the queue.
     pub(crate) fn record(&self, m: &QueueMetrics) {
         use crate::metrics::{
-            DEAD_TRIMMED, QUEUE_DEAD, QUEUE_DEFERRED, QUEUE_DELAYED, QUEUE_IN_FLIGHT, QUEUE_OLDEST,
-            QUEUE_READY,
+            DEAD_TRIMMED, QUEUE_DEAD, QUEUE_DEFERRED, QUEUE_DELAYED, QUEUE_IN_FLIGHT, QUEUE_JOB_EVENTS,
+            QUEUE_JOBS, QUEUE_OLDEST, QUEUE_READY,
         };
         // A partition's lane: queue and partition labels (see `QueueMetrics::new`).
         let l = crate::metrics::lane_labels(&m.queue);
@@ -170,6 +170,12 @@ impl Stats {
         metrics::gauge!(QUEUE_DEAD, l.clone()).set(self.dead as f64);
         metrics::gauge!(QUEUE_DEFERRED, l.clone()).set(self.deferred as f64);
         metrics::gauge!(QUEUE_OLDEST, l.clone()).set(self.oldest_ready_age_ms as f64 / 1000.0);
+        for event in QUEUE_JOB_EVENTS {
+            let mut with = l.clone();
+            with.push(metrics::Label::new("event", *event));
+            let n = self.counters.get(*event).copied().unwrap_or(0);
+            metrics::counter!(QUEUE_JOBS, with).absolute(n);
+        }
         let trimmed = self.counters.get("trimmed").copied().unwrap_or(0);
         metrics::counter!(DEAD_TRIMMED, l).absolute(trimmed);
     }
