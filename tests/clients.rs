@@ -6,38 +6,18 @@
 //! scripts/ensure-clients.sh installs the packages (a venv, `npm ci`).
 
 mod common;
+use common::clients::{ensure_clients, root};
 
 use common::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::Once;
 use std::time::Duration;
 use weir::{NewJob, Producer};
 
 const JOBS: usize = 10_000;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Installs the packages once per run of this binary (quick when they are up to date).
-fn ensure_clients() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let o = Command::new("bash")
-            .arg(root().join("scripts/ensure-clients.sh"))
-            .output()
-            .expect("bash runs");
-        assert!(
-            o.status.success(),
-            "scripts/ensure-clients.sh failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    });
-}
 
 fn python() -> Command {
     ensure_clients();

@@ -5,11 +5,10 @@
 //! (scripts/ensure-clients.sh).
 
 mod common;
+use common::clients::{ensure_clients, root};
 
 use common::*;
-use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Once;
 use std::time::Duration;
 use weir::producer::{Enqueued, NewJob};
 
@@ -24,21 +23,6 @@ const EXPECTED: [&str; 6] = [
     "unique_key_held",
     "duplicate_id",
 ];
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn ensure_clients() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let o = Command::new("bash")
-            .arg(root().join("scripts/ensure-clients.sh"))
-            .output()
-            .expect("bash runs");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    });
-}
 
 fn ok(what: &str, o: Output) -> String {
     assert!(

@@ -5,6 +5,7 @@
 //! (running jobs finish, the rest stay ready) and several queues.
 
 mod common;
+use common::clients::{ensure_clients, root};
 
 use common::*;
 use std::path::{Path, PathBuf};
@@ -12,31 +13,16 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use weir::NewJob;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// The worker command for `lang` ("py" or "js").
 fn worker(lang: &str) -> String {
     let script = root().join("tests/exec").join(format!("worker.{lang}"));
     match lang {
         "py" => format!("exec python3 {}", script.display()),
         _ => {
-            ensure_node();
+            ensure_clients();
             format!("exec node {}", script.display())
         }
     }
-}
-
-fn ensure_node() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let o = Command::new("bash")
-            .arg(root().join("scripts/ensure-clients.sh"))
-            .output()
-            .expect("bash runs");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    });
 }
 
 fn weir_cmd(ctx: &Ctx, dir: &Path, args: &[&str]) -> Command {

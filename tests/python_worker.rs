@@ -6,34 +6,15 @@
 //! scripts/ensure-clients.sh builds and installs the package.
 
 mod common;
+use common::clients::{ensure_clients, root};
 
 use common::*;
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Once;
 use std::time::Duration;
 use weir::NewJob;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn ensure_clients() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let o = Command::new("bash")
-            .arg(root().join("scripts/ensure-clients.sh"))
-            .output()
-            .expect("bash runs");
-        assert!(
-            o.status.success(),
-            "ensure-clients.sh failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    });
-}
 
 /// One worker process.
 struct Worker {

@@ -1,0 +1,27 @@
+//! The client packages (clients/python in a venv, clients/node's dependencies), installed
+//! once per test binary by scripts/ensure-clients.sh (quick when up to date).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Once;
+
+/// The repository's root.
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs scripts/ensure-clients.sh once per run of the calling test binary.
+pub fn ensure_clients() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let o = Command::new("bash")
+            .arg(root().join("scripts/ensure-clients.sh"))
+            .output()
+            .expect("bash runs");
+        assert!(
+            o.status.success(),
+            "scripts/ensure-clients.sh failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    });
+}
