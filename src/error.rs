@@ -183,8 +183,8 @@ impl Error {
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
                     || e.is_unrecoverable_error()
-                    || e.to_string().contains("LOADING")
-                    || e.to_string().contains("BUSY")
+                    // A server still loading its data set, or running a long script.
+                    || matches!(e.code(), Some("LOADING" | "BUSY"))
             }
             Error::Connect { .. } | Error::Io(_) => true,
             _ => false,
@@ -283,4 +283,24 @@ pub enum HttpError {
         /// What failed.
         reason: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error a server answers with `reply` (RESP, one line).
+    fn server_error(reply: &str) -> Error {
+        let v = redis::parse_redis_value(format!("{reply}\r\n").as_bytes()).expect("a RESP error line");
+        Error::Redis(v.extract_error().expect_err("an error reply"))
+    }
+
+    #[test]
+    fn transient_by_error_code_not_by_message() {
+        assert!(server_error("-LOADING Redis is loading the dataset in memory").is_transient());
+        assert!(server_error("-BUSY Redis is busy running a script").is_transient());
+        // The words in a message of another code are not the code.
+        assert!(!server_error("-ERR Error running script: BUSY LOADING").is_transient());
+        assert!(!server_error("-NOPERM this user has no permissions").is_transient());
+    }
 }
