@@ -61,6 +61,11 @@ local function gcra_store(key, tat, spec, now)
 end
 
 -- The queue's limit settings, one read per call: the global ones and the per-key ones.
+-- The bits of the reply's `state` (the header says what each means; fetch.rs's `state`
+-- module names the same values, and a test there checks the two agree).
+local STATE = { paused = 1, global_rate = 2, global_concurrency = 4, cut_by_rate = 8,
+  cut_by_concurrency = 16, held_by_key = 32, parked = 64, concurrency_set = 128, emptied = 256 }
+
 local LIMIT_FIELDS = { 'global_rate', 'global_burst', 'global_concurrency', 'key_rate', 'key_burst',
   'key_concurrency', 'key_overrides' }
 
@@ -76,22 +81,22 @@ local LIMIT_FIELDS = { 'global_rate', 'global_burst', 'global_concurrency', 'key
 --   consumer's leases expire and are reclaimed, so its permits come back within a lease.
 local function global_grant(state, s, n, now)
   local g = { n = n, wait = 0, bits = 0, take = function(_) end }
-  if not s[1] and not s[3] then return g end
-  local c = tonumber(s[3])
+  if not s.global_rate and not s.global_concurrency then return g end
+  local c = tonumber(s.global_concurrency)
   if c then
-    g.bits = g.bits + 4
+    g.bits = g.bits + STATE.global_concurrency
     local free = math.max(c - redis.call('ZCARD', K.lease), 0)
-    if free < g.n then g.n, g.bits = free, g.bits + 16 end
+    if free < g.n then g.n, g.bits = free, g.bits + STATE.cut_by_concurrency end
   end
-  local t = parse_rate(s[1])
+  local t = parse_rate(s.global_rate)
   if t then
-    g.bits = g.bits + 2
-    local tau = math.max(tonumber(s[2]) or 1, 1) * t
-    local spec = s[1] .. ' ' .. (s[2] or '1')
+    g.bits = g.bits + STATE.global_rate
+    local tau = math.max(tonumber(s.global_burst) or 1, 1) * t
+    local spec = s.global_rate .. ' ' .. (s.global_burst or '1')
     local tat = gcra_tat(redis.call('GET', state), spec, now)
     local free = math.max(math.floor((now + tau - tat) / t + 1e-9), 0)
     if free < g.n then
-      g.n, g.bits = free, g.bits + 8
+      g.n, g.bits = free, g.bits + STATE.cut_by_rate
       if free == 0 then g.wait = math.max(math.ceil(tat + t - tau - now), 1) end
     end
     g.take = function(k)
@@ -155,7 +160,7 @@ local RUNNING_CHECKS = CHUNK
 -- since removed). `counted`: p .. 'counted' is present (keyed leases are recorded even
 -- with no limit set).
 local function key_limits(p, s, auto, now, force, counted)
-  if not s[4] and not s[6] and not s[7] and not auto and not force and not counted then return nil end
+  if not s.key_rate and not s.key_concurrency and not s.key_overrides and not auto and not force and not counted then return nil end
   -- auto: every leased job of a key is counted in its leased set (a key's first share
   -- may come at any time, and must then find its jobs already counted)
   local L = { p = p, by = {}, held = 0, auto = auto, checks = RUNNING_CHECKS, unparked = {} }
@@ -190,8 +195,8 @@ local function key_limits(p, s, auto, now, force, counted)
   function L.of(k)
     local c = L.by[k]
     if c then return c end
-    local rate, burst, conc = s[4], s[5], tonumber(s[6])
-    if s[7] then
+    local rate, burst, conc = s.key_rate, s.key_burst, tonumber(s.key_concurrency)
+    if s.key_overrides then
       local o = redis.call('HMGET', K.settings, 'key_rate:' .. k, 'key_concurrency:' .. k)
       if o[1] then rate, burst = o[1], nil end
       if o[2] then conc = tonumber(o[2]) end
@@ -431,9 +436,9 @@ local auto = ARGV[3] == '1'
 
 -- 1. a paused queue hands out nothing; the global limits may grant fewer than N, or none;
 --    parked jobs of keys with free slots (or with their limit gone) go back to ready first
-if redis.call('EXISTS', K.paused) == 1 then return { 0, 0, 1, 0 } end
+if redis.call('EXISTS', K.paused) == 1 then return { 0, 0, STATE.paused, 0 } end
 local now = now_ms()
-local limits = hash_fields(K.settings, LIMIT_FIELDS)
+local limits = hash_named(K.settings, LIMIT_FIELDS)
 -- Before the first write (promotion, or unpark below): the keys whose first touch would
 -- come after one. The delayed sets are read before they are written, unless parked jobs
 -- come back first. Six TYPE calls and a read of the counters: about 4 us a call.
@@ -444,13 +449,13 @@ expect(K.lease, 'zset')
 counters_ready({ 'fetched', 'key_throttled' })
 local counted_key = KEYS[NQ + 2] .. 'counted'
 local counted = redis.call('EXISTS', counted_key) == 1
-if limits[4] or limits[6] or limits[7] or auto or counted then expect_each(K.delayed, 'zset') end
+if limits.key_rate or limits.key_concurrency or limits.key_overrides or auto or counted then expect_each(K.delayed, 'zset') end
 local grant = global_grant(KEYS[NQ + 1], limits, n, now)
-if limits[3] or limits[6] or limits[7] then grant.bits = grant.bits + 128 end
+if limits.global_concurrency or limits.key_concurrency or limits.key_overrides then grant.bits = grant.bits + STATE.concurrency_set end
 if grant.n == 0 then return { 0, grant.wait, grant.bits, 0 } end
 n = grant.n
 local keyed = key_limits(KEYS[NQ + 2], limits, auto, now, false, counted)
-if limits[4] or limits[6] or limits[7] or auto then
+if limits.key_rate or limits.key_concurrency or limits.key_overrides or auto then
   -- per-key limits apply: the leases taken before they did count too (seed, once)
   -- (with nothing leased there is nothing to count: no mark, and the next call's seed
   -- is as cheap as this one's)
@@ -467,7 +472,7 @@ end
 if parking then
   unpark(parking, now, n)
   parking.parked = redis.call('EXISTS', parking.p .. 'parked') == 1
-  if parking.parked then grant.bits = grant.bits + 64 end
+  if parking.parked then grant.bits = grant.bits + STATE.parked end
 end
 
 -- 2. promote due delayed jobs, at most N per priority so one call stays bounded (all read
@@ -522,7 +527,7 @@ if ni == 0 then return { 0, next_due_in(), grant.bits, 0 } end
 -- It took the last ready job: the due time is read once the jobs held back by their keys'
 -- limits (step 5) are in delayed too.
 local emptied = ni < n and redis.call('EXISTS', K.suspects) == 0
-if emptied then grant.bits = grant.bits + 256 end
+if emptied then grant.bits = grant.bits + STATE.emptied end
 local function due_after()
   if emptied then return next_due_in() end
   return 0
@@ -603,9 +608,9 @@ if nl < ni then
   if keyed then
     key_commit(keyed, now, vt)
     if keyed.held > 0 then
-      grant.bits = grant.bits + 32
+      grant.bits = grant.bits + STATE.held_by_key
       if not keyed.parked and redis.call('EXISTS', keyed.p .. 'parked') == 1 then
-        grant.bits = grant.bits + 64
+        grant.bits = grant.bits + STATE.parked
       end
     end
   end

@@ -95,6 +95,42 @@ impl FetchedJob {
 
 /// The global limits of a queue (`weir limits set --global-rate/--global-concurrency`)
 /// as one fetch met them: which are set, and which granted fewer jobs than were asked for.
+/// The bits of the `state` that `fetch.lua` returns (its header says what each means; its
+/// `STATE` table names the same values, and a test checks that the two agree).
+pub(crate) mod state {
+    /// The queue is paused: nothing was popped (the whole state, no other bit).
+    pub(crate) const PAUSED: u64 = 1;
+    /// A global rate is set.
+    pub(crate) const GLOBAL_RATE: u64 = 2;
+    /// A global concurrency is set.
+    pub(crate) const GLOBAL_CONCURRENCY: u64 = 4;
+    /// The global rate cut this call short.
+    pub(crate) const CUT_BY_RATE: u64 = 8;
+    /// The global concurrency cut this call short.
+    pub(crate) const CUT_BY_CONCURRENCY: u64 = 16;
+    /// Per-key limits held some popped jobs back.
+    pub(crate) const HELD_BY_KEY: u64 = 32;
+    /// Jobs are parked waiting for a slot of their key.
+    pub(crate) const PARKED: u64 = 64;
+    /// A global or per-key concurrency is set.
+    pub(crate) const CONCURRENCY_SET: u64 = 128;
+    /// This call took the last ready job.
+    pub(crate) const EMPTIED: u64 = 256;
+
+    /// Every bit by the name `fetch.lua`'s `STATE` gives it.
+    pub(crate) const NAMED: [(&str, u64); 9] = [
+        ("paused", PAUSED),
+        ("global_rate", GLOBAL_RATE),
+        ("global_concurrency", GLOBAL_CONCURRENCY),
+        ("cut_by_rate", CUT_BY_RATE),
+        ("cut_by_concurrency", CUT_BY_CONCURRENCY),
+        ("held_by_key", HELD_BY_KEY),
+        ("parked", PARKED),
+        ("concurrency_set", CONCURRENCY_SET),
+        ("emptied", EMPTIED),
+    ];
+}
+
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct GlobalLimits {
     /// A global rate is set.
@@ -117,16 +153,16 @@ pub struct GlobalLimits {
 }
 
 impl GlobalLimits {
-    /// From the state bits `fetch.lua` returns (2 to 128; 1 is "paused", 256 "emptied").
+    /// From the state bits `fetch.lua` returns (see [`state`]).
     fn from_bits(bits: u64) -> Self {
         Self {
-            rate: bits & 2 != 0,
-            concurrency: bits & 4 != 0,
-            cut_by_rate: bits & 8 != 0,
-            cut_by_concurrency: bits & 16 != 0,
-            held_by_key: bits & 32 != 0,
-            parked: bits & 64 != 0,
-            concurrency_set: bits & 128 != 0,
+            rate: bits & state::GLOBAL_RATE != 0,
+            concurrency: bits & state::GLOBAL_CONCURRENCY != 0,
+            cut_by_rate: bits & state::CUT_BY_RATE != 0,
+            cut_by_concurrency: bits & state::CUT_BY_CONCURRENCY != 0,
+            held_by_key: bits & state::HELD_BY_KEY != 0,
+            parked: bits & state::PARKED != 0,
+            concurrency_set: bits & state::CONCURRENCY_SET != 0,
         }
     }
 
@@ -179,13 +215,13 @@ pub async fn fetch_keyed<C: ConnectionLike>(
     let mut it = reply.into_iter();
     let mut head = || it.next().unwrap_or(Value::Nil);
     let (d, nd, p, s, ids) = (head(), head(), head(), head(), head());
-    let state = as_u64("fetch", &p)?;
+    let bits = as_u64("fetch", &p)?;
     let mut out = Fetched {
         deadline_ms: as_u64("fetch", &d)?,
         next_due_ms: as_u64("fetch", &nd)?,
-        paused: state == 1,
-        emptied: state & 256 != 0,
-        global: GlobalLimits::from_bits(state),
+        paused: bits == state::PAUSED,
+        emptied: bits & state::EMPTIED != 0,
+        global: GlobalLimits::from_bits(bits),
         suspects: 0,
         jobs: Vec::with_capacity(it.len()),
         bad_ids: Vec::new(),
@@ -244,6 +280,35 @@ fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// fetch.lua's `STATE` table and [`state`] name the same bits, and each bit once.
+    #[test]
+    fn the_state_bits_agree_with_fetch_lua() {
+        let lua = include_str!("fetch.lua");
+        let start = lua.find("local STATE = {").expect("fetch.lua has a STATE table") + "local STATE = {".len();
+        let table = &lua[start..start + lua[start..].find('}').expect("the table ends")];
+        let mut in_lua: Vec<(String, u64)> = table
+            .split(',')
+            .filter(|f| !f.trim().is_empty())
+            .map(|f| {
+                let (name, value) = f.split_once('=').expect("name = value");
+                (name.trim().to_string(), value.trim().parse().expect("a number"))
+            })
+            .collect();
+        let mut in_rust: Vec<(String, u64)> = state::NAMED.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        in_lua.sort();
+        in_rust.sort();
+        assert_eq!(in_lua, in_rust);
+        let mut all = 0;
+        for (name, bit) in state::NAMED {
+            assert!(bit.is_power_of_two() && all & bit == 0, "{name} = {bit} is not a bit of its own");
+            all |= bit;
+        }
+        // No bare number is added to the state in the script: each bit goes by its name.
+        for line in lua.lines().filter(|l| l.contains("bits + ")) {
+            assert!(line.contains("bits + STATE."), "a bare state bit in fetch.lua: {line}");
+        }
+    }
 
     fn ids_of(f: &Fetched) -> Vec<&str> {
         f.jobs.iter().map(|j| j.name.as_str()).collect()

@@ -112,6 +112,15 @@ local function hash_fields(key, fields)
   return got
 end
 
+-- hash_fields as a table by field name (a missing field is false), so callers read
+-- settings by name, not by position.
+local function hash_named(key, fields)
+  local got = hash_fields(key, fields)
+  local t = {}
+  for i = 1, #fields do t[fields[i]] = got[i] end
+  return t
+end
+
 -- Counters this call will bump (count), read before the first write: a counters key of
 -- the wrong type is refused, and a field holding what HINCRBY cannot add to (garbage, or
 -- a number near the integer limit) restarts from this call's count instead of failing

@@ -106,8 +106,8 @@ else
   counters_ready({ 'acked' })
 end
 -- (read now, used in step 5: under a global or per-key concurrency, ended leases wake)
-local limits = hash_fields(K.settings, { 'global_concurrency', 'key_concurrency', 'key_overrides' })
-local concurrency_limited = limits[1] or limits[2] or limits[3]
+local limits = hash_named(K.settings, { 'global_concurrency', 'key_concurrency', 'key_overrides' })
+local concurrency_limited = limits.global_concurrency or limits.key_concurrency or limits.key_overrides
 
 -- 1. acks, a group at a time: which ids are held (lib.lua's held_in), then those deleted in
 --    bulk. The rare marks (extended leases, last errors, deferral records) are touched only
