@@ -192,6 +192,11 @@ async fn the_cron_page_shows_the_next_tick_and_the_last_job() {
         .unwrap();
     assert_eq!(ms % 3_600_000, 0, "the next tick is on the hour");
     assert!(ms > ctx.now_ms().await);
+    // Just added: the time it was stored is no tick, and no job is named.
+    assert!(
+        page.contains("none since it was stored") && page.contains("none yet"),
+        "{page}"
+    );
     // The last tick's job, while it is in the queue.
     let tick = ms - 3_600_000;
     let _: u64 = ctx

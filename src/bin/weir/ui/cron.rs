@@ -1,6 +1,6 @@
 //! The cron page: a queue's schedules (`weir cron list`), each with its next tick and the
 //! job its last tick enqueued (`cron:<name>:<tick ms>`, linked while it is still in the
-//! queue).
+//! queue; none for a schedule that has not ticked since it was stored).
 
 use super::html::{job_link, page, query, when};
 use super::pages::{PageQuery, render};
@@ -27,7 +27,10 @@ async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
     let now = Timestamp(secs * 1000 + micros / 1000);
     // Each schedule's last job, if it is still in the queue (done jobs leave no trace).
     let mut rows = Vec::with_capacity(list.len());
-    for (s, last) in list {
+    for (s, stored) in list {
+        // The last fired tick; a schedule added or changed holds the time it was stored
+        // instead (ticks before it count as fired), which is no tick and fired no job.
+        let last = stored.filter(|&t| s.next_tick_after(t.saturating_sub(1)) == Some(t));
         let job = match last {
             Some(t) => {
                 let id = format!("cron:{}:{t}", s.name);
@@ -36,7 +39,7 @@ async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
             }
             None => None,
         };
-        rows.push((s, last, job));
+        rows.push((s, (last, stored), job));
     }
     let fields = [("queue", name)];
     let body = html! {
@@ -52,13 +55,16 @@ async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
                     th { "Name" } th { "When" } th { "Kind" } th { "Next tick" } th { "Last tick" } th { "Last job" }
                 } }
                 tbody {
-                    @for (s, last, job) in &rows {
+                    @for (s, (last, stored), job) in &rows {
                         tr data-schedule=(s.name) {
                             td { (s.name) }
                             td { code { (describe(&s.when())) } }
                             td { (s.kind) }
                             td.next { (when(s.next_tick_after(now.0).map(Timestamp), now)) }
-                            td { (when(last.map(Timestamp), now)) }
+                            td {
+                                @if last.is_some() { (when(last.map(Timestamp), now)) }
+                                @else { span.muted { "none since it was stored " } (when(stored.map(Timestamp), now)) }
+                            }
                             td.job {
                                 @match job {
                                     None => { span.muted { "none yet" } }
