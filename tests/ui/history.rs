@@ -51,7 +51,7 @@ async fn rates_come_from_the_history_and_every_reader_agrees() {
     let (a, b) = (Ui::start(&ctx, &[], &[]).await, Ui::start(&ctx, &[], &[]).await);
     let q = ctx.queue.clone();
     // No samples (no consumer ran): no rates anywhere, whatever the counters did.
-    let _: u64 = ctx.cmd(&["HINCRBY", &ctx.keys.counters(), "acked", "125"]).await;
+    let _: u64 = ctx.cmd(&["HINCRBY", ctx.keys.counters(), "acked", "125"]).await;
     assert!(ours(&a.json("/api/queues").await, &q)["rates"].is_null());
     let (_, page) = a.get("/").await;
     assert!(!page.contains("12.5"), "no rate made up from page views");
@@ -213,7 +213,7 @@ async fn the_cron_page_shows_the_next_tick_and_the_last_job() {
         "a link to the last job"
     );
     assert!(page.contains(">Ready</span>"));
-    let _: u64 = ctx.cmd(&["DEL", &ctx.keys.jobs()]).await;
+    let _: u64 = ctx.cmd(&["DEL", ctx.keys.jobs()]).await;
     let _: u64 = ctx.cmd(&["DEL", &ctx.keys.all()[1]]).await;
     let (_, page) = ui.get(&format!("/cron?queue={q}")).await;
     assert!(page.contains("no longer in the queue"));
