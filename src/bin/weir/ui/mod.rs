@@ -16,6 +16,7 @@ mod actions;
 mod api;
 mod charts;
 mod cron;
+mod finders;
 mod guard;
 mod html;
 mod limits;

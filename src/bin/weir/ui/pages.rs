@@ -163,8 +163,8 @@ pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) ->
             (super::charts::queue_charts(&history))
             (tabs(name, state, &stats))
             div.finders {
-                (job_search(name))
-                (filters(name, state, q.filter()))
+                (super::finders::job_search(name))
+                (super::finders::filters(name, state, q.filter()))
             }
             @if state == JobState::Dead { (super::actions::dead_tools(&app, name, &jobs, pager(&jobs, limit, first))) }
             @else { (job_table(&jobs, None)) (pager(&jobs, limit, first)) }
@@ -227,31 +227,6 @@ pub(crate) fn label(s: JobState) -> &'static str {
         JobState::Delayed => "Delayed",
         JobState::InFlight => "In flight",
         JobState::Dead => "Dead",
-    }
-}
-
-/// The search by id: a GET of the job's page.
-fn job_search(name: &str) -> Markup {
-    html! {
-        form.filter #job-search method="get" action="/job" role="search" {
-            input type="hidden" name="queue" value=(name);
-            label { "Job id " input type="search" name="id" required placeholder="e.g. cron:report:1764000000000"; }
-            button type="submit" { "Find" }
-        }
-    }
-}
-
-/// The filters of the job list: kind and job key.
-fn filters(name: &str, state: JobState, f: JobFilter<'_>) -> Markup {
-    html! {
-        form.filter #job-filter method="get" action="/queue" {
-            input type="hidden" name="queue" value=(name);
-            input type="hidden" name="state" value=(state.as_str());
-            label { "Kind " input type="text" name="kind" value=(f.kind.unwrap_or("")) placeholder="any kind"; }
-            label { "Key " input type="text" name="key" value=(f.key.unwrap_or("")) placeholder="any key"; }
-            button type="submit" { "Filter" }
-            @if !f.is_empty() { " " a href=(queue_link(name, state.as_str())) { "clear" } }
-        }
     }
 }
 
