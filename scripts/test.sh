@@ -53,6 +53,10 @@ cargo test --workspace
 # `weir ui` (tests/ui/browser/ui.test.mjs; WEIR_UI_SCREENSHOTS=docs/ui rewrites the
 # screenshots of docs/ui).
 cargo build --quiet --bin weir
+# Every sh, python, js and rust block of the README, docs/ and clients/*/README.md, run
+# against a private redis-server with this weir binary and the client packages; a block
+# that cannot run here carries a marker saying why (scripts/doc-blocks.py).
+python3 scripts/doc-blocks.py
 (cd tests/ui/browser && npm ci --silent --no-audit --no-fund && WEIR_BIN="$PWD/../../../target/debug/weir" npm test --silent)
 
 # Smoke runs of what people run for figures: the benchmarks (each once, --test mode) and

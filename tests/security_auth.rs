@@ -17,7 +17,7 @@ const WRONG: &str = "Wrong-88ab01-secret";
 
 /// The ACL of docs/security.md: keep the two in step.
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
-    +exists +type +get +set +del +pexpire +llen +lindex +lrange +lpop +rpush +lpush +lrem +hget +hmget +hset +hsetnx \
+    +exists +type +get +set +del +pexpire +llen +lindex +lrange +lpop +rpush +lpush +lrem +ltrim +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
     +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +pubsub|shardnumsub +fcall_ro +function|list";
 

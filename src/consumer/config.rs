@@ -13,6 +13,7 @@ use crate::consumer::housekeeping::ReclaimerConfig;
 use crate::consumer::pool::PoolConfig;
 use crate::error::{Error, Result};
 use crate::limiter::{KeyLimiterConfig, LimiterConfig, Rate};
+use crate::queue::history::HistoryConfig;
 use crate::queue::keys::QueueKeys;
 use std::time::Duration;
 
@@ -57,6 +58,9 @@ pub struct ConsumerConfig {
     pub acker: AckerConfig,
     /// Reclaiming expired leases.
     pub reclaimer: ReclaimerConfig,
+    /// Sampling the queue's counters and sizes into its history in Redis (the UI's
+    /// charts and every reader's rates; `queue/history.rs`).
+    pub history: HistoryConfig,
     /// How long running jobs may take to finish at shutdown, any duration (default 30 s).
     pub shutdown_timeout: Duration,
     /// Stop by itself once nothing is ready, delayed or in flight (default false). While
@@ -113,6 +117,7 @@ impl Default for ConsumerConfig {
             pool: PoolConfig::default(),
             acker: AckerConfig::default(),
             reclaimer: ReclaimerConfig::default(),
+            history: HistoryConfig::default(),
             shutdown_timeout: Self::DEFAULT_SHUTDOWN_TIMEOUT,
             drain: false,
             drain_ignore_delayed: false,
@@ -139,6 +144,7 @@ impl ConsumerConfig {
         self.pool.validate()?;
         self.acker.validate()?;
         self.reclaimer.validate()?;
+        self.history.validate()?;
         if let Some(l) = &self.limiter {
             l.validate()?;
         }

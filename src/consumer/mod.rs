@@ -47,7 +47,9 @@ use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
 use crate::consumer::fetcher::Fetcher;
 use crate::consumer::gate::Share;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
-use crate::consumer::housekeeping::{CronTask, DrainWatch, KeyShares, Reclaimer, Sampler, SettingsWatch};
+use crate::consumer::housekeeping::{
+    CronTask, DrainWatch, HistoryTask, KeyShares, Reclaimer, Sampler, SettingsWatch,
+};
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::Pool;
 use crate::consumer::runs::Runs;

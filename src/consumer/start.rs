@@ -188,6 +188,10 @@ impl Consumer {
             "cron",
             CronTask::new(conn.clone(), keys.clone()).run(stop.clone()),
         );
+        tasks.spawn(
+            "history",
+            HistoryTask::new(c.history, conn.clone(), keys.clone()).run(stop.clone()),
+        );
         // A partitioned queue's process-wide knobs are its base lane's to watch.
         if !self.lane.as_ref().is_some_and(|l| l.keys.is_partition()) {
             let every = crate::queue::functions::WATCH_EVERY;

@@ -35,6 +35,8 @@ pub(crate) struct QueueMetrics {
     pub channel_received: Counter,
     pub limit: Gauge,
     pub in_flight: Gauge,
+    /// Per-kind series, bounded ([`super::kinds`]).
+    pub kinds: Arc<super::kinds::KindMetrics>,
 }
 
 impl QueueMetrics {
@@ -47,6 +49,10 @@ impl QueueMetrics {
     /// shows its skew; the limit and in-flight gauges, which the lanes share, carry the
     /// queue alone.
     pub(crate) fn new(queue: &str, scripts: &[&'static str]) -> Self {
+        Self::with_kinds(queue, scripts, true)
+    }
+
+    fn with_kinds(queue: &str, scripts: &[&'static str], kinds: bool) -> Self {
         let l = lane_labels(queue);
         let with = |k: &'static str, v: &'static str| {
             let mut l = l.clone();
@@ -79,12 +85,13 @@ impl QueueMetrics {
             channel_received: counter!(CHANNEL_RECEIVED, l),
             limit: metrics::gauge!(LIMIT, shared.clone()),
             in_flight: metrics::gauge!(IN_FLIGHT, shared),
+            kinds: Arc::new(super::kinds::KindMetrics::new(lane_labels(queue), kinds)),
         }
     }
 
     /// Handles that record nothing, for a consumer run with metrics off.
     pub(crate) fn disabled(queue: &str) -> Self {
-        metrics::with_local_recorder(&metrics::NoopRecorder, || Self::new(queue, &[]))
+        metrics::with_local_recorder(&metrics::NoopRecorder, || Self::with_kinds(queue, &[], false))
     }
 }
 

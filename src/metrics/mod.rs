@@ -14,6 +14,7 @@
 //! the handles the stages record through.
 
 mod handles;
+mod kinds;
 #[cfg(feature = "prometheus")]
 pub mod serve;
 
@@ -105,6 +106,15 @@ pub const GLOBAL_DENIED: &str = "weir_global_permits_denied_total";
 pub const KEY_THROTTLED: &str = "weir_key_throttled_jobs_total";
 /// How many keys [`KEY_THROTTLED`] reports.
 pub const TOP_THROTTLED_KEYS: usize = 10;
+/// Handler run time per job, by `kind`: the first [`TOP_KINDS`] kinds a consumer runs,
+/// later ones as `kind="other"`, so the label set stays bounded.
+pub const KIND_JOB_DURATION: &str = "weir_kind_job_duration_seconds";
+/// Handler runs per job, by `kind` (bounded as [`KIND_JOB_DURATION`]) and `outcome`
+/// (`ok`: the handler succeeded; `failed`: it returned an error or panicked, whatever
+/// became of the job).
+pub const KIND_JOBS: &str = "weir_kind_jobs_total";
+/// How many kinds get series of their own in [`KIND_JOB_DURATION`] and [`KIND_JOBS`].
+pub const TOP_KINDS: usize = 20;
 /// The consumer's concurrency limit.
 pub const LIMIT: &str = "weir_concurrency_limit";
 /// Jobs running in this consumer's handlers now (its own pool; compare
@@ -182,6 +192,10 @@ const COUNTERS: &[(&str, &str)] = &[
         "Dead-letter entries trimmed by the queue's cap, by every consumer (from Redis).",
     ),
     (
+        KIND_JOBS,
+        "Handler runs by kind (the first 20 kinds this consumer ran; later ones as kind=\"other\") and outcome: ok, or failed (an error or a panic).",
+    ),
+    (
         LIMITER_DECISIONS,
         "Limiter decisions per window, by reason: latency, overload, slow_start, probe, recheck, not_binding, baseline.",
     ),
@@ -244,6 +258,11 @@ const GAUGES: &[(&str, Unit, &str)] = &[
 /// Unit and HELP text of every histogram.
 const HISTOGRAMS: &[(&str, Unit, &str)] = &[
     (JOB_DURATION, Unit::Seconds, "Handler run time per job."),
+    (
+        KIND_JOB_DURATION,
+        Unit::Seconds,
+        "Handler run time per job, by kind (the first 20 kinds this consumer ran; later ones as kind=\"other\").",
+    ),
     (
         JOB_LATENCY,
         Unit::Seconds,

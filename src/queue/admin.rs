@@ -29,6 +29,7 @@ pub use workers::MAX_WORKERS;
 pub(crate) use workers::WorkerRecord;
 
 use crate::error::Result;
+use crate::queue::history::{self, History};
 use crate::queue::keys::QueueKeys;
 use crate::queue::partitions::Partitions;
 use crate::queue::scripts::{self, DeadJob, Stats};
@@ -99,6 +100,31 @@ impl Queue {
                 scripts::stats(&mut self.conn.clone(), &self.keys).await?,
             )]),
             Some(p) => self.lane_stats(&p).await,
+        }
+    }
+
+    /// The queue's history (`queue/history.rs`): its newest `max` samples, oldest first,
+    /// and the rates over the two newest; a partitioned queue's summed over its lanes.
+    pub async fn history(&self, max: usize) -> Result<History> {
+        let name = self.keys.name();
+        match self.partitions().await? {
+            None => {
+                let (lane, now) = history::read_lane(&mut self.conn.clone(), &self.keys, max).await?;
+                Ok(History::of(name, now, vec![lane]))
+            }
+            Some(p) => {
+                let reads = self.each_lane(
+                    &p,
+                    |mut c, k| async move { history::read_lane(&mut c, k, max).await },
+                );
+                let reads = reads.await?;
+                let now = reads.iter().map(|(_, t)| *t).max().unwrap_or_default();
+                Ok(History::of(
+                    name,
+                    now,
+                    reads.into_iter().map(|(l, _)| l).collect(),
+                ))
+            }
         }
     }
 

@@ -255,6 +255,13 @@ impl QueueKeys {
         format!("weir:{{{}}}:cron_fired", self.name)
     }
 
+    /// LIST of samples of the queue's counters and sizes, newest first, one per period
+    /// at most (`queue/history.rs`; written by `scripts/history.lua`, which says the
+    /// sample's shape). Not in [`QueueKeys::all`]: only the history script takes it.
+    pub fn history(&self) -> String {
+        format!("weir:{{{}}}:history", self.name)
+    }
+
     /// STRING `1`, expiring (PX) a while after a producer's bulk chunk `token` landed: the
     /// chunk's transaction writes it with its jobs, and a retry of the chunk whose reply
     /// was lost finds it and does not send the jobs again (`producer/chunk.rs`). Not in

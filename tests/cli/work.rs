@@ -388,3 +388,64 @@ async fn bad_queue_values_are_refused_before_any_job_is_fetched() {
         untouched(&ctx, &ids).await;
     }
 }
+
+/// The per-kind series stay bounded: of 25 kinds, the first 20 a consumer runs get series
+/// of their own and the rest count as `kind="other"`; every run is counted once.
+#[tokio::test]
+async fn per_kind_metrics_are_bounded() {
+    use std::io::{Read, Write};
+    let ctx = Ctx::new("cli-kinds").await;
+    let jobs = (0..25).map(|i| weir::NewJob::new(format!("kind-{i:02}"), &i).unwrap());
+    ctx.producer().enqueue_bulk(jobs).await.unwrap();
+    let port = free_port();
+    let mut work = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "work",
+            "-q",
+            &ctx.queue,
+            "--handler",
+            "noop",
+            "--concurrency",
+            "1",
+        ])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .env("REDIS_URL", &ctx.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let scrape = || {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+            return String::new();
+        };
+        let _ = write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        );
+        let mut body = String::new();
+        let _ = s.read_to_string(&mut body);
+        body
+    };
+    let series = |m: &str| -> Vec<(String, f64)> {
+        m.lines()
+            .filter(|l| l.starts_with("weir_kind_jobs_total{") && l.contains(r#"outcome="ok""#))
+            .map(|l| {
+                let kind = l.split(r#"kind=""#).nth(1).unwrap().split('"').next().unwrap();
+                (kind.to_owned(), l.rsplit(' ').next().unwrap().parse().unwrap())
+            })
+            .collect()
+    };
+    let mut seen = Vec::new();
+    let done = try_wait_until(LIMIT, || {
+        seen = series(&scrape());
+        let total: f64 = seen.iter().map(|(_, n)| n).sum();
+        std::future::ready(total == 25.0)
+    })
+    .await;
+    let _ = work.kill();
+    let _ = work.wait();
+    assert!(done, "25 runs counted: {seen:?}");
+    assert_eq!(seen.len(), 21, "20 kinds and other: {seen:?}");
+    let other = seen.iter().find(|(k, _)| k == "other").map(|(_, n)| *n);
+    assert_eq!(other, Some(5.0), "{seen:?}");
+}

@@ -202,7 +202,7 @@ pub(crate) async fn run(call: Call, mut c: Conn, k: QueueKeys) -> weir::Result<(
         Call::DlqPurge => scripts::dlq_purge(c, k, 10).await.map(drop),
         Call::Pause => scripts::pause(c, k, true).await.map(drop),
         Call::Stats => scripts::stats(c, k).await.map(drop),
-        Call::JobsPage => scripts::jobs_page(c, k, "ready", [0, 0, 0], 10, 10, "")
+        Call::JobsPage => scripts::jobs_page(c, k, "ready", [0, 0, 0], 10, 10, "", "")
             .await
             .map(drop),
         Call::JobShow => scripts::job_show(c, k, "d1").await.map(drop),

@@ -28,7 +28,7 @@ async fn page(
         ctx,
         state,
         before,
-        |mut c, k| async move { scripts::jobs_page(&mut c, &k, state, offsets, limit, window, kind).await },
+        |mut c, k| async move { scripts::jobs_page(&mut c, &k, state, offsets, limit, window, kind, "").await },
         before,
     )
     .await
@@ -148,7 +148,7 @@ async fn a_kind_filter_keeps_its_kind_and_stops_the_cursor_after_the_last_kept()
         &ctx,
         "window",
         &before,
-        |mut c, k| async move { scripts::jobs_page(&mut c, &k, "dead", [1, 0, 0], 1, 1, "mail").await },
+        |mut c, k| async move { scripts::jobs_page(&mut c, &k, "dead", [1, 0, 0], 1, 1, "mail", "").await },
         &before,
     )
     .await;

@@ -21,7 +21,7 @@ async fn page(ctx: &Ctx, before: &State, state: &'static str, limit: usize, kind
         ctx,
         state,
         before,
-        |mut c, k| async move { scripts::jobs_page(&mut c, &k, state, [0, 0, 0], limit, 1000, kind).await },
+        |mut c, k| async move { scripts::jobs_page(&mut c, &k, state, [0, 0, 0], limit, 1000, kind, "").await },
         before,
     )
     .await

@@ -9,6 +9,7 @@ mod common;
 
 mod actions;
 mod api;
+mod history;
 mod hostile;
 mod partitions;
 mod retry;

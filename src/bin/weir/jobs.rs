@@ -6,7 +6,7 @@ use crate::output::{age, confirm, count, json, table, term, when};
 use clap::{Args, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use std::time::Duration;
-use weir::admin::types::{JobDetail, JobPage, JobState, JobSummary, JobsActed};
+use weir::admin::types::{JobDetail, JobFilter, JobPage, JobState, JobSummary, JobsActed};
 
 /// A state on the command line.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -44,6 +44,10 @@ pub(crate) struct JobsArgs {
     /// fewer jobs than --limit: go on with its cursor).
     #[arg(long)]
     pub kind: Option<String>,
+    /// Only jobs with this job key (the envelope's `key`; like --kind, a page then looks
+    /// at 1000 entries at most).
+    #[arg(long)]
+    pub key: Option<String>,
     /// Jobs per page, 1 to 1000.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
@@ -58,7 +62,15 @@ pub(crate) struct JobsArgs {
 pub(crate) async fn run_list(a: JobsArgs) -> weir::Result<ExitCode> {
     let q = a.common.checked_queue(crate::known::Access::Read).await?;
     let page = q
-        .jobs(a.state.into(), a.kind.as_deref(), a.limit, a.cursor.as_deref())
+        .jobs_where(
+            a.state.into(),
+            JobFilter {
+                kind: a.kind.as_deref(),
+                key: a.key.as_deref(),
+            },
+            a.limit,
+            a.cursor.as_deref(),
+        )
         .await?;
     if a.json {
         json(&page)?;

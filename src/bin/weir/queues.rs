@@ -16,9 +16,10 @@ pub(crate) struct QueuesArgs {
     /// Print JSON (docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
-    /// Rates come from two reads of the counters this far apart (0s: no rates, one read).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub rate_window: Duration,
+    /// Rates from two reads of the counters this far apart, instead of the queue's history
+    /// (the two newest samples its consumers wrote, as `weir stats` and the UI show them).
+    #[arg(long, value_parser = parse_duration)]
+    pub rate_window: Option<Duration>,
     /// Look for queues created before the registry (a SCAN of every key) first. It runs
     /// by itself the first time; this runs it again.
     #[arg(long)]
@@ -39,7 +40,7 @@ pub(crate) async fn run(a: QueuesArgs) -> weir::Result<ExitCode> {
         let added = queues.rescan().await?;
         eprintln!("rescan found {} not listed before", count(added, "queue"));
     }
-    let list = queues.list(Some(a.rate_window)).await?;
+    let list = queues.list(a.rate_window).await?;
     if !list.invalid.is_empty() {
         let shown: Vec<String> = list.invalid.iter().map(|n| format!("{n:?}")).collect();
         eprintln!(

@@ -8,6 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::Stats;
+use weir::admin::types::Rates;
 use weir::queue::retry_rules::RetryRules;
 use weir::settings::Settings;
 
@@ -18,7 +19,7 @@ pub(crate) struct StatsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
-    /// Refresh in place until interrupted, with rates from the counters.
+    /// Refresh in place until interrupted.
     #[arg(long)]
     pub watch: bool,
     /// Refresh interval with --watch.
@@ -47,12 +48,14 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
         let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
         let due = Due::read(&q, &mut conn, &a.common.queue).await?;
+        let rates = q.history(2).await?.rates;
         if a.json {
             let mut v = as_json(&a.common.queue, &s, &limits, lanes.as_deref());
+            v["rates"] = serde_json::to_value(rates)?;
             due.add_json(&mut v);
             println!("{}", serde_json::to_string(&v)?);
         } else {
-            print!("{}", render(&a.common.queue, &s, &limits, None));
+            print!("{}", render(&a.common.queue, &s, &limits, rates.as_ref()));
             print!("{}", due.render());
             print!("{}", render_lanes(lanes.as_deref(), a.partitions));
         }
@@ -65,16 +68,12 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
     } else {
         ""
     };
-    let mut prev: Option<(Stats, std::time::Instant)> = None;
     let mut shown = 0u64;
     loop {
         let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
         let due = Due::read(&q, &mut conn, &a.common.queue).await?;
-        let now = std::time::Instant::now();
-        let rates = prev
-            .as_ref()
-            .map(|(p, at)| Rates::between(p, &s, now.duration_since(*at)));
+        let rates = q.history(2).await?.rates;
         let mut out = std::io::stdout().lock();
         // Clear the screen and home the cursor (on a terminal), then draw the frame.
         if shown > 0 && clear.is_empty() {
@@ -88,7 +87,6 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
             render_lanes(lanes.as_deref(), a.partitions)
         );
         let _ = out.flush();
-        prev = Some((s, now));
         shown += 1;
         if a.count.is_some_and(|c| shown >= c) {
             return Ok(ExitCode::SUCCESS);
@@ -242,35 +240,6 @@ fn render_lanes(lanes: Option<&[(String, Stats)]>, table: bool) -> String {
     )
 }
 
-/// Per-second rates from two snapshots' counters.
-struct Rates {
-    enqueued: f64,
-    acked: f64,
-    retried: f64,
-    deferred: f64,
-    dead: f64,
-}
-
-impl Rates {
-    fn between(a: &Stats, b: &Stats, dt: Duration) -> Self {
-        let per_s = |k: &str| {
-            let d = b
-                .counters
-                .get(k)
-                .unwrap_or(&0)
-                .saturating_sub(*a.counters.get(k).unwrap_or(&0));
-            d as f64 / dt.as_secs_f64().max(1e-3)
-        };
-        Self {
-            enqueued: per_s("enqueued"),
-            acked: per_s("acked"),
-            retried: per_s("retried"),
-            deferred: per_s("deferred"),
-            dead: per_s("dead"),
-        }
-    }
-}
-
 fn render(queue: &str, s: &Stats, limits: &Settings, rates: Option<&Rates>) -> String {
     let mut o = String::new();
     let paused = if s.paused { " (paused)" } else { "" };
@@ -326,11 +295,19 @@ fn render(queue: &str, s: &Stats, limits: &Settings, rates: Option<&Rates>) -> S
         "oldest     {}\n",
         humantime::format_duration(Duration::from_millis(s.oldest_ready_age_ms))
     );
-    if let Some(r) = rates {
-        o += &format!(
-            "rates      {:.0} enqueued/s, {:.0} acked/s, {:.0} retried/s, {:.0} deferred/s, {:.0} dead/s\n",
-            r.enqueued, r.acked, r.retried, r.deferred, r.dead
-        );
+    match rates {
+        Some(r) => {
+            o += &format!(
+                "rates      {:.1} enqueued/s, {:.1} acked/s, {:.1} retried/s, {:.1} deferred/s, {:.1} dead/s (the {} before the queue's last sample)\n",
+                r.enqueued_per_s,
+                r.acked_per_s,
+                r.retried_per_s,
+                r.deferred_per_s,
+                r.dead_per_s,
+                humantime::format_duration(Duration::from_secs(r.window_ms.div_ceil(1000)))
+            );
+        }
+        None => o += "rates      none: no consumer sampled the queue lately\n",
     }
     let counters: Vec<String> = s.counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
     o += &format!(

@@ -106,6 +106,7 @@ impl Pool {
     fn call_one(self: Arc<Self>, h: Arc<dyn Handler>, job: Job, started: Option<Instant>) -> Call {
         Box::pin(async move {
             let enqueued_at = job.enqueued_at_ms;
+            let kind = self.metrics.kinds.of(&job.kind);
             let started = started.unwrap_or_else(Instant::now);
             let key = self.key_limiters.as_ref().and(job.key.clone());
             if let (Some(kl), Some(k)) = (&self.key_limiters, &key) {
@@ -126,6 +127,7 @@ impl Pool {
                 _ => self.record(started, elapsed, std::iter::once(signal)),
             }
             self.metrics.job_duration.record(elapsed.as_secs_f64());
+            kind.record(elapsed.as_secs_f64(), result.is_ok());
             self.record_latency(enqueued_at, 1);
             (result, elapsed)
         })
@@ -134,6 +136,7 @@ impl Pool {
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit, key: u64) {
         let heads: Vec<Head> = jobs.iter().map(|j| Head::of(j, self.rules.by_kind())).collect();
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
+        let kinds: Vec<_> = jobs.iter().map(|j| self.metrics.kinds.of(&j.kind)).collect();
         let n = heads.len();
         let started = Instant::now();
         let keys: Vec<Option<String>> = match &self.key_limiters {
@@ -160,6 +163,9 @@ impl Pool {
         };
         let elapsed = started.elapsed();
         self.metrics.job_duration.record_many(elapsed.as_secs_f64(), n);
+        for (k, r) in kinds.iter().zip(&results) {
+            k.record(elapsed.as_secs_f64(), r.is_ok());
+        }
         self.record_latency(oldest, n);
         // One sample per job, all with the call's latency: windows count jobs.
         let signals = results.iter().map(|r| failed.unwrap_or_else(|| Signal::of(r)));

@@ -4,8 +4,8 @@
 
 use super::Queue;
 use super::types::{
-    BulkActed, DeferralInfo, JSON_VERSION, JobDetail, JobMoved, JobPage, JobSkipped, JobState, JobSummary,
-    JobsActed, LeaseInfo, Timestamp,
+    BulkActed, DeferralInfo, JSON_VERSION, JobDetail, JobFilter, JobMoved, JobPage, JobSkipped, JobState,
+    JobSummary, JobsActed, LeaseInfo, PAYLOAD_PREVIEW, Timestamp,
 };
 use crate::error::{Error, Result};
 use crate::queue::keys::{QueueKeys, validate_token};
@@ -29,6 +29,21 @@ struct Head {
     priority: u8,
     enqueued_at: u64,
     kind: String,
+    #[serde(default)]
+    key: Option<String>,
+}
+
+/// The start of an envelope's payload, cut at [`PAYLOAD_PREVIEW`] characters; `None`
+/// without a payload field. The fields before it are plain tokens (no quotes inside), so
+/// the first `,"payload":` is the field's.
+fn payload_preview(env: &str) -> Option<String> {
+    let at = env.find(r#","payload":"#)? + r#","payload":"#.len();
+    let body = env[at..].strip_suffix('}').unwrap_or(&env[at..]);
+    let mut chars = body.char_indices();
+    Some(match chars.nth(PAYLOAD_PREVIEW) {
+        None => body.to_owned(),
+        Some((cut, _)) => format!("{}…", &body[..cut]),
+    })
 }
 
 /// What the scripts say of one job, before it becomes a [`JobSummary`].
@@ -67,6 +82,8 @@ impl Raw<'_> {
             suspect: self.suspect || self.mark.is_some_and(|m| m.ends_with(":s")),
             parked: self.state == JobState::Delayed && self.score.is_some_and(|s| s >= scripts::PARKED_AT_MS),
             lane: None,
+            key: head.as_ref().and_then(|h| h.key.clone()),
+            payload_preview: head.as_ref().and(self.envelope).and_then(payload_preview),
         }
     }
 }
@@ -124,6 +141,20 @@ impl Queue {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<JobPage> {
+        let filter = JobFilter { kind, key: None };
+        self.jobs_where(state, filter, limit, cursor).await
+    }
+
+    /// [`Queue::jobs`] with a [`JobFilter`]: of a kind, of a job key, or both (a page
+    /// filtered by either looks at most at [`KIND_WINDOW`] entries).
+    pub async fn jobs_where(
+        &self,
+        state: JobState,
+        filter: JobFilter<'_>,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<JobPage> {
+        let JobFilter { kind, key } = filter;
         if !(1..=MAX_PAGE).contains(&limit) {
             return Err(Error::Config(format!(
                 "a page holds 1 to {MAX_PAGE} jobs, not {limit}"
@@ -132,11 +163,14 @@ impl Queue {
         if let Some(k) = kind {
             validate_token("job kind", k, crate::queue::envelope::MAX_ID_LEN)?;
         }
+        if let Some(k) = key {
+            validate_token("job key", k, crate::queue::envelope::MAX_ID_LEN)?;
+        }
         if let Some(p) = self.partitions().await? {
-            return self.lane_jobs(&p, state, kind, limit, cursor).await;
+            return self.lane_jobs(&p, state, filter, limit, cursor).await;
         }
         let offsets = parse_cursor(state, cursor)?;
-        let window = if kind.is_some() { KIND_WINDOW } else { limit };
+        let window = if filter.is_empty() { limit } else { KIND_WINDOW };
         let page = scripts::jobs_page(
             &mut self.conn.clone(),
             &self.keys,
@@ -145,6 +179,7 @@ impl Queue {
             limit,
             window,
             kind.unwrap_or(""),
+            key.unwrap_or(""),
         )
         .await?;
         let now = Timestamp(page.now_ms);
@@ -158,6 +193,7 @@ impl Queue {
             queue: self.keys.name().to_owned(),
             state,
             kind: kind.map(str::to_owned),
+            key: key.map(str::to_owned),
             now,
             jobs,
             next_cursor: page.more.then(|| format_cursor(state, page.offsets)),

@@ -8,7 +8,7 @@
 
 use super::Queue;
 use super::jobs::{KIND_WINDOW, detail, entry, format_cursor, not_found, parse_cursor, ran_now, state_of};
-use super::types::{JSON_VERSION, JobDetail, JobMoved, JobPage, JobState, JobsActed, Timestamp};
+use super::types::{JSON_VERSION, JobDetail, JobFilter, JobMoved, JobPage, JobState, JobsActed, Timestamp};
 use crate::error::{Error, Result};
 use crate::queue::partitions::Partitions;
 use crate::queue::scripts;
@@ -48,13 +48,14 @@ impl Queue {
         &self,
         parts: &Partitions,
         state: JobState,
-        kind: Option<&str>,
+        filter: JobFilter<'_>,
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<JobPage> {
+        let JobFilter { kind, key } = filter;
         let (mut lane, mut offsets) = parse_lane_cursor(parts.lane_count(), state, cursor)?;
         // Entries the page may still look at: as for one queue, the whole page's bound.
-        let mut window = if kind.is_some() { KIND_WINDOW } else { limit };
+        let mut window = if filter.is_empty() { limit } else { KIND_WINDOW };
         let (mut jobs, mut now, mut next) = (Vec::new(), Timestamp(0), None);
         for _ in 0..LANES_PER_PAGE {
             let keys = parts.lane(lane);
@@ -68,6 +69,7 @@ impl Queue {
                 want,
                 window,
                 kind.unwrap_or(""),
+                key.unwrap_or(""),
             )
             .await?;
             now = Timestamp(page.now_ms);
@@ -93,6 +95,7 @@ impl Queue {
             queue: self.keys.name().to_owned(),
             state,
             kind: kind.map(str::to_owned),
+            key: key.map(str::to_owned),
             now,
             jobs,
             next_cursor: next.map(|(l, o)| format!("{l}:{}", format_cursor(state, o))),

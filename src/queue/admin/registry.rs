@@ -135,10 +135,13 @@ impl Queues {
     }
 
     /// Every registered queue with its sizes (running the one-off [`Queues::rescan`] if it
-    /// never ran; a user that may not SCAN gets the registry alone, with a warning). With a `rate_window`, the counters are read a second time that much
-    /// later and each queue gets per-second rates: the counters' differences over the
-    /// time between the two reads, measured on this process's monotonic clock (from reply
-    /// to reply, so it is off by at most one round trip). Without one, `rates` is `None`.
+    /// never ran; a user that may not SCAN gets the registry alone, with a warning).
+    /// Without a `rate_window`, each queue's rates are those of its history
+    /// ([`Queue::history`]: the two newest samples its consumers wrote, `None` when no
+    /// consumer sampled it lately), the same for every reader. With one, the counters are
+    /// read a second time that much later and the rates are the counters' differences
+    /// over the time between the two reads, measured on this process's monotonic clock
+    /// (from reply to reply, so it is off by at most one round trip).
     pub async fn list(&self, rate_window: Option<Duration>) -> Result<QueueList> {
         if !self.scanned().await? {
             match self.rescan().await {
@@ -158,6 +161,14 @@ impl Queues {
             .collect::<Result<Vec<_>>>()?;
         let first = read_all(&handles).await?;
         let mut queues: Vec<QueueSummary> = first.iter().map(summary).collect();
+        let rates = futures_util::future::try_join_all(
+            handles
+                .iter()
+                .map(|q| async move { Ok::<_, crate::Error>(q.history(2).await?.rates) }),
+        );
+        for (q, r) in queues.iter_mut().zip(rates.await?) {
+            q.rates = r;
+        }
         if let Some(window) = rate_window.filter(|w| !w.is_zero()) {
             let at = Instant::now();
             tokio::time::sleep(window).await;

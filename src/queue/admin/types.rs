@@ -84,7 +84,8 @@ pub struct ReadyCounts {
     pub total: u64,
 }
 
-/// Per-second rates from two reads of a queue's counters.
+/// Per-second rates from two reads of a queue's counters (two samples of its history,
+/// or two reads a rate window apart).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Rates {
     /// Jobs enqueued per second.
@@ -144,7 +145,9 @@ pub struct QueueSummary {
     pub paused: bool,
     /// Age of the oldest ready job, ms (0 when none is ready).
     pub oldest_ready_age_ms: u64,
-    /// Rates from two reads of the counters; `null` when only one read was made.
+    /// Rates: from the queue's history (its two newest samples, written by its consumers
+    /// on a fixed clock), or, with a rate window asked for, from two reads of the counters
+    /// that far apart; `null` when no consumer sampled the queue lately.
     pub rates: Option<Rates>,
     /// Lifetime counters (enqueued, fetched, acked, retried, deferred, dead, reclaimed,
     /// trimmed, deleted), as stored.
@@ -168,6 +171,23 @@ pub struct QueueList {
     /// `weir queues --forget NAME` removes one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub invalid: Vec<String>,
+}
+
+/// Which jobs a listing keeps: of one kind, of one job key (the envelope's `key`), or
+/// both; `Default` keeps every job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobFilter<'a> {
+    /// Only jobs of this kind.
+    pub kind: Option<&'a str>,
+    /// Only jobs with this key.
+    pub key: Option<&'a str>,
+}
+
+impl JobFilter<'_> {
+    /// True when it keeps every job.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_none() && self.key.is_none()
+    }
 }
 
 /// One job in a listing or a job page.
@@ -209,7 +229,17 @@ pub struct JobSummary {
     /// its base); left out for a queue that is not partitioned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
+    /// Its job key (the envelope's `key`: per-key limits); left out when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The start of its payload's JSON, at most [`PAYLOAD_PREVIEW`] characters (`…`
+    /// ends a cut one); left out for an envelope weir did not write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_preview: Option<String>,
 }
+
+/// The most characters of a payload a listing shows ([`JobSummary::payload_preview`]).
+pub const PAYLOAD_PREVIEW: usize = 120;
 
 /// A page of `weir jobs`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -222,6 +252,9 @@ pub struct JobPage {
     pub state: JobState,
     /// The kind filter, if any.
     pub kind: Option<String>,
+    /// The job key filter, if any (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// Redis time of the read.
     pub now: Timestamp,
     /// The jobs, in queue order: ready in fetch order, delayed by due time, in flight by

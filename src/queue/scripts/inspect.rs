@@ -55,13 +55,15 @@ pub async fn jobs_page<C: ConnectionLike>(
     limit: usize,
     window: usize,
     kind: &str,
+    key: &str,
 ) -> Result<Page> {
     let mut inv = invocation(&JOBS_PAGE, keys);
     inv.arg(state)
         .arg(&offsets[..])
         .arg(limit)
         .arg(window.max(limit))
-        .arg(kind);
+        .arg(kind)
+        .arg(key);
     let reply: Vec<Value> = call("jobs_page", keys, &mut inv, conn).await?;
     if reply.len() < 5 || !(reply.len() - 5).is_multiple_of(6) {
         return Err(reply_err("jobs_page", format!("{} values", reply.len())));

@@ -13,6 +13,7 @@
 -- ARGV[6]: the most entries to look at (>= ARGV[5]): with a kind filter, a page may end
 --   with fewer jobs than asked for, and a cursor to go on from
 -- ARGV[7]: the kind to keep ('' = every kind)
+-- ARGV[8]: the job key to keep ('' = any job, with a key or not; lib.lua's job_key)
 -- Returns: { now_ms, more, o1, o2, o3, then per job: id, envelope (or false), score (due
 --   time, lease deadline or dead-lettered-at ms; false for ready), last error (or false),
 --   start mark (or false), segment (0 suspect, 1..3 priority of the list or set it is in) }
@@ -24,6 +25,7 @@
 local state = ARGV[1]
 local o = { tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) }
 local limit, window, kind = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local key = ARGV[8] or ''
 local now = now_ms()
 
 -- Entries looked at, in page order: { item, score, segment }.
@@ -79,7 +81,7 @@ end
 
 -- 2. their ids and envelopes: an inline job is its own envelope and holds its id, an id
 --    has its envelope in K.jobs (delayed and dead hold ids only); keep those of the kind
---    asked for, up to the limit (the cursor then stops after the last one kept, so the
+--    and key asked for, up to the limit (the cursor then stops after the last one kept, so the
 --    next page goes on from there)
 local items = state == 'ready' or state == 'in_flight'
 local ids, envs = {}, {}
@@ -102,7 +104,7 @@ local out = { now, 0, 0, 0, 0 }
 local kept = 0
 for i = 1, #seen do
   local env = envs[i]
-  if kind == '' or (env and env_kind(env) == kind) then
+  if (kind == '' or (env and env_kind(env) == kind)) and (key == '' or (env and job_key(env) == key)) then
     if kept == limit then
       -- a page of `limit` jobs is full: rewind the cursor to this entry
       more = 1

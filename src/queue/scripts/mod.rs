@@ -20,6 +20,7 @@ mod admin;
 mod cron;
 mod enqueue;
 mod fetch;
+mod history;
 mod inspect;
 mod lease;
 mod settle;
@@ -28,6 +29,7 @@ pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue, plain_pipeline, register};
 pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
 pub use fetch::{Fetched, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_keyed};
+pub use history::history_record;
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
@@ -115,6 +117,7 @@ scripts! {
     CRON_FIRE = "cron_fire",
     KEY_SHARES = "key_shares",
     PARTITIONS = "partitions",
+    HISTORY = "history",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {

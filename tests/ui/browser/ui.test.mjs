@@ -3,7 +3,9 @@
 // the first jobs it gets (400: dead-lettered) until it is "fixed". The story an operator
 // lives: a queue appears, a job dies, they open it, fix the downstream, requeue it from
 // the job page, and watch it get processed. Along the way: the dead-letter queue's bulk
-// delete asks for confirmation, and Cancel leaves the jobs alone.
+// delete asks for confirmation, and Cancel leaves the jobs alone; the queue page draws the
+// history the consumer samples (every second here), a job is found by its id, jobs by
+// their key, and the cron page shows a schedule's next tick in local time.
 //
 //   node ui.test.mjs            (WEIR_BIN: the weir binary, default target/debug/weir)
 //   WEIR_UI_SCREENSHOTS=docs/ui node ui.test.mjs   also writes the pages' screenshots there
@@ -116,13 +118,14 @@ async function main() {
     await page.getByText("No queues yet").waitFor({ timeout: STEP });
     // The consumer starts once the UI has looked (the UI's first look also finds queues
     // by their keys, and a consumer's heartbeat writes some).
-    run(weir, ["work", "--queue", "emails", "--handler", `http://127.0.0.1:${hookPort}/`, "--redis-url", redisUrl, "--no-metrics"], "weir work");
+    run(weir, ["work", "--queue", "emails", "--handler", `http://127.0.0.1:${hookPort}/`, "--redis-url", redisUrl, "--no-metrics", "--history-period", "1s"], "weir work");
 
     // A queue appears, by itself, once something is enqueued; the job dies downstream.
     enqueue(redisUrl, "emails", [{ kind: "welcome", id: "welcome-ada", payload: { to: "ada@example.com", template: "welcome" } }]);
     enqueue(redisUrl, "reports", [
-      { kind: "daily", payload: { day: "2026-12-01" }, delay: "1h" },
-      { kind: "daily", payload: { day: "2026-12-02" }, delay: "2h" },
+      { kind: "daily", payload: { day: "2026-12-01" }, delay: "1h", key: "acme" },
+      { kind: "daily", payload: { day: "2026-12-02" }, delay: "2h", key: "globex" },
+      { kind: "daily", payload: { day: "2026-12-03" }, delay: "3h", key: "acme" },
       { kind: "weekly", payload: { week: 49 } },
     ]);
     const row = page.locator('tr[data-queue="emails"]');
@@ -156,6 +159,23 @@ async function main() {
     const emails = api.queues.find((q) => q.name === "emails");
     if (emails.dead !== 0 || emails.counters.acked !== 1) throw new Error(`/api/queues says ${JSON.stringify(emails)}`);
 
+    // The queue page charts the history the consumer samples: the ack shows on the
+    // throughput chart, and every chart has its line.
+    await page.goto(`${ui}/queue?queue=emails`);
+    await until("the charts to show the ack", async () => {
+      await page.reload();
+      const acked = page.locator('figure[data-chart="throughput"] polyline[data-series="acked"]');
+      if ((await acked.count()) === 0) return false;
+      const ys = (await acked.first().getAttribute("points")).split(" ").map((p) => Number(p.split(",")[1]));
+      return Math.min(...ys) < Math.max(...ys); // a rise: not a flat line at zero
+    });
+    for (const chart of ["throughput", "failures", "deferrals", "depth"]) {
+      const n = await page.locator(`figure[data-chart="${chart}"] polyline`).count();
+      if (n === 0) throw new Error(`the ${chart} chart has no line`);
+    }
+    await shot(page, "queue");
+    await page.goto(ui);
+
     // Bulk delete asks first; Cancel leaves the jobs alone.
     hook.state.healthy = false;
     enqueue(redisUrl, "emails", [1, 2, 3].map((n) => ({ kind: "welcome", id: `welcome-${n}`, payload: { n } })));
@@ -168,6 +188,37 @@ async function main() {
     await page.getByRole("link", { name: "Cancel" }).click();
     await page.mouse.move(1, 1);
     await until("the three jobs still there", async () => (await page.locator("tr[data-job]").count()) === 3);
+
+    // A job found by its id; times in local time, the epoch on hover.
+    await page.locator('#job-search input[name="id"]').fill("welcome-2");
+    await page.locator("#job-search button").click();
+    await page.getByRole("heading", { name: "Job welcome-2" }).waitFor({ timeout: STEP });
+    const enqueued = page.locator("dl.facts time").first();
+    await until("times in local time", async () => /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(/.test(await enqueued.textContent()));
+    if (!(await enqueued.getAttribute("title")).startsWith("epoch ")) throw new Error("no epoch on hover");
+
+    // Jobs by key, with their key and payload.
+    await page.goto(`${ui}/queue?queue=reports&state=delayed`);
+    await page.locator('#job-filter input[name="key"]').fill("acme");
+    await page.locator("#job-filter button").click();
+    await until("only acme's jobs", async () => {
+      const keys = await page.locator("tr[data-job] td.key").allTextContents();
+      return keys.length === 2 && keys.every((k) => k === "acme");
+    });
+    if (!(await page.locator("tr[data-job] td.payload").first().textContent()).includes("2026-12-0")) {
+      throw new Error("no payload preview");
+    }
+    await shot(page, "jobs-by-key");
+
+    // The cron page: a schedule's next tick (on the hour), in local time.
+    const cron = spawnSync(weir, ["cron", "add", "--queue", "reports", "--name", "hourly-digest", "--every", "1h", "--kind", "daily", "--redis-url", redisUrl]);
+    if (cron.status !== 0) throw new Error(`weir cron add failed: ${cron.stderr}`);
+    await page.goto(`${ui}/cron?queue=reports`);
+    const next = page.locator('tr[data-schedule="hourly-digest"] td.next time');
+    await next.waitFor({ timeout: STEP });
+    if (Number(await next.getAttribute("data-ms")) % 3_600_000 !== 0) throw new Error("the next tick is not on the hour");
+    await until("the next tick in local time", async () => /:00:00 \(in /.test(await next.textContent()));
+    await shot(page, "cron");
 
     // Workers and limits.
     await page.goto(`${ui}/workers`);

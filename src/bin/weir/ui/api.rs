@@ -61,7 +61,9 @@ pub(crate) async fn jobs(State(app): State<App>, Query(q): Query<PageQuery>) -> 
     let r = async {
         let handle = app.queue(q.queue()?)?;
         let limit = q.limit.unwrap_or(DEFAULT_LIMIT);
-        Ok(handle.jobs(q.state()?, q.kind(), limit, q.cursor()).await?)
+        Ok(handle
+            .jobs_where(q.state()?, q.filter(), limit, q.cursor())
+            .await?)
     };
     answer(r.await)
 }
@@ -75,6 +77,16 @@ pub(crate) async fn job(State(app): State<App>, Query(q): Query<PageQuery>) -> R
             .job(id)
             .await?
             .ok_or_else(|| Failure::not_found(format!("no job {id} in queue {name}")))
+    };
+    answer(r.await)
+}
+
+/// The queue's history (`weir::queue::history`): its samples, oldest first, and the rates
+/// over the newest two (what the queue page's charts draw).
+pub(crate) async fn history(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
+    let r = async {
+        let max = weir::queue::history::HistoryConfig::DEFAULT_KEPT;
+        Ok(app.queue(q.queue()?)?.history(max).await?)
     };
     answer(r.await)
 }

@@ -127,13 +127,20 @@ pub(crate) fn job_link(queue: &str, id: &str) -> String {
     format!("/job?{}", query(&[("queue", queue), ("id", id)]))
 }
 
-/// A time as "3m 20s ago" / "in 5s", the exact time in its tooltip.
+/// A time as "3m 20s ago" / "in 5s"; ui.js puts the local date and time before it (the
+/// browser knows the reader's time zone, the server does not). Its tooltip gives the
+/// epoch in ms and the time in UTC.
 pub(crate) fn when(t: Option<Timestamp>, now: Timestamp) -> Markup {
-    match t {
-        None => html! { span.muted { "–" } },
-        Some(t) if t >= now => html! { time datetime=(t) title=(t) { "in " (age(t.until(now))) } },
-        Some(t) => html! { time datetime=(t) title=(t) { (age(t.age(now))) " ago" } },
-    }
+    let Some(t) = t else {
+        return html! { span.muted { "–" } };
+    };
+    let tip = format!("epoch {} ms · {t}", t.as_ms());
+    let rel = if t >= now {
+        format!("in {}", age(t.until(now)))
+    } else {
+        format!("{} ago", age(t.age(now)))
+    };
+    html! { time datetime=(t) data-ms=(t.as_ms()) title=(tip) { (rel) } }
 }
 
 /// An age in ms, or a dash when zero.

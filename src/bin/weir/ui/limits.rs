@@ -14,7 +14,7 @@ use std::str::FromStr;
 use weir::limiter::Rate;
 use weir::settings::{Cleared, DEFAULT_DEAD_CAP, RateSetting, Settings};
 
-/// The form's fields: name, label, example.
+/// The form's fields: name, label, example (shown as "e.g. ..." in a blank field).
 const FIELDS: [(&str, &str, &str); 14] = [
     ("min_concurrency", "Lowest concurrency (adaptive)", "4"),
     ("max_concurrency", "Highest concurrency (adaptive)", "200"),
@@ -82,12 +82,12 @@ fn form(app: &App, name: &str, stored: &[(String, String)]) -> Markup {
                         tr {
                             td { label for=(field) { (text) } br; code.muted { (field) } }
                             td.now { (now_text(field, value(field))) }
-                            td { input id=(field) type="text" name=(field) placeholder=(example) size="14"; }
+                            td { input id=(field) type="text" name=(field) value=(value(field).unwrap_or("")) placeholder={ "e.g. " (example) } size="14"; }
                         }
                     }
                 }
             }
-            p { button.primary type="submit" { "Store" } " " span.muted { "Blank fields stay as they are." } }
+            p { button.primary type="submit" { "Store" } " " span.muted { "Each field holds the value in force;                 blank fields stay as they are (to lift a limit, use its button above)." } }
         }
     }
 }

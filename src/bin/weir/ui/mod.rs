@@ -8,12 +8,15 @@
 //! action is a POST whose form carries this process's CSRF token and whose Origin, when
 //! the browser sends one, is this server (see [`guard`]).
 //!
-//! Routes: `/` (queues), `/queue` (a queue's jobs by state; the dead-letter queue is its
-//! `dead` tab), `/job`, `/workers`, `/limits`; actions under `/queue/`, `/jobs/`,
-//! `/dead/`, `/limits/`; `/api/queues`, `/api/jobs`, `/api/job`, `/api/workers`.
+//! Routes: `/` (queues), `/queue` (a queue's charts and jobs by state; the dead-letter
+//! queue is its `dead` tab), `/job`, `/workers`, `/limits`, `/cron`; actions under `/queue/`, `/jobs/`,
+//! `/dead/`, `/limits/`; `/api/queues`, `/api/jobs`, `/api/job`, `/api/workers`, `/api/history`.
 
 mod actions;
 mod api;
+mod charts;
+mod cron;
+mod finders;
 mod guard;
 mod html;
 mod limits;
@@ -123,6 +126,7 @@ fn router(app: App) -> Router {
         .route("/job", get(pages::job))
         .route("/workers", get(workers::workers))
         .route("/limits", get(limits::show))
+        .route("/cron", get(cron::cron))
         .route("/queue/pause", post(actions::pause))
         .route("/queue/resume", post(actions::resume))
         .route("/jobs/delete", post(actions::delete))
@@ -135,6 +139,7 @@ fn router(app: App) -> Router {
         .route("/api/jobs", get(api::jobs))
         .route("/api/job", get(api::job))
         .route("/api/workers", get(api::workers))
+        .route("/api/history", get(api::history))
         .route("/static/ui.css", get(html::css))
         .route("/static/ui.js", get(html::js))
         .fallback(pages::not_found)

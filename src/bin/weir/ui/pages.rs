@@ -8,7 +8,8 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
 use weir::Stats;
-use weir::admin::types::{JobPage, JobState, JobSummary, QueueList, Timestamp};
+use weir::admin::types::{JobFilter, JobPage, JobState, JobSummary, QueueList, Timestamp};
+use weir::queue::history::HistoryConfig;
 
 /// Jobs per page unless `limit` says otherwise.
 const PAGE: usize = 50;
@@ -19,6 +20,7 @@ pub(crate) struct PageQuery {
     pub(crate) queue: Option<String>,
     pub(crate) state: Option<String>,
     pub(crate) kind: Option<String>,
+    pub(crate) key: Option<String>,
     pub(crate) cursor: Option<String>,
     pub(crate) limit: Option<usize>,
     pub(crate) id: Option<String>,
@@ -47,6 +49,18 @@ impl PageQuery {
 
     pub(crate) fn kind(&self) -> Option<&str> {
         self.kind.as_deref().filter(|k| !k.is_empty())
+    }
+
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.key.as_deref().filter(|k| !k.is_empty())
+    }
+
+    /// The kind and key filters asked for.
+    pub(crate) fn filter(&self) -> JobFilter<'_> {
+        JobFilter {
+            kind: self.kind(),
+            key: self.key(),
+        }
     }
 
     pub(crate) fn cursor(&self) -> Option<&str> {
@@ -126,7 +140,7 @@ fn overview_body(list: &QueueList, flash: Markup) -> Markup {
                     }
                 }
             }
-            p.muted { "Rates are over the time since this server's previous read of the counters." }
+            p.muted { "Rates are over the last period of each queue's history (the samples its consumers                        write every 10 s by default); – when no consumer sampled the queue lately." }
         }
     }
 }
@@ -138,16 +152,22 @@ pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) ->
         let handle = app.queue(name)?;
         let limit = q.limit.unwrap_or(PAGE);
         let stats = handle.stats().await?;
-        let jobs = handle.jobs(state, q.kind(), limit, q.cursor()).await?;
+        let jobs = handle.jobs_where(state, q.filter(), limit, q.cursor()).await?;
         // When the next delayed job (a retry's next attempt) falls due.
         let next_due = handle.next_due().await?.map(Timestamp);
+        let history = handle.history(HistoryConfig::DEFAULT_KEPT).await?;
+        let first = q.cursor().is_none();
         let body = html! {
             (queue_head(&app, name, &stats, (next_due, jobs.now)))
             (q.flash())
+            (super::charts::queue_charts(&history))
             (tabs(name, state, &stats))
-            (kind_filter(name, state, q.kind()))
-            @if state == JobState::Dead { (super::actions::dead_tools(&app, name, &jobs, pager(&jobs, limit))) }
-            @else { (job_table(&jobs, None)) (pager(&jobs, limit)) }
+            div.finders {
+                (super::finders::job_search(name))
+                (super::finders::filters(name, state, q.filter()))
+            }
+            @if state == JobState::Dead { (super::actions::dead_tools(&app, name, &jobs, pager(&jobs, limit, first))) }
+            @else { (job_table(&jobs, None)) (pager(&jobs, limit, first)) }
         };
         Ok(page(&app, name, "queues", body))
     };
@@ -163,6 +183,7 @@ fn queue_head(app: &App, name: &str, s: &Stats, (next_due, now): (Option<Timesta
                 @if s.paused { (button(app, "/queue/resume", &fields, "Resume", "primary")) }
                 @else { (button(app, "/queue/pause", &fields, "Pause", "")) }
                 a.button href={ "/limits?" (query(&fields)) } { "Limits" }
+                a.button href={ "/cron?" (query(&fields)) } { "Cron" }
                 a.button href={ "/workers?" (query(&fields)) } { "Workers" }
             }
         }
@@ -209,18 +230,6 @@ pub(crate) fn label(s: JobState) -> &'static str {
     }
 }
 
-fn kind_filter(name: &str, state: JobState, kind: Option<&str>) -> Markup {
-    html! {
-        form.filter method="get" action="/queue" {
-            input type="hidden" name="queue" value=(name);
-            input type="hidden" name="state" value=(state.as_str());
-            label { "Kind " input type="text" name="kind" value=(kind.unwrap_or("")) placeholder="any"; }
-            button type="submit" { "Filter" }
-            @if kind.is_some() { " " a href=(queue_link(name, state.as_str())) { "clear" } }
-        }
-    }
-}
-
 /// The jobs of a page; with `select`, a checkbox per row for the form of that id.
 pub(crate) fn job_table(p: &JobPage, select: Option<&str>) -> Markup {
     let when_head = match p.state {
@@ -236,7 +245,7 @@ pub(crate) fn job_table(p: &JobPage, select: Option<&str>) -> Markup {
         table.data.jobs {
             thead { tr {
                 @if select.is_some() { th { input type="checkbox" data-select-all title="Select all"; } }
-                th { "Id" } th { "Kind" } th.n { "Failed attempts" } th { (when_head) }
+                th { "Id" } th { "Kind" } th { "Key" } th { "Payload" } th.n { "Failed attempts" } th { (when_head) }
                 @if p.state == JobState::InFlight { th { "Worker" } }
                 th { "Last error" }
             } }
@@ -261,6 +270,8 @@ fn job_row(p: &JobPage, j: &JobSummary, select: Option<&str>) -> Markup {
             }
             td.id { a href=(job_link(&p.queue, &j.id)) { (j.id) } @if j.suspect { " " span.badge { "suspect" } } @if j.parked { " " span.badge { "parked" } } }
             td { (j.kind.as_deref().unwrap_or("?")) }
+            td.key { (j.key.as_deref().unwrap_or("–")) }
+            td.payload { code title=(j.payload_preview.as_deref().unwrap_or("")) { (j.payload_preview.as_deref().unwrap_or("")) } }
             td.n { (attempts(j)) }
             td { (when(at, p.now)) }
             @if p.state == JobState::InFlight { td.id { (j.worker.as_deref().unwrap_or("–")) } }
@@ -278,12 +289,14 @@ fn attempts(j: &JobSummary) -> String {
     }
 }
 
-fn pager(p: &JobPage, limit: usize) -> Markup {
+/// Links to the first page (unless this is it) and the next (unless this is the last).
+fn pager(p: &JobPage, limit: usize, first: bool) -> Markup {
     let limit = limit.to_string();
     let base = [
         ("queue", p.queue.as_str()),
         ("state", p.state.as_str()),
         ("kind", p.kind.as_deref().unwrap_or("")),
+        ("key", p.key.as_deref().unwrap_or("")),
         ("limit", limit.as_str()),
     ];
     let next = p.next_cursor.as_deref().map(|c| {
@@ -293,7 +306,7 @@ fn pager(p: &JobPage, limit: usize) -> Markup {
     });
     html! {
         nav.pager {
-            a href={ "/queue?" (query(&base)) } { "First page" }
+            @if !first { a href={ "/queue?" (query(&base)) } { "First page" } }
             @if let Some(next) = next { a href={ "/queue?" (next) } { "Next page →" } }
         }
     }
@@ -334,6 +347,7 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
             @if let Some(l) = &j.lane { dt { "Lane" } dd { code { (l) } } }
             dt { "State" } dd.state { (label(j.state)) @if j.suspect { " (suspect: runs alone)" } @if j.parked { " (parked: waits for a slot of its key)" } }
             dt { "Kind" } dd { (j.kind.as_deref().unwrap_or("? (not a weir envelope)")) }
+            @if let Some(k) = &j.key { dt { "Key" } dd { a href={ "/queue?" (query(&[("queue", d.queue.as_str()), ("state", j.state.as_str()), ("key", k)])) } { code { (k) } } } }
             dt { "Priority" } dd { (j.priority.unwrap_or("?")) }
             dt { "Failed attempts" } dd { (attempts(j)) }
             dt { "Enqueued" } dd { (when(j.enqueued_at, d.now)) }

@@ -1,20 +1,14 @@
 //! What every handler shares: the Redis connection, the auth settings, the CSRF token,
-//! the refresh interval and the last read of the counters (for rates); and the one error
-//! type handlers return.
+//! the refresh interval; and the one error type handlers return.
 
 use super::guard::Auth;
 use axum::http::StatusCode;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use weir::Conn;
 use weir::Queue;
 use weir::admin::Queues;
-use weir::admin::types::{QueueList, Rates};
-
-/// Reads of the counters closer together than this keep the rates of the read before:
-/// a rate over a few milliseconds says little.
-const MIN_RATE_WINDOW: Duration = Duration::from_millis(500);
+use weir::admin::types::QueueList;
 
 /// The shared state (cheap to clone).
 #[derive(Clone)]
@@ -25,14 +19,6 @@ struct Inner {
     auth: Option<Auth>,
     csrf: String,
     refresh: Duration,
-    last: Mutex<Option<Sample>>,
-}
-
-/// One read of every queue's counters, with the rates it gave.
-struct Sample {
-    at: Instant,
-    counters: BTreeMap<String, BTreeMap<String, u64>>,
-    rates: BTreeMap<String, Rates>,
 }
 
 impl App {
@@ -44,7 +30,6 @@ impl App {
             auth,
             csrf,
             refresh,
-            last: Mutex::new(None),
         }))
     }
 
@@ -84,50 +69,10 @@ impl App {
         Ok(Queue::new(self.0.conn.clone(), name)?)
     }
 
-    /// Every queue, with rates from this process's previous read of the counters (no
-    /// second read, so a page never waits for a rate window): the first read after start
-    /// has none, later ones cover the time since the last read at least
-    /// [`MIN_RATE_WINDOW`] before.
+    /// Every queue, with the rates of its history (the same for every reader: see
+    /// `weir::queue::history`).
     pub(crate) async fn queue_list(&self) -> Result<QueueList, Failure> {
-        let mut list = self.queues().list(None).await?;
-        let now = Instant::now();
-        let mut last = self.0.last.lock().unwrap_or_else(|e| e.into_inner());
-        let fresh = match last.as_ref() {
-            Some(s) if now.duration_since(s.at) < MIN_RATE_WINDOW => {
-                apply(&mut list, &s.rates);
-                return Ok(list);
-            }
-            Some(s) => rates_since(s, &list, now),
-            None => BTreeMap::new(),
-        };
-        apply(&mut list, &fresh);
-        *last = Some(Sample {
-            at: now,
-            counters: list
-                .queues
-                .iter()
-                .map(|q| (q.name.clone(), q.counters.clone()))
-                .collect(),
-            rates: fresh,
-        });
-        Ok(list)
-    }
-}
-
-fn rates_since(s: &Sample, list: &QueueList, now: Instant) -> BTreeMap<String, Rates> {
-    let window = now.duration_since(s.at);
-    list.queues
-        .iter()
-        .filter_map(|q| {
-            let before = s.counters.get(&q.name)?;
-            Some((q.name.clone(), Rates::between(before, &q.counters, window)))
-        })
-        .collect()
-}
-
-fn apply(list: &mut QueueList, rates: &BTreeMap<String, Rates>) {
-    for q in &mut list.queues {
-        q.rates = rates.get(&q.name).copied();
+        Ok(self.queues().list(None).await?)
     }
 }
 

@@ -5,7 +5,7 @@ use serde::Serialize;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A point in time, ms since the Unix epoch; serialized as an RFC 3339 string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(pub u64);
 
 impl Timestamp {

@@ -1,7 +1,7 @@
 // weir ui: pages reload themselves every data-refresh-ms, unless the box in the header is
 // unticked or the user is busy (filling in a form, a job ticked, text selected, the
-// pointer on a button or box, a click in the last two seconds); and the dead tab's
-// "select all" box. No other script, nothing fetched from elsewhere.
+// pointer on a button or box, a click in the last two seconds); times in local time; and
+// the dead tab's "select all" box. No other script, nothing fetched from elsewhere.
 (function () {
   "use strict";
   var every = Number(document.body.dataset.refreshMs || 0);
@@ -36,6 +36,16 @@
       if ((!box || box.checked) && !busy()) window.location.reload();
     }, every);
   }
+  // Times: the local date and time, then the server's "3m ago" (the tooltip keeps the
+  // epoch and UTC).
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+  document.querySelectorAll("time[data-ms]").forEach(function (t) {
+    var d = new Date(Number(t.dataset.ms));
+    if (isNaN(d.getTime())) return;
+    var local = d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " +
+      two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+    t.textContent = local + " (" + t.textContent + ")";
+  });
   document.querySelectorAll("[data-select-all]").forEach(function (all) {
     all.addEventListener("change", function () {
       document.querySelectorAll("input[name=id]").forEach(function (c) { c.checked = all.checked; });
