@@ -183,7 +183,7 @@ const COUNTERS: &[(&str, &str)] = &[
     ),
     (
         LIMITER_DECISIONS,
-        "Limiter decisions per window, by reason: latency, overload, slow_start, probe, recheck, not_binding, baseline.",
+        "Limiter decisions per window, by reason: latency, overload, slow_start, probe, recheck, not_binding, baseline, headroom.",
     ),
 ];
 
@@ -332,7 +332,7 @@ impl DeferReason {
 }
 
 /// The decision reasons, in [`LimiterMetrics::decisions`] order: the `decision` label.
-pub const DECISION_KINDS: [&str; 7] = [
+pub const DECISION_KINDS: [&str; 8] = [
     "latency",
     "overload",
     "slow_start",
@@ -340,4 +340,5 @@ pub const DECISION_KINDS: [&str; 7] = [
     "recheck",
     "not_binding",
     "baseline",
+    "headroom",
 ];
