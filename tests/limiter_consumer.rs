@@ -275,7 +275,14 @@ async fn limits_get_explains_each_consumers_latest_decision() {
     let f = tokio::spawn(fixed.run(shutdown.clone()));
     let get = || {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["limits", "get", "--queue", "explain", "--redis-url", &server.url()])
+            .args([
+                "limits",
+                "get",
+                "--queue",
+                "explain",
+                "--redis-url",
+                &server.url(),
+            ])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -288,9 +295,11 @@ async fn limits_get_explains_each_consumers_latest_decision() {
             && out.contains("target 5.0ms")
             && out.contains("overload 0.0%")
     };
-    wait_until("limits get shows the latency cuts at the floor", APPLIED, || async {
-        explained(&get())
-    })
+    wait_until(
+        "limits get shows the latency cuts at the floor",
+        APPLIED,
+        || async { explained(&get()) },
+    )
     .await;
     let out = get();
     assert!(out.contains("consumers:"), "{out}");

@@ -17,14 +17,17 @@
 //!
 //! Slow start: until the first sign of congestion the limit doubles per binding window
 //! (TCP's slow start), so an idle-to-busy start reaches a max of 1,000 from 64 in four
-//! windows instead of twenty-odd. After that `step` starts at α and doubles after each consecutive increase, capped at
-//! `growth_cap` × limit; any decrease or hold resets it to α. So far from the
-//! downstream's capacity (start-up) the limit climbs in O(log n) windows, while near it
-//! the cap keeps each probe within 1/8 of the limit. After a run of decreases the rule
-//! remembers the limit it cut from (the `ceiling`, TCP's W_max); below half of it the cap
-//! is lifted (slow start: the limit may double per window, up to ceiling / 2), so an error
-//! burst that drove the limit to `min` is undone in a dozen windows, not hundreds.
-//! `growth_cap = 0` gives classic AIMD (+α per window, no slow start).
+//! windows instead of twenty-odd. A queue at the downstream (the window's p50 over
+//! 1.1 × the lowest recent p50, HyStart's delay rise) is such a sign: one more
+//! doubling from past a knee would run into the service's hard limit. After that the
+//! limit grows by the most of: slow start again below half the limit it was last cut
+//! from (the `ceiling`, TCP's W_max); the headroom, `limit × min(2, 0.95 × target /
+//! p95)` (past a knee latency grows in proportion to the load, so this aims the next
+//! p95 just under the target, and finds capacity that came back in a window or two); a
+//! probe of `step`, which starts at α and doubles per consecutive increase up to
+//! `growth_cap` × limit. None of them goes past 7/8 of a limit that drew overload answers
+//! at a congested latency in the last `recheck_windows` windows, except a probe.
+//! `growth_cap = 0` gives classic AIMD (+α per window, no slow start, no headroom).
 //!
 //! No trap: a limit held down by latency for `recheck_windows` windows in a row takes one
 //! step up anyway ([`Reason::Recheck`]); and a relative target never falls below what
@@ -283,8 +286,8 @@ impl Aimd {
         }
         let (mut to, mut reason) = self.rule(s);
         let min = self.config.min;
-        let healthy =
-            s.successes > 0 && matches!(
+        let healthy = s.successes > 0
+            && matches!(
                 reason,
                 Reason::Probe | Reason::SlowStart | Reason::Headroom { .. } | Reason::NotBinding
             );

@@ -126,7 +126,9 @@ impl std::fmt::Display for Reason {
             Reason::Latency { p95, target } => write!(f, ": p95 {} over the {} target", ms(p95), ms(target)),
             Reason::Overload { rate } => write!(f, ": {:.1}% of answers", rate * 100.0),
             Reason::Recheck { windows } => write!(f, ": {windows} windows without an increase"),
-            Reason::Headroom { p95, target } => write!(f, ": p95 {} under the {} target", ms(p95), ms(target)),
+            Reason::Headroom { p95, target } => {
+                write!(f, ": p95 {} under the {} target", ms(p95), ms(target))
+            }
             _ => Ok(()),
         }
     }

@@ -25,12 +25,12 @@
 //!
 //! | scenario              | weir                         | fixed limit = knee | Netflix AIMD (min 20, +1, ×0.9) |
 //! |-----------------------|------------------------------|--------------------|---------------------------------|
-//! | knee 10 / 50 / 300    | 98–99 % of ideal, p95 0.95–0.97 × target | 98–99 %, 0.79–0.80 × | 15–64 %, 1.3–1.6 ×, 29–64 % errors |
-//! | capacity halves       | new knee ±20 % in 1.1 s, old knee in 4.1 s | (never adapts)     | oscillates (cv 0.82), 29 % errors |
-//! | error burst (33 % 429) | limit halved in 1.1 s, back to max by the end | unchanged | cut to its min of 20 |
+//! | knee 10 / 50 / 300    | 98–99 % of ideal, p95 0.97–1.00 × target | 98–99 %, 0.79–0.80 × | 15–64 %, 1.3–1.6 ×, 29–64 % errors |
+//! | capacity halves       | new knee ±20 % in 1.1 s, old knee in 1.3 s | (never adapts)     | oscillates (cv 0.82), 29 % errors |
+//! | error burst (33 % 429) | limit halved in 0.2 s, back to max by the end | unchanged | cut to its min of 20 |
 //! | plain 500s (15 %)     | limit stays at max, 0.99 × the no-error call rate | the same | the same |
-//! | errors stop (5 % 500 + 5 % 429) | 0.97 × ideal 10–15 s after they stop | unchanged | unchanged |
-//! | cold start to knee 300 | knee ±20 % after 2.1 s (slow start) | — | knee 0.9 s, then 29 % errors |
+//! | errors stop (5 % 500 + 5 % 429) | 0.99 × ideal 10–15 s after they stop | unchanged | unchanged |
+//! | cold start to knee 300 | knee ±20 % after 1.3 s (slow start, headroom) | — | knee 0.9 s, then 29 % errors |
 //!
 //! docs/limiter.md has the signals, the rule and these figures against main's rule.
 //!

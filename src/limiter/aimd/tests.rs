@@ -64,7 +64,10 @@ fn slow_start_doubles_until_the_first_congestion() {
         .collect();
     let ss = Reason::SlowStart;
     // At max nothing goes faster than a probe.
-    assert_eq!(limits, [(128, ss), (256, ss), (512, ss), (1000, ss), (1000, Reason::Probe)]);
+    assert_eq!(
+        limits,
+        [(128, ss), (256, ss), (512, ss), (1000, ss), (1000, Reason::Probe)]
+    );
     // The first cut ends it: 1000 × 0.75, then +1 near the target (1000 / 2 = 500 is
     // under the limit).
     assert_eq!(a.decide(&slow(1000)).to, 750);
@@ -224,7 +227,14 @@ fn headroom_finds_capacity_that_came_back() {
         p95: 50 * MS,
         target: 100 * MS,
     };
-    assert_eq!(d, Decision { from: 100, to: 190, reason });
+    assert_eq!(
+        d,
+        Decision {
+            from: 100,
+            to: 190,
+            reason
+        }
+    );
     assert_eq!(reason.to_string(), "headroom: p95 50ms under the 100ms target");
     // At most a doubling, and never past max.
     let fast = Summary {
