@@ -242,3 +242,83 @@ async fn a_rate_capped_consumer_leaves_the_backlog_to_its_peers() {
         "un-started jobs handed back: {report:?}"
     );
 }
+
+/// `weir limits get` shows each live consumer of the queue with its limit and, for an
+/// adaptive one, the rule's latest decision with its reason and the window's figures,
+/// from the worker registry the heartbeat writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_get_explains_each_consumers_latest_decision() {
+    let (server, redis) = setup("explain", 20_000).await;
+    let slow = || {
+        weir::handler_fn(|_| async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok(())
+        })
+    };
+    // An adaptive consumer whose jobs (20 ms) never meet its 5 ms target: every window
+    // is a latency cut (down to the floor), and says so.
+    let mut config = ConsumerConfig::new("explain");
+    config.concurrency = 8;
+    config.lease = Duration::from_millis(600);
+    let mut limiter = adaptive(8);
+    limiter.aimd.target = Target::Absolute(Duration::from_millis(5));
+    limiter.aimd.min = 2;
+    config.limiter = Some(limiter);
+    let adaptive_one = Consumer::new(config, redis.clone(), Registry::new().fallback(slow())).unwrap();
+    // And one with a fixed limit of 3: no decision to show.
+    let mut config = ConsumerConfig::new("explain");
+    config.concurrency = 3;
+    config.lease = Duration::from_millis(600);
+    let fixed = Consumer::new(config, redis, Registry::new().fallback(slow())).unwrap();
+    let shutdown = CancellationToken::new();
+    let a = tokio::spawn(adaptive_one.run(shutdown.clone()));
+    let f = tokio::spawn(fixed.run(shutdown.clone()));
+    let get = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args([
+                "limits",
+                "get",
+                "--queue",
+                "explain",
+                "--redis-url",
+                &server.url(),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let explained = |out: &str| {
+        out.contains("limit 2\n")
+            && out.contains("latency: p95")
+            && out.contains("over the 5ms target")
+            && out.contains("target 5.0ms")
+            && out.contains("overload 0.0%")
+    };
+    wait_until(
+        "limits get shows the latency cuts at the floor",
+        APPLIED,
+        || async { explained(&get()) },
+    )
+    .await;
+    let out = get();
+    assert!(out.contains("consumers:"), "{out}");
+    assert_eq!(out.matches("  consumer ").count(), 2, "{out}");
+    assert!(out.contains("limit 2\n"), "the adaptive one at its floor: {out}");
+    assert!(
+        out.contains("limit 3\n") && out.contains("limiter: no decision (a fixed limit"),
+        "{out}"
+    );
+    // The figures are the window's: 20 ms jobs, so a p95 of at least 20 ms.
+    let line = out.lines().find(|l| l.contains("latency: p95")).unwrap();
+    let p95: f64 = line
+        .split("p95 ")
+        .nth(2)
+        .and_then(|s| s.strip_suffix("ms").or_else(|| s.split("ms").next()))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no window p95 in {line}"));
+    assert!(p95 >= 20.0, "{line}");
+    shutdown.cancel();
+    a.await.unwrap().unwrap();
+    f.await.unwrap().unwrap();
+}

@@ -17,6 +17,7 @@
 //! process dies.
 
 use crate::consumer::leases::Leases;
+use crate::limiter::Limiter;
 use crate::limiter::limit::Limit;
 use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
@@ -47,6 +48,8 @@ pub(crate) struct Registration {
     /// Whether this entry reports `running`: a partitioned queue's consumer reports it on
     /// its base lane only, since `weir workers` adds a worker's lanes up.
     pub(crate) reports_running: bool,
+    /// The adaptive limiter driving `limit`, whose latest decision the entry shows.
+    pub(crate) limiter: Option<Arc<Limiter>>,
 }
 
 /// The heartbeat task.
@@ -118,6 +121,7 @@ impl Heartbeat {
                     0
                 },
                 self.leases.len(),
+                r.limiter.as_ref().and_then(|l| l.explain()),
             ),
         );
         async move { scripts::worker_beat(&mut conn, &keys, &id, ttl.as_millis() as u64, &fields).await }

@@ -64,6 +64,7 @@ impl Consumer {
             limit: self.limit.clone(),
             running: self.running.clone(),
             reports_running: self.lane.as_ref().is_none_or(|l| !l.keys.is_partition()),
+            limiter: self.limiter.clone(),
         };
         let heartbeat = Heartbeat::new(beat_conn, keys.clone(), c.lease, leases.clone(), registration);
         let heartbeat = tasks.spawn("heartbeat", heartbeat.run(steps.stop_housekeeping.clone()));

@@ -17,14 +17,17 @@
 //!
 //! Slow start: until the first sign of congestion the limit doubles per binding window
 //! (TCP's slow start), so an idle-to-busy start reaches a max of 1,000 from 64 in four
-//! windows instead of twenty-odd. After that `step` starts at α and doubles after each consecutive increase, capped at
-//! `growth_cap` × limit; any decrease or hold resets it to α. So far from the
-//! downstream's capacity (start-up) the limit climbs in O(log n) windows, while near it
-//! the cap keeps each probe within 1/8 of the limit. After a run of decreases the rule
-//! remembers the limit it cut from (the `ceiling`, TCP's W_max); below half of it the cap
-//! is lifted (slow start: the limit may double per window, up to ceiling / 2), so an error
-//! burst that drove the limit to `min` is undone in a dozen windows, not hundreds.
-//! `growth_cap = 0` gives classic AIMD (+α per window, no slow start).
+//! windows instead of twenty-odd. A queue at the downstream (the window's p50 over
+//! 1.1 × the lowest recent p50, HyStart's delay rise) is such a sign: one more
+//! doubling from past a knee would run into the service's hard limit. After that the
+//! limit grows by the most of: slow start again below half the limit it was last cut
+//! from (the `ceiling`, TCP's W_max); the headroom, `limit × min(2, 0.95 × target /
+//! p95)` (past a knee latency grows in proportion to the load, so this aims the next
+//! p95 just under the target, and finds capacity that came back in a window or two); a
+//! probe of `step`, which starts at α and doubles per consecutive increase up to
+//! `growth_cap` × limit. None of them goes past 7/8 of a limit that drew overload answers
+//! at a congested latency in the last `recheck_windows` windows, except a probe.
+//! `growth_cap = 0` gives classic AIMD (+α per window, no slow start, no headroom).
 //!
 //! No trap: a limit held down by latency for `recheck_windows` windows in a row takes one
 //! step up anyway ([`Reason::Recheck`]); and a relative target never falls below what
@@ -36,6 +39,16 @@ use super::error::{LimiterError, check};
 use super::signal::Signal;
 pub use super::target::Target;
 use std::time::Duration;
+
+/// A window p50 over this multiple of the lowest recent one shows a queue at the
+/// downstream: slow start ends there. (The median of a window of 50 or more jobs varies
+/// by a few percent between windows at one load, even with heavy jitter; past a knee it
+/// rises with the limit.)
+const QUEUE_SIGN: f64 = 1.1;
+
+/// Headroom growth aims the next window's p95 at this share of the target, so that the
+/// noise of one window does not carry the limit over it.
+const HEADROOM: f64 = 0.95;
 
 /// Settings of the rule. Ranges are checked by [`AimdConfig::validate`].
 #[derive(Debug, Clone, PartialEq)]
@@ -200,6 +213,9 @@ pub struct Aimd {
     since_dip: usize,
     /// The limit to go back to after a baseline dip.
     restore: Option<usize>,
+    /// The latest limit that drew overload answers at a congested latency (a service
+    /// shedding load), and the windows since.
+    overloaded: Option<(usize, usize)>,
 }
 
 impl Aimd {
@@ -215,6 +231,7 @@ impl Aimd {
             baseline: Baseline::default(),
             since_dip: usize::MAX / 2,
             restore: None,
+            overloaded: None,
             config,
         })
     }
@@ -250,8 +267,11 @@ impl Aimd {
     /// Applies one window.
     pub fn decide(&mut self, s: &Summary) -> Decision {
         let from = self.limit;
+        if let Some((_, age)) = &mut self.overloaded {
+            *age += 1;
+        }
         if s.successes > 0 {
-            self.baseline.push(s.p95, self.config.baseline_windows);
+            self.baseline.push(s.p50, s.p95, self.config.baseline_windows);
             // A window at the floor is as little load as we can apply. (Not a dip window:
             // half a limit far past the knee is still congested, and a reading from it
             // kept the estimate, and the limit, high for good in the drift simulation.)
@@ -266,8 +286,11 @@ impl Aimd {
         }
         let (mut to, mut reason) = self.rule(s);
         let min = self.config.min;
-        let healthy =
-            s.successes > 0 && matches!(reason, Reason::Probe | Reason::SlowStart | Reason::NotBinding);
+        let healthy = s.successes > 0
+            && matches!(
+                reason,
+                Reason::Probe | Reason::SlowStart | Reason::Headroom { .. } | Reason::NotBinding
+            );
         // Half the limit just measured, not of a slow-start doubling of it: the dip must
         // land under the load that was healthy.
         let dip = to.min(self.limit) / 2;
@@ -295,6 +318,15 @@ impl Aimd {
             // but do not redefine the level congestion starts at: once they stop, the
             // limit returns to it in slow start instead of +1 a window from the floor.
             let refusals = over.is_none() && s.successes > 0;
+            if !refusals {
+                // The highest such limit while it is recent: a run of cuts down to the
+                // floor must not make the floor the limit to stay under.
+                let at = match self.overloaded {
+                    Some((at, age)) if age < c.recheck_windows => at.max(self.limit),
+                    _ => self.limit,
+                };
+                self.overloaded = Some((at, 0));
+            }
             (self.decrease(c.error_beta, refusals), Reason::Overload { rate })
         } else if let Some(target) = over {
             if self.over_target > c.recheck_windows {
@@ -309,7 +341,7 @@ impl Aimd {
             }
         } else if s.peak_in_flight as f64 >= c.binding * self.limit as f64 {
             self.cutting = false;
-            self.increase()
+            self.increase(s)
         } else {
             self.cutting = false;
             self.step = self.config.alpha;
@@ -343,30 +375,65 @@ impl Aimd {
         ((self.limit as f64 * factor).floor() as usize).max(self.config.min)
     }
 
-    fn increase(&mut self) -> (usize, Reason) {
+    fn increase(&mut self, s: &Summary) -> (usize, Reason) {
         let c = &self.config;
-        if c.growth_cap > 0.0 && self.ceiling == 0 {
-            // Slow start proper: no congestion seen yet, double.
-            return ((self.limit * 2).min(c.max), Reason::SlowStart);
+        if c.growth_cap == 0.0 {
+            // Classic AIMD: +α a window, nothing else.
+            return ((self.limit + c.alpha).min(c.max), Reason::Probe);
         }
-        let half = if c.growth_cap > 0.0 { self.ceiling / 2 } else { 0 };
-        let reason = if self.limit < half {
-            Reason::SlowStart
-        } else {
-            Reason::Probe
-        };
-        let mut to = self.limit + self.step;
-        if self.limit < half {
-            to = to.min(half);
+        let queueing = self.queueing(s);
+        if self.ceiling == 0 && queueing {
+            // The first sign of a queue ends slow start (as HyStart does on a delay
+            // rise): one more doubling from past the knee would run into the service's
+            // hard limit; from here the headroom says how far to go.
+            self.ceiling = self.limit;
         }
-        let to = to.min(c.max);
-        let cap = if to < half {
-            to
-        } else {
-            ((to as f64 * c.growth_cap) as usize).max(c.alpha)
-        };
+        let probe = (self.limit + self.step).min(c.max);
+        let cap = ((probe as f64 * c.growth_cap) as usize).max(c.alpha);
         self.step = (self.step * 2).min(cap);
-        (to, reason)
+        let half = self.ceiling / 2;
+        let faster = if self.ceiling == 0 {
+            // Slow start proper: no congestion seen yet, double.
+            Some((self.limit * 2, Reason::SlowStart))
+        } else if self.limit < half {
+            // Far under where congestion was last seen: slow start back to half of it.
+            Some(((self.limit * 2).min(half), Reason::SlowStart))
+        } else {
+            // Past the knee latency grows in proportion to the load: aim the p95 at
+            // HEADROOM × the target, at most a doubling. At the no-load latency this is
+            // how a limit finds capacity that came back; near the target it is +0.
+            self.target().filter(|_| s.successes > 0).map(|target| {
+                let room = HEADROOM * target.as_secs_f64() / s.p95.as_secs_f64().max(1e-9);
+                let to = (self.limit as f64 * room.min(2.0)).floor() as usize;
+                (to, Reason::Headroom { p95: s.p95, target })
+            })
+        };
+        match faster.map(|(to, r)| (self.below_overload(to.min(c.max)), r)) {
+            Some((to, reason)) if to > probe => (to, reason),
+            _ => (probe, Reason::Probe),
+        }
+    }
+
+    /// Whether the window shows a queue at the downstream: its p50 clearly over the
+    /// lowest recent one (Vegas's and HyStart's signal, before the target is reached).
+    fn queueing(&self, s: &Summary) -> bool {
+        match self.baseline.low_p50() {
+            Some(b) if s.successes > 0 => s.p50.as_secs_f64() > QUEUE_SIGN * b.as_secs_f64(),
+            _ => false,
+        }
+    }
+
+    /// `to`, kept under 7/8 of a limit that drew overload answers at a congested latency
+    /// in the last `recheck_windows` windows (a service shedding load): past it, the
+    /// limit goes up by probes only.
+    fn below_overload(&self, to: usize) -> usize {
+        match self.overloaded {
+            Some((at, age)) if age < self.config.recheck_windows => {
+                let safe = at - at / 8;
+                to.min(safe)
+            }
+            _ => to,
+        }
     }
 }
 

@@ -25,17 +25,27 @@ const GAIN: f64 = 0.25;
 pub(crate) struct Baseline {
     /// Recent windows' p95, newest last.
     recent: VecDeque<Duration>,
+    /// Their p50, in the same order.
+    recent_p50: VecDeque<Duration>,
     /// Moving average of uncongested windows' p95.
     uncongested: Option<Duration>,
 }
 
 impl Baseline {
-    /// Adds one window's p95, remembering at most `windows` of them.
-    pub(crate) fn push(&mut self, p95: Duration, windows: usize) {
+    /// Adds one window's p50 and p95, remembering at most `windows` of them.
+    pub(crate) fn push(&mut self, p50: Duration, p95: Duration, windows: usize) {
         while self.recent.len() >= windows.max(1) {
             self.recent.pop_front();
+            self.recent_p50.pop_front();
         }
         self.recent.push_back(p95);
+        self.recent_p50.push_back(p50);
+    }
+
+    /// The lowest recent window p50: the no-load median, against which a queue at the
+    /// downstream shows (the median of a window varies far less than its p95).
+    pub(crate) fn low_p50(&self) -> Option<Duration> {
+        self.recent_p50.iter().min().copied()
     }
 
     /// Adds the p95 of a window the limiter could not have congested.

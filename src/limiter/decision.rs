@@ -67,6 +67,15 @@ pub enum Reason {
     SlowStart,
     /// Healthy and binding: additive increase.
     Probe,
+    /// Healthy and binding with the p95 well under the target: multiplicative increase
+    /// by the headroom (`0.95 × target / p95`, at most ×2), as latency past a knee grows
+    /// in proportion to the load. How a limit finds capacity that came back.
+    Headroom {
+        /// The window's p95.
+        p95: Duration,
+        /// The target.
+        target: Duration,
+    },
     /// Over the latency target, but the limit has not risen for this many windows: one
     /// step up anyway, so no reading (a target set too low, a lucky baseline) can hold
     /// the limit down for good.
@@ -83,7 +92,7 @@ pub enum Reason {
 
 /// The reason names, in [`Reason::index`] order: the `decision` label of the
 /// limiter's decision counter and the `reason` of log lines and `weir limits get`.
-pub const REASONS: [&str; 7] = crate::metrics::DECISION_KINDS;
+pub const REASONS: [&str; 8] = crate::metrics::DECISION_KINDS;
 
 impl Reason {
     /// Position in [`REASONS`].
@@ -96,6 +105,7 @@ impl Reason {
             Reason::Recheck { .. } => 4,
             Reason::NotBinding => 5,
             Reason::Baseline => 6,
+            Reason::Headroom { .. } => 7,
         }
     }
 
@@ -107,7 +117,7 @@ impl Reason {
 
 /// In log lines: `latency: p95 120ms over the 100ms target`, `overload: 12.0% of answers`,
 /// `slow_start`, `probe`, `recheck: 30 windows without an increase`, `not_binding`,
-/// `baseline`.
+/// `baseline`, `headroom: p95 21ms under the 30ms target`.
 impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ms = |d: &Duration| humantime::format_duration(Duration::from_millis(d.as_millis() as u64));
@@ -116,6 +126,9 @@ impl std::fmt::Display for Reason {
             Reason::Latency { p95, target } => write!(f, ": p95 {} over the {} target", ms(p95), ms(target)),
             Reason::Overload { rate } => write!(f, ": {:.1}% of answers", rate * 100.0),
             Reason::Recheck { windows } => write!(f, ": {windows} windows without an increase"),
+            Reason::Headroom { p95, target } => {
+                write!(f, ": p95 {} under the {} target", ms(p95), ms(target))
+            }
             _ => Ok(()),
         }
     }

@@ -90,6 +90,11 @@ pub struct Window {
     successes: usize,
     overloads: usize,
     failures: usize,
+    /// A shorter minimum duration for this window (see [`Window::set_quick`]).
+    quick: Option<Duration>,
+    /// Overload rate over which a window with `min_samples` overload answers closes at
+    /// once (see [`Window::set_overload_close`]).
+    overload_close: Option<f64>,
 }
 
 impl Window {
@@ -106,6 +111,8 @@ impl Window {
             successes: 0,
             overloads: 0,
             failures: 0,
+            quick: None,
+            overload_close: None,
         })
     }
 
@@ -152,13 +159,38 @@ impl Window {
         self.successes + self.overloads + self.failures
     }
 
-    /// True once the window may close at `now`.
+    /// True once the window may close at `now`: `min_samples` over `min_duration` (or
+    /// the quick duration), anything after `max_duration`, or at once with `min_samples`
+    /// overload answers over the overload-close rate.
     #[inline]
     pub fn ready(&self, now: Instant) -> bool {
         let age = now.saturating_duration_since(self.opened);
         let n = self.samples();
-        (n >= self.config.min_samples && age >= self.config.min_duration)
+        let min_age = self
+            .quick
+            .map_or(self.config.min_duration, |q| q.min(self.config.min_duration));
+        (n >= self.config.min_samples && age >= min_age)
             || (n > 0 && age >= self.config.max_duration)
+            || self.overload_close.is_some_and(|rate| {
+                self.overloads >= self.config.min_samples && self.overloads as f64 > rate * n as f64
+            })
+    }
+
+    /// Lets the open window close after `min_samples` over `quick` (at most
+    /// `min_duration`), or restores the full duration (`None`). While the limit climbs
+    /// fast (slow start, headroom) a decision per second would make the climb to a
+    /// knee of hundreds take many seconds; a few latencies of the service are enough to
+    /// see the effect of a doubling.
+    pub fn set_quick(&mut self, quick: Option<Duration>) {
+        self.quick = quick;
+    }
+
+    /// Closes the window as soon as it holds `min_samples` overload answers making more
+    /// than `rate` of its samples (`None`: never early). A service shedding calls
+    /// answers each in a fraction of its latency: a full second past its hard limit
+    /// would send it tens of thousands of calls it refuses.
+    pub fn set_overload_close(&mut self, rate: Option<f64>) {
+        self.overload_close = rate;
     }
 
     /// Ignores, from now on, jobs that started before `now`: after the limit changes,

@@ -111,7 +111,7 @@ pub struct LimiterMetrics {
     /// Ceiling.
     pub max: Gauge,
     /// Decisions, in [`DECISION_KINDS`] order.
-    pub decisions: [Counter; 7],
+    pub decisions: [Counter; 8],
 }
 
 impl std::fmt::Debug for LimiterMetrics {

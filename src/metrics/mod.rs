@@ -197,7 +197,7 @@ const COUNTERS: &[(&str, &str)] = &[
     ),
     (
         LIMITER_DECISIONS,
-        "Limiter decisions per window, by reason: latency, overload, slow_start, probe, recheck, not_binding, baseline.",
+        "Limiter decisions per window, by reason: latency, overload, slow_start, probe, recheck, not_binding, baseline, headroom.",
     ),
 ];
 
@@ -351,7 +351,7 @@ impl DeferReason {
 }
 
 /// The decision reasons, in [`LimiterMetrics::decisions`] order: the `decision` label.
-pub const DECISION_KINDS: [&str; 7] = [
+pub const DECISION_KINDS: [&str; 8] = [
     "latency",
     "overload",
     "slow_start",
@@ -359,4 +359,5 @@ pub const DECISION_KINDS: [&str; 7] = [
     "recheck",
     "not_binding",
     "baseline",
+    "headroom",
 ];

@@ -24,8 +24,9 @@ pub(crate) struct LimitsArgs {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum LimitsCommand {
-    /// Show the settings stored for the queue; under a global rate or concurrency also
-    /// the fleet's share each live consumer holds, and with per-key limits the keys held
+    /// Show the settings stored for the queue, each live consumer with its limit and its
+    /// limiter's latest decision (reason and figures), under a global rate or
+    /// concurrency what the fleet holds of it, and with per-key limits the keys held
     /// back the most. (Every subcommand ends by showing the same.)
     Get,
     /// Store settings; running consumers apply them within about a second.
@@ -260,9 +261,7 @@ async fn show(common: &Common, conn: &mut weir::Conn) -> weir::Result<()> {
     if let Some(p) = &parts {
         print!("{}", shares(p.count(), &now));
     }
-    if now.global_rate.is_some() || now.global_concurrency.is_some() {
-        print!("{}", fleet(common, &now).await?);
-    }
+    print!("{}", fleet(common, &now).await?);
     if now.per_key() {
         let lanes: Vec<QueueKeys> = match &parts {
             Some(p) => p.lanes().cloned().collect(),
@@ -344,24 +343,35 @@ async fn throttled(conn: &mut weir::Conn, lanes: &[QueueKeys]) -> weir::Result<S
     Ok(out)
 }
 
-/// What the fleet holds of the global limits now: the queue's leases against the global
-/// concurrency, and each live consumer's share.
+/// What the fleet holds now: under a global limit the queue's leases against it; and
+/// each live consumer's share, its limit and, for an adaptive one, the limiter's latest
+/// decision with the figures that drove it (from the worker registry, as of its last
+/// heartbeat).
 async fn fleet(common: &Common, now: &Settings) -> weir::Result<String> {
     let q = common.queue_handle().await?;
-    let stats = q.stats().await?;
     let workers = q.workers().await?;
-    let mut out = match now.global_concurrency {
-        Some(c) => format!(
-            "fleet: {} leased of a global concurrency of {c}\n",
-            stats.in_flight
-        ),
-        None => format!("fleet: {} leased\n", stats.in_flight),
+    let mut out = if now.global_rate.is_some() || now.global_concurrency.is_some() {
+        let stats = q.stats().await?;
+        match now.global_concurrency {
+            Some(c) => format!(
+                "fleet: {} leased of a global concurrency of {c}\n",
+                stats.in_flight
+            ),
+            None => format!("fleet: {} leased\n", stats.in_flight),
+        }
+    } else {
+        "consumers:\n".to_owned()
     };
     for w in &workers.workers {
         out += &format!(
             "  consumer {} ({} pid {}): {} leased, {} running, limit {}\n",
             w.id, w.host, w.pid, w.leased, w.running, w.concurrency_limit
         );
+        let decision = w
+            .limiter
+            .as_deref()
+            .unwrap_or("no decision (a fixed limit, or no window closed yet)");
+        out += &format!("    limiter: {decision}\n");
     }
     if workers.workers.is_empty() {
         out += "  no live consumers\n";

@@ -1,7 +1,7 @@
 //! The rule's guards against being held down: the relative target's baseline (its dips
 //! and its floor from uncongested windows), the recheck, and the trap of issue 35.
 
-use super::tests::{MS, cfg, failing, healthy, settled, slow};
+use super::tests::{MS, cfg, failing, healthy, near, settled, slow};
 use super::*;
 
 fn relative(baseline_windows: usize) -> AimdConfig {
@@ -23,22 +23,30 @@ fn relative_target_dips_to_remeasure_the_no_load_latency() {
     // An overload window ends slow start (ceiling 50) and gives the first reading:
     // p95 50 ms → target 100 ms.
     assert!(matches!(run(failing(50, 50)), (50, 25, Reason::Overload { .. })));
-    // Healthy: the limit dips to half of 25 for one window, then comes back (26 after
-    // +1).
+    // Healthy: the limit dips to half of 25 for one window, then comes back to what the
+    // rule chose meanwhile (47: the headroom of a p95 at half the target).
     // Dips recur every 8 / 2 = 4 windows.
     assert_eq!(run(healthy(25)), (25, 12, Reason::Baseline));
-    assert_eq!(run(healthy(12)), (12, 26, Reason::NotBinding));
-    assert_eq!(run(healthy(26)), (26, 27, Reason::Probe));
-    assert_eq!(run(healthy(27)), (27, 29, Reason::Probe));
-    assert_eq!(run(healthy(29)), (29, 14, Reason::Baseline));
-    assert_eq!(run(healthy(14)), (14, 32, Reason::NotBinding));
+    assert_eq!(run(healthy(12)), (12, 47, Reason::NotBinding));
+    let headroom = Reason::Headroom {
+        p95: 50 * MS,
+        target: 100 * MS,
+    };
+    assert_eq!(run(healthy(47)), (47, 89, headroom));
+    assert_eq!(run(healthy(89)), (89, 169, headroom));
+    assert_eq!(run(healthy(169)), (169, 84, Reason::Baseline));
+    assert_eq!(run(healthy(84)), (84, 321, Reason::NotBinding));
     // A decrease is never turned into a dip; the dip waits for a healthy window.
-    assert_eq!(run(slow(33)).1, 24);
-    assert_eq!(run(healthy(24)), (24, 25, Reason::Probe));
-    assert_eq!(run(healthy(25)), (25, 12, Reason::Baseline));
-    // An unhealthy dip window cuts from the restored limit (27 × 0.5).
-    let d = run(failing(50, 12));
-    assert!(matches!(d, (12, 13, Reason::Overload { .. })), "{d:?}");
+    assert_eq!(run(slow(321)).1, 240);
+    assert_eq!(run(near(240)), (240, 241, Reason::Probe));
+    assert_eq!(run(near(241)), (241, 120, Reason::Baseline));
+    assert_eq!(run(near(120)), (120, 243, Reason::NotBinding));
+    assert_eq!(run(near(243)), (243, 244, Reason::Probe));
+    assert_eq!(run(near(244)), (244, 246, Reason::Probe));
+    assert_eq!(run(near(246)), (246, 123, Reason::Baseline));
+    // An unhealthy dip window cuts from the restored limit (250 × 0.5).
+    let d = run(failing(50, 123));
+    assert!(matches!(d, (123, 125, Reason::Overload { .. })), "{d:?}");
 }
 
 #[test]
@@ -115,11 +123,12 @@ fn no_trap_at_the_floor_when_the_target_is_under_the_no_load_latency() {
     assert_eq!(a.target(), Some(30 * MS), "1.5 × the lucky 20 ms");
     // The overload stops. The first window at the floor is an uncongested reading:
     // target 1.5 × 56 ms, so the limit is free (its second healthy window is spent on
-    // a baseline dip, 2 → 1, restoring 4), and climbs with doubling steps to half the
-    // ceiling (64 / 2), then by at most an eighth.
+    // a baseline dip, 2 → 1, restoring 4), and doubles towards half the ceiling
+    // (64 / 2), kept under 7/8 of 32, the highest limit that drew overload answers at a
+    // congested latency; then probes.
     let limits: Vec<usize> = (0..10).map(|_| a.decide(&shown(a.limit())).to).collect();
     assert_eq!(a.target(), Some(84 * MS));
-    assert_eq!(limits, [2, 1, 4, 5, 7, 11, 19, 32, 36, 40]);
+    assert_eq!(limits, [2, 1, 4, 8, 16, 28, 30, 33, 37, 41]);
 }
 
 #[test]

@@ -21,6 +21,15 @@ pub(super) fn healthy(peak: usize) -> Summary {
     }
 }
 
+/// A healthy window near the target (p95 96 ms of 100 ms, no queue: p50 as in
+/// [`healthy`]): no headroom to grow by, so an increase is a probe.
+pub(super) fn near(peak: usize) -> Summary {
+    Summary {
+        p95: 96 * MS,
+        ..healthy(peak)
+    }
+}
+
 pub(super) fn slow(peak: usize) -> Summary {
     Summary {
         p95: 150 * MS,
@@ -54,11 +63,16 @@ fn slow_start_doubles_until_the_first_congestion() {
         })
         .collect();
     let ss = Reason::SlowStart;
-    assert_eq!(limits, [(128, ss), (256, ss), (512, ss), (1000, ss), (1000, ss)]);
-    // The first cut ends it: 1000 × 0.75, then +1 (1000 / 2 = 500 is under the limit).
+    // At max nothing goes faster than a probe.
+    assert_eq!(
+        limits,
+        [(128, ss), (256, ss), (512, ss), (1000, ss), (1000, Reason::Probe)]
+    );
+    // The first cut ends it: 1000 × 0.75, then +1 near the target (1000 / 2 = 500 is
+    // under the limit).
     assert_eq!(a.decide(&slow(1000)).to, 750);
     assert_eq!(
-        a.decide(&healthy(750)),
+        a.decide(&near(750)),
         Decision {
             from: 750,
             to: 751,
@@ -70,7 +84,7 @@ fn slow_start_doubles_until_the_first_congestion() {
 #[test]
 fn binding_healthy_window_adds_alpha() {
     let mut a = settled(cfg(), 20);
-    let d = a.decide(&healthy(20));
+    let d = a.decide(&near(20));
     assert_eq!((d.from, d.to, d.reason), (20, 21, Reason::Probe));
 }
 
@@ -96,9 +110,9 @@ fn errors_over_threshold_halve() {
     let d = a.decide(&failing(6, 30));
     assert_eq!(d.to, 15);
     assert!(matches!(d.reason, Reason::Overload { rate } if (rate - 6.0 / 106.0).abs() < 1e-12));
-    // 5 in 105 = 4.8 %: under the threshold, and binding, so +1 (the step restarts at α
-    // after a cut, and doubles under half the ceiling of 40).
-    assert_eq!(a.decide(&failing(5, 15)).to, 16);
+    // 5 in 105 = 4.8 %: under the threshold, and binding: 15 is under half the
+    // ceiling of 40, so slow start doubles, up to that half.
+    assert_eq!(a.decide(&failing(5, 15)).to, 20);
 }
 
 #[test]
@@ -108,7 +122,7 @@ fn plain_failures_are_counted_but_never_cut() {
     let s = Summary {
         failures: 40,
         successes: 60,
-        ..healthy(30)
+        ..near(30)
     };
     assert_eq!((s.failure_rate(), s.overload_rate()), (0.4, 0.0));
     assert_eq!(
@@ -169,21 +183,21 @@ fn errors_win_over_latency() {
 #[test]
 fn not_binding_holds_and_binding_threshold_is_inclusive() {
     let mut a = settled(cfg(), 20);
-    let d = a.decide(&healthy(17));
+    let d = a.decide(&near(17));
     assert_eq!((d.to, d.reason), (20, Reason::NotBinding), "17 < 0.9 × 20");
-    assert_eq!(a.decide(&healthy(18)).to, 21, "18 = 0.9 × 20 counts as binding");
+    assert_eq!(a.decide(&near(18)).to, 21, "18 = 0.9 × 20 counts as binding");
 }
 
 #[test]
 fn step_doubles_up_to_an_eighth_of_the_limit_and_resets_on_decrease() {
     let mut a = settled(cfg(), 100);
-    let limits: Vec<usize> = (0..6).map(|_| a.decide(&healthy(1000)).to).collect();
+    let limits: Vec<usize> = (0..6).map(|_| a.decide(&near(1000)).to).collect();
     // Steps 1, 2, 4, 8, then the caps ⌊115 / 8⌋ = 14 and ⌊129 / 8⌋ = 16.
     assert_eq!(limits, [101, 103, 107, 115, 129, 145]);
     assert_eq!(a.decide(&slow(145)).to, 108);
-    assert_eq!(a.decide(&healthy(108)).to, 109, "step back to alpha after a cut");
-    a.decide(&healthy(10));
-    assert_eq!(a.decide(&healthy(109)).to, 110, "and after a hold");
+    assert_eq!(a.decide(&near(108)).to, 109, "step back to alpha after a cut");
+    a.decide(&near(10));
+    assert_eq!(a.decide(&near(109)).to, 110, "and after a hold");
 }
 
 #[test]
@@ -191,15 +205,94 @@ fn slow_start_back_to_half_the_ceiling_after_a_run_of_cuts() {
     let mut a = Aimd::new(cfg(), 200).unwrap();
     let cuts: Vec<usize> = (0..3).map(|_| a.decide(&failing(50, 200)).to).collect();
     assert_eq!(cuts, [100, 50, 25], "one run of cuts: the ceiling stays 200");
-    let limits: Vec<usize> = (0..10).map(|_| a.decide(&healthy(1000)).to).collect();
-    // Doubling steps below 100 (= 200 / 2, where slow start stops), then 1/8 caps.
-    assert_eq!(limits, [26, 28, 32, 40, 56, 88, 100, 112, 126, 141]);
-    // A new run of cuts sets a new ceiling: 141, so slow start below 70.
-    a.decide(&slow(141));
-    a.decide(&slow(141));
-    assert_eq!(a.limit(), 78);
-    assert_eq!(a.decide(&healthy(1000)).to, 79);
-    assert_eq!(a.decide(&healthy(1000)).to, 81);
+    let limits: Vec<usize> = (0..10).map(|_| a.decide(&near(1000)).to).collect();
+    // Doubling below 100 (= 200 / 2, where slow start stops), then probes whose step
+    // doubled meanwhile, up to 1/8 of the limit.
+    assert_eq!(limits, [50, 100, 104, 112, 126, 141, 158, 177, 199, 223]);
+    // A new run of cuts sets a new ceiling: 223, so slow start below 111.
+    a.decide(&slow(223));
+    a.decide(&slow(223));
+    a.decide(&slow(223));
+    assert_eq!(a.limit(), 93);
+    assert_eq!(a.decide(&near(1000)).to, 111);
+    assert_eq!(a.decide(&near(1000)).to, 113);
+}
+
+#[test]
+fn headroom_finds_capacity_that_came_back() {
+    // Past slow start, a window at half the target grows the limit by 0.95 × 100 / 50.
+    let mut a = settled(cfg(), 100);
+    let d = a.decide(&healthy(100));
+    let reason = Reason::Headroom {
+        p95: 50 * MS,
+        target: 100 * MS,
+    };
+    assert_eq!(
+        d,
+        Decision {
+            from: 100,
+            to: 190,
+            reason
+        }
+    );
+    assert_eq!(reason.to_string(), "headroom: p95 50ms under the 100ms target");
+    // At most a doubling, and never past max.
+    let fast = Summary {
+        p50: 10 * MS,
+        p95: 10 * MS,
+        ..healthy(1000)
+    };
+    assert_eq!(a.decide(&fast).to, 380);
+    assert_eq!(a.decide(&fast).to, 760);
+    assert_eq!(a.decide(&fast).to, 1000);
+}
+
+#[test]
+fn a_queue_ends_slow_start() {
+    let mut a = Aimd::new(cfg(), 64).unwrap();
+    assert_eq!(a.decide(&healthy(64)).to, 128);
+    // The median rose 20 % with the limit (a queue at the service), the p95 still under
+    // the target: no doubling past the knee, the headroom (0.95 × 100 / 80) instead.
+    let queued = Summary {
+        p50: 48 * MS,
+        p95: 80 * MS,
+        ..healthy(128)
+    };
+    let d = a.decide(&queued);
+    assert_eq!((d.to, d.reason.name()), (152, "headroom"));
+    // Without the rise it would have doubled.
+    let mut b = Aimd::new(cfg(), 64).unwrap();
+    b.decide(&healthy(64));
+    let flat = Summary {
+        p50: 43 * MS,
+        ..queued
+    };
+    assert_eq!(b.decide(&flat).to, 256, "p50 43 ms is within 10 % of 40 ms");
+}
+
+#[test]
+fn growth_stays_under_a_limit_that_shed_load() {
+    let c = AimdConfig {
+        recheck_windows: 5,
+        ..cfg()
+    };
+    let mut a = Aimd::new(c, 200).unwrap();
+    // Overload answers at a congested latency: a service shedding what it cannot take.
+    let shed = Summary {
+        overloads: 50,
+        ..slow(200)
+    };
+    assert_eq!(a.decide(&shed).to, 100);
+    // The headroom would take 100 to 190, then past 200: kept under 7/8 of 200, and
+    // past that by probes only.
+    let limits: Vec<usize> = (0..4).map(|_| a.decide(&healthy(1000)).to).collect();
+    assert_eq!(limits, [175, 177, 181, 189]);
+    // Once the memory is recheck_windows old, the headroom applies again.
+    assert_eq!(a.decide(&healthy(1000)).to, 359);
+    // Overload answers at a healthy latency (a rate limit) leave no such memory.
+    let mut b = Aimd::new(cfg(), 200).unwrap();
+    assert_eq!(b.decide(&failing(50, 200)).to, 100);
+    assert_eq!(b.decide(&healthy(100)).to, 190);
 }
 
 #[test]

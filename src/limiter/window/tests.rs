@@ -123,3 +123,51 @@ fn validation_names_the_range() {
         "window max duration must be between window min duration and 1h (got 10ms)"
     );
 }
+
+#[test]
+fn a_quick_window_closes_after_its_own_duration() {
+    let t0 = Instant::now();
+    let mut w = Window::new(cfg(10), t0).unwrap();
+    w.set_quick(Some(80 * MS));
+    for _ in 0..10 {
+        w.record(t0, 20 * MS, Signal::Success);
+    }
+    assert!(!w.ready(t0 + 79 * MS));
+    assert!(w.ready(t0 + 80 * MS), "10 samples over the quick 80 ms");
+    // Never longer than min_duration, and None restores it.
+    w.set_quick(Some(Duration::from_secs(3)));
+    assert!(w.ready(t0 + 1000 * MS));
+    w.set_quick(None);
+    assert!(!w.ready(t0 + 999 * MS));
+}
+
+#[test]
+fn overload_answers_close_the_window_at_once() {
+    let t0 = Instant::now();
+    let mut w = Window::new(cfg(10), t0).unwrap();
+    w.set_overload_close(Some(0.05));
+    for _ in 0..100 {
+        w.record(t0, 20 * MS, Signal::Success);
+    }
+    for _ in 0..9 {
+        w.record(t0, MS, Signal::Overload);
+    }
+    assert!(!w.ready(t0 + MS), "9 overload answers, fewer than min_samples");
+    w.record(t0, MS, Signal::Overload);
+    assert!(w.ready(t0 + MS), "10 of 110: over 5 %, at once");
+    // Under the rate, or without the setting, the window waits.
+    let mut w = Window::new(cfg(10), t0).unwrap();
+    w.set_overload_close(Some(0.05));
+    for _ in 0..300 {
+        w.record(t0, 20 * MS, Signal::Success);
+    }
+    for _ in 0..10 {
+        w.record(t0, MS, Signal::Overload);
+    }
+    assert!(!w.ready(t0 + MS), "10 of 310 is 3 %");
+    w.set_overload_close(None);
+    for _ in 0..100 {
+        w.record(t0, MS, Signal::Overload);
+    }
+    assert!(!w.ready(t0 + MS));
+}

@@ -385,6 +385,12 @@ pub struct Worker {
     /// Jobs it held leased at its last heartbeat (fetched and not yet settled: running or
     /// waiting to start); what it holds of the queue's global concurrency.
     pub leased: u64,
+    /// An adaptive consumer's latest limiter decision at its last heartbeat: the move,
+    /// its reason and the window's figures (p95 against the target, overload and failure
+    /// rates, peak in flight), at most [`crate::limiter::EXPLAIN_MAX`] bytes. `None`
+    /// for a fixed limit, or before the first decision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limiter: Option<String>,
     /// When it last refreshed its entry.
     pub last_beat: Timestamp,
     /// When its entry expires unless refreshed.

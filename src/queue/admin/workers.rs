@@ -41,8 +41,15 @@ impl WorkerRecord {
         }
     }
 
-    /// The record's fields, with the limit and running jobs now.
-    pub(crate) fn fields(&self, limit: usize, running: usize, leased: usize) -> [(&'static str, String); 7] {
+    /// The record's fields, with the limit, running jobs and the limiter's latest
+    /// decision now (an empty `limiter` field when there is none).
+    pub(crate) fn fields(
+        &self,
+        limit: usize,
+        running: usize,
+        leased: usize,
+        limiter: Option<String>,
+    ) -> [(&'static str, String); 8] {
         [
             ("host", self.host.clone()),
             ("pid", self.pid.to_string()),
@@ -51,6 +58,7 @@ impl WorkerRecord {
             ("limit", limit.to_string()),
             ("running", running.to_string()),
             ("leased", leased.to_string()),
+            ("limiter", limiter.unwrap_or_default()),
         ]
     }
 }
@@ -135,6 +143,8 @@ fn merge(entries: impl Iterator<Item = Worker>) -> Vec<Worker> {
             Some(m) => {
                 m.running += w.running;
                 m.leased += w.leased;
+                // The lanes of one process share its limiter: any entry's decision.
+                m.limiter = m.limiter.take().or(w.limiter);
                 m.concurrency_limit = m.concurrency_limit.max(w.concurrency_limit);
                 m.started_at = m.started_at.min(w.started_at);
                 m.last_beat = m.last_beat.max(w.last_beat);
@@ -159,6 +169,7 @@ fn worker(id: String, expires_ms: u64, r: &HashMap<String, String>) -> Worker {
         concurrency_limit: num("limit"),
         running: num("running"),
         leased: num("leased"),
+        limiter: r.get("limiter").filter(|v| !v.is_empty()).cloned(),
         last_beat: Timestamp(num("last_beat_ms")),
         expires_at: Timestamp(expires_ms),
     }
@@ -178,6 +189,7 @@ mod tests {
             concurrency_limit: limit,
             running,
             leased,
+            limiter: None,
             last_beat: Timestamp(beat),
             expires_at: Timestamp(beat + 3000),
         }
