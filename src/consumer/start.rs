@@ -56,6 +56,7 @@ impl Consumer {
                 queue_backlog: queue_backlog.clone(),
                 flushed: nudge.clone(),
                 concurrency_set: concurrency_set.clone(),
+                lease_ms: c.lease.as_millis() as u64,
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));

@@ -150,6 +150,21 @@ impl QueueKeys {
         format!("weir:{{{}}}:partitions", self.name)
     }
 
+    /// HASH: id -> the job's last runs (start, end, worker, outcome, message), a JSON
+    /// array, newest last (`scripts/lib.lua`'s run_history). Not in [`QueueKeys::all`]:
+    /// the scripts that write, read or delete jobs take it with [`QueueKeys::done`] as
+    /// their last two keys (lib.lua's records).
+    pub fn history(&self) -> String {
+        format!("weir:{{{}}}:history", self.name)
+    }
+
+    /// ZSET: id -> completed-at ms, the completed jobs kept on request (`weir limits set
+    /// --keep-completed`); their envelopes stay in [`QueueKeys::jobs`]. Not in
+    /// [`QueueKeys::all`] (see [`QueueKeys::history`]).
+    pub fn done(&self) -> String {
+        format!("weir:{{{}}}:done", self.name)
+    }
+
     /// Every key, in script order (see `scripts/lib.lua`).
     pub fn all(&self) -> &[String; KEY_COUNT] {
         &self.all

@@ -114,6 +114,10 @@ pub struct GlobalLimits {
     /// A global or per-key concurrency is set: a settle that ends leases must wake the
     /// consumers waiting for a slot, which [`ack_inline`](super::ack_inline) does not.
     pub concurrency_set: bool,
+    /// Completed jobs are kept (`keep_completed_ms` or `_count` is set): acks must go
+    /// through [`settle`](super::settle), which keeps them; [`ack_inline`](super::ack_inline)
+    /// deletes.
+    pub keep_completed: bool,
 }
 
 impl GlobalLimits {
@@ -127,6 +131,7 @@ impl GlobalLimits {
             held_by_key: bits & 32 != 0,
             parked: bits & 64 != 0,
             concurrency_set: bits & 128 != 0,
+            keep_completed: bits & 512 != 0,
         }
     }
 
@@ -167,6 +172,8 @@ pub async fn fetch_keyed<C: ConnectionLike>(
         invocation(&FETCH, keys)
             .key(keys.global_rate())
             .key(keys.key_limits_prefix())
+            .key(keys.history())
+            .key(keys.done())
             .arg(n)
             .arg(visibility_ms)
             .arg(if adaptive_per_key { "1" } else { "0" }),

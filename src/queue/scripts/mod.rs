@@ -32,7 +32,10 @@ pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
 pub use lease::{Reclaimed, extend, key_shares, reclaim, release, start_suspect};
-pub use settle::{Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked};
+pub use settle::{
+    RunHistory, Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked,
+    settle_recorded,
+};
 
 /// The shared prelude every script opens with.
 pub const LIB: &str = include_str!("lib.lua");
@@ -123,6 +126,15 @@ fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptI
         inv.key(k);
     }
     inv
+}
+
+/// Adds the job records (history, done) as the last keys of `inv`, where the scripts that
+/// write, read or delete jobs look for them (lib.lua's records).
+fn with_records<'a, 'b>(
+    inv: &'b mut redis::ScriptInvocation<'a>,
+    keys: &QueueKeys,
+) -> &'b mut redis::ScriptInvocation<'a> {
+    inv.key(keys.history()).key(keys.done())
 }
 
 /// Runs one script call, recording its round trip and any error.
