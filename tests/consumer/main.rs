@@ -13,6 +13,7 @@ mod crash;
 mod drain_wait;
 mod failures;
 mod flow;
+mod history;
 mod load;
 mod multi;
 mod multi_slots;

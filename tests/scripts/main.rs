@@ -15,6 +15,7 @@ mod dlq;
 mod enqueue;
 mod fetch;
 mod functions;
+mod history;
 mod inline_lease;
 mod inspect;
 mod inspect_inline;
