@@ -314,7 +314,7 @@ fn render_detail(d: &JobDetail) -> String {
     if let Some(r) = retry_rule(d) {
         line("retry rule", format!("{r} (the job's own)"));
     }
-    line("runs", history_lines(d));
+    o += &history_lines(d);
     let env = match (&d.envelope, &d.envelope_text) {
         (Some(e), _) => serde_json::from_str::<serde_json::Value>(e.get())
             .and_then(|v| serde_json::to_string_pretty(&v))
@@ -327,10 +327,11 @@ fn render_detail(d: &JobDetail) -> String {
     o
 }
 
-/// The job's history, one run a line, oldest first ("-" for none kept).
+/// The job's history, a `runs` line then one run a line, oldest first ("-" for none
+/// kept).
 fn history_lines(d: &JobDetail) -> String {
     if d.history.is_empty() {
-        return "-".into();
+        return format!("{:<12}-\n", "runs");
     }
     let runs: Vec<String> = d
         .history
@@ -352,13 +353,8 @@ fn history_lines(d: &JobDetail) -> String {
             )
         })
         .collect();
-    format!(
-        "\n{}",
-        runs.iter()
-            .map(|r| format!("  {}", term(r)))
-            .collect::<Vec<_>>()
-            .join("\n")
-    )
+    let runs: String = runs.iter().map(|r| format!("  {}\n", term(r))).collect();
+    format!("runs\n{runs}")
 }
 
 /// The job's own retry rule (`NewJob::retry`), if it has one.
