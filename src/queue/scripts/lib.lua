@@ -485,6 +485,12 @@ local function cut(s, n)
   return string.sub(s, 1, e)
 end
 
+-- One run as JSON text, as run_history writes it.
+local function run_json(start, finish, worker, outcome, message)
+  return string.format('{"start":%d,"end":%d,"worker":%s,"outcome":"%s","message":%s}',
+    start, finish, cjson.encode(cut(worker, 128)), outcome, cjson.encode(cut(message, HISTORY_TEXT)))
+end
+
 -- Appends a run to job `id`'s history, keeping its last `keep` runs. A record that does
 -- not decode (written by hand) starts over.
 local function run_history(id, keep, start, finish, worker, outcome, message)

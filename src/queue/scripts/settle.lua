@@ -137,12 +137,33 @@ local function ran(id, token, outcome, message)
   end
 end
 
--- Keeps the acked job `id` (envelope in jobs) as completed.
+-- Keeps the acked jobs `ids` of lease `token` (their envelopes in jobs) as completed, in
+-- bulk: their ids to done, and a 'done' run to each one's history (written whole for a
+-- job without one: `fresh`, an inline job, never has one).
 local kept = 0
-local function keep_done(id, token)
-  redis.call('ZADD', K.done, now, id)
-  ran(id, token, 'done', '')
-  kept = kept + 1
+local function keep_done(ids, token, fresh)
+  if #ids == 0 then return end
+  local z = {}
+  for j = 1, #ids do
+    z[2 * j - 1], z[2 * j] = now, ids[j]
+  end
+  call_chunked('ZADD', K.done, z)
+  kept = kept + #ids
+  if not hist or hist_runs == 0 then return end
+  local start = math.max(0, tonumber(token) - hist.lease)
+  local whole = '[' .. run_json(start, now, hist.worker, 'done', '') .. ']'
+  local olds = {}
+  if not fresh then olds = hmget_chunked(K.history, ids) end
+  local h = {}
+  for j = 1, #ids do
+    if olds[j] then
+      run_history(ids[j], hist_runs, start, now, hist.worker, 'done', '')
+    else
+      h[#h + 1] = ids[j]
+      h[#h + 1] = whole
+    end
+  end
+  if #h > 0 then call_chunked('HSET', K.history, h) end
 end
 
 -- 1. acks, a group at a time: which ids are held (lib.lua's held_in), then those deleted in
@@ -155,18 +176,25 @@ for _ = 1, tonumber(ARGV[1]) do
   local marked = flags % 2 == 1
   local first, last = i + 3, i + 2 + k
   if flags >= 2 and keep then
-    -- kept: each one adopted by its id (the ZREM says which were held), one at a time
+    -- kept: the ZREM of each says which were held; those are adopted by their ids
+    -- (lib.lua's adopt, in bulk)
+    local ids, envs = {}, {}
     for c = first, last do
       local item = ARGV[c]
       if redis.call('ZREM', K.lease, item) == 1 then
         if has_tokens then redis.call('HDEL', K.lease_tokens, item) end
         if marked then redis.call('HDEL', K.started, item) end
-        keep_done(adopt(item), token)
-        na = na + 1
+        local id = item_id(item) or ('unnamed-' .. redis.sha1hex(item))
+        ids[#ids + 1] = id
+        envs[#envs + 1] = id
+        envs[#envs + 1] = item
       else
         missed_inline = missed_inline + 1
       end
     end
+    if #envs > 0 then call_chunked('HSET', K.jobs, envs) end
+    keep_done(ids, token, true)
+    na = na + #ids
   elseif flags >= 2 then
     local c = first
     while c <= last do
@@ -186,9 +214,7 @@ for _ = 1, tonumber(ARGV[1]) do
       if has_tokens then call_chunked('HDEL', K.lease_tokens, acked) end
       if marked then call_chunked('HDEL', K.started, acked) end
       forget(acked, keep)
-      if keep then
-        for j = 1, #acked do keep_done(acked[j], token) end
-      end
+      if keep then keep_done(acked, token, false) end
       na = na + #acked
     end
     for j = 1, #refused do miss(refused[j]) end
