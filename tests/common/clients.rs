@@ -6,12 +6,12 @@ use std::process::Command;
 use std::sync::Once;
 
 /// The repository's root.
-pub fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Runs scripts/ensure-clients.sh once per run of the calling test binary.
-pub fn ensure_clients() {
+pub(crate) fn ensure_clients() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let o = Command::new("bash")

@@ -8,7 +8,7 @@
 //! a server and keep apart by queue name.
 #![allow(dead_code)]
 
-pub mod clients;
+pub(crate) mod clients;
 mod seen;
 #[allow(unused_imports)] // not every test binary runs a consumer
 pub(crate) use seen::Seen;

@@ -75,7 +75,7 @@ async fn histories_and_kept_jobs_stay_within_their_caps_over_100_000_jobs() {
                 let job = j.decode(1 << 20).unwrap();
                 let (id, token) = (j.name.clone(), f.deadline_ms);
                 let n: u64 = job.payload().unwrap();
-                if n % 2 == 0 && job.attempt == 0 {
+                if n.is_multiple_of(2) && job.attempt == 0 {
                     Settle::Retry {
                         id,
                         token,
@@ -180,7 +180,7 @@ async fn a_history_keeps_the_last_runs_and_goes_with_its_job() {
             r.message.len()
         );
         assert_eq!(r.worker, "c1");
-        assert_eq!(r.end.as_ms() - r.start.as_ms() < 60_000, true);
+        assert!(r.end.as_ms() - r.start.as_ms() < 60_000);
     }
     assert_eq!(scripts::dlq_purge(&mut c, &k, 10).await.unwrap(), 1);
     let s = ctx.snapshot().await;
