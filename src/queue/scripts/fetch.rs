@@ -115,7 +115,7 @@ pub struct GlobalLimits {
     /// consumers waiting for a slot, which [`ack_inline`](super::ack_inline) does not.
     pub concurrency_set: bool,
     /// Completed jobs are kept (`keep_completed_ms` or `_count` is set): acks must go
-    /// through [`settle`](super::settle), which keeps them; [`ack_inline`](super::ack_inline)
+    /// through [`settle`](fn@super::settle), which keeps them; [`ack_inline`](super::ack_inline)
     /// deletes.
     pub keep_completed: bool,
 }
