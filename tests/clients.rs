@@ -138,6 +138,9 @@ async fn stored_envelopes(ctx: &Ctx) -> HashMap<String, String> {
         if let Some(k) = &job.key {
             again = again.key(k);
         }
+        if let Some(r) = &job.retry {
+            again = again.retry(r.parse().unwrap_or_else(|e| panic!("job {id}: {e}")));
+        }
         let rust = Producer::prepare_offline(again, job.enqueued_at_ms, &mut Vec::new()).unwrap();
         assert_eq!(
             String::from_utf8(rust.envelope).unwrap(),
@@ -227,6 +230,41 @@ async fn node_refuses_bad_job_keys() {
     let mut n = node();
     n.arg(driver("produce.js"));
     bad_keys_are_refused("js-badkey", n).await;
+}
+
+/// A bad retry rule (an unknown name, an empty list, a delay that is no duration, a
+/// factor or jitter out of range, no runs, a quote, not a string) is refused by both
+/// packages, through a single enqueue and in a bulk call, nothing stored.
+async fn bad_retry_rules_are_refused(label: &str, mut producer: Command) {
+    let ctx = Ctx::new(label).await;
+    weir(&ctx, &["functions", "load"]);
+    let out = ok(
+        label,
+        producer
+            .args([&ctx.url, &ctx.queue, "badretry", "0"])
+            .output()
+            .unwrap(),
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 16, "{out}");
+    for l in &lines {
+        assert!(l.starts_with("invalid retry rule "), "{l}");
+    }
+    assert!(ctx.snapshot().await.jobs.is_empty(), "nothing stored");
+}
+
+#[tokio::test]
+async fn python_refuses_bad_retry_rules() {
+    let mut p = python();
+    p.arg(driver("produce.py"));
+    bad_retry_rules_are_refused("py-badretry", p).await;
+}
+
+#[tokio::test]
+async fn node_refuses_bad_retry_rules() {
+    let mut n = node();
+    n.arg(driver("produce.js"));
+    bad_retry_rules_are_refused("js-badretry", n).await;
 }
 
 /// The Rust producer enqueues the same 1,000 keys with a window of an hour, in the

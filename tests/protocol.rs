@@ -111,3 +111,14 @@ fn the_parked_score_is_the_same_in_fetch_lua_and_fetch_rs() {
         "docs/protocol.md's parked score"
     );
 }
+
+#[test]
+fn the_job_record_keys_are_named_with_their_types() {
+    let k = QueueKeys::new("Q").unwrap();
+    for (key, kind) in [(k.history(), "HASH"), (k.done(), "ZSET")] {
+        assert!(
+            DOC.contains(&format!("| `{key}` | {kind} |")),
+            "docs/protocol.md should list {key} as a {kind}"
+        );
+    }
+}

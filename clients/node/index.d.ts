@@ -43,6 +43,12 @@ export interface JobOptions {
    * against (1 to 128 characters from A-Z a-z 0-9 _ . : -; hash longer keys).
    */
   key?: string;
+  /**
+   * The job's own retry rule (`'sidekiq'`, `'exp:base=1s,factor=2,cap=1h,jitter=0.5'`,
+   * `'fixed:10s,1m,attempts=3'`): it wins over the rules `weir retry set` gives its kind
+   * and its queue.
+   */
+  retry?: string;
   /** The payload as JSON text, stored byte for byte (instead of `payload`). */
   payloadJson?: string;
 }

@@ -74,6 +74,44 @@ function token(what, value) {
   return value;
 }
 
+const RETRY_DURATION = /^(?:[0-9]+[a-zµ]+)+$/;
+
+/** Checks a retry rule as weir reads it (`sidekiq`, `exp:base=1s,factor=2,cap=1h,jitter=0.5`,
+ * `fixed:10s,1m`, each with an optional `,attempts=N`); returns it without spaces. */
+function retryRule(spec) {
+  const bad = (why) => new WeirError(`invalid retry rule ${JSON.stringify(spec)}: ${why}`);
+  if (typeof spec !== 'string' || spec.length > 1024) throw bad('expected a string of at most 1024 characters');
+  const text = spec.trim();
+  const colon = text.indexOf(':');
+  const name = colon < 0 ? text : text.slice(0, colon);
+  const parts = [];
+  let attempts = null;
+  for (const p of (colon < 0 ? '' : text.slice(colon + 1)).split(',').map((x) => x.trim()).filter(Boolean)) {
+    if (p.startsWith('attempts=')) {
+      if (!/^[0-9]+$/.test(p.slice(9)) || Number(p.slice(9)) < 1) throw bad('attempts must be a whole number of at least 1');
+      attempts = p;
+    } else {
+      parts.push(p);
+    }
+  }
+  if (name === 'fixed' && parts.length >= 1 && parts.length <= 100) {
+    for (const p of parts) if (!RETRY_DURATION.test(p)) throw bad(`${JSON.stringify(p)} is not a duration (10s, 1m, 1h30m)`);
+  } else if (name === 'exp') {
+    for (const p of parts) {
+      const [k, v] = p.split('=', 2);
+      const x = Number(v);
+      const ok = ((k === 'base' || k === 'cap') && RETRY_DURATION.test(v || ''))
+        || (k === 'factor' && v !== '' && x >= 1 && x <= 100)
+        || (k === 'jitter' && v !== '' && x >= 0 && x <= 1);
+      if (!ok) throw bad(`${JSON.stringify(p)}: expected base=DURATION, cap=DURATION, factor=1..100 or jitter=0..1`);
+    }
+  } else if (!(name === 'sidekiq' && parts.length === 0)) {
+    throw bad('expected sidekiq, exp:base=1s,factor=2,cap=1h,jitter=0.5 or fixed:10s,1m (each may add ,attempts=N)');
+  }
+  if (attempts) parts.push(attempts);
+  return `${name}:${parts.join(',')}`;
+}
+
 /** The keys of `queue`, in the order weir_enqueue takes them. */
 function queueKeys(queue) {
   token('queue name', queue);
@@ -236,6 +274,8 @@ class Producer {
     }
     // the job's key for per-key limits: after unique_key, before payload
     if (job.key !== undefined && job.key !== null) head += `,"key":"${token('job key', job.key)}"`;
+    // the job's own retry rule: after key, before payload; wins over its kind's and queue's
+    if (job.retry !== undefined && job.retry !== null) head += `,"retry":"${retryRule(job.retry)}"`;
     const envelope = Buffer.from(`${head},"payload":${payloadJson(job)}}`, 'utf8');
     if (envelope.length > this.maxEnvelopeBytes) {
       throw new WeirError(`job ${JSON.stringify(id)} is ${envelope.length} bytes, over the limit of ${this.maxEnvelopeBytes} bytes`);

@@ -171,6 +171,10 @@ pub struct DrainArgs {
     /// Pairs of runs of a comparison (figures reported: the medians).
     #[arg(long, visible_alias = "reps", default_value_t = 3)]
     pub rounds: usize,
+    /// Keep up to N completed jobs, with their history, on every queue the run drains
+    /// (`weir limits set --keep-completed-count N`): to price keeping them.
+    #[arg(long, value_name = "N")]
+    pub keep_completed_count: Option<u64>,
 }
 
 #[derive(Args, Debug, Clone)]

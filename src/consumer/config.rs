@@ -13,7 +13,7 @@ use crate::consumer::housekeeping::ReclaimerConfig;
 use crate::consumer::pool::PoolConfig;
 use crate::error::{Error, Result};
 use crate::limiter::{KeyLimiterConfig, LimiterConfig, Rate};
-use crate::queue::history::HistoryConfig;
+use crate::queue::samples::SamplesConfig;
 use crate::queue::keys::QueueKeys;
 use std::time::Duration;
 
@@ -59,8 +59,8 @@ pub struct ConsumerConfig {
     /// Reclaiming expired leases.
     pub reclaimer: ReclaimerConfig,
     /// Sampling the queue's counters and sizes into its history in Redis (the UI's
-    /// charts and every reader's rates; `queue/history.rs`).
-    pub history: HistoryConfig,
+    /// charts and every reader's rates; `queue/samples.rs`).
+    pub samples: SamplesConfig,
     /// How long running jobs may take to finish at shutdown, any duration (default 30 s).
     pub shutdown_timeout: Duration,
     /// Stop by itself once nothing is ready, delayed or in flight (default false). While
@@ -117,7 +117,7 @@ impl Default for ConsumerConfig {
             pool: PoolConfig::default(),
             acker: AckerConfig::default(),
             reclaimer: ReclaimerConfig::default(),
-            history: HistoryConfig::default(),
+            samples: SamplesConfig::default(),
             shutdown_timeout: Self::DEFAULT_SHUTDOWN_TIMEOUT,
             drain: false,
             drain_ignore_delayed: false,
@@ -144,7 +144,7 @@ impl ConsumerConfig {
         self.pool.validate()?;
         self.acker.validate()?;
         self.reclaimer.validate()?;
-        self.history.validate()?;
+        self.samples.validate()?;
         if let Some(l) = &self.limiter {
             l.validate()?;
         }

@@ -150,7 +150,10 @@ impl Fetcher {
                                 self.ready.send_replace(true);
                             }
                             if !fetched.paused {
-                                self.concurrency_set.store(fetched.global.concurrency_set, Ordering::Relaxed);
+                                self.concurrency_set.store(
+                                    fetched.global.concurrency_set || fetched.global.keep_completed,
+                                    Ordering::Relaxed,
+                                );
                             }
                             let got = fetched.jobs.len() + fetched.bad_ids.len();
                             self.count_global(&fetched, want, got);

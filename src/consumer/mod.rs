@@ -48,7 +48,7 @@ use crate::consumer::fetcher::Fetcher;
 use crate::consumer::gate::Share;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
 use crate::consumer::housekeeping::{
-    CronTask, DrainWatch, HistoryTask, KeyShares, Reclaimer, Sampler, SettingsWatch,
+    CronTask, DrainWatch, SamplesTask, KeyShares, Reclaimer, Sampler, SettingsWatch,
 };
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::Pool;

@@ -16,13 +16,15 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 /// A job of a run: its id, its lease ([`Job::lease`](crate::Job)), the attempt it runs
-/// at with its `max_attempts`, and its kind when a kind has a retry rule of its own.
+/// at with its `max_attempts`, its kind when a kind has a retry rule of its own, and its
+/// own retry rule when its envelope has one.
 #[derive(Debug, Clone)]
 pub(crate) struct Head {
     pub id: String,
     pub lease: u64,
     pub attempt: (u32, u32),
     pub kind: Option<String>,
+    pub rule: Option<String>,
 }
 
 impl Head {
@@ -33,6 +35,7 @@ impl Head {
             lease: job.lease,
             attempt: (job.attempt, job.max_attempts),
             kind: by_kind.then(|| job.kind.clone()),
+            rule: job.retry.clone(),
         }
     }
 }

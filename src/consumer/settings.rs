@@ -17,6 +17,8 @@
 //!   key_concurrency  "2"
 //!   key_rate:acme    "50/s"               key_concurrency:acme "10"
 //!   key_overrides    "1"     (present while any key has a limit of its own)
+//!   keep_completed_ms "3600000"           keep_completed_count "10000"
+//!   history_runs     "5"
 //! ```
 //!
 //! A runtime limit that is absent leaves the consumer's own configuration in force; an
@@ -76,7 +78,23 @@ pub struct Settings {
     pub key_concurrency: Option<u64>,
     /// Keys with limits of their own, in place of `key_rate` / `key_concurrency`.
     pub key_overrides: BTreeMap<String, KeyLimits>,
+    /// How long completed jobs are kept, with their history (field `keep_completed_ms`);
+    /// either this or [`Settings::keep_completed_count`] turns keeping on.
+    pub keep_completed: Option<std::time::Duration>,
+    /// How many completed jobs are kept at most, at least 1 (absent while keeping is on:
+    /// [`DEFAULT_KEEP_COMPLETED_COUNT`]).
+    pub keep_completed_count: Option<u64>,
+    /// How many of its last runs each job's history keeps, 0 to [`MAX_HISTORY_RUNS`]
+    /// (absent: [`DEFAULT_HISTORY_RUNS`]).
+    pub history_runs: Option<u32>,
 }
+
+/// Completed jobs kept at most when only an age is set (`scripts/lib.lua`'s KEEP_COUNT).
+pub const DEFAULT_KEEP_COMPLETED_COUNT: u64 = 10_000;
+/// Runs a job's history keeps without a `history_runs` setting (lib.lua's HISTORY_RUNS).
+pub const DEFAULT_HISTORY_RUNS: u32 = 5;
+/// Most runs a job's history keeps (lib.lua's HISTORY_MAX_RUNS).
+pub const MAX_HISTORY_RUNS: u32 = 50;
 
 /// The limits of one job key of its own (`weir limits set --key acme=50/s
 /// --key-concurrency acme=10`); what is not set is the queue's per-key default.
@@ -116,6 +134,9 @@ impl Settings {
             overload_status: newer.overload_status.clone().or(self.overload_status.clone()),
             rate: newer.rate.or(self.rate),
             dead_cap: newer.dead_cap.or(self.dead_cap),
+            keep_completed: newer.keep_completed.or(self.keep_completed),
+            keep_completed_count: newer.keep_completed_count.or(self.keep_completed_count),
+            history_runs: newer.history_runs.or(self.history_runs),
             global_rate: newer.global_rate.or(self.global_rate),
             global_concurrency: newer.global_concurrency.or(self.global_concurrency),
             key_rate: newer.key_rate.or(self.key_rate),
@@ -178,6 +199,21 @@ impl Settings {
         }
         if self.dead_cap == Some(0) {
             return Err(Error::Config("dead-letter cap must be at least 1".into()));
+        }
+        if self.keep_completed_count == Some(0) {
+            return Err(Error::Config(
+                "completed jobs kept must be at least 1 (clear --keep-completed to keep none)".into(),
+            ));
+        }
+        if self.keep_completed.is_some_and(|d| d.as_millis() == 0) {
+            return Err(Error::Config(
+                "completed jobs must be kept at least 1ms (clear --keep-completed to keep none)".into(),
+            ));
+        }
+        if self.history_runs.is_some_and(|n| n > MAX_HISTORY_RUNS) {
+            return Err(Error::Config(format!(
+                "a job's history keeps 0 to {MAX_HISTORY_RUNS} runs"
+            )));
         }
         if let Some(r) = self.global_rate {
             r.validate()?;
@@ -252,6 +288,9 @@ mod tests {
                 },
             )]
             .into(),
+            keep_completed: Some(std::time::Duration::from_secs(3600)),
+            keep_completed_count: Some(500),
+            history_runs: Some(7),
         };
         let h: HashMap<String, String> = s
             .to_fields()

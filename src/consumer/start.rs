@@ -56,6 +56,7 @@ impl Consumer {
                 queue_backlog: queue_backlog.clone(),
                 flushed: nudge.clone(),
                 concurrency_set: concurrency_set.clone(),
+                lease_ms: c.lease.as_millis() as u64,
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));
@@ -190,8 +191,8 @@ impl Consumer {
             CronTask::new(conn.clone(), keys.clone()).run(stop.clone()),
         );
         tasks.spawn(
-            "history",
-            HistoryTask::new(c.history, conn.clone(), keys.clone()).run(stop.clone()),
+            "samples",
+            SamplesTask::new(c.samples, conn.clone(), keys.clone()).run(stop.clone()),
         );
         // A partitioned queue's process-wide knobs are its base lane's to watch.
         if !self.lane.as_ref().is_some_and(|l| l.keys.is_partition()) {

@@ -29,7 +29,7 @@ pub use workers::MAX_WORKERS;
 pub(crate) use workers::WorkerRecord;
 
 use crate::error::Result;
-use crate::queue::history::{self, History};
+use crate::queue::samples::{self, Samples};
 use crate::queue::keys::QueueKeys;
 use crate::queue::partitions::Partitions;
 use crate::queue::scripts::{self, DeadJob, Stats};
@@ -103,23 +103,23 @@ impl Queue {
         }
     }
 
-    /// The queue's history (`queue/history.rs`): its newest `max` samples, oldest first,
+    /// The queue's history (`queue/samples.rs`): its newest `max` samples, oldest first,
     /// and the rates over the two newest; a partitioned queue's summed over its lanes.
-    pub async fn history(&self, max: usize) -> Result<History> {
+    pub async fn samples(&self, max: usize) -> Result<Samples> {
         let name = self.keys.name();
         match self.partitions().await? {
             None => {
-                let (lane, now) = history::read_lane(&mut self.conn.clone(), &self.keys, max).await?;
-                Ok(History::of(name, now, vec![lane]))
+                let (lane, now) = samples::read_lane(&mut self.conn.clone(), &self.keys, max).await?;
+                Ok(Samples::of(name, now, vec![lane]))
             }
             Some(p) => {
                 let reads = self.each_lane(
                     &p,
-                    |mut c, k| async move { history::read_lane(&mut c, k, max).await },
+                    |mut c, k| async move { samples::read_lane(&mut c, k, max).await },
                 );
                 let reads = reads.await?;
                 let now = reads.iter().map(|(_, t)| *t).max().unwrap_or_default();
-                Ok(History::of(
+                Ok(Samples::of(
                     name,
                     now,
                     reads.into_iter().map(|(l, _)| l).collect(),

@@ -93,6 +93,10 @@ pub(crate) struct EnvelopeOut<'a> {
     /// The job's key for per-key limits (a tenant, a customer, a destination host).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<&'a str>,
+    /// The job's own retry rule, as `RetryRule`'s spec (`fixed:1m,10m,attempts=3`): it
+    /// wins over its kind's and its queue's rules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<&'a str>,
     pub payload: &'a RawValue,
 }
 
@@ -135,6 +139,12 @@ pub struct Job {
     /// the tenant, customer or destination that per-key limits count it against.
     #[serde(default)]
     pub key: Option<String>,
+    /// The job's own retry rule, when the producer gave one
+    /// ([`NewJob::retry`](crate::NewJob::retry)), as a spec that
+    /// [`RetryRule`](crate::queue::retry_rules::RetryRule) parses: it wins over the kind's
+    /// and the queue's rules.
+    #[serde(default)]
+    pub retry: Option<String>,
     /// The payload, as raw JSON text.
     pub payload: Box<RawValue>,
     /// The job was running when a consumer died (not part of the envelope: the fetch says
@@ -206,6 +216,7 @@ mod tests {
             trace_id: None,
             unique_key: None,
             key: None,
+            retry: None,
             payload: &payload,
         };
         let mut buf = Vec::new();

@@ -150,6 +150,21 @@ impl QueueKeys {
         format!("weir:{{{}}}:partitions", self.name)
     }
 
+    /// HASH: id -> the job's last runs (start, end, worker, outcome, message), a JSON
+    /// array, newest last (`scripts/lib.lua`'s run_history). Not in [`QueueKeys::all`]:
+    /// the scripts that write, read or delete jobs take it with [`QueueKeys::done`] as
+    /// their last two keys (lib.lua's records).
+    pub fn samples(&self) -> String {
+        format!("weir:{{{}}}:samples", self.name)
+    }
+
+    /// ZSET: id -> completed-at ms, the completed jobs kept on request (`weir limits set
+    /// --keep-completed`); their envelopes stay in [`QueueKeys::jobs`]. Not in
+    /// [`QueueKeys::all`] (see [`QueueKeys::history`]).
+    pub fn done(&self) -> String {
+        format!("weir:{{{}}}:done", self.name)
+    }
+
     /// Every key, in script order (see `scripts/lib.lua`).
     pub fn all(&self) -> &[String; KEY_COUNT] {
         &self.all
@@ -256,10 +271,10 @@ impl QueueKeys {
     }
 
     /// LIST of samples of the queue's counters and sizes, newest first, one per period
-    /// at most (`queue/history.rs`; written by `scripts/history.lua`, which says the
+    /// at most (`queue/samples.rs`; written by `scripts/samples.lua`, which says the
     /// sample's shape). Not in [`QueueKeys::all`]: only the history script takes it.
-    pub fn history(&self) -> String {
-        format!("weir:{{{}}}:history", self.name)
+    pub fn samples(&self) -> String {
+        format!("weir:{{{}}}:samples", self.name)
     }
 
     /// STRING `1`, expiring (PX) a while after a producer's bulk chunk `token` landed: the

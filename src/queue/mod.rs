@@ -8,7 +8,7 @@ pub mod admin;
 pub mod cron;
 pub mod envelope;
 pub mod functions;
-pub mod history;
+pub mod samples;
 pub mod keys;
 pub mod partitions;
 pub mod producer;

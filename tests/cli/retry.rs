@@ -59,3 +59,89 @@ async fn retry_set_get_clear_and_stats_show_the_next_due_time() {
     );
     assert!(text(&o.stdout).contains("kind mail"), "the kind's rule stays");
 }
+
+/// `weir limits set --keep-completed`, then a job that failed once and then completed:
+/// `weir jobs --state done` lists it, `weir job show` prints its own rule and its two runs
+/// (and `--json` has them as `history`), `weir limits clear --keep-completed` stops it.
+#[tokio::test]
+async fn kept_jobs_and_their_runs_through_the_cli() {
+    use weir::scripts::{self, RunHistory, Settle, StartMarks};
+    let ctx = Ctx::new("cli-keep").await;
+    let q = ctx.queue.as_str();
+    let args = ["limits", "set", "-q", q, "--create", "--keep-completed", "1h"];
+    let o = cli(&ctx, &[&args[..], &["--keep-completed-count", "5"]].concat(), "");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("keep_completed_ms=3600000 keep_completed_count=5"),
+        "{}",
+        text(&o.stdout)
+    );
+    ctx.producer()
+        .enqueue(
+            NewJob::new("hook", &1)
+                .unwrap()
+                .id("a")
+                .retry("fixed:1m,attempts=3".parse().unwrap()),
+        )
+        .await
+        .unwrap();
+    let history = Some(RunHistory {
+        worker: "c1",
+        lease_ms: 30_000,
+    });
+    for ack in [false, true] {
+        let f = scripts::fetch(&mut ctx.c(), &ctx.keys, 1, 30_000).await.unwrap();
+        let (id, token) = ("a".to_owned(), f.deadline_ms);
+        let item = match ack {
+            true => Settle::Ack { id, token },
+            false => Settle::Retry {
+                id,
+                token,
+                priority: weir::Priority::Normal,
+                delay_ms: 0,
+                error: "HTTP 500: upstream down".into(),
+            },
+        };
+        scripts::settle_recorded(&mut ctx.c(), &ctx.keys, &[item], StartMarks::default(), history)
+            .await
+            .unwrap();
+    }
+    let o = cli(&ctx, &["jobs", "--state", "done", "--json", "-q", q], "");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["id"], "a", "{v}");
+    assert_eq!(v["jobs"][0]["state"], "done");
+    assert!(v["jobs"][0]["done_at"].is_string());
+    let o = cli(&ctx, &["job", "show", "a", "--json", "-q", q], "");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs: Vec<(&str, &str, &str)> = v["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let s = |f: &str| r[f].as_str().unwrap();
+            (s("outcome"), s("worker"), s("message"))
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [("retry", "c1", "HTTP 500: upstream down"), ("done", "c1", "")]
+    );
+    let out = text(&cli(&ctx, &["job", "show", "a", "-q", q], "").stdout);
+    assert!(out.contains("state       done\n"), "{out}");
+    assert!(
+        out.contains("retry rule  fixed:1m,attempts=3 (the job's own)"),
+        "{out}"
+    );
+    let runs: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "runs")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(runs.len(), 2, "{out}");
+    assert!(runs[0].contains("retry on c1 after"), "{out}");
+    assert!(runs[0].ends_with(": HTTP 500: upstream down"), "{out}");
+    assert!(runs[1].contains("done on c1 after"), "{out}");
+    let o = cli(&ctx, &["limits", "clear", "-q", q, "--keep-completed"], "");
+    assert!(!text(&o.stdout).contains("keep_completed"), "{}", text(&o.stdout));
+}

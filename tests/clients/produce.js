@@ -6,6 +6,7 @@
 //   (key empty for a job without one; '*' for ids the package generated in bulk: the test
 //   matches those by payload, every payload differs)
 //   badkey: bad job keys through enqueue and enqueueBulk (N unused); prints each refusal
+//   badretry: bad retry rules the same way
 'use strict';
 
 const path = require('path');
@@ -30,9 +31,14 @@ function key(i) {
   return i % 7 < 3 ? `js-tenant.${i % 5}:eu` : undefined;
 }
 
-async function badKeys(p) {
-  for (const bad of ['a b', '', 'k'.repeat(129), 'a"b', 'tenant/1', 7]) {
-    const calls = [() => p.enqueue('k', 1, { key: bad }), () => p.enqueueBulk([{ kind: 'k', payload: 1 }, { kind: 'k', payload: 2, key: bad }])];
+// A retry rule for one job in four, each in the form weir writes it (none for the rest).
+const RETRY = [undefined, 'fixed:1m,10m,attempts=3', 'sidekiq:attempts=26', 'exp:base=5s,factor=3,cap=6h,jitter=0.3,attempts=12'];
+
+const BAD_RETRY = ['never', 'fixed:', 'fixed:soon', 'exp:factor=1000', 'exp:jitter=2', 'sidekiq:attempts=0', 'exp:"x"', 7];
+
+async function badKeys(p, option, bads) {
+  for (const bad of bads) {
+    const calls = [() => p.enqueue('k', 1, { [option]: bad }), () => p.enqueueBulk([{ kind: 'k', payload: 1 }, { kind: 'k', payload: 2, [option]: bad }])];
     for (const call of calls) {
       try {
         await call();
@@ -41,7 +47,7 @@ async function badKeys(p) {
         process.stdout.write(`${e.message}\n`);
         continue;
       }
-      throw new Error(`key ${JSON.stringify(bad)} accepted`);
+      throw new Error(`${option} ${JSON.stringify(bad)} accepted`);
     }
   }
 }
@@ -51,8 +57,9 @@ async function main() {
   const n = Number(nText);
   const redis = new Redis(url);
   const p = new Producer(redis, queue);
-  if (mode === 'badkey') {
-    await badKeys(p);
+  if (mode === 'badkey' || mode === 'badretry') {
+    if (mode === 'badkey') await badKeys(p, 'key', ['a b', '', 'k'.repeat(129), 'a"b', 'tenant/1', 7]);
+    else await badKeys(p, 'retry', BAD_RETRY);
     await redis.quit();
     return;
   }
@@ -62,15 +69,16 @@ async function main() {
   for (let i = 0; i < n; i += 1) {
     const priority = PRIORITIES[i % 3];
     const k = key(i);
+    const retry = RETRY[i % 4];
     if (i % 10 === 0) {
-      out.push([await p.enqueue('js', payload(i), { id: `js-${i}`, priority, key: k }), k, JSON.stringify(payload(i))]);
+      out.push([await p.enqueue('js', payload(i), { id: `js-${i}`, priority, key: k, retry }), k, JSON.stringify(payload(i))]);
     } else if (i % 10 === 1) {
-      out.push([await p.enqueueIn(200, 'js', payload(i), { priority, key: k }), k, JSON.stringify(payload(i))]);
+      out.push([await p.enqueueIn(200, 'js', payload(i), { priority, key: k, retry }), k, JSON.stringify(payload(i))]);
     } else if (i % 10 === 2) {
       const raw = `{ "raw" : [${i}, 1.50, "kept as written"] }`;
-      out.push([await p.enqueueAt(new Date(Date.now() + 300), 'js', undefined, { payloadJson: raw, priority, key: k }), k, raw]);
+      out.push([await p.enqueueAt(new Date(Date.now() + 300), 'js', undefined, { payloadJson: raw, priority, key: k, retry }), k, raw]);
     } else {
-      bulk.push({ kind: 'js', payload: payload(i), priority, id: i % 2 === 0 ? `jsb-${i}` : undefined, key: k });
+      bulk.push({ kind: 'js', payload: payload(i), priority, id: i % 2 === 0 ? `jsb-${i}` : undefined, key: k, retry });
     }
   }
   const report = await p.enqueueBulk(bulk);

@@ -7,6 +7,7 @@ usage: produce.py REDIS_URL QUEUE MODE N
   unique  jobs for keys key-0 .. key-(N-1) with a window of an hour, in bulk; prints
           {"enqueued": E, "duplicates": D}
   badkey  bad job keys through enqueue and enqueue_bulk (N unused); prints each refusal
+  badretry  bad retry rules the same way
 """
 
 import json
@@ -36,11 +37,32 @@ def key(i):
     return "py-tenant.%d:eu" % (i % 5) if i % 7 < 3 else None
 
 
+#: A retry rule for one job in four, each in the form weir writes it (none for the rest).
+RETRY = [None, "fixed:1m,10m,attempts=3", "sidekiq:attempts=26",
+         "exp:base=5s,factor=3,cap=6h,jitter=0.3,attempts=12"]
+
+BAD_RETRY = ["never", "fixed:", "fixed:soon", "exp:factor=1000", "exp:jitter=2",
+             "sidekiq:attempts=0", 'exp:"x"', 7]
+
+
+def refusals(p, option, bads):
+    for bad in bads:
+        calls = [lambda: p.enqueue("k", 1, **{option: bad}),
+                 lambda: p.enqueue_bulk([Job("k", 1), Job("k", 2, **{option: bad})])]
+        for call in calls:
+            try:
+                call()
+            except WeirError as e:
+                print(e)
+            else:
+                sys.exit("%s %r accepted" % (option, bad))
+
+
 def all_calls(p, n):
     out = []
     bulk = []
     for i in range(n):
-        opts = {"priority": PRIORITIES[i % 3], "key": key(i)}
+        opts = {"priority": PRIORITIES[i % 3], "key": key(i), "retry": RETRY[i % 4]}
         if i % 10 == 0:
             job_id = p.enqueue("py", payload(i), id="py-%d" % i, **opts)
             out.append((job_id, key(i), json.dumps(payload(i), separators=(",", ":"), ensure_ascii=False)))
@@ -80,16 +102,9 @@ def main():
         report = p.enqueue_bulk(jobs)
         print(json.dumps({"enqueued": report.enqueued, "duplicates": len(report.duplicates)}))
     elif mode == "badkey":
-        for bad in ["a b", "", "k" * 129, 'a"b', "tenant/1", 7]:
-            calls = [lambda: p.enqueue("k", 1, key=bad),
-                     lambda: p.enqueue_bulk([Job("k", 1), Job("k", 2, key=bad)])]
-            for call in calls:
-                try:
-                    call()
-                except WeirError as e:
-                    print(e)
-                else:
-                    sys.exit("key %r accepted" % (bad,))
+        refusals(p, "key", ["a b", "", "k" * 129, 'a"b', "tenant/1", 7])
+    elif mode == "badretry":
+        refusals(p, "retry", BAD_RETRY)
     else:
         sys.exit("unknown mode " + mode)
 

@@ -209,6 +209,10 @@ pub(crate) struct State {
     /// Keys under the queue's prefix that `QueueKeys::all` does not name and that are
     /// not unique-window keys (should be none).
     pub stray: Vec<String>,
+    /// Run histories: id -> the JSON array of its last runs (`QueueKeys::history`).
+    pub history: BTreeMap<String, String>,
+    /// Completed jobs kept: (id, completed-at ms) (`QueueKeys::done`).
+    pub done: Vec<(String, u64)>,
 }
 
 fn pairs(v: &[(&str, u64)]) -> Vec<(String, u64)> {
@@ -467,6 +471,16 @@ pub(crate) async fn snapshot(conn: &mut Conn, keys: &QueueKeys) -> State {
         .query_async(conn)
         .await
         .unwrap();
+    assert!(
+        ["none", "hash"].contains(&key_type(conn, &keys.history()).await.as_str()),
+        "the history is a hash"
+    );
+    s.history = redis::cmd("HGETALL")
+        .arg(keys.history())
+        .query_async(conn)
+        .await
+        .unwrap();
+    s.done = zset(conn, &keys.done()).await;
     let pattern = format!("weir:{{{}}}:*", keys.name());
     let found: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(conn).await.unwrap();
     // The worker registry (keys.rs's `workers` and `worker`) is the consumers', not the
@@ -474,7 +488,8 @@ pub(crate) async fn snapshot(conn: &mut Conn, keys: &QueueKeys) -> State {
     let worker_prefix = keys.worker("");
     let found = found
         .into_iter()
-        .filter(|f| !k.contains(f) && *f != keys.workers() && !f.starts_with(&worker_prefix));
+        .filter(|f| !k.contains(f) && *f != keys.workers() && !f.starts_with(&worker_prefix))
+        .filter(|f| *f != keys.history() && *f != keys.done());
     for f in found {
         let Some(key) = f.strip_prefix(keys.unique_prefix()) else {
             s.stray.push(f);

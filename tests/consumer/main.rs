@@ -14,6 +14,7 @@ mod drain_wait;
 mod failures;
 mod flow;
 mod history;
+mod samples;
 mod load;
 mod multi;
 mod multi_slots;

@@ -82,3 +82,63 @@ async fn kind_rule_wins_and_its_delay_is_used() {
     // `weir stats` shows the same time as the queue's next due.
     assert_eq!(ctx.admin().next_due().await.unwrap(), Some(due));
 }
+
+/// A job's own rule (its envelope's `retry`) wins over its kind's and its queue's, and
+/// binds when the job fails, whatever rules were set while it waited: jobs enqueued with
+/// `fixed:10ms,attempts=2` while the queue's and kind's rules say one hour and 50 runs
+/// (set after the jobs were enqueued) run twice and are dead; their neighbours without a
+/// rule of their own follow the kind's (one run, then one hour).
+#[tokio::test]
+async fn a_jobs_own_rule_wins_over_kind_and_queue() {
+    let ctx = Ctx::new("rule-own").await;
+    let p = ctx.producer();
+    for i in 0..10 {
+        p.enqueue(
+            NewJob::new("k", &i)
+                .unwrap()
+                .id(format!("own{i}"))
+                .max_attempts(50)
+                .retry(rule("fixed:10ms,attempts=2")),
+        )
+        .await
+        .unwrap();
+        p.enqueue(
+            NewJob::new("k", &i)
+                .unwrap()
+                .id(format!("kind{i}"))
+                .max_attempts(50),
+        )
+        .await
+        .unwrap();
+    }
+    RetryRules::set(&mut ctx.c(), &ctx.queue, None, &rule("fixed:1h,attempts=50"))
+        .await
+        .unwrap();
+    RetryRules::set(&mut ctx.c(), &ctx.queue, Some("k"), &rule("fixed:1h,attempts=40"))
+        .await
+        .unwrap();
+    let seen = Seen::default();
+    let registry = seen.recording("k", |_| async { Err(JobError::retry("down")) });
+    let c = start(&ctx, config(&ctx), registry);
+    wait_stats(&ctx, "own-rule jobs dead, the others delayed", |s| {
+        s.dead == 10 && s.delayed == 10
+    })
+    .await;
+    c.stop().await;
+    let now = ctx.now_ms().await;
+    for i in 0..10 {
+        assert_eq!(
+            seen.attempts(&format!("own{i}")),
+            [0, 1],
+            "the job's own rule: two runs"
+        );
+        assert_eq!(
+            seen.attempts(&format!("kind{i}")),
+            [0],
+            "the kind's rule: an hour away"
+        );
+        let shown = ctx.admin().job(&format!("kind{i}")).await.unwrap().unwrap();
+        let wait = shown.job.due_at.unwrap().as_ms().saturating_sub(now);
+        assert!(wait > 3_000_000, "due in {wait} ms");
+    }
+}

@@ -1,7 +1,8 @@
 //! Reading the real queue (every key, by id) and the invariants checked after every step:
-//! each job in exactly one place, no record without a job in a place that may have it,
-//! counters that conserve, and the real queue equal to the model (place, priority,
-//! attempts, deferrals, start marks, unique keys).
+//! each job in exactly one place, no record without a job in a place that may have it
+//! (run histories and completed jobs kept included), histories and the completed jobs
+//! kept within their bounds, counters that conserve, and the real queue equal to the
+//! model (place, priority, attempts, deferrals, start marks, unique keys).
 
 use crate::common::{Ctx, State, item_id, snapshot};
 use crate::reference::{Mark, Model, Place};
@@ -57,6 +58,9 @@ pub(crate) async fn read(ctx: &Ctx) -> Result<Real, String> {
     for (id, _) in &state.dead {
         put(id, Place::Dead, None)?;
     }
+    for (id, _) in &state.done {
+        put(id, Place::Done, None)?;
+    }
     let prefix = ctx.keys.key_limits_prefix();
     let mut parked = BTreeMap::new();
     for k in ["k0", "k1", "k2"] {
@@ -72,8 +76,14 @@ pub(crate) async fn read(ctx: &Ctx) -> Result<Real, String> {
     Ok(Real { state, at, parked })
 }
 
-/// The invariants of the real queue alone.
-pub(crate) fn internal(real: &Real, purged: u64) -> Result<(), String> {
+/// Most runs a history keeps by default, and most bytes one run may take in it: its
+/// message is cut to 512 bytes and its worker to 128 (lib.lua's run_history).
+const HISTORY_RUNS: usize = 5;
+const RUN_BYTES: usize = 800;
+
+/// The invariants of the real queue alone; `keep`: how many completed jobs the queue
+/// keeps (None: none).
+pub(crate) fn internal(real: &Real, purged: u64, keep: Option<u64>) -> Result<(), String> {
     let s = &real.state;
     for id in s.jobs.keys() {
         if !real.at.contains_key(id) {
@@ -101,8 +111,27 @@ pub(crate) fn internal(real: &Real, purged: u64) -> Result<(), String> {
             return Err(format!("{what} of {id}, which has no envelope"));
         }
     }
+    for (id, h) in &s.history {
+        if !s.jobs.contains_key(id) {
+            return Err(format!("run history of {id}, which has no envelope"));
+        }
+        let runs: Vec<serde_json::Value> =
+            serde_json::from_str(h).map_err(|e| format!("history of {id} is not a JSON array: {e}: {h}"))?;
+        if runs.is_empty() || runs.len() > HISTORY_RUNS || h.len() > HISTORY_RUNS * RUN_BYTES {
+            return Err(format!(
+                "history of {id} holds {} runs in {} bytes",
+                runs.len(),
+                h.len()
+            ));
+        }
+    }
+    let kept = s.done.len() as u64;
+    if kept > keep.unwrap_or(0) {
+        return Err(format!("{kept} completed jobs kept, the setting allows {keep:?}"));
+    }
     let c = |name: &str| s.counters.get(name).copied().unwrap_or(0);
-    let out = c("acked") + c("deleted") + c("trimmed") + purged + real.at.len() as u64;
+    // (a completed job kept is counted as acked already)
+    let out = c("acked") + c("deleted") + c("trimmed") + purged + real.at.len() as u64 - kept;
     if c("enqueued") != out {
         return Err(format!(
             "counters do not conserve: enqueued {} != acked {} + deleted {} + trimmed {} + purged {purged} + in places {}",
@@ -119,6 +148,26 @@ pub(crate) fn internal(real: &Real, purged: u64) -> Result<(), String> {
             if key.as_ref().is_some_and(|got| got.as_deref() != Some(k.as_str())) {
                 return Err(format!("job {id} parked under key {k} holds key {key:?}"));
             }
+        }
+    }
+    Ok(())
+}
+
+/// The completed jobs the queue kept against the model's: each one kept is done in the
+/// model; a done one the queue no longer holds was trimmed (the queue picks which, within
+/// its setting, which `internal` checks), and leaves the model too.
+pub(crate) fn kept(real: &Real, model: &mut Model) -> Result<(), String> {
+    for (id, _) in &real.state.done {
+        if model.jobs.get(id).and_then(|j| j.place) != Some(Place::Done) {
+            return Err(format!(
+                "job {id} is kept as completed, the model has it {:?}",
+                model.jobs.get(id).map(|j| j.place)
+            ));
+        }
+    }
+    for (id, j) in model.jobs.iter_mut() {
+        if j.place == Some(Place::Done) && !real.at.contains_key(id) {
+            j.place = None;
         }
     }
     Ok(())

@@ -61,6 +61,9 @@ pub(crate) enum Op {
     Purge,
     /// `weir limits set/clear`: the global and per-key concurrency (None: cleared).
     Limits { global: Option<u8>, per_key: Option<u8> },
+    /// `weir limits set --keep-completed-count N` (None: `clear --keep-completed`), then a
+    /// reclaim (housekeeping's, which trims what is kept to the setting).
+    Keep(Option<u8>),
     /// `weir pause` / `weir resume`.
     Pause(bool),
     /// `FUNCTION FLUSH` and `SCRIPT FLUSH`, then the library reloaded as a consumer does.
@@ -108,6 +111,7 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Purge),
         2 => (prop::option::of(1..4u8), prop::option::of(1..3u8))
             .prop_map(|(global, per_key)| Op::Limits { global, per_key }),
+        2 => prop::option::of(1..4u8).prop_map(Op::Keep),
         1 => any::<bool>().prop_map(Op::Pause),
         1 => Just(Op::Flush),
     ]

@@ -17,6 +17,9 @@ pub(crate) enum Place {
     Leased,
     Suspect,
     Dead,
+    /// Completed and kept (the queue keeps completed jobs); the queue may drop it as its
+    /// setting allows (check.rs's kept).
+    Done,
 }
 
 /// A lease's start mark.
@@ -97,6 +100,8 @@ pub(crate) struct Model {
     pub(crate) paused: bool,
     pub(crate) enqueued: u64,
     pub(crate) purged: u64,
+    /// How many completed jobs the queue keeps (None: none).
+    pub(crate) keep: Option<u64>,
 }
 
 impl Model {
@@ -142,11 +147,15 @@ impl Model {
         }
     }
 
-    /// Settle's ack of a current lease.
+    /// Settle's ack of a current lease: the job is done, kept while the queue keeps
+    /// completed jobs.
     pub(crate) fn ack(&mut self, id: &str) {
+        let keep = self.keep.is_some();
         let j = self.job(id);
-        j.place = None;
+        j.place = keep.then_some(Place::Done);
         j.mark = Mark::None;
+        // (its deferral record goes: the job is done)
+        j.deferrals = 0;
     }
 
     /// Settle's retry: attempt + 1, delayed (`now`: due at once), or dead once spent.
@@ -205,6 +214,7 @@ impl Model {
         match j.place {
             None => "missing",
             Some(Place::Leased) => "in_flight",
+            Some(Place::Done) => "done",
             Some(Place::Ready | Place::Suspect) => "ready",
             Some(Place::Delayed) => {
                 j.place = Some(Place::Ready);
@@ -230,6 +240,7 @@ impl Model {
             Some(Place::Ready | Place::Suspect) => "ready",
             Some(Place::Delayed) => "delayed",
             Some(Place::Dead) => "dead",
+            Some(Place::Done) => "done",
         };
         j.place = None;
         j.mark = Mark::None;

@@ -70,3 +70,19 @@ fn a_stale_parked_entry_cuts_a_retry_backoff_short() {
     ];
     run(&ops).unwrap();
 }
+
+/// Completed jobs kept stay within the queue's count: the sequence the model shrank to
+/// when settle did not trim what it keeps (two acks kept under a count of one).
+#[test]
+fn completed_jobs_kept_stay_within_the_count() {
+    let ops = [
+        Op::Keep(Some(1)),
+        job(None),
+        job(None),
+        Op::Fetch { n: 2 },
+        Op::Ack(0),
+        Op::Ack(0),
+        Op::Keep(None),
+    ];
+    run(&ops).unwrap();
+}

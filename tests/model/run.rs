@@ -10,12 +10,17 @@ use std::time::Duration;
 use weir::metrics::DeferReason;
 use weir::queue::functions;
 use weir::retry::DeferralBudget;
-use weir::scripts::{self, Settle, StartMarks};
+use weir::scripts::{self, RunHistory, Settle, StartMarks};
 use weir::{NewJob, Priority};
 
 /// The consumer's tag in start marks.
 pub(crate) const TAG: &str = "c1";
 pub(crate) const HOUR_MS: u64 = 3_600_000;
+/// Every settle records its runs in their jobs' history, as a consumer's does.
+pub(crate) const HISTORY: Option<RunHistory<'static>> = Some(RunHistory {
+    worker: TAG,
+    lease_ms: 1000,
+});
 
 /// One case's world: the queue, its model, and a visibility that grows with every fetch
 /// so that no two leases ever share a token.
@@ -76,7 +81,8 @@ impl World {
             _ => self.apply(op).await?,
         }
         let real = check::read(&self.ctx).await?;
-        check::internal(&real, self.model.purged)?;
+        check::internal(&real, self.model.purged, self.model.keep)?;
+        check::kept(&real, &mut self.model)?;
         check::against(&real, &self.model)
     }
 
@@ -141,7 +147,7 @@ impl World {
                     id: h.name.clone(),
                     token: h.token,
                 };
-                let got = scripts::settle_marked(&mut c, &keys, &[item], marks)
+                let got = scripts::settle_recorded(&mut c, &keys, &[item], marks, HISTORY)
                     .await
                     .map_err(|e| e.to_string())?;
                 let missed = !got.missed.is_empty() || got.missed_inline > 0;
@@ -158,7 +164,7 @@ impl World {
                     delay_ms,
                     error: "boom".into(),
                 };
-                let got = scripts::settle(&mut c, &keys, &[item])
+                let got = scripts::settle_recorded(&mut c, &keys, &[item], StartMarks::default(), HISTORY)
                     .await
                     .map_err(|e| e.to_string())?;
                 self.settled(&h, !got.missed.is_empty(), |m, id| m.retry(id, now))?;
@@ -170,7 +176,7 @@ impl World {
                     token: h.token,
                     reason: "bad".into(),
                 };
-                let got = scripts::settle(&mut c, &keys, &[item])
+                let got = scripts::settle_recorded(&mut c, &keys, &[item], StartMarks::default(), HISTORY)
                     .await
                     .map_err(|e| e.to_string())?;
                 self.settled(&h, !got.missed.is_empty(), |m, id| m.bury(id))?;
@@ -188,7 +194,7 @@ impl World {
                     cause: DeferReason::Backpressure,
                     budget: budget(),
                 };
-                let got = scripts::settle(&mut c, &keys, &[item])
+                let got = scripts::settle_recorded(&mut c, &keys, &[item], StartMarks::default(), HISTORY)
                     .await
                     .map_err(|e| e.to_string())?;
                 self.settled(&h, !got.missed.is_empty(), |m, id| {
@@ -307,6 +313,7 @@ impl World {
                 }
             }
             Op::Limits { global, per_key } => self.limits(global, per_key).await?,
+            Op::Keep(count) => self.keep(count).await?,
             Op::Pause(on) => {
                 scripts::pause(&mut c, &keys, on)
                     .await

@@ -308,6 +308,33 @@ impl World {
         Ok(())
     }
 
+    /// Sets how many completed jobs the queue keeps (None: none), then runs a reclaim,
+    /// as housekeeping does each second, which trims them to it (and, with no expired
+    /// lease, moves nothing else).
+    pub(crate) async fn keep(&mut self, count: Option<u8>) -> Result<(), String> {
+        let (mut c, q, keys) = (self.ctx.c(), self.ctx.queue.clone(), self.ctx.keys.clone());
+        match count {
+            Some(n) => {
+                let set = Settings {
+                    keep_completed_count: Some(u64::from(n)),
+                    ..Settings::default()
+                };
+                Settings::update(&mut c, &q, &set).await.map_err(err)?;
+            }
+            None => Settings::clear_some(&mut c, &q, &[Cleared::KeepCompleted])
+                .await
+                .map_err(err)?,
+        }
+        self.model.keep = count.map(u64::from);
+        let got = scripts::reclaim(&mut c, &keys, 1000, budget())
+            .await
+            .map_err(err)?;
+        if got.returned + got.suspects + got.dead > 0 {
+            return Err(format!("a reclaim with no lease expired moved jobs: {got:?}"));
+        }
+        Ok(())
+    }
+
     /// Id number `pick` of the ids the model has seen (done ones too).
     pub(crate) fn any_id(&self, pick: u8) -> Option<String> {
         let n = self.model.jobs.len();

@@ -1,106 +1,188 @@
-//! history.lua: one sample per period whoever calls, the samples say what the queue held,
-//! the list keeps the newest ones, and a history key of the wrong type fails the call
-//! before any write.
+//! Run histories and completed jobs kept stay within their caps: a history keeps a job's
+//! last runs, each cut short, and goes with its job; what a queue keeps is trimmed to its
+//! count as settle keeps more.
 
 use crate::common::*;
-use crate::{H, N};
-use std::time::Duration;
-use weir::queue::history::{self, HistoryConfig, Sample};
+use weir::Priority;
+use weir::scripts::{self, RunHistory, Settle, StartMarks};
+use weir::settings::Settings;
 
-fn config(period: Duration, kept: usize) -> HistoryConfig {
-    let mut c = HistoryConfig::default();
-    c.period = period;
-    c.kept = kept;
-    c
+const HISTORY: Option<RunHistory<'static>> = Some(RunHistory {
+    worker: "c1",
+    lease_ms: 60_000,
+});
+
+/// Bytes one run may take in a history: a message cut to 512 bytes, a worker's name to
+/// 128, and the numbers and names around them.
+const RUN_BYTES: usize = 800;
+
+async fn hlen(ctx: &Ctx, key: &str) -> u64 {
+    redis::cmd("HLEN")
+        .arg(key)
+        .query_async(&mut ctx.c())
+        .await
+        .unwrap()
 }
 
-async fn samples(ctx: &Ctx) -> Vec<Sample> {
-    let raw: Vec<String> = ctx.cmd(&["LRANGE", &ctx.keys.history(), "0", "-1"]).await;
-    raw.iter().map(|s| Sample::parse(s).expect("a sample")).collect()
+/// Redis's own count of the bytes a key takes.
+async fn memory(ctx: &Ctx, key: &str) -> u64 {
+    let v: Option<u64> = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async(&mut ctx.c())
+        .await
+        .unwrap();
+    v.unwrap_or(0)
 }
 
+/// 100,000 jobs of a bulk load (inline jobs) through fetch and settle, a batch of 1,000
+/// at a time: every other job fails its first run with a 4 KB error, then succeeds; the
+/// queue keeps 1,000 completed jobs. At every step the kept jobs stay within 1,000, and
+/// the histories within the jobs stored (kept, or waiting for their retry behind the
+/// load), each within its two runs of RUN_BYTES (Redis's own count of the hash's bytes);
+/// at the end the queue holds the 1,000 newest completed jobs and their histories,
+/// nothing else.
 #[tokio::test]
-async fn a_period_gets_one_sample_whoever_calls() {
-    let ctx = Ctx::new("hist-once").await;
-    let hour = config(Duration::from_secs(3600), 10);
-    let mut wrote = 0;
-    for _ in 0..5 {
-        wrote += history::record(&mut ctx.c(), &ctx.keys, &hour).await.unwrap() as usize;
+async fn histories_and_kept_jobs_stay_within_their_caps_over_100_000_jobs() {
+    const JOBS: usize = 100_000;
+    const KEEP: u64 = 1_000;
+    let ctx = Ctx::new("hist-bounds").await;
+    let k = ctx.keys.clone();
+    let keep = Settings {
+        keep_completed_count: Some(KEEP),
+        ..Settings::default()
+    };
+    Settings::update(&mut ctx.c(), &ctx.queue, &keep).await.unwrap();
+    let jobs: Vec<weir::NewJob> = (0..JOBS)
+        .map(|i| weir::NewJob::new("k", &i).unwrap().max_attempts(3))
+        .collect();
+    let r = ctx.producer().enqueue_bulk(jobs).await.unwrap();
+    assert_eq!(r.enqueued, JOBS as u64);
+    let error = "x".repeat(4096);
+    let (mut settled, mut most_memory, mut batch) = (0, 0, 0);
+    loop {
+        batch += 1;
+        let f = scripts::fetch(&mut ctx.c(), &k, 1000, 60_000).await.unwrap();
+        if f.jobs.is_empty() {
+            break;
+        }
+        let items: Vec<Settle> = f
+            .jobs
+            .iter()
+            .map(|j| {
+                let job = j.decode(1 << 20).unwrap();
+                let (id, token) = (j.name.clone(), f.deadline_ms);
+                let n: u64 = job.payload().unwrap();
+                if n.is_multiple_of(2) && job.attempt == 0 {
+                    Settle::Retry {
+                        id,
+                        token,
+                        priority: Priority::Normal,
+                        delay_ms: 0,
+                        error: error.clone(),
+                    }
+                } else {
+                    settled += 1;
+                    Settle::Ack { id, token }
+                }
+            })
+            .collect();
+        let got = scripts::settle_recorded(&mut ctx.c(), &k, &items, StartMarks::default(), HISTORY)
+            .await
+            .unwrap();
+        assert!(got.missed.is_empty() && got.missed_inline == 0);
+        let done = ctx.stats().await.done;
+        assert!(done <= KEEP, "{done} kept");
+        let (history, stored) = (hlen(&ctx, &k.history()).await, hlen(&ctx, k.jobs()).await);
+        assert!(history <= stored, "{history} histories for {stored} stored jobs");
+        if batch % 10 != 0 {
+            continue;
+        }
+        // two runs at most each, and Redis's overhead per field (about 100 bytes); read
+        // every tenth batch (MEMORY USAGE reads every field)
+        let bytes = memory(&ctx, &k.history()).await;
+        let cap = history * (2 * RUN_BYTES as u64 + 100) + 65_536;
+        assert!(bytes <= cap, "{history} histories take {bytes} bytes, cap {cap}");
+        most_memory = most_memory.max(bytes);
     }
-    // (The first call may land at the very end of an hour: then the next one writes too.)
-    let n = samples(&ctx).await.len();
-    assert!((1..=2).contains(&wrote), "{wrote} writes");
-    assert_eq!(n, wrote, "a write per true, none per false");
-}
-
-#[tokio::test]
-async fn a_sample_holds_the_counters_and_sizes() {
-    let ctx = Ctx::new("hist-shape").await;
-    let state = State::default()
-        .job("a", 0, 3, 1)
-        .job("b", 0, 3, 1)
-        .job("c", 0, 3, 0)
-        .ready(N, &["a", "b"])
-        .delayed(H, &[("c", 99)])
-        .job("d", 0, 3, 1)
-        .lease(&[("d", 5)])
-        .dead(&[("e", 1)])
-        .counter("acked", 7)
-        .counter("enqueued", 11)
-        .counter("dead", 1);
-    seed(&mut ctx.c(), &ctx.keys, &state).await;
-    let before = ctx.now_ms().await;
-    let c = config(Duration::from_secs(3600), 10);
-    assert!(history::record(&mut ctx.c(), &ctx.keys, &c).await.unwrap());
-    let s = samples(&ctx).await[0];
-    assert_eq!(
-        (s.enqueued, s.acked, s.dead, s.retried),
-        (11, 7, 1, 0),
-        "counters"
-    );
-    assert_eq!(
-        (s.ready, s.delayed, s.in_flight, s.dead_size),
-        (2, 1, 1, 1),
-        "sizes"
-    );
-    assert!(s.at.0 >= before && s.slot.0 <= s.at.0 && s.slot.0 % 3_600_000 == 0);
-    // A reader sees it, and no rates from one sample.
-    let h = ctx.admin().history(10).await.unwrap();
-    assert_eq!(h.samples, vec![s]);
-    assert_eq!(h.rates, None);
-}
-
-#[tokio::test]
-async fn the_list_keeps_the_newest_samples() {
-    let ctx = Ctx::new("hist-bound").await;
-    let c = config(Duration::from_millis(100), 3);
-    let mut wrote = 0;
-    while wrote < 6 {
-        wrote += history::record(&mut ctx.c(), &ctx.keys, &c).await.unwrap() as usize;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(settled, JOBS);
+    let s = ctx.snapshot().await;
+    assert_eq!(s.done.len() as u64, KEEP);
+    assert_eq!(s.jobs.len() as u64, KEEP, "only the kept jobs are stored");
+    assert!(s.history.keys().all(|id| s.jobs.contains_key(id)));
+    for (id, h) in &s.history {
+        let runs: Vec<serde_json::Value> = serde_json::from_str(h).unwrap();
+        assert!(runs.len() <= 2 && h.len() <= 2 * RUN_BYTES, "{id}: {h}");
+        assert!(runs.iter().all(|r| r["message"].as_str().unwrap().len() <= 512));
     }
-    let s = samples(&ctx).await;
-    assert_eq!(s.len(), 3, "kept 3 of 6");
+    let end = memory(&ctx, &k.history()).await;
     assert!(
-        s.windows(2).all(|w| w[0].slot.0 > w[1].slot.0),
-        "newest first, one per slot: {s:?}"
+        end as usize <= KEEP as usize * 2 * RUN_BYTES,
+        "{end} bytes at the end"
     );
-    let ttl: i64 = ctx.cmd(&["PTTL", &ctx.keys.history()]).await;
-    assert!(ttl > 0 && ttl <= 600, "expires after twice its span: {ttl}");
+    assert!(
+        most_memory > end,
+        "the histories of the jobs waiting went with their acks"
+    );
+    assert_eq!(ctx.stats().await.counters.get("acked"), Some(&(JOBS as u64)));
 }
 
+/// A job that fails 20 times keeps its last 5 runs, newest last, each message cut to
+/// 512 bytes at a character's start; dead-lettered, it keeps them; purged, they go.
 #[tokio::test]
-async fn a_history_of_the_wrong_type_fails_before_any_write() {
-    let ctx = Ctx::new("hist-type").await;
-    let _: () = ctx.cmd(&["SET", &ctx.keys.history(), "garbage"]).await;
-    let c = config(Duration::from_secs(1), 10);
-    let err = history::record(&mut ctx.c(), &ctx.keys, &c).await.unwrap_err();
-    assert!(err.to_string().contains("nothing was changed"), "{err}");
-    let v: String = ctx.cmd(&["GET", &ctx.keys.history()]).await;
-    assert_eq!(v, "garbage");
-    // A bad argument is refused before any write too.
-    let _: () = ctx.cmd(&["DEL", &ctx.keys.history()]).await;
-    let bad = weir::scripts::history_record(&mut ctx.c(), &ctx.keys, 0, 10).await;
-    assert!(bad.is_err());
-    assert!(samples(&ctx).await.is_empty());
+async fn a_history_keeps_the_last_runs_and_goes_with_its_job() {
+    let ctx = Ctx::new("hist-last").await;
+    let k = ctx.keys.clone();
+    let mut c = ctx.c();
+    ctx.producer()
+        .enqueue(weir::NewJob::new("k", &1).unwrap().id("j").max_attempts(20))
+        .await
+        .unwrap();
+    for n in 0..20 {
+        let f = scripts::fetch(&mut c, &k, 1, 60_000).await.unwrap();
+        assert_eq!(f.jobs.len(), 1, "run {n}");
+        // 300 two-byte characters: cut at 512 bytes, on a character's start
+        let error = format!("{n:02} {}", "é".repeat(300));
+        let item = Settle::Retry {
+            id: "j".into(),
+            token: f.deadline_ms,
+            priority: Priority::Normal,
+            delay_ms: 0,
+            error,
+        };
+        scripts::settle_recorded(&mut c, &k, &[item], StartMarks::default(), HISTORY)
+            .await
+            .unwrap();
+    }
+    let shown = ctx.admin().job("j").await.unwrap().unwrap();
+    assert_eq!(shown.job.state, weir::admin::types::JobState::Dead);
+    let runs: Vec<(&str, &str)> = shown
+        .history
+        .iter()
+        .map(|r| (r.outcome.as_str(), &r.message[..2]))
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("retry", "15"),
+            ("retry", "16"),
+            ("retry", "17"),
+            ("retry", "18"),
+            ("dead", "19")
+        ]
+    );
+    for r in &shown.history {
+        assert!(
+            r.message.len() <= 512 && r.message.len() >= 510,
+            "{}",
+            r.message.len()
+        );
+        assert_eq!(r.worker, "c1");
+        assert!(r.end.as_ms() - r.start.as_ms() < 60_000);
+    }
+    assert_eq!(scripts::dlq_purge(&mut c, &k, 10).await.unwrap(), 1);
+    let s = ctx.snapshot().await;
+    assert!(s.history.is_empty() && s.jobs.is_empty(), "{s:?}");
 }

@@ -16,6 +16,7 @@ mod enqueue;
 mod fetch;
 mod functions;
 mod history;
+mod samples;
 mod inline_lease;
 mod inspect;
 mod inspect_inline;

@@ -9,7 +9,7 @@ mod common;
 
 mod actions;
 mod api;
-mod history;
+mod samples;
 mod hostile;
 mod partitions;
 mod retry;

@@ -70,6 +70,53 @@ def _token(what: str, value: str) -> str:
     return value
 
 
+_RETRY_DURATION = re.compile(r"^(?:[0-9]+[a-zµ]+)+$")
+
+
+def _retry_rule(spec: str) -> str:
+    """Checks a retry rule as weir reads it (``sidekiq``, ``exp:base=1s,factor=2,cap=1h,
+    jitter=0.5``, ``fixed:10s,1m``, each with an optional ``,attempts=N``)."""
+    def bad(why: str) -> WeirError:
+        return WeirError(f"invalid retry rule {spec!r}: {why}")
+    if not isinstance(spec, str) or len(spec) > 1024:
+        raise bad("expected a string of at most 1024 characters")
+    name, _, rest = spec.strip().partition(":")
+    parts, attempts = [], None
+    for p in (p.strip() for p in rest.split(",")):
+        if not p:
+            continue
+        if p.startswith("attempts="):
+            if not p[9:].isdigit() or int(p[9:]) < 1:
+                raise bad("attempts must be a whole number of at least 1")
+            attempts = p
+        else:
+            parts.append(p)
+    if name == "sidekiq" and not parts:
+        pass
+    elif name == "fixed" and 1 <= len(parts) <= 100:
+        for p in parts:
+            if not _RETRY_DURATION.match(p):
+                raise bad(f"{p!r} is not a duration (10s, 1m, 1h30m)")
+    elif name == "exp":
+        for p in parts:
+            k, _, v = p.partition("=")
+            if k in ("base", "cap") and _RETRY_DURATION.match(v):
+                continue
+            try:
+                x = float(v)
+            except ValueError:
+                x = None
+            if k == "factor" and x is not None and 1 <= x <= 100:
+                continue
+            if k == "jitter" and x is not None and 0 <= x <= 1:
+                continue
+            raise bad(f"{p!r}: expected base=DURATION, cap=DURATION, factor=1..100 or jitter=0..1")
+    else:
+        raise bad("expected sidekiq, exp:base=1s,factor=2,cap=1h,jitter=0.5 or fixed:10s,1m "
+                  "(each may add ,attempts=N)")
+    return name + ":" + ",".join(parts + ([attempts] if attempts else []))
+
+
 def _ms(what: str, d: Optional[Duration]) -> int:
     if d is None:
         return 0
@@ -103,6 +150,7 @@ class Job:
     unique_for: Optional[Duration] = None
     unique_key: Optional[str] = None
     key: Optional[str] = None
+    retry: Optional[str] = None
 
 
 @dataclass
@@ -252,6 +300,10 @@ class Producer:
         if job.key is not None:
             # the job's key for per-key limits: after unique_key, before payload
             head += ',"key":"%s"' % _token("job key", job.key)
+        if job.retry is not None:
+            # the job's own retry rule: after key, before payload; wins over the rules of
+            # its kind and queue
+            head += ',"retry":"%s"' % _retry_rule(job.retry)
         envelope = (head + ',"payload":' + _payload_json(job) + "}").encode()
         if len(envelope) > self.max_envelope_bytes:
             raise WeirError(f"job {job_id!r} is {len(envelope)} bytes, over the limit of "

@@ -72,6 +72,12 @@ pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         return super::versus_single::run(&a).await;
     }
     let target = Target::open(&a.common).await?;
+    if let Some(n) = a.keep_completed_count {
+        target.set_queue_settings(Some(weir::settings::Settings {
+            keep_completed_count: Some(n),
+            ..Default::default()
+        }));
+    }
     if a.compare_tracking {
         return compare(&target, &a).await;
     }

@@ -20,6 +20,8 @@ pub(crate) enum StateArg {
     InFlight,
     /// In the dead-letter queue.
     Dead,
+    /// Completed and kept (`weir limits set --keep-completed`).
+    Done,
 }
 
 impl From<StateArg> for JobState {
@@ -29,6 +31,7 @@ impl From<StateArg> for JobState {
             StateArg::Delayed => JobState::Delayed,
             StateArg::InFlight => JobState::InFlight,
             StateArg::Dead => JobState::Dead,
+            StateArg::Done => JobState::Done,
         }
     }
 }
@@ -92,6 +95,7 @@ fn render_page(p: &JobPage) -> String {
         JobState::Delayed => "DUE",
         JobState::InFlight => "LEASE ENDS",
         JobState::Dead => "DEAD SINCE",
+        JobState::Done => "DONE",
     };
     let mut rows = vec![
         ["ID", "KIND", "FAILED ATTEMPTS", time_col, "LAST ERROR"]
@@ -144,6 +148,7 @@ fn time_of(j: &JobSummary, p: &JobPage) -> String {
         JobState::Delayed => rel(j.due_at, true),
         JobState::InFlight => rel(j.lease_deadline, true),
         JobState::Dead => rel(j.dead_at, false),
+        JobState::Done => rel(j.done_at, false),
     }
 }
 
@@ -294,7 +299,11 @@ fn render_detail(d: &JobDetail) -> String {
     if let Some(t) = j.enqueued_at {
         line("enqueued", when(t, d.now));
     }
-    for (k, t) in [("due", j.due_at), ("dead since", j.dead_at)] {
+    for (k, t) in [
+        ("due", j.due_at),
+        ("dead since", j.dead_at),
+        ("completed", j.done_at),
+    ] {
         if let Some(t) = t {
             line(k, when(t, d.now));
         }
@@ -314,6 +323,10 @@ fn render_detail(d: &JobDetail) -> String {
         );
     }
     line("last error", j.last_error.clone().unwrap_or_else(|| "-".into()));
+    if let Some(r) = retry_rule(d) {
+        line("retry rule", format!("{r} (the job's own)"));
+    }
+    o += &history_lines(d);
     let env = match (&d.envelope, &d.envelope_text) {
         (Some(e), _) => serde_json::from_str::<serde_json::Value>(e.get())
             .and_then(|v| serde_json::to_string_pretty(&v))
@@ -324,6 +337,46 @@ fn render_detail(d: &JobDetail) -> String {
     let env: Vec<_> = env.lines().map(term).collect();
     o += &format!("envelope\n{}\n", env.join("\n"));
     o
+}
+
+/// The job's history, a `runs` line then one run a line, oldest first ("-" for none
+/// kept).
+fn history_lines(d: &JobDetail) -> String {
+    if d.history.is_empty() {
+        return format!("{:<12}-\n", "runs");
+    }
+    let runs: Vec<String> = d
+        .history
+        .iter()
+        .map(|r| {
+            let took = age(Duration::from_millis(
+                r.end.as_ms().saturating_sub(r.start.as_ms()),
+            ));
+            let msg = if r.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", one_line(&r.message))
+            };
+            format!(
+                "{} ago, {} on {} after {took}{msg}",
+                age(r.end.age(d.now)),
+                r.outcome,
+                r.worker
+            )
+        })
+        .collect();
+    let runs: String = runs.iter().map(|r| format!("  {}\n", term(r))).collect();
+    format!("runs\n{runs}")
+}
+
+/// The job's own retry rule (`NewJob::retry`), if it has one.
+fn retry_rule(d: &JobDetail) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Ruled {
+        retry: Option<String>,
+    }
+    let e = d.envelope.as_ref()?;
+    serde_json::from_str::<Ruled>(e.get()).ok()?.retry
 }
 
 /// The job key in a job's envelope (`NewJob::key`), if it has one.

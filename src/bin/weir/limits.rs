@@ -59,6 +59,12 @@ pub(crate) struct ClearArgs {
     /// Remove the dead-letter cap (back to the default).
     #[arg(long)]
     pub dead_cap: bool,
+    /// Keep no completed jobs (its age and count): those kept go, up to 1000 a second.
+    #[arg(long)]
+    pub keep_completed: bool,
+    /// Remove the runs a job's history keeps (back to 5).
+    #[arg(long)]
+    pub history_runs: bool,
     /// Remove the global rate (and its burst).
     #[arg(long)]
     pub global_rate: bool,
@@ -91,6 +97,8 @@ impl ClearArgs {
             (self.overload_status, Cleared::OverloadStatus),
             (self.rate, Cleared::Rate),
             (self.dead_cap, Cleared::DeadCap),
+            (self.keep_completed, Cleared::KeepCompleted),
+            (self.history_runs, Cleared::HistoryRuns),
             (self.global_rate, Cleared::GlobalRate),
             (self.global_concurrency, Cleared::GlobalConcurrency),
             (self.per_key, Cleared::PerKey),
@@ -131,6 +139,19 @@ pub(crate) struct SetArgs {
     /// are trimmed (at most 1000 per call, counted in `weir stats`).
     #[arg(long, value_name = "N")]
     pub dead_cap: Option<u64>,
+    /// Keep completed jobs this long (1h, 7days), with their history, for `weir jobs
+    /// --state done`, `weir job show` and the web UI; at most --keep-completed-count of
+    /// them (default 10000). Off by default: a completed job is deleted.
+    #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
+    pub keep_completed: Option<std::time::Duration>,
+    /// Keep at most this many completed jobs, the newest (at least 1); alone, it keeps
+    /// them without an age limit.
+    #[arg(long, value_name = "N")]
+    pub keep_completed_count: Option<u64>,
+    /// Runs each job's history keeps, 0 to 50 (default 5): start, end, worker, outcome
+    /// and error of its last runs, shown by `weir job show`.
+    #[arg(long, value_name = "N")]
+    pub history_runs: Option<u32>,
     /// Jobs/s every consumer of the queue together starts (500/s, 30/m), on any host;
     /// on top of each consumer's own limits. Lift it with `weir limits clear --global-rate`.
     #[arg(long, value_parser = str::parse::<Rate>)]
@@ -220,6 +241,9 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
                 overload_status: s.overload_status.clone(),
                 rate: s.rate.map(|r| s.burst.map_or(r, |b| r.with_burst(b))),
                 dead_cap: s.dead_cap,
+                keep_completed: s.keep_completed,
+                keep_completed_count: s.keep_completed_count,
+                history_runs: s.history_runs,
                 global_rate: s.global_rate.map(|r| {
                     let burst = s
                         .global_burst

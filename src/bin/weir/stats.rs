@@ -48,7 +48,7 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
         let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
         let due = Due::read(&q, &mut conn, &a.common.queue).await?;
-        let rates = q.history(2).await?.rates;
+        let rates = q.samples(2).await?.rates;
         if a.json {
             let mut v = as_json(&a.common.queue, &s, &limits, lanes.as_deref());
             v["rates"] = serde_json::to_value(rates)?;
@@ -73,7 +73,7 @@ pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
         let (s, lanes) = read(&q).await?;
         let limits = Settings::load(&mut conn, &a.common.queue).await?;
         let due = Due::read(&q, &mut conn, &a.common.queue).await?;
-        let rates = q.history(2).await?.rates;
+        let rates = q.samples(2).await?.rates;
         let mut out = std::io::stdout().lock();
         // Clear the screen and home the cursor (on a terminal), then draw the frame.
         if shown > 0 && clear.is_empty() {

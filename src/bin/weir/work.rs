@@ -7,7 +7,7 @@ use clap::Args;
 use std::time::{Duration, Instant};
 use weir::limiter::LimiterOptions;
 use weir::pool::PoolConfig;
-use weir::queue::history::HistoryConfig;
+use weir::queue::samples::SamplesConfig;
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, DeferralBudget, FetcherConfig, MultiConsumer, Report,
     WeightedQueue,
@@ -112,8 +112,8 @@ pub(crate) struct WorkArgs {
     /// How often the queue's history (its counters and sizes in Redis: the UI's charts,
     /// the rates of `weir stats`) gets a sample; one consumer of the fleet writes each.
     /// Give every consumer of a queue the same, 100ms to 1h.
-    #[arg(long, default_value = shown(HistoryConfig::DEFAULT_PERIOD), value_parser = parse_duration)]
-    pub history_period: Duration,
+    #[arg(long, default_value = shown(SamplesConfig::DEFAULT_PERIOD), value_parser = parse_duration)]
+    pub sample_period: Duration,
 }
 
 /// Parses `NAME[:WEIGHT]`.
@@ -159,7 +159,7 @@ impl WorkArgs {
             allow_eviction: c.allow_eviction,
             metrics_addr: weir::metrics::DEFAULT_ADDR.parse().expect("a valid address"),
             no_metrics: !c.metrics,
-            history_period: c.history.period,
+            sample_period: c.samples.period,
         }
     }
 
@@ -178,7 +178,7 @@ impl WorkArgs {
         c.rate = self.limits.rate();
         c.shutdown_timeout = self.shutdown_timeout;
         c.drain = self.drain;
-        c.history.period = self.history_period;
+        c.samples.period = self.sample_period;
         c.drain_ignore_delayed = self.drain_ignore_delayed;
         c.fetcher.batch = self.batch;
         c.fetcher.pipeline = self.pipeline;

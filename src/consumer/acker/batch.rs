@@ -163,7 +163,11 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
             if plain {
                 scripts::ack_inline(&mut conn, keys, items, ended, extended).await
             } else {
-                scripts::settle_marked(&mut conn, keys, items, marks).await
+                let history = scripts::RunHistory {
+                    worker: &deps.tag,
+                    lease_ms: deps.lease_ms,
+                };
+                scripts::settle_recorded(&mut conn, keys, items, marks, Some(history)).await
             }
         }
     })

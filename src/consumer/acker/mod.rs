@@ -56,8 +56,13 @@ pub(crate) struct AckerDeps {
     pub flushed: Arc<Notify>,
     /// Set by the fetcher from each fetch: the queue has a global or per-key concurrency,
     /// whose waiting consumers a settle must wake (`GlobalLimits::concurrency_set`).
-    /// Until a fetch says otherwise, it is taken to have one.
+    /// Until a fetch says otherwise, it is taken to have one. Also set while the queue
+    /// keeps completed jobs (`GlobalLimits::keep_completed`): every ack goes through the
+    /// settle script then.
     pub concurrency_set: Arc<AtomicBool>,
+    /// The lease length this consumer fetches with, ms: the start of a run in its job's
+    /// history is its lease's token less this.
+    pub lease_ms: u64,
 }
 
 /// The acker task.

@@ -4,7 +4,7 @@
 //!   their leases expire;
 //! - `SettingsWatch` (settings.rs): applies the runtime settings an operator stores for the
 //!   queue;
-//! - `HistoryTask` (history.rs): samples the queue's counters and sizes into its history
+//! - `SamplesTask` (samples.rs): samples the queue's counters and sizes into its history
 //!   in Redis, once per period fleet-wide;
 //! - `Sampler` (sampler.rs): publishes queue depths and the local limit as metrics;
 //! - `DrainWatch` (drain.rs): in drain mode, stops the consumer once the queue is empty;
@@ -17,7 +17,7 @@
 
 mod cron;
 mod drain;
-mod history;
+mod samples;
 mod key_shares;
 mod reclaimer;
 mod sampler;
@@ -26,7 +26,7 @@ mod trims;
 
 pub(crate) use cron::CronTask;
 pub(crate) use drain::DrainWatch;
-pub(crate) use history::HistoryTask;
+pub(crate) use samples::SamplesTask;
 pub(crate) use key_shares::KeyShares;
 pub(crate) use reclaimer::Reclaimer;
 pub use reclaimer::ReclaimerConfig;

@@ -46,7 +46,7 @@ impl Pool {
             if let Some(result) = result {
                 // Outcome first, permit after: the wave sends the one, then drops the other.
                 wave.done.push(Done {
-                    outcome: self.outcome(head.attempt, head.kind.as_deref(), result),
+                    outcome: self.outcome(&head, result),
                     id: head.id,
                     lease: head.lease,
                 });
@@ -241,19 +241,20 @@ impl Pool {
 
     /// Sends the outcome of a job's run.
     async fn finish(&self, head: Head, result: JobResult) {
-        let outcome = self.outcome(head.attempt, head.kind.as_deref(), result);
+        let outcome = self.outcome(&head, result);
         let Head { id, lease, .. } = head;
         // The acker outlives every worker; a closed channel means the process is exiting
         // and the lease brings the job back.
         let _ = self.acker.send(AckerMsg::Done(Done { id, lease, outcome })).await;
     }
 
-    /// The outcome of a job of `kind` (given when a kind has a retry rule) that ran at
-    /// `(attempt, max_attempts)`. Backpressure is not a failure of the job: it is
+    /// The outcome of the run of `head`'s job (its kind given when a kind has a retry
+    /// rule) at `(attempt, max_attempts)`. Backpressure is not a failure of the job: it is
     /// deferred, uncharged, within the deferral budget. A failure's delay and the runs
-    /// allowed come from the retry rules in force now (kind, else queue, else this
-    /// consumer's policy and the envelope's count).
-    fn outcome(&self, (attempt, max_attempts): (u32, u32), kind: Option<&str>, result: JobResult) -> Outcome {
+    /// allowed come from the job's own rule, else the retry rules in force now (kind,
+    /// else queue), else this consumer's policy and the envelope's count.
+    fn outcome(&self, head: &Head, result: JobResult) -> Outcome {
+        let (attempt, max_attempts) = head.attempt;
         match result {
             Ok(()) => Outcome::Ack,
             Err(e) if e.backpressure => {
@@ -268,7 +269,8 @@ impl Pool {
             }
             Err(e) if e.retryable => {
                 let rules = self.rules.get();
-                let rule = rules.rule(kind);
+                let own = head.rule.as_deref().and_then(own_rule);
+                let rule = own.as_ref().or_else(|| rules.rule(head.kind.as_deref()));
                 let delay = e.retry_after.unwrap_or_else(|| match rule {
                     Some(r) => r.delay(attempt),
                     None => self.config.retry.delay(attempt),
@@ -284,6 +286,14 @@ impl Pool {
             Err(e) => Outcome::Dead { reason: e.message },
         }
     }
+}
+
+/// A job's own rule from its envelope's spec; one that does not parse (written by hand
+/// or by a client that checks less) is reported and the queue's rules apply.
+fn own_rule(spec: &str) -> Option<crate::queue::retry_rules::RetryRule> {
+    spec.parse()
+        .map_err(|e| tracing::warn!(spec, error = %e, "a job's own retry rule does not parse: the kind's or queue's rule applies"))
+        .ok()
 }
 
 /// A spawned run's task.

@@ -49,6 +49,9 @@ impl Settings {
             overload_status: field(h, "overload_status")?,
             rate,
             dead_cap: field(h, "dead_cap")?,
+            keep_completed: field::<u64>(h, "keep_completed_ms")?.map(std::time::Duration::from_millis),
+            keep_completed_count: field(h, "keep_completed_count")?,
+            history_runs: field(h, "history_runs")?,
             global_rate: rate_with_burst(h, "global_rate", "global_burst")?,
             global_concurrency: field(h, "global_concurrency")?,
             key_rate: rate_with_burst(h, "key_rate", "key_burst")?,
@@ -124,6 +127,15 @@ impl Settings {
         }
         if let Some(v) = self.dead_cap {
             f.push(("dead_cap", v.to_string()));
+        }
+        if let Some(v) = self.keep_completed {
+            f.push(("keep_completed_ms", v.as_millis().to_string()));
+        }
+        if let Some(v) = self.keep_completed_count {
+            f.push(("keep_completed_count", v.to_string()));
+        }
+        if let Some(v) = self.history_runs {
+            f.push(("history_runs", v.to_string()));
         }
         if let Some(r) = self.global_rate {
             f.push(("global_rate", r.spec()));

@@ -34,6 +34,7 @@ impl Settings {
             global_rate: self.global_rate.map(|r| split_rate(r, count, i)),
             global_concurrency: self.global_concurrency.map(|n| split(n, count, i)),
             dead_cap: self.dead_cap.map(|n| split(n, count, i)),
+            keep_completed_count: self.keep_completed_count.map(|n| split(n, count, i)),
             ..self.clone()
         }
     }

@@ -62,6 +62,11 @@ pub enum Cleared {
     PerKeyRate,
     /// The per-key default concurrency (the keys' own limits stay).
     PerKeyConcurrency,
+    /// Keeping completed jobs (its age and count): the jobs kept go, a bounded step each
+    /// second.
+    KeepCompleted,
+    /// The runs a job's history keeps (back to the default).
+    HistoryRuns,
 }
 
 impl Cleared {
@@ -81,6 +86,8 @@ impl Cleared {
             Cleared::PerKey => &["key_rate", "key_burst", "key_concurrency", "key_overrides"],
             Cleared::PerKeyRate => &["key_rate", "key_burst"],
             Cleared::PerKeyConcurrency => &["key_concurrency"],
+            Cleared::KeepCompleted => &["keep_completed_ms", "keep_completed_count"],
+            Cleared::HistoryRuns => &["history_runs"],
         }
     }
 }

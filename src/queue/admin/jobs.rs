@@ -5,7 +5,7 @@
 use super::Queue;
 use super::types::{
     BulkActed, DeferralInfo, JSON_VERSION, JobDetail, JobFilter, JobMoved, JobPage, JobSkipped, JobState,
-    JobSummary, JobsActed, LeaseInfo, PAYLOAD_PREVIEW, Timestamp,
+    JobSummary, JobsActed, LeaseInfo, PAYLOAD_PREVIEW, RunRecord, Timestamp,
 };
 use crate::error::{Error, Result};
 use crate::queue::keys::{QueueKeys, validate_token};
@@ -77,6 +77,7 @@ impl Raw<'_> {
             due_at: at(JobState::Delayed).filter(|t| t.0 < scripts::PARKED_AT_MS),
             lease_deadline: at(JobState::InFlight),
             dead_at: at(JobState::Dead),
+            done_at: at(JobState::Done),
             last_error: self.error.map(str::to_owned),
             worker: self.mark.map(|m| m.strip_suffix(":s").unwrap_or(m).to_owned()),
             suspect: self.suspect || self.mark.is_some_and(|m| m.ends_with(":s")),
@@ -349,6 +350,38 @@ pub(super) fn entry(state: JobState, e: &PageEntry) -> Raw<'_> {
     }
 }
 
+/// A run as `lib.lua`'s run_history writes it.
+#[derive(Deserialize)]
+struct RawRun {
+    #[serde(default)]
+    start: u64,
+    #[serde(default, rename = "end")]
+    finish: u64,
+    #[serde(default)]
+    worker: String,
+    #[serde(default)]
+    outcome: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// A job's run history from its record (a record that does not parse reads as none).
+fn history(record: Option<&str>) -> Vec<RunRecord> {
+    // (Lua's cjson writes an empty array as `{}`)
+    let runs: Vec<RawRun> = record
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_default();
+    runs.into_iter()
+        .map(|r| RunRecord {
+            start: Timestamp(r.start),
+            end: Timestamp(r.finish),
+            worker: r.worker,
+            outcome: r.outcome,
+            message: r.message,
+        })
+        .collect()
+}
+
 pub(super) fn detail(queue: &str, id: &str, state: JobState, s: Shown) -> JobDetail {
     let now = Timestamp(s.now_ms);
     let raw = Raw {
@@ -383,6 +416,7 @@ pub(super) fn detail(queue: &str, id: &str, state: JobState, s: Shown) -> JobDet
         .envelope
         .as_deref()
         .and_then(|e| serde_json::value::RawValue::from_string(e.to_owned()).ok());
+    let runs = history(s.history.as_deref());
     let envelope_text = match parsed {
         Some(_) => None,
         None => s.envelope,
@@ -396,6 +430,7 @@ pub(super) fn detail(queue: &str, id: &str, state: JobState, s: Shown) -> JobDet
         envelope_text,
         lease,
         deferrals,
+        history: runs,
     }
 }
 

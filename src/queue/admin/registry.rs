@@ -164,7 +164,7 @@ impl Queues {
         let rates = futures_util::future::try_join_all(
             handles
                 .iter()
-                .map(|q| async move { Ok::<_, crate::Error>(q.history(2).await?.rates) }),
+                .map(|q| async move { Ok::<_, crate::Error>(q.samples(2).await?.rates) }),
         );
         for (q, r) in queues.iter_mut().zip(rates.await?) {
             q.rates = r;

@@ -32,24 +32,30 @@ pub enum JobState {
     InFlight,
     /// In the dead-letter queue.
     Dead,
+    /// Completed, and kept because the queue keeps completed jobs (`weir limits set
+    /// --keep-completed`).
+    Done,
 }
 
 impl JobState {
     /// Every state, in the order a job usually goes through them.
-    pub const ALL: [JobState; 4] = [
+    pub const ALL: [JobState; 5] = [
         JobState::Ready,
         JobState::Delayed,
         JobState::InFlight,
         JobState::Dead,
+        JobState::Done,
     ];
 
-    /// Its name in JSON and in the scripts: `ready`, `delayed`, `in_flight`, `dead`.
+    /// Its name in JSON and in the scripts: `ready`, `delayed`, `in_flight`, `dead`,
+    /// `done`.
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Ready => "ready",
             JobState::Delayed => "delayed",
             JobState::InFlight => "in_flight",
             JobState::Dead => "dead",
+            JobState::Done => "done",
         }
     }
 
@@ -60,6 +66,7 @@ impl JobState {
             "delayed" => Some(JobState::Delayed),
             "in_flight" | "in-flight" => Some(JobState::InFlight),
             "dead" => Some(JobState::Dead),
+            "done" => Some(JobState::Done),
             _ => None,
         }
     }
@@ -215,6 +222,8 @@ pub struct JobSummary {
     pub lease_deadline: Option<Timestamp>,
     /// Dead: when it was dead-lettered.
     pub dead_at: Option<Timestamp>,
+    /// Done (kept): when it completed.
+    pub done_at: Option<Timestamp>,
     /// The last error (a retry or deferral), or why it was dead-lettered.
     pub last_error: Option<String>,
     /// In flight: the id of the consumer running it (`weir workers`); `null` when it is
@@ -306,6 +315,24 @@ pub struct JobDetail {
     pub lease: Option<LeaseInfo>,
     /// Its deferrals, if any.
     pub deferrals: Option<DeferralInfo>,
+    /// Its last runs, oldest first (the queue's `history_runs`, 5 by default): kept while
+    /// the job is, dropped with it.
+    pub history: Vec<RunRecord>,
+}
+
+/// One run of a job, as its history keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunRecord {
+    /// When the run's lease began (its fetch), Redis clock.
+    pub start: Timestamp,
+    /// When its outcome was written, Redis clock.
+    pub end: Timestamp,
+    /// The consumer that ran it (its id in `weir workers`).
+    pub worker: String,
+    /// `retry`, `dead`, `defer` or `done`.
+    pub outcome: String,
+    /// The error or reason, cut to 512 bytes (empty for `done`).
+    pub message: String,
 }
 
 /// The answer of an action on jobs by id (`weir job delete`, `weir dlq delete`,

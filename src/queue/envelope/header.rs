@@ -35,6 +35,7 @@ pub(super) fn canonical_text(text: &str) -> Option<Job> {
     let trace_id = r.optional(",\"trace_id\":")?;
     let unique_key = r.optional(",\"unique_key\":")?;
     let key = r.optional(",\"key\":")?;
+    let retry = r.optional(",\"retry\":")?;
     r.literal(",\"payload\":")?;
     // The payload runs to the envelope's closing brace, its last byte.
     let raw = text.get(r.at..text.len().checked_sub(1)?)?;
@@ -57,6 +58,7 @@ pub(super) fn canonical_text(text: &str) -> Option<Job> {
         trace_id: trace_id.map(str::to_owned),
         unique_key: unique_key.map(str::to_owned),
         key: key.map(str::to_owned),
+        retry: retry.map(str::to_owned),
         payload,
         suspect: false,
         lease: 0,
@@ -122,7 +124,7 @@ mod tests {
 
     fn fields(j: &Job) -> String {
         format!(
-            "{} {} {} {} {:?} {:?} {:?} {:?} {:?} {}",
+            "{} {} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {}",
             j.attempt,
             j.max_attempts,
             j.priority_raw,
@@ -132,6 +134,7 @@ mod tests {
             j.trace_id,
             j.unique_key,
             j.key,
+            j.retry,
             j.payload.get()
         )
     }
@@ -178,6 +181,7 @@ mod tests {
             attempt in any::<u32>(), max in any::<u32>(), priority in 0u8..3, at in any::<u64>(),
             id in token(), kind in any::<String>(), trace in proptest::option::of(any::<String>()),
             unique in proptest::option::of(token()), key in proptest::option::of(token()),
+            retry in proptest::option::of("(fixed|exp):[a-z0-9=.,]{1,20}"),
             payload in any::<String>(),
         ) {
             let raw = serde_json::to_string(&serde_json::json!({ "s": payload, "n": at })).unwrap();
@@ -187,7 +191,7 @@ mod tests {
             let buf = serde_json::to_vec(&EnvelopeOut {
                 attempt, max_attempts: max, priority, enqueued_at: at, id: &id, kind: &kind,
                 trace_id: trace.as_deref(), unique_key: unique.as_deref(), key: key.as_deref(),
-                payload: &raw,
+                retry: retry.as_deref(), payload: &raw,
             })
             .unwrap();
             let serde = by_serde(&buf);

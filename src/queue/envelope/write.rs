@@ -17,7 +17,7 @@ pub(super) fn tokens(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
 
 /// The bytes of the strings of `env` but its payload.
 fn strings_len(env: &EnvelopeOut<'_>) -> usize {
-    [env.trace_id, env.unique_key, env.key]
+    [env.trace_id, env.unique_key, env.key, env.retry]
         .into_iter()
         .flatten()
         .map(str::len)
@@ -36,7 +36,8 @@ pub(crate) fn head(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
             Some(env.kind),
             env.trace_id,
             env.unique_key,
-            env.key
+            env.key,
+            env.retry
         ]
         .into_iter()
         .flatten()
@@ -59,6 +60,9 @@ pub(crate) fn head(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
     }
     if let Some(k) = env.key {
         field(buf, "key", k);
+    }
+    if let Some(r) = env.retry {
+        field(buf, "retry", r);
     }
     buf.extend_from_slice(br#","payload":"#);
 }
@@ -135,6 +139,7 @@ mod tests {
             trace in proptest::option::of(TOKEN),
             unique in proptest::option::of(TOKEN),
             key in proptest::option::of(TOKEN),
+            retry in proptest::option::of("(fixed|exp|sidekiq):[a-z0-9=.,]{0,30}"),
             payload in any::<String>(),
         ) {
             let raw = serde_json::to_string(&serde_json::json!({ "s": payload, "n": at })).unwrap();
@@ -142,7 +147,7 @@ mod tests {
             let env = EnvelopeOut {
                 attempt, max_attempts: max, priority, enqueued_at: at, id: &id, kind: &kind,
                 trace_id: trace.as_deref(), unique_key: unique.as_deref(), key: key.as_deref(),
-                payload: &raw,
+                retry: retry.as_deref(), payload: &raw,
             };
             let mut buf = Vec::new();
             env.encode_tokens_into(&mut buf);
@@ -165,6 +170,7 @@ mod tests {
             trace_id: None,
             unique_key: None,
             key: None,
+            retry: None,
             payload: &raw,
         };
         let envs = [

@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::queue::envelope::{self, EnvelopeOut, MAX_ID_LEN, Priority};
 use crate::queue::keys::validate_token;
 use crate::queue::partitions;
+use crate::queue::retry_rules::RetryRule;
 use crate::queue::scripts::EnqueueArg;
 use serde_json::value::RawValue;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,6 +31,7 @@ struct More {
     trace_id: Option<String>,
     unique_for: Duration,
     unique_key: Option<String>,
+    retry: Option<RetryRule>,
 }
 
 impl NewJob {
@@ -123,6 +125,16 @@ impl NewJob {
         more.unique_key.as_deref().filter(|_| !more.unique_for.is_zero())
     }
 
+    /// The job's own retry rule (`"fixed:1m,10m".parse()?`, `"sidekiq".parse()?`): the
+    /// delays after its failures and, when the rule says, its runs in all. It wins over
+    /// the rules an operator sets for its kind and its queue (`weir retry set`); a
+    /// `Retry-After` from the handler still wins over its delay. Written in the
+    /// envelope's `retry` field; none by default.
+    pub fn retry(mut self, rule: RetryRule) -> Self {
+        self.more().retry = Some(rule);
+        self
+    }
+
     /// The job's key: the tenant, customer or destination host that per-key limits count
     /// it against (1 to 128 characters from `[A-Za-z0-9_.:-]`: hash longer keys). Written
     /// in the envelope's `key` field; none by default.
@@ -139,6 +151,7 @@ impl More {
         trace_id: None,
         unique_for: Duration::ZERO,
         unique_key: None,
+        retry: None,
     };
 }
 
@@ -180,6 +193,7 @@ pub(super) fn encode_job(
         validate_token("job key", k, MAX_ID_LEN)?;
     }
     let max_attempts = job.max_attempts.unwrap_or(default_max_attempts).max(1);
+    let retry = more.retry.as_ref().map(RetryRule::to_string);
     let env = EnvelopeOut {
         attempt: 0,
         max_attempts,
@@ -190,6 +204,7 @@ pub(super) fn encode_job(
         trace_id: more.trace_id.as_deref(),
         unique_key,
         key: job.key.as_deref(),
+        retry: retry.as_deref(),
         payload: &job.payload,
     };
     // Every string above passed `validate_token`.

@@ -77,7 +77,9 @@ pub async fn dlq_requeue<C: ConnectionLike>(
 
 /// Deletes up to `limit` dead-lettered jobs, oldest first; returns how many.
 pub async fn dlq_purge<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, limit: usize) -> Result<u64> {
-    call("dlq_purge", keys, invocation(&DLQ_PURGE, keys).arg(limit), conn).await
+    let mut inv = invocation(&DLQ_PURGE, keys);
+    super::with_records(&mut inv, keys);
+    call("dlq_purge", keys, inv.arg(limit), conn).await
 }
 
 /// Pauses (`true`) or resumes a queue; returns whether the state changed.
@@ -115,6 +117,8 @@ pub struct Stats {
     pub dead_cap: u64,
     /// Jobs deferred at least once and not done yet (waiting, ready or leased again).
     pub deferred: u64,
+    /// Completed jobs kept on request (`weir limits set --keep-completed`).
+    pub done: u64,
 }
 
 impl Stats {
@@ -141,6 +145,7 @@ impl Stats {
             s.in_flight += l.in_flight;
             s.dead += l.dead;
             s.deferred += l.deferred;
+            s.done += l.done;
             s.dead_cap += l.dead_cap;
             s.paused |= l.paused;
             s.oldest_ready_age_ms = s.oldest_ready_age_ms.max(l.oldest_ready_age_ms);
@@ -183,8 +188,10 @@ impl Stats {
 
 /// Reads a [`Stats`] snapshot.
 pub async fn stats<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<Stats> {
-    let reply: Vec<Value> = call("stats", keys, &mut invocation(&STATS, keys), conn).await?;
-    if reply.len() != 11 {
+    let mut inv = invocation(&STATS, keys);
+    super::with_records(&mut inv, keys);
+    let reply: Vec<Value> = call("stats", keys, &mut inv, conn).await?;
+    if reply.len() != 12 {
         return Err(reply_err("stats", format!("{} values", reply.len())));
     }
     let n = |i: usize| as_u64("stats", &reply[i]);
@@ -198,6 +205,7 @@ pub async fn stats<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> Result<
         counters: Default::default(),
         dead_cap: n(9)?,
         deferred: n(10)?,
+        done: n(11)?,
     };
     if let Value::Array(pairs) = &reply[8] {
         for pair in pairs.chunks(2) {

@@ -3,7 +3,8 @@
 -- dlq purge` and the UI.
 --
 -- KEYS: the queue's keys (lib.lua); touches dead, jobs, errors, deferrals, ready[1..3],
---   counters, wake.
+--   counters, wake; then the job records (lib.lua's records): a deleted job's history
+--   goes with it, a requeued one keeps it.
 -- ARGV[1]: 'requeue' (to the back of ready, fresh attempt count) or 'delete'
 -- ARGV[2]: rank to start at, oldest first (0 = the oldest; the caller passes back `next`)
 -- ARGV[3]: the most entries to look at in this call (>= 1)
@@ -17,6 +18,7 @@
 -- 0. before the first write: the arguments, and every key it may write
 local action, rank, window = ARGV[1], arg_whole(2, 'the rank', 0), arg_whole(3, 'the window', 1)
 local min_age, kind = arg_whole(4, 'the minimum age (ms)', 0), ARGV[5] or ''
+records()
 expect(K.dead, 'zset')
 expect_each(K.ready, 'list')
 expect_each({ K.jobs, K.errors, K.deferrals }, 'hash')

@@ -5,6 +5,8 @@
 --   lease, paused, counters, dead and errors (invalid ids); reads settings (the limits).
 --   KEYS[NQ + 1]: STRING, the global rate's GCRA state (gcra_tat), expiring once past
 --   KEYS[NQ + 2]: the prefix (not a key) of the per-key limits' state (key_limits)
+--   then the job records (lib.lua's records), last: history and done (the dead-letter
+--   trim deletes the histories of the jobs it trims)
 -- ARGV[1]: N, the most jobs to return (>= 1)
 -- ARGV[2]: visibility timeout (ms): lease deadline = Redis TIME + this
 -- ARGV[3]: '1' when the consumer adapts a limit per key (--adaptive-per-key): each key's
@@ -24,7 +26,8 @@
 --     consumers waiting for a slot: settle.lua's concurrency_limited), 256 this call took
 --     the last ready job: the ready lists and suspects are empty now, so the caller may
 --     wait for a wake message (every write that readies a job publishes one) or the next
---     due time instead of asking again;
+--     due time instead of asking again; 512 completed jobs are kept (keep_completed_ms or
+--     _count is set): their acks must go through settle, which keeps them;
 --   suspects: how many of the returned jobs, at the front, are suspects (0 or 1): jobs
 --     that were running when their consumer died (see reclaim.lua). A consumer runs them
 --     alone, one at a time, so that a crash is charged to the job that caused it; one per
@@ -64,10 +67,11 @@ end
 -- The bits of the reply's `state` (the header says what each means; fetch.rs's `state`
 -- module names the same values, and a test there checks the two agree).
 local STATE = { paused = 1, global_rate = 2, global_concurrency = 4, cut_by_rate = 8,
-  cut_by_concurrency = 16, held_by_key = 32, parked = 64, concurrency_set = 128, emptied = 256 }
+  cut_by_concurrency = 16, held_by_key = 32, parked = 64, concurrency_set = 128, emptied = 256,
+  keep_completed = 512 }
 
 local LIMIT_FIELDS = { 'global_rate', 'global_burst', 'global_concurrency', 'key_rate', 'key_burst',
-  'key_concurrency', 'key_overrides' }
+  'key_concurrency', 'key_overrides', 'keep_completed_ms', 'keep_completed_count' }
 
 -- The global limits (`weir limits set --global-rate/--global-concurrency`), `s` as read
 -- from LIMIT_FIELDS, for a call asking for `n` jobs at `now`. Returns { n = how many it
@@ -439,6 +443,7 @@ local auto = ARGV[3] == '1'
 if redis.call('EXISTS', K.paused) == 1 then return { 0, 0, STATE.paused, 0 } end
 local now = now_ms()
 local limits = hash_named(K.settings, LIMIT_FIELDS)
+records()
 -- Before the first write (promotion, or unpark below): the keys whose first touch would
 -- come after one. The delayed sets are read before they are written, unless parked jobs
 -- come back first. Six TYPE calls and a read of the counters: about 4 us a call.
@@ -452,6 +457,7 @@ local counted = redis.call('EXISTS', counted_key) == 1
 if limits.key_rate or limits.key_concurrency or limits.key_overrides or auto or counted then expect_each(K.delayed, 'zset') end
 local grant = global_grant(KEYS[NQ + 1], limits, n, now)
 if limits.global_concurrency or limits.key_concurrency or limits.key_overrides then grant.bits = grant.bits + STATE.concurrency_set end
+if keep_setting(limits.keep_completed_ms, limits.keep_completed_count) then grant.bits = grant.bits + STATE.keep_completed end
 if grant.n == 0 then return { 0, grant.wait, grant.bits, 0 } end
 n = grant.n
 local keyed = key_limits(KEYS[NQ + 2], limits, auto, now, false, counted)

@@ -116,9 +116,11 @@ pub(crate) mod state {
     pub(crate) const CONCURRENCY_SET: u64 = 128;
     /// This call took the last ready job.
     pub(crate) const EMPTIED: u64 = 256;
+    /// Completed jobs are kept: every ack goes through the settle script.
+    pub(crate) const KEEP_COMPLETED: u64 = 512;
 
     /// Every bit by the name `fetch.lua`'s `STATE` gives it.
-    pub(crate) const NAMED: [(&str, u64); 9] = [
+    pub(crate) const NAMED: [(&str, u64); 10] = [
         ("paused", PAUSED),
         ("global_rate", GLOBAL_RATE),
         ("global_concurrency", GLOBAL_CONCURRENCY),
@@ -128,6 +130,7 @@ pub(crate) mod state {
         ("parked", PARKED),
         ("concurrency_set", CONCURRENCY_SET),
         ("emptied", EMPTIED),
+        ("keep_completed", KEEP_COMPLETED),
     ];
 }
 
@@ -150,6 +153,10 @@ pub struct GlobalLimits {
     /// A global or per-key concurrency is set: a settle that ends leases must wake the
     /// consumers waiting for a slot, which [`ack_inline`](super::ack_inline) does not.
     pub concurrency_set: bool,
+    /// Completed jobs are kept (`keep_completed_ms` or `_count` is set): acks must go
+    /// through [`settle`](fn@super::settle), which keeps them; [`ack_inline`](super::ack_inline)
+    /// deletes.
+    pub keep_completed: bool,
 }
 
 impl GlobalLimits {
@@ -163,6 +170,7 @@ impl GlobalLimits {
             held_by_key: bits & state::HELD_BY_KEY != 0,
             parked: bits & state::PARKED != 0,
             concurrency_set: bits & state::CONCURRENCY_SET != 0,
+            keep_completed: bits & state::KEEP_COMPLETED != 0,
         }
     }
 
@@ -203,6 +211,8 @@ pub async fn fetch_keyed<C: ConnectionLike>(
         invocation(&FETCH, keys)
             .key(keys.global_rate())
             .key(keys.key_limits_prefix())
+            .key(keys.history())
+            .key(keys.done())
             .arg(n)
             .arg(visibility_ms)
             .arg(if adaptive_per_key { "1" } else { "0" }),

@@ -58,6 +58,7 @@ pub async fn jobs_page<C: ConnectionLike>(
     key: &str,
 ) -> Result<Page> {
     let mut inv = invocation(&JOBS_PAGE, keys);
+    super::with_records(&mut inv, keys);
     inv.arg(state)
         .arg(&offsets[..])
         .arg(limit)
@@ -111,12 +112,17 @@ pub struct Shown {
     pub token: Option<String>,
     /// The deferral record: `count first_ms`, then per-cause `cause=count:first_ms` parts.
     pub deferral: Option<String>,
+    /// The run history: a JSON array of `{"start","end","worker","outcome","message"}`,
+    /// newest last (see `lib.lua`'s run_history).
+    pub history: Option<String>,
 }
 
 /// One job, wherever it is.
 pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<Shown> {
-    let reply: Vec<Value> = call("job_show", keys, invocation(&JOB_SHOW, keys).arg(id), conn).await?;
-    let [now, state, env, score, err, mark, token, deferral]: [Value; 8] = reply
+    let mut inv = invocation(&JOB_SHOW, keys);
+    super::with_records(&mut inv, keys);
+    let reply: Vec<Value> = call("job_show", keys, inv.arg(id), conn).await?;
+    let [now, state, env, score, err, mark, token, deferral, history]: [Value; 9] = reply
         .try_into()
         .map_err(|r: Vec<Value>| reply_err("job_show", format!("{} values", r.len())))?;
     Ok(Shown {
@@ -128,6 +134,7 @@ pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &st
         mark: opt_string(mark),
         token: opt_string(token),
         deferral: opt_string(deferral),
+        history: opt_string(history),
     })
 }
 
@@ -140,6 +147,7 @@ pub async fn jobs_delete<C: ConnectionLike>(
     ids: &[String],
 ) -> Result<Vec<(String, String)>> {
     let mut inv = invocation(&JOBS_DELETE, keys);
+    super::with_records(&mut inv, keys);
     inv.arg(if only_dead { "dead" } else { "any" });
     for id in ids {
         inv.arg(id);
@@ -158,7 +166,9 @@ pub async fn jobs_delete<C: ConnectionLike>(
 
 /// Moves a delayed or dead job to the front of ready; returns the state it was in.
 pub async fn job_run_now<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<String> {
-    call("job_run_now", keys, invocation(&JOB_RUN_NOW, keys).arg(id), conn).await
+    let mut inv = invocation(&JOB_RUN_NOW, keys);
+    super::with_records(&mut inv, keys);
+    call("job_run_now", keys, inv.arg(id), conn).await
 }
 
 /// A [`dlq_bulk`] reply.
@@ -184,6 +194,7 @@ pub async fn dlq_bulk<C: ConnectionLike>(
     kind: &str,
 ) -> Result<BulkStep> {
     let mut inv = invocation(&DLQ_BULK, keys);
+    super::with_records(&mut inv, keys);
     inv.arg(if requeue { "requeue" } else { "delete" })
         .arg(rank)
         .arg(window.max(1))

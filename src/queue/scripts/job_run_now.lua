@@ -6,7 +6,8 @@
 -- ARGV[1]: job id
 -- Returns: the state the job was in: 'delayed' (moved, its attempt count kept: a retry
 --   runs now instead of later), 'dead' (moved with a fresh attempt count, as a requeue),
---   'in_flight' or 'ready' (left as it is), or 'missing'.
+--   'in_flight', 'done' (a completed job kept) or 'ready' (left as it is), or 'missing'.
+--   KEYS end with the job records (lib.lua's records).
 --   An id not in jobs may be an inline job (lib.lua's items), which is only ever ready or
 --   leased: it is looked for by a scan of the lease, the suspects and the ready lists,
 --   SCAN items a call, O(n) in the queue's size, paid only for such an id (an inline job,
@@ -14,6 +15,7 @@
 
 local id = ARGV[1]
 -- 0. before the first write: the keys written
+records()
 expect(K.dead, 'zset')
 expect_each(K.delayed, 'zset')
 expect_each(K.ready, 'list')
@@ -42,4 +44,5 @@ if state then
   return state
 end
 if redis.call('ZSCORE', K.lease, id) then return 'in_flight' end
+if redis.call('ZSCORE', K.done, id) then return 'done' end
 return 'ready'

@@ -2,10 +2,13 @@
 --
 -- KEYS: the queue's keys (lib.lua); reads jobs, lease, lease_tokens, started, dead,
 --   delayed[1..3], errors, deferrals; for an id not in jobs, suspects and ready[1..3].
+--   Then the job records (lib.lua's records): history and done.
 -- ARGV[1]: job id
 -- Returns: { now_ms, state, envelope (or false), score (or false), last error (or false),
---   start mark (or false), lease token (or false), deferral record (or false) }
---   state: 'in_flight' (score: lease deadline), 'dead' (score: dead-lettered at),
+--   start mark (or false), lease token (or false), deferral record (or false), run
+--   history (or false: lib.lua's run_history) }
+--   state: 'in_flight' (score: lease deadline), 'dead' (score: dead-lettered at), 'done'
+--   (a completed job kept on request; score: completed at),
 --   'delayed' (score: due time), 'ready' (an envelope in no lease or set: it waits in a
 --   ready list or among the suspects; found without scanning them), or 'missing'.
 --   lease token: the fetch token of an extended lease (else the lease's first deadline
@@ -17,6 +20,7 @@
 --   id costs O(log n).
 
 local id = ARGV[1]
+records()
 local now = now_ms()
 local env = redis.call('HGET', K.jobs, id)
 -- the field of its per-lease records: its id, or its item for an inline job
@@ -24,10 +28,13 @@ local item = id
 local state, score = 'missing', false
 local lease = redis.call('ZSCORE', K.lease, id)
 local dead = redis.call('ZSCORE', K.dead, id)
+local done = redis.call('ZSCORE', K.done, id)
 if lease then
   state, score = 'in_flight', tonumber(lease)
 elseif dead then
   state, score = 'dead', tonumber(dead)
+elseif done then
+  state, score = 'done', tonumber(done)
 else
   for p = 1, 3 do
     local due = redis.call('ZSCORE', K.delayed[p], id)
@@ -44,4 +51,4 @@ if state == 'missing' then
 end
 return { now, state, env or false, score, redis.call('HGET', K.errors, id),
   redis.call('HGET', K.started, item), redis.call('HGET', K.lease_tokens, item),
-  redis.call('HGET', K.deferrals, id) }
+  redis.call('HGET', K.deferrals, id), redis.call('HGET', K.history, id) }

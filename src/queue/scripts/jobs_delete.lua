@@ -2,10 +2,13 @@
 --
 -- KEYS: the queue's keys (lib.lua); touches jobs, ready[1..3], suspects, delayed[1..3],
 --   lease, lease_tokens, started, dead, errors, deferrals, counters.
+-- KEYS also end with the job records (lib.lua's records): history and done; a job's
+--   history goes with it, and a completed job kept on request can be deleted.
 -- ARGV[1]: 'any' (a job in any state) or 'dead' (only dead-lettered jobs)
 -- ARGV[2..]: job ids
 -- Returns: flat pairs of id, the state it was deleted from ('ready', 'delayed',
---   'in_flight', 'dead'), or 'missing' (not found; with 'dead': not dead-lettered).
+--   'in_flight', 'dead', 'done'), or 'missing' (not found; with 'dead': not
+--   dead-lettered).
 --   A running job (in_flight) loses its lease here: its consumer's later outcome finds no
 --   lease and is dropped as "missed" (settle.lua), its heartbeat drops it as lost, and
 --   reclaim never sees it, so it is neither retried nor dead-lettered.
@@ -18,6 +21,7 @@
 
 local only = ARGV[1]
 -- 0. before the first write: every key it may write
+records()
 expect(K.dead, 'zset')
 expect(K.lease, 'zset')
 expect_each(K.delayed, 'zset')
@@ -32,6 +36,7 @@ local deleted = 0
 local function take(id, env)
   if redis.call('ZREM', K.dead, id) == 1 then return 'dead' end
   if only == 'dead' then return nil end
+  if redis.call('ZREM', K.done, id) == 1 then return 'done' end
   if redis.call('ZREM', K.lease, id) == 1 then
     redis.call('HDEL', K.lease_tokens, id)
     redis.call('HDEL', K.started, id)
@@ -58,7 +63,8 @@ for i = 2, #ARGV do
   if state then
     redis.call('HDEL', K.jobs, id)
     forget({ id })
-    deleted = deleted + 1
+    -- (a completed job kept was counted as acked: 'deleted' counts jobs that never ended)
+    if state ~= 'done' then deleted = deleted + 1 end
   elseif not env and only ~= 'dead' and not tried[id] then
     wanted[id] = i
     nw = nw + 1

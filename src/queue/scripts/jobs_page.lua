@@ -4,18 +4,20 @@
 --
 -- KEYS: the queue's keys (lib.lua); reads ready[1..3], suspects, delayed[1..3], lease,
 --   dead, jobs, errors, started.
--- ARGV[1]: state: 'ready', 'delayed', 'in_flight' or 'dead'
+--   Then the job records (lib.lua's records): history and done.
+-- ARGV[1]: state: 'ready', 'delayed', 'in_flight', 'dead' or 'done' (completed jobs kept)
 -- ARGV[2..4]: the cursor, offsets where the page starts (0 0 0 = the first page):
 --   ready: ARGV[2] is a rank in suspects ++ high ++ normal ++ low (fetch order);
 --   delayed: one rank per priority, high, normal, low (the page merges them by due time);
---   in_flight: ARGV[2] is a rank by lease deadline; dead: a rank newest first.
+--   in_flight: ARGV[2] is a rank by lease deadline; dead and done: a rank newest first.
 -- ARGV[5]: the most jobs to return (>= 1)
 -- ARGV[6]: the most entries to look at (>= ARGV[5]): with a kind filter, a page may end
 --   with fewer jobs than asked for, and a cursor to go on from
 -- ARGV[7]: the kind to keep ('' = every kind)
 -- ARGV[8]: the job key to keep ('' = any job, with a key or not; lib.lua's job_key)
 -- Returns: { now_ms, more, o1, o2, o3, then per job: id, envelope (or false), score (due
---   time, lease deadline or dead-lettered-at ms; false for ready), last error (or false),
+--   time, lease deadline, dead-lettered-at or completed-at ms; false for ready), last
+--   error (or false),
 --   start mark (or false), segment (0 suspect, 1..3 priority of the list or set it is in) }
 --   more: 1 if entries remain past the returned offsets (the next page's cursor).
 --   An inline job (lib.lua's items: ready and in_flight pages) is reported by the id its
@@ -23,6 +25,7 @@
 --   is read by the item, its last error by the id.
 
 local state = ARGV[1]
+records()
 local o = { tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) }
 local limit, window, kind = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local key = ARGV[8] or ''
@@ -73,6 +76,7 @@ elseif state == 'delayed' then
 else
   local key, cmd = K.lease, 'ZRANGE'
   if state == 'dead' then key, cmd = K.dead, 'ZREVRANGE' end
+  if state == 'done' then key, cmd = K.done, 'ZREVRANGE' end
   local got = redis.call(cmd, key, o[1], o[1] + window - 1, 'WITHSCORES')
   for i = 1, #got, 2 do seen[#seen + 1] = { got[i], tonumber(got[i + 1]), 0 } end
   o[1] = o[1] + #seen

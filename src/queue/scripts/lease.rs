@@ -7,7 +7,7 @@
 //! token.
 
 use super::{EXTEND, KEY_SHARES, RECLAIM, RELEASE, START_SUSPECT};
-use super::{as_u64, call, into_strings, invocation};
+use super::{as_u64, call, into_strings, invocation, with_records};
 use crate::error::Result;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
@@ -53,7 +53,7 @@ pub async fn reclaim<C: ConnectionLike>(
     let (returned, suspects, dead, trimmed, trimmed_total): (u64, u64, u64, u64, u64) = call(
         "reclaim",
         keys,
-        invocation(&RECLAIM, keys)
+        with_records(&mut invocation(&RECLAIM, keys), keys)
             .arg(n)
             .arg(budget.max_deferrals)
             .arg(budget.max_age.as_millis() as u64),

@@ -49,6 +49,26 @@ local K = {
 -- How many of KEYS are the queue's own (keys.rs's KEY_COUNT); a script's extra keys follow.
 local NQ = 19
 
+-- The job records kept beside the queue's keys (keys.rs's QueueKeys::records): the scripts
+-- that write, read or delete jobs take them as their last two KEYS and call records()
+-- first; in the others they are nil and never touched.
+--   K.history  HASH  id -> the job's last runs, newest last, as a JSON array of
+--                    {"start","end","worker","outcome","message"} (run_history)
+--   K.done     ZSET  id -> completed-at ms: completed jobs kept on request (their envelope
+--                    stays in K.jobs), trimmed by age and count (trim_done)
+local function records()
+  K.history, K.done = KEYS[#KEYS - 1], KEYS[#KEYS]
+  -- before any write: the HDELs and ZADDs on them come late in a script
+  local t = redis.call('TYPE', K.history).ok
+  if t ~= 'hash' and t ~= 'none' then
+    error({ err = 'WRONGTYPE weir: ' .. K.history .. ' holds a ' .. t .. ', not the hash weir keeps there (written by hand?); nothing was changed' })
+  end
+  t = redis.call('TYPE', K.done).ok
+  if t ~= 'zset' and t ~= 'none' then
+    error({ err = 'WRONGTYPE weir: ' .. K.done .. ' holds a ' .. t .. ', not the zset weir keeps there (written by hand?); nothing was changed' })
+  end
+end
+
 -- Redis server time in ms: workers' clocks never matter.
 local function now_ms()
   local t = redis.call('TIME')
@@ -358,6 +378,7 @@ local function trim_dead()
   call_chunked('HDEL', K.jobs, ids)
   call_chunked('HDEL', K.errors, ids)
   if redis.call('EXISTS', K.deferrals) == 1 then call_chunked('HDEL', K.deferrals, ids) end
+  if K.history and redis.call('EXISTS', K.history) == 1 then call_chunked('HDEL', K.history, ids) end
   count('trimmed', #ids)
   return #ids
 end
@@ -436,11 +457,97 @@ local function end_leases(ids)
   if redis.call('EXISTS', K.started) == 1 then call_chunked('HDEL', K.started, ids) end
 end
 
--- Forgets the per-job records a finished job leaves (last error, deferrals).
-local function forget(ids)
+-- Forgets the per-job records a finished job leaves (last error, deferrals, and its run
+-- history unless `keep_history`: a completed job kept on request keeps it).
+local function forget(ids, keep_history)
   if #ids == 0 then return end
   if redis.call('EXISTS', K.errors) == 1 then call_chunked('HDEL', K.errors, ids) end
   if redis.call('EXISTS', K.deferrals) == 1 then call_chunked('HDEL', K.deferrals, ids) end
+  if not keep_history and K.history and redis.call('EXISTS', K.history) == 1 then
+    call_chunked('HDEL', K.history, ids)
+  end
+end
+
+-- Run history (K.history): each job keeps its last HISTORY_RUNS runs (the queue's
+-- `history_runs` setting, 0 to HISTORY_MAX_RUNS), each message cut to HISTORY_TEXT bytes
+-- and the worker's name to 128, so a job's record stays under HISTORY_MAX_RUNS * ~800
+-- bytes; an append reads and rewrites one record: O(1) per run.
+local HISTORY_RUNS = 5
+local HISTORY_MAX_RUNS = 50
+local HISTORY_TEXT = 512
+
+-- The runs kept per job, from the setting's value (nil: the default).
+local function history_runs(v)
+  return whole_in(v, 0, HISTORY_MAX_RUNS) or HISTORY_RUNS
+end
+
+-- `s` cut to at most `n` bytes, at a UTF-8 character's start.
+local function cut(s, n)
+  s = tostring(s or '')
+  if #s <= n then return s end
+  local e = n
+  while e > 0 do
+    local b = string.byte(s, e + 1)
+    if not b or b < 128 or b >= 192 then break end
+    e = e - 1
+  end
+  return string.sub(s, 1, e)
+end
+
+-- One run as JSON text, as run_history writes it.
+local function run_json(start, finish, worker, outcome, message)
+  return string.format('{"start":%d,"end":%d,"worker":%s,"outcome":"%s","message":%s}',
+    start, finish, cjson.encode(cut(worker, 128)), outcome, cjson.encode(cut(message, HISTORY_TEXT)))
+end
+
+-- Appends a run to job `id`'s history, keeping its last `keep` runs. A record that does
+-- not decode (written by hand) starts over.
+local function run_history(id, keep, start, finish, worker, outcome, message)
+  if keep <= 0 then return end
+  local old = redis.call('HGET', K.history, id)
+  local runs = {}
+  if old then
+    local ok, v = pcall(cjson.decode, old)
+    if ok and type(v) == 'table' then runs = v end
+  end
+  runs[#runs + 1] = { start = start, ['end'] = finish, worker = cut(worker, 128),
+    outcome = outcome, message = cut(message, HISTORY_TEXT) }
+  local from = math.max(1, #runs - keep + 1)
+  local kept = {}
+  for j = from, #runs do kept[#kept + 1] = runs[j] end
+  redis.call('HSET', K.history, id, cjson.encode(kept))
+end
+
+-- Completed jobs kept on request: the queue's settings `keep_completed_ms` (how long)
+-- and `keep_completed_count` (how many); either turns it on, and the count defaults to
+-- KEEP_COUNT, so what is kept is always bounded. Returns { ms, count } or nil (off).
+local KEEP_COUNT = 10000
+local function keep_setting(ms, n)
+  ms, n = whole_in(ms, 1), whole_in(n, 1)
+  if not ms and not n then return nil end
+  return { ms = ms, count = n or KEEP_COUNT }
+end
+
+-- Trims the completed jobs kept (K.done) to `keep`: past its count, oldest first, then
+-- older than its age; at most TRIM_MAX a call, so a lowered setting drains over calls
+-- (settle trims after each batch it keeps, the reclaimer every second). Each one's
+-- envelope, last error and history go with it. Returns the number trimmed.
+local function trim_done(keep, now)
+  local ids = {}
+  local excess = redis.call('ZCARD', K.done) - keep.count
+  if excess > 0 then
+    local gone = redis.call('ZPOPMIN', K.done, math.min(excess, TRIM_MAX))
+    for i = 1, #gone, 2 do ids[#ids + 1] = gone[i] end
+  end
+  if keep.ms and #ids < TRIM_MAX then
+    local old = redis.call('ZRANGEBYSCORE', K.done, '-inf', now - keep.ms, 'LIMIT', 0, TRIM_MAX - #ids)
+    if #old > 0 then call_chunked('ZREM', K.done, old) end
+    for i = 1, #old do ids[#ids + 1] = old[i] end
+  end
+  if #ids == 0 then return 0 end
+  call_chunked('HDEL', K.jobs, ids)
+  forget(ids)
+  return #ids
 end
 
 -- A deferral record (K.deferrals): 'count first_ms' for all causes together (what `weir

@@ -20,7 +20,7 @@ mod admin;
 mod cron;
 mod enqueue;
 mod fetch;
-mod history;
+mod samples;
 mod inspect;
 mod lease;
 mod settle;
@@ -29,12 +29,15 @@ pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue, plain_pipeline, register};
 pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
 pub use fetch::{Fetched, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_keyed};
-pub use history::history_record;
+pub use samples::samples_record;
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
 pub use lease::{Reclaimed, extend, key_shares, reclaim, release, start_suspect};
-pub use settle::{Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked};
+pub use settle::{
+    RunHistory, Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked,
+    settle_recorded,
+};
 
 /// The shared prelude every script opens with.
 pub const LIB: &str = include_str!("lib.lua");
@@ -117,7 +120,7 @@ scripts! {
     CRON_FIRE = "cron_fire",
     KEY_SHARES = "key_shares",
     PARTITIONS = "partitions",
-    HISTORY = "history",
+    SAMPLES = "samples",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {
@@ -126,6 +129,15 @@ fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptI
         inv.key(k);
     }
     inv
+}
+
+/// Adds the job records (history, done) as the last keys of `inv`, where the scripts that
+/// write, read or delete jobs look for them (lib.lua's records).
+fn with_records<'a, 'b>(
+    inv: &'b mut redis::ScriptInvocation<'a>,
+    keys: &QueueKeys,
+) -> &'b mut redis::ScriptInvocation<'a> {
+    inv.key(keys.history()).key(keys.done())
 }
 
 /// Runs one script call, recording its round trip and any error.

@@ -7,9 +7,12 @@
 -- ARGV[1]: the most leases to reclaim in this call
 -- ARGV[2]: deferral budget: the most deferrals of one job (0 = no limit)
 -- ARGV[3]: deferral budget: the longest time since a job's first deferral, ms (0 = none)
+-- KEYS also end with the job records (lib.lua's records): history and done.
 -- Returns: { returned, suspects, dead_lettered, trimmed, trimmed_total }
 --   Every call, expired leases or not, trims the dead-letter queue a bounded step toward
---   the queue's cap, so an excess left by a lowered cap drains over calls. trimmed: the
+--   the queue's cap, so an excess left by a lowered cap drains over calls, and the
+--   completed jobs kept (lib.lua's trim_done) by their age and count: all of them, a step
+--   a call, once the queue keeps none. trimmed: the
 --   entries this call trimmed; trimmed_total: the queue's 'trimmed' counter after it (the
 --   consumer logs trim streaks from its changes, whoever trimmed).
 --   What happens to each expired lease depends on its start mark (K.started):
@@ -35,6 +38,9 @@
 local n = arg_whole(1, 'the most leases to reclaim', 1)
 local max_n, max_ms = arg_whole(2, 'max deferrals', 0), arg_whole(3, 'max deferral age (ms)', 0)
 local now = now_ms()
+records()
+local keep_fields = hash_fields(K.settings, { 'keep_completed_ms', 'keep_completed_count' })
+local keep = keep_setting(keep_fields[1], keep_fields[2]) or { count = 0 }
 expect(K.lease, 'zset')
 expect_each({ K.lease_tokens, K.started }, 'hash')
 expect_each(K.ready, 'list')
@@ -45,6 +51,7 @@ counters_ready({ 'reclaimed', 'deferred', 'dead', 'trimmed' })
 -- The reply, after the dead-letter trim every call makes.
 local function done(returned, suspects, buried)
   local trimmed = trim_dead()
+  if redis.call('EXISTS', K.done) == 1 then trim_done(keep, now) end
   local total = tonumber(redis.call('HGET', K.counters, 'trimmed')) or 0
   if total ~= math.floor(total) then total = 0 end
   return { returned, suspects, buried, trimmed, total }

@@ -27,6 +27,16 @@
 --        consumer tagged `tag` (HSET started id tag, for the ids still held), so a crash
 --        of that consumer is not taken for "never ran" (see reclaim.lua); a retry or a
 --        dead-letter removes its job's mark itself
+--   'H', worker, lease (ms)                at most once, anywhere: record the runs this
+--        call settles in their jobs' history (K.history, lib.lua's run_history): start =
+--        the lease's token less `lease` (when the run's fetch leased it), end = now, the
+--        worker's name, the outcome (retry, dead, defer; done for a completed job kept)
+--        and the error or reason. Without it no history is written (acks of jobs not
+--        kept never write one).
+-- KEYS also end with the job records (lib.lua's records): history and done. Completed
+-- jobs are kept when the queue's settings say so (keep_completed_ms / _count, lib.lua's
+-- keep_setting): an acked job's envelope stays in jobs, its id goes to done, and done is
+-- trimmed (trim_done); otherwise an ack deletes the job and its records.
 -- Returns: { missed, spent, missed_inline }
 --   missed: the ids not acted on because this caller no longer holds their lease
 --     (expired and reclaimed, already settled, or listed twice), acks first, in ARGV
@@ -39,6 +49,7 @@
 --     found, not which (an earlier try of a retried call settled them, or they expired).
 -- Burying trims the dead-letter queue toward the queue's cap (lib.lua's trim_dead).
 
+records()
 local now = now_ms()
 local missed, nm, missed_inline = {}, 0, 0
 local retried, deferred, buried = 0, 0, 0
@@ -55,7 +66,7 @@ end
 --    they carry, the counters and, for stored jobs, the jobs' records; the rare outcomes
 --    write more, and may bury (lib.lua's trim_ready).
 local function shape()
-  local has = { stored = false, marked = false, rare = false }
+  local has = { stored = false, marked = false, rare = false, history = nil }
   local i = 2
   for _ = 1, arg_whole(1, 'the number of ack groups', 0) do
     arg_whole(i, 'a lease token', 0)
@@ -81,6 +92,10 @@ local function shape()
       end
       has.rare = true
       i = i + sizes[op]
+    elseif op == 'H' then
+      if i + 2 > #ARGV then refuse('settle: outcome H at argument ' .. i .. ' is cut short') end
+      has.history = { worker = ARGV[i + 1], lease = arg_whole(i + 2, 'a lease length (ms)', 0) }
+      i = i + 3
     elseif op == 'S' then
       arg_whole(i + 2, 'a lease token', 0)
       i = i + 4 + arg_whole(i + 3, 'a start-mark group size', 0, #ARGV - i - 3)
@@ -93,9 +108,17 @@ local function shape()
   return has
 end
 local has = shape()
+-- (read now, used in step 5: under a global or per-key concurrency, ended leases wake;
+-- and whether completed jobs are kept, and how many runs a history keeps)
+local limits = hash_named(K.settings, { 'global_concurrency', 'key_concurrency', 'key_overrides',
+  'keep_completed_ms', 'keep_completed_count', 'history_runs' })
+local concurrency_limited = limits.global_concurrency or limits.key_concurrency or limits.key_overrides
+local keep = keep_setting(limits.keep_completed_ms, limits.keep_completed_count)
+local hist = has.history
+local hist_runs = history_runs(limits.history_runs)
 local has_tokens = expect(K.lease_tokens, 'hash')
 if has.marked or has.rare then expect(K.started, 'hash') end
-if has.stored or has.rare then expect_each({ K.jobs, K.errors, K.deferrals }, 'hash') end
+if has.stored or has.rare or keep then expect_each({ K.jobs, K.errors, K.deferrals }, 'hash') end
 if has.rare then
   expect_each(K.delayed, 'zset')
   trim_ready()
@@ -105,9 +128,43 @@ if has.rare then
 else
   counters_ready({ 'acked' })
 end
--- (read now, used in step 5: under a global or per-key concurrency, ended leases wake)
-local limits = hash_named(K.settings, { 'global_concurrency', 'key_concurrency', 'key_overrides' })
-local concurrency_limited = limits.global_concurrency or limits.key_concurrency or limits.key_overrides
+
+-- A run of job `id` under lease `token` ended with `outcome`: into its history, when this
+-- call records history.
+local function ran(id, token, outcome, message)
+  if hist then
+    run_history(id, hist_runs, math.max(0, tonumber(token) - hist.lease), now, hist.worker, outcome, message)
+  end
+end
+
+-- Keeps the acked jobs `ids` of lease `token` (their envelopes in jobs) as completed, in
+-- bulk: their ids to done, and a 'done' run to each one's history (written whole for a
+-- job without one: `fresh`, an inline job, never has one).
+local kept = 0
+local function keep_done(ids, token, fresh)
+  if #ids == 0 then return end
+  local z = {}
+  for j = 1, #ids do
+    z[2 * j - 1], z[2 * j] = now, ids[j]
+  end
+  call_chunked('ZADD', K.done, z)
+  kept = kept + #ids
+  if not hist or hist_runs == 0 then return end
+  local start = math.max(0, tonumber(token) - hist.lease)
+  local whole = '[' .. run_json(start, now, hist.worker, 'done', '') .. ']'
+  local olds = {}
+  if not fresh then olds = hmget_chunked(K.history, ids) end
+  local h = {}
+  for j = 1, #ids do
+    if olds[j] then
+      run_history(ids[j], hist_runs, start, now, hist.worker, 'done', '')
+    else
+      h[#h + 1] = ids[j]
+      h[#h + 1] = whole
+    end
+  end
+  if #h > 0 then call_chunked('HSET', K.history, h) end
+end
 
 -- 1. acks, a group at a time: which ids are held (lib.lua's held_in), then those deleted in
 --    bulk. The rare marks (extended leases, last errors, deferral records) are touched only
@@ -118,7 +175,27 @@ for _ = 1, tonumber(ARGV[1]) do
   local token, flags, k = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local marked = flags % 2 == 1
   local first, last = i + 3, i + 2 + k
-  if flags >= 2 then
+  if flags >= 2 and keep then
+    -- kept: the ZREM of each says which were held; those are adopted by their ids
+    -- (lib.lua's adopt, in bulk)
+    local ids, envs = {}, {}
+    for c = first, last do
+      local item = ARGV[c]
+      if redis.call('ZREM', K.lease, item) == 1 then
+        if has_tokens then redis.call('HDEL', K.lease_tokens, item) end
+        if marked then redis.call('HDEL', K.started, item) end
+        local id = item_id(item) or ('unnamed-' .. redis.sha1hex(item))
+        ids[#ids + 1] = id
+        envs[#envs + 1] = id
+        envs[#envs + 1] = item
+      else
+        missed_inline = missed_inline + 1
+      end
+    end
+    if #envs > 0 then call_chunked('HSET', K.jobs, envs) end
+    keep_done(ids, token, true)
+    na = na + #ids
+  elseif flags >= 2 then
     local c = first
     while c <= last do
       local e = math.min(c + CHUNK - 1, last)
@@ -133,10 +210,11 @@ for _ = 1, tonumber(ARGV[1]) do
     local acked, refused = held_in(token, first, last)
     if #acked > 0 then
       call_chunked('ZREM', K.lease, acked)
-      call_chunked('HDEL', K.jobs, acked)
+      if not keep then call_chunked('HDEL', K.jobs, acked) end
       if has_tokens then call_chunked('HDEL', K.lease_tokens, acked) end
       if marked then call_chunked('HDEL', K.started, acked) end
-      forget(acked)
+      forget(acked, keep)
+      if keep then keep_done(acked, token, false) end
       na = na + #acked
     end
     for j = 1, #refused do miss(refused[j]) end
@@ -181,10 +259,12 @@ while i <= #ARGV do
           redis.call('HSET', K.errors, id, err)
           redis.call('ZADD', K.delayed[tonumber(ARGV[i + 3]) + 1], now + tonumber(ARGV[i + 4]), id)
           retried = retried + 1
+          ran(id, token, 'retry', err)
         elseif env then
           if attempt then redis.call('HSET', K.jobs, id, with_attempt(env, attempt + 1)) end
           bury(id, err, now)
           buried = buried + 1
+          ran(id, token, 'dead', err)
         end
       end
       i = i + (op == 'r' and 7 or 6)
@@ -194,9 +274,11 @@ while i <= #ARGV do
         local max_n, max_ms = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
         if defer(id, p, delay, max_n, max_ms, ARGV[i + 8], now, ARGV[i + 7]) then
           deferred = deferred + 1
+          ran(id, token, 'defer', ARGV[i + 8])
         else
           buried = buried + 1
           spent[#spent + 1] = item
+          ran(id, token, 'dead', redis.call('HGET', K.errors, id))
         end
       end
       i = i + 9
@@ -204,6 +286,7 @@ while i <= #ARGV do
       if held then
         bury(id, ARGV[i + 3], now)
         buried = buried + 1
+        ran(id, token, 'dead', ARGV[i + 3])
       end
       i = i + 4
     end
@@ -212,6 +295,9 @@ while i <= #ARGV do
     local k = tonumber(ARGV[i + 3])
     mark(ARGV[i + 1], ARGV[i + 2], i + 4, k)
     i = i + 4 + k
+  else
+    -- 'H' (read by shape)
+    i = i + 3
   end
 end
 
@@ -221,6 +307,7 @@ count('retried', retried)
 count('deferred', deferred)
 count('dead', buried)
 if buried > 0 then trim_dead() end
+if kept > 0 then trim_done(keep, now) end
 
 -- 5. a retry or a deferral is new delayed work: wake idle consumers so they learn when it
 --    falls due (an idle fetcher otherwise sleeps until its periodic recheck, seconds away)

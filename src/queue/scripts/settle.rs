@@ -160,7 +160,32 @@ pub async fn settle_marked<C: ConnectionLike>(
     items: &[Settle],
     marks: StartMarks<'_>,
 ) -> Result<Settled> {
+    settle_recorded(conn, keys, items, marks, None).await
+}
+
+/// Who ran the jobs of a [`settle_recorded`] call, for their run history.
+#[derive(Debug, Clone, Copy)]
+pub struct RunHistory<'a> {
+    /// The worker's name (the consumer's tag, as `weir workers` lists it).
+    pub worker: &'a str,
+    /// The lease length the consumer fetches with, ms: a run's start is taken as its
+    /// lease's token less this (when its fetch leased it, Redis clock).
+    pub lease_ms: u64,
+}
+
+/// [`settle_marked`], recording the runs it settles in their jobs' history when
+/// `history` is given: each retry, deferral and dead-letter, and each ack of a job the
+/// queue keeps (`keep_completed_*` settings). An ack of a job not kept deletes its
+/// history with it.
+pub async fn settle_recorded<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    items: &[Settle],
+    marks: StartMarks<'_>,
+    history: Option<RunHistory<'_>>,
+) -> Result<Settled> {
     let mut inv = invocation(&SETTLE, keys);
+    super::with_records(&mut inv, keys);
     add_acks(&mut inv, items, marks.ended);
     for item in items {
         match item {
@@ -215,6 +240,9 @@ pub async fn settle_marked<C: ConnectionLike>(
         };
     }
     add_marks(&mut inv, marks);
+    if let Some(h) = history {
+        inv.arg("H").arg(h.worker).arg(h.lease_ms);
+    }
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
     let (missed, spent, missed_inline) = settle_reply(reply)?;
     Ok(Settled {
@@ -362,6 +390,7 @@ pub async fn dead_letter_raw<C: ConnectionLike>(
     reason: &str,
 ) -> Result<Vec<String>> {
     let mut inv = invocation(&SETTLE, keys);
+    super::with_records(&mut inv, keys);
     inv.arg(0);
     for id in ids {
         inv.arg("D").arg(id).arg(token).arg(reason);

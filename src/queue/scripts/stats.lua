@@ -1,13 +1,16 @@
 -- stats: a consistent snapshot of the queue's sizes and counters.
 --
--- KEYS: the queue's keys (lib.lua); reads all of them.
+-- KEYS: the queue's keys (lib.lua); reads all of them; then the job records (lib.lua's
+--   records).
 -- ARGV: none
 -- Returns: { ready_high, ready_normal, ready_low, delayed, in_flight, dead, paused,
---   oldest_ready_age_ms, counters (flat field/value pairs), dead_cap, deferred }
+--   oldest_ready_age_ms, counters (flat field/value pairs), dead_cap, deferred, done }
+--   done: the completed jobs kept (`keep_completed_*` settings);
 --   dead_cap: the queue's dead-letter cap in force (its setting, or the default);
 --   deferred: jobs with a deferral record (put back uncharged, not yet done)
 --   ready_high counts the suspects too: they are ready, and fetched before anything else.
 
+records()
 local out = {}
 for p = 1, 3 do out[#out + 1] = redis.call('LLEN', K.ready[p]) end
 out[1] = out[1] + redis.call('LLEN', K.suspects)
@@ -34,4 +37,5 @@ out[#out + 1] = oldest
 out[#out + 1] = redis.call('HGETALL', K.counters)
 out[#out + 1] = dead_cap()
 out[#out + 1] = redis.call('HLEN', K.deferrals)
+out[#out + 1] = redis.call('ZCARD', K.done)
 return out

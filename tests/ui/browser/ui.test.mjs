@@ -118,7 +118,7 @@ async function main() {
     await page.getByText("No queues yet").waitFor({ timeout: STEP });
     // The consumer starts once the UI has looked (the UI's first look also finds queues
     // by their keys, and a consumer's heartbeat writes some).
-    run(weir, ["work", "--queue", "emails", "--handler", `http://127.0.0.1:${hookPort}/`, "--redis-url", redisUrl, "--no-metrics", "--history-period", "1s"], "weir work");
+    run(weir, ["work", "--queue", "emails", "--handler", `http://127.0.0.1:${hookPort}/`, "--redis-url", redisUrl, "--no-metrics", "--sample-period", "1s"], "weir work");
 
     // A queue appears, by itself, once something is enqueued; the job dies downstream.
     enqueue(redisUrl, "emails", [{ kind: "welcome", id: "welcome-ada", payload: { to: "ada@example.com", template: "welcome" } }]);

@@ -81,12 +81,12 @@ pub(crate) async fn job(State(app): State<App>, Query(q): Query<PageQuery>) -> R
     answer(r.await)
 }
 
-/// The queue's history (`weir::queue::history`): its samples, oldest first, and the rates
+/// The queue's history (`weir::queue::samples`): its samples, oldest first, and the rates
 /// over the newest two (what the queue page's charts draw).
-pub(crate) async fn history(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
+pub(crate) async fn samples(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
     let r = async {
-        let max = weir::queue::history::HistoryConfig::DEFAULT_KEPT;
-        Ok(app.queue(q.queue()?)?.history(max).await?)
+        let max = weir::queue::samples::SamplesConfig::DEFAULT_KEPT;
+        Ok(app.queue(q.queue()?)?.samples(max).await?)
     };
     answer(r.await)
 }

@@ -1,11 +1,11 @@
 //! The queue page's charts: throughput, failures, deferrals and depth over the queue's
-//! history (`weir::queue::history`: samples its consumers write on a fixed clock), drawn
+//! history (`weir::queue::samples`: samples its consumers write on a fixed clock), drawn
 //! as inline SVG on the server. No script, no build step; every number is spliced in by
 //! maud (escaped), and colours come from the stylesheet (the CSP allows no inline style).
 
 use maud::{Markup, html};
 use weir::admin::types::Timestamp;
-use weir::queue::history::History;
+use weir::queue::samples::Samples;
 
 /// The drawing's size, in SVG units (it scales to the card's width).
 const W: f64 = 320.0;
@@ -24,7 +24,7 @@ struct Series {
 }
 
 /// The four charts of a queue's page, or a note when its history is empty.
-pub(crate) fn queue_charts(h: &History) -> Markup {
+pub(crate) fn queue_charts(h: &Samples) -> Markup {
     if h.samples.len() < 2 {
         return html! {
             p.muted #charts-empty {
@@ -36,7 +36,7 @@ pub(crate) fn queue_charts(h: &History) -> Markup {
     let rates = h.rate_points();
     let rate = |f: fn(&weir::admin::types::Rates) -> f64| rates.iter().map(|(t, r)| (*t, f(r))).collect();
     let size =
-        |f: fn(&weir::queue::history::Sample) -> u64| h.samples.iter().map(|s| (s.at, f(s) as f64)).collect();
+        |f: fn(&weir::queue::samples::Sample) -> u64| h.samples.iter().map(|s| (s.at, f(s) as f64)).collect();
     let span = span(h);
     let gap = gap_ms(h);
     html! {
@@ -63,7 +63,7 @@ pub(crate) fn queue_charts(h: &History) -> Markup {
 
 /// The time the charts cover: the last hour up to Redis's clock at the read (longer if
 /// the history is).
-fn span(h: &History) -> (u64, u64) {
+fn span(h: &Samples) -> (u64, u64) {
     let end = h.now.0.max(h.samples.last().map_or(0, |s| s.at.0));
     let first = h.samples.first().map_or(end, |s| s.at.0);
     (first.min(end.saturating_sub(SPAN_MS)), end)
@@ -71,7 +71,7 @@ fn span(h: &History) -> (u64, u64) {
 
 /// Samples further apart than this are not joined by a line: no consumer sampled the
 /// queue in between (two periods and a half, the period the smallest step seen).
-fn gap_ms(h: &History) -> u64 {
+fn gap_ms(h: &Samples) -> u64 {
     let step = h
         .samples
         .windows(2)

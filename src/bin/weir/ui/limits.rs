@@ -15,7 +15,7 @@ use weir::limiter::Rate;
 use weir::settings::{Cleared, DEFAULT_DEAD_CAP, RateSetting, Settings};
 
 /// The form's fields: name, label, example (shown as "e.g. ..." in a blank field).
-const FIELDS: [(&str, &str, &str); 14] = [
+const FIELDS: [(&str, &str, &str); 17] = [
     ("min_concurrency", "Lowest concurrency (adaptive)", "4"),
     ("max_concurrency", "Highest concurrency (adaptive)", "200"),
     ("target_p95", "p95 target (adaptive)", "250ms or 1.5x"),
@@ -38,6 +38,9 @@ const FIELDS: [(&str, &str, &str); 14] = [
     ("key_rate", "Jobs/s of each job key, fleet-wide", "5/s"),
     ("key_burst", "Burst for the per-key rate", "1"),
     ("key_concurrency", "Jobs of each job key leased at once", "2"),
+    ("keep_completed", "Keep completed jobs this long", "1h"),
+    ("keep_completed_count", "Completed jobs kept at most", "10000"),
+    ("history_runs", "Runs each job's history keeps", "5"),
 ];
 
 async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
@@ -55,6 +58,7 @@ async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
                 (button(app, "/limits/clear", &[("queue", name), ("only", "global_rate")], "Lift global rate", ""))
                 (button(app, "/limits/clear", &[("queue", name), ("only", "global_concurrency")], "Lift global concurrency", ""))
                 (button(app, "/limits/clear", &[("queue", name), ("only", "per_key")], "Lift per-key limits", ""))
+                (button(app, "/limits/clear", &[("queue", name), ("only", "keep_completed")], "Keep no completed jobs", ""))
                 (button(app, "/limits/clear", &fields, "Clear all", "danger"))
             }
         }
@@ -70,7 +74,16 @@ async fn view(app: &App, q: &PageQuery) -> Result<Response, Failure> {
 }
 
 fn form(app: &App, name: &str, stored: &[(String, String)]) -> Markup {
-    let value = |f: &str| stored.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+    // (the age is stored in ms, shown as a duration)
+    let age = stored
+        .iter()
+        .find(|(k, _)| k == "keep_completed_ms")
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+        .map(|ms| humantime::format_duration(std::time::Duration::from_millis(ms)).to_string());
+    let value = |f: &str| match f {
+        "keep_completed" => age.as_deref(),
+        f => stored.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str()),
+    };
     html! {
         form.limits method="post" action="/limits/set" {
             (csrf(app))
@@ -96,6 +109,7 @@ fn now_text(field: &str, v: Option<&str>) -> String {
     match (field, v) {
         (_, Some(v)) => v.to_owned(),
         ("dead_cap", None) => format!("{DEFAULT_DEAD_CAP} (default)"),
+        ("history_runs", None) => "5 (default)".into(),
         (_, None) => "not set".into(),
     }
 }
@@ -129,6 +143,9 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
                 .map(|r| r.with_burst(key_burst.unwrap_or_else(|| Settings::default_global_burst(&r)))),
             key_concurrency: field(&p, "key_concurrency")?,
             key_overrides: Default::default(),
+            keep_completed: field::<humantime::Duration>(&p, "keep_completed")?.map(Into::into),
+            keep_completed_count: field(&p, "keep_completed_count")?,
+            history_runs: field(&p, "history_runs")?,
         };
         if key_burst.is_some() && update.key_rate.is_none() {
             return Err(Failure::bad_request(
@@ -152,8 +169,8 @@ pub(crate) async fn set(State(app): State<App>, p: Posted) -> Response {
     done(&app, r.await)
 }
 
-/// Removes every setting, or (`only=dead_cap|global_rate|global_concurrency|per_key`) that
-/// group.
+/// Removes every setting, or
+/// (`only=dead_cap|global_rate|global_concurrency|per_key|keep_completed`) that group.
 pub(crate) async fn clear(State(app): State<App>, p: Posted) -> Response {
     let r = async {
         let name = p.queue()?;
@@ -162,6 +179,7 @@ pub(crate) async fn clear(State(app): State<App>, p: Posted) -> Response {
             Some("global_rate") => Some(Cleared::GlobalRate),
             Some("global_concurrency") => Some(Cleared::GlobalConcurrency),
             Some("per_key") => Some(Cleared::PerKey),
+            Some("keep_completed") => Some(Cleared::KeepCompleted),
             Some(other) => return Err(Failure::bad_request(format!("no setting {other:?} to clear"))),
             None => None,
         };

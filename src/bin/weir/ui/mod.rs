@@ -10,7 +10,7 @@
 //!
 //! Routes: `/` (queues), `/queue` (a queue's charts and jobs by state; the dead-letter
 //! queue is its `dead` tab), `/job`, `/workers`, `/limits`, `/cron`; actions under `/queue/`, `/jobs/`,
-//! `/dead/`, `/limits/`; `/api/queues`, `/api/jobs`, `/api/job`, `/api/workers`, `/api/history`.
+//! `/dead/`, `/limits/`; `/api/queues`, `/api/jobs`, `/api/job`, `/api/workers`, `/api/samples`.
 
 mod actions;
 mod api;
@@ -139,7 +139,7 @@ fn router(app: App) -> Router {
         .route("/api/jobs", get(api::jobs))
         .route("/api/job", get(api::job))
         .route("/api/workers", get(api::workers))
-        .route("/api/history", get(api::history))
+        .route("/api/samples", get(api::samples))
         .route("/static/ui.css", get(html::css))
         .route("/static/ui.js", get(html::js))
         .fallback(pages::not_found)

@@ -9,7 +9,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use weir::Stats;
 use weir::admin::types::{JobFilter, JobPage, JobState, JobSummary, QueueList, Timestamp};
-use weir::queue::history::HistoryConfig;
+use weir::queue::samples::SamplesConfig;
 
 /// Jobs per page unless `limit` says otherwise.
 const PAGE: usize = 50;
@@ -155,7 +155,7 @@ pub(crate) async fn queue(State(app): State<App>, Query(q): Query<PageQuery>) ->
         let jobs = handle.jobs_where(state, q.filter(), limit, q.cursor()).await?;
         // When the next delayed job (a retry's next attempt) falls due.
         let next_due = handle.next_due().await?.map(Timestamp);
-        let history = handle.history(HistoryConfig::DEFAULT_KEPT).await?;
+        let history = handle.samples(SamplesConfig::DEFAULT_KEPT).await?;
         let first = q.cursor().is_none();
         let body = html! {
             (queue_head(&app, name, &stats, (next_due, jobs.now)))
@@ -208,6 +208,7 @@ fn tabs(name: &str, on: JobState, s: &Stats) -> Markup {
         JobState::Delayed => s.delayed,
         JobState::InFlight => s.in_flight,
         JobState::Dead => s.dead,
+        JobState::Done => s.done,
     };
     html! {
         nav.tabs {
@@ -227,6 +228,7 @@ pub(crate) fn label(s: JobState) -> &'static str {
         JobState::Delayed => "Delayed",
         JobState::InFlight => "In flight",
         JobState::Dead => "Dead",
+        JobState::Done => "Done",
     }
 }
 
@@ -237,6 +239,7 @@ pub(crate) fn job_table(p: &JobPage, select: Option<&str>) -> Markup {
         JobState::Delayed => "Due",
         JobState::InFlight => "Lease ends",
         JobState::Dead => "Dead since",
+        JobState::Done => "Completed",
     };
     if p.jobs.is_empty() {
         return html! { p.empty { "No " (label(p.state).to_lowercase()) " jobs here." } };
@@ -262,6 +265,7 @@ fn job_row(p: &JobPage, j: &JobSummary, select: Option<&str>) -> Markup {
         JobState::Delayed => j.due_at,
         JobState::InFlight => j.lease_deadline,
         JobState::Dead => j.dead_at,
+        JobState::Done => j.done_at,
     };
     html! {
         tr data-job=(j.id) {
@@ -353,6 +357,7 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
             dt { "Enqueued" } dd { (when(j.enqueued_at, d.now)) }
             @if j.due_at.is_some() { dt { "Due" } dd { (when(j.due_at, d.now)) } }
             @if j.dead_at.is_some() { dt { "Dead since" } dd { (when(j.dead_at, d.now)) } }
+            @if j.done_at.is_some() { dt { "Completed" } dd { (when(j.done_at, d.now)) } }
             @if let Some(l) = &d.lease {
                 dt { "Lease ends" } dd { (when(Some(l.deadline), d.now)) }
                 dt { "Held by" } dd {
@@ -366,6 +371,25 @@ fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
                 dt { "Deferred" } dd { (crate::output::count(f.count, "time")) ", first " (when(Some(f.first_at), d.now)) }
             }
             dt { "Last error" } dd { pre.err { (j.last_error.as_deref().unwrap_or("–")) } }
+        }
+        h2 { "Runs" }
+        @if d.history.is_empty() {
+            p.empty { "No runs recorded (a job keeps its last runs once one fails, or while completed jobs are kept)." }
+        } @else {
+            table.data.runs {
+                thead { tr { th { "Started" } th { "Ended" } th { "Worker" } th { "Outcome" } th { "Message" } } }
+                tbody {
+                    @for r in &d.history {
+                        tr {
+                            td { (when(Some(r.start), d.now)) }
+                            td { (when(Some(r.end), d.now)) }
+                            td { code { (r.worker) } }
+                            td { (r.outcome) }
+                            td.err title=(r.message) { (r.message) }
+                        }
+                    }
+                }
+            }
         }
         h2 { "Envelope" @if d.envelope.is_none() && d.envelope_text.is_some() { " (not valid JSON)" } }
         pre.envelope { (envelope) }

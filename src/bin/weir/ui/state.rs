@@ -70,7 +70,7 @@ impl App {
     }
 
     /// Every queue, with the rates of its history (the same for every reader: see
-    /// `weir::queue::history`).
+    /// `weir::queue::samples`).
     pub(crate) async fn queue_list(&self) -> Result<QueueList, Failure> {
         Ok(self.queues().list(None).await?)
     }

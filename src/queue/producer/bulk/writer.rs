@@ -150,6 +150,7 @@ impl<'a> Writer<'a> {
             trace_id: None,
             unique_key: None,
             key: None,
+            retry: None,
             // `head` does not read it: the payload is serialized in place below.
             payload: RawValue::NULL,
         };

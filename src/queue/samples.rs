@@ -1,11 +1,11 @@
-//! A queue's recent history: its counters and sizes sampled on a fixed clock, kept in
+//! A queue's recent samples: its counters and sizes sampled on a fixed clock, kept in
 //! Redis, so every reader (each UI server, `weir stats`, `weir queues`) shows the same
 //! rates and charts, and none of them depends on when it last looked.
 //!
-//! Who writes: each consumer's housekeeping (`consumer/housekeeping/history.rs`) calls
-//! `scripts/history.lua` twice a period; the script writes a sample only if the period
+//! Who writes: each consumer's housekeeping (`consumer/housekeeping/samples.rs`) calls
+//! `scripts/samples.lua` twice a period; the script writes a sample only if the period
 //! (by Redis's clock) has none, so a fleet of N consumers writes one sample per period
-//! and each call costs O(1). The list keeps the newest [`HistoryConfig::kept`] samples
+//! and each call costs O(1). The list keeps the newest [`SamplesConfig::kept`] samples
 //! (an hour by default) and expires once nobody has written it for twice that span.
 //!
 //! Rates come from two samples' counters over the time between their reads (the `at` of
@@ -23,7 +23,7 @@ use std::time::Duration;
 /// How a queue's history is sampled: one sample per `period`, the newest `kept` kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct HistoryConfig {
+pub struct SamplesConfig {
     /// Time between samples, 100 ms to 1 h (default 10 s). Every consumer of a queue
     /// should use the same (the first writer of a period decides).
     pub period: Duration,
@@ -31,10 +31,10 @@ pub struct HistoryConfig {
     pub kept: usize,
 }
 
-impl HistoryConfig {
-    /// Default of [`HistoryConfig::period`].
+impl SamplesConfig {
+    /// Default of [`SamplesConfig::period`].
     pub const DEFAULT_PERIOD: Duration = Duration::from_secs(10);
-    /// Default of [`HistoryConfig::kept`].
+    /// Default of [`SamplesConfig::kept`].
     pub const DEFAULT_KEPT: usize = 360;
 
     /// Checks the ranges.
@@ -59,7 +59,7 @@ impl HistoryConfig {
     }
 }
 
-impl Default for HistoryConfig {
+impl Default for SamplesConfig {
     fn default() -> Self {
         Self {
             period: Self::DEFAULT_PERIOD,
@@ -170,7 +170,7 @@ impl Sample {
 
 /// A queue's history as read: its samples, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct History {
+pub struct Samples {
     /// [`JSON_VERSION`].
     pub version: u32,
     /// The queue.
@@ -186,7 +186,7 @@ pub struct History {
     pub rates: Option<Rates>,
 }
 
-impl History {
+impl Samples {
     /// The history of `lanes` (one queue's keys, or a partitioned queue's lanes) read as
     /// of `now`, each lane's samples newest first.
     pub fn of(queue: &str, now: Timestamp, lanes: Vec<Vec<Sample>>) -> Self {
@@ -204,7 +204,7 @@ impl History {
             }
             _ => None,
         };
-        History {
+        Samples {
             version: JSON_VERSION,
             queue: queue.to_owned(),
             now,
@@ -226,9 +226,9 @@ impl History {
 pub async fn record<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
-    config: &HistoryConfig,
+    config: &SamplesConfig,
 ) -> Result<bool> {
-    scripts::history_record(conn, keys, config.period_ms(), config.kept).await
+    scripts::samples_record(conn, keys, config.period_ms(), config.kept).await
 }
 
 /// One lane's samples, newest first, at most `max`, and Redis's clock (one round trip).
@@ -240,7 +240,7 @@ pub async fn read_lane<C: ConnectionLike>(
 ) -> Result<(Vec<Sample>, Timestamp)> {
     let (raw, (secs, micros)): (Vec<String>, (u64, u64)) = redis::pipe()
         .cmd("LRANGE")
-        .arg(keys.history())
+        .arg(keys.samples())
         .arg(0)
         .arg(max.max(1) as i64 - 1)
         .cmd("TIME")
@@ -282,22 +282,22 @@ mod tests {
     fn rates_use_the_reads_times_and_go_stale() {
         let a = s(10_000, 10_000, 100, 0);
         let b = s(20_000, 20_000, 600, 0);
-        let h = History::of("q", Timestamp(21_000), vec![vec![b, a]]);
+        let h = Samples::of("q", Timestamp(21_000), vec![vec![b, a]]);
         assert_eq!(h.samples, vec![a, b], "oldest first");
         let r = h.rates.unwrap();
         assert_eq!((r.acked_per_s, r.window_ms), (50.0, 10_000));
         // Two periods and a half after the newest read: no rates.
         assert!(
-            History::of("q", Timestamp(45_001), vec![vec![b, a]])
+            Samples::of("q", Timestamp(45_001), vec![vec![b, a]])
                 .rates
                 .is_none()
         );
-        assert!(History::of("q", Timestamp(20_000), vec![vec![b]]).rates.is_none());
+        assert!(Samples::of("q", Timestamp(20_000), vec![vec![b]]).rates.is_none());
     }
 
     #[test]
     fn lanes_sum_period_by_period() {
-        let h = History::of(
+        let h = Samples::of(
             "q",
             Timestamp(20_000),
             vec![

@@ -10,7 +10,7 @@ use weir::NewJob;
 
 const PERIOD: u64 = 10_000;
 
-/// Writes samples by hand, as `scripts/history.lua` writes them: one per period ending
+/// Writes samples by hand, as `scripts/samples.lua` writes them: one per period ending
 /// now, `acked` counts oldest first (their rates: the differences over 10 s).
 async fn samples(ctx: &Ctx, acked: &[u64]) {
     let now = ctx.now_ms().await;
@@ -20,7 +20,7 @@ async fn samples(ctx: &Ctx, acked: &[u64]) {
         let at = now - back;
         let slot = at - at % PERIOD;
         let s = format!("{slot} {at} {} {a} {a} 0 0 0 {} 0 {} 0", a + 5, 3 + i, i % 2);
-        let _: u64 = ctx.cmd(&["LPUSH", &ctx.keys.history(), &s]).await;
+        let _: u64 = ctx.cmd(&["LPUSH", &ctx.keys.samples(), &s]).await;
     }
 }
 
@@ -56,7 +56,7 @@ async fn rates_come_from_the_history_and_every_reader_agrees() {
     let (_, page) = a.get("/").await;
     assert!(!page.contains("12.5"), "no rate made up from page views");
     samples(&ctx, &[100, 300, 600]).await;
-    let history = a.json(&format!("/api/history?queue={q}")).await;
+    let history = a.json(&format!("/api/samples?queue={q}")).await;
     assert_eq!(history["samples"].as_array().unwrap().len(), 3);
     let rates = history["rates"].clone();
     assert_eq!(rates["acked_per_s"].as_f64(), Some(30.0), "{rates}");
@@ -89,7 +89,7 @@ async fn the_queue_page_draws_the_history() {
     let (_, empty) = ui.get(&format!("/queue?queue={q}")).await;
     assert!(
         empty.contains("charts-empty") && !empty.contains("<svg"),
-        "no history: a note"
+        "no samples: a note"
     );
     samples(&ctx, &[100, 300, 600, 1000]).await;
     let (status, page) = ui.get(&format!("/queue?queue={q}")).await;

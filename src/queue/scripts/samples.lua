@@ -1,4 +1,4 @@
--- history: appends one sample of the queue's counters and depths to its history, at most
+-- samples: appends one sample of the queue's counters and depths to its history, at most
 -- once per period whoever calls: every consumer's housekeeping calls it once a period,
 -- the first call of a period writes and the others find the period taken and write
 -- nothing. So N consumers cost N O(1) calls and one write per period, and every reader

@@ -1,24 +1,24 @@
-//! The history sampler: asks `scripts/history.lua` for a sample of the queue's counters
+//! The history sampler: asks `scripts/samples.lua` for a sample of the queue's counters
 //! and sizes twice a period. The script writes only the first sample of a period, so a
 //! fleet writes one per period whatever its size, and calling twice a period means no
 //! period goes without one while a consumer runs (one call a period could straddle one
 //! as the clocks drift). Unlike the metrics sampler, it runs without a metrics recorder:
 //! the UI and `weir stats` read what it writes.
 
-use crate::queue::history::{self, HistoryConfig};
+use crate::queue::samples::{self, SamplesConfig};
 use crate::queue::keys::QueueKeys;
 use crate::redis::conn::HealingConnection;
 use tokio_util::sync::CancellationToken;
 
 /// The history sampler task.
-pub(crate) struct HistoryTask {
-    config: HistoryConfig,
+pub(crate) struct SamplesTask {
+    config: SamplesConfig,
     conn: HealingConnection,
     keys: QueueKeys,
 }
 
-impl HistoryTask {
-    pub(crate) fn new(config: HistoryConfig, conn: HealingConnection, keys: QueueKeys) -> Self {
+impl SamplesTask {
+    pub(crate) fn new(config: SamplesConfig, conn: HealingConnection, keys: QueueKeys) -> Self {
         Self { config, conn, keys }
     }
 
@@ -27,7 +27,7 @@ impl HistoryTask {
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         let every = self.config.period / 2;
         loop {
-            if let Err(e) = history::record(&mut self.conn, &self.keys, &self.config).await {
+            if let Err(e) = samples::record(&mut self.conn, &self.keys, &self.config).await {
                 tracing::debug!(queue = self.keys.name(), error = %e, "history sample failed");
             }
             tokio::select! {
