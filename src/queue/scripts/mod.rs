@@ -23,7 +23,8 @@ mod fetch;
 mod inspect;
 mod lease;
 mod settle;
-pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, partitions, pause, stats};
+pub(crate) use admin::notify;
+pub use admin::{DeadJob, Notice, Stats, dlq_list, dlq_purge, dlq_requeue, notice, partitions, pause, stats};
 pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue, plain_pipeline, register};
 pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
@@ -115,6 +116,7 @@ scripts! {
     CRON_FIRE = "cron_fire",
     KEY_SHARES = "key_shares",
     PARTITIONS = "partitions",
+    NOTICE = "notice",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {
