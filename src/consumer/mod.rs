@@ -30,6 +30,7 @@ pub mod housekeeping;
 mod lease_map;
 mod leases;
 mod multi;
+mod notices;
 mod partitioned;
 pub mod pool;
 mod runs;
@@ -47,7 +48,9 @@ use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
 use crate::consumer::fetcher::Fetcher;
 use crate::consumer::gate::Share;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
-use crate::consumer::housekeeping::{CronTask, DrainWatch, KeyShares, Reclaimer, Sampler, SettingsWatch};
+use crate::consumer::housekeeping::{
+    Activity, CronTask, DrainWatch, KeyShares, Reclaimer, Sampler, SettingsWatch,
+};
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::Pool;
 use crate::consumer::runs::Runs;
