@@ -119,8 +119,8 @@ impl Monitor {
 /// polling: the library check every 3 s, the reclaimer every 10 s, the settings, cron
 /// and fetch safety polls every 30 s (about 0.6 commands a second in all), the heartbeat
 /// (not in the window: every 10 s with the default lease, its first 10 s after start).
-/// Polling housekeeping, as before, sent 20 in such a window; a fetcher that polled would
-/// send hundreds.
+/// Any one of them polling each second (the settings watch did, by default) sends 4 more;
+/// a fetcher that polled would send hundreds.
 #[tokio::test]
 async fn idle_consumer_does_not_poll_redis() {
     let ctx = Ctx::private("spin").await;

@@ -39,7 +39,9 @@ const MARGIN: Duration = Duration::from_millis(5);
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReclaimerConfig {
-    /// How often to look for expired leases, at least 10 ms (default 1 s).
+    /// How often to look for expired leases while the consumer sees work, at least 10 ms
+    /// (default 1 s). On a quiet queue it looks when the earliest lease expires, at least
+    /// every 10 s (or every `interval`, when that is longer).
     pub interval: Duration,
 }
 
