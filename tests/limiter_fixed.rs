@@ -9,8 +9,9 @@ use std::time::Duration;
 use weir::settings::Settings;
 use weir::{CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Redis, Registry};
 
-/// How long a running consumer may take to apply a stored setting (it polls every 50 ms).
-const APPLIED: Duration = Duration::from_secs(5);
+/// How long a running consumer may take to apply a stored setting: the writer's change
+/// notice tells it at once (its safety poll, the default, is 30 s).
+const APPLIED: Duration = Duration::from_secs(2);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_limit_takes_the_runtime_max_concurrency() {
@@ -19,7 +20,7 @@ async fn a_fixed_limit_takes_the_runtime_max_concurrency() {
     let mut conn = redis.connect().await.unwrap();
     let mut config = ConsumerConfig::new("fixed");
     config.concurrency = 10;
-    config.settings_poll = Some(Duration::from_millis(50));
+    assert_eq!(config.settings_poll, Some(Duration::from_secs(30)), "the default");
     let noop = weir::handler_fn(|_| async { Ok(()) });
     let consumer = Consumer::new(config, redis, Registry::new().fallback(noop)).unwrap();
     let h = consumer.handle();
@@ -27,6 +28,22 @@ async fn a_fixed_limit_takes_the_runtime_max_concurrency() {
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(consumer.run(shutdown.clone()));
     assert_eq!(h.limit.get(), 10);
+    // Up, and listening for change notices (a change before that is read when it starts
+    // listening): from here on only the notice can apply a change within APPLIED.
+    wait_until("the consumer listens for notices", APPLIED, || {
+        let mut conn = conn.clone();
+        async move {
+            let (_, n): (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("weir:{fixed}:notices")
+                .query_async::<Vec<(String, u64)>>(&mut conn)
+                .await
+                .unwrap()
+                .remove(0);
+            n == 1
+        }
+    })
+    .await;
 
     let set = Settings {
         max: Some(3),

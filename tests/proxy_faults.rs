@@ -286,8 +286,9 @@ async fn slow_settles_slow_fetching_and_memory_stays_bounded() {
     const JOBS: usize = 3_000;
     const LIMIT: usize = 32;
     const FLUSH: usize = 10;
-    // The buffer (2 x the limit), the running jobs, two settle calls of outcomes.
-    const CAP: u64 = (2 * LIMIT + LIMIT + 2 * FLUSH) as u64;
+    // The buffer (the free slots, and what the pool runs during a fetch's round trip, at
+    // most four fetches of 50), the running jobs, two settle calls of outcomes.
+    const CAP: u64 = (LIMIT + 4 * 50 + LIMIT + 2 * FLUSH) as u64;
     let redis = EmbeddedRedis::start().unwrap();
     let proxy = Proxy::start(redis.port());
     let queue = "slow-settles";

@@ -47,8 +47,9 @@ pub struct ConsumerConfig {
     pub key_limiter: Option<KeyLimiterConfig>,
     /// Jobs/s cap with burst (GCRA), composed with the concurrency limit (default none).
     pub rate: Option<Rate>,
-    /// How often to look for runtime settings (`weir limits set`); none: never
-    /// (default 1 s).
+    /// Runtime settings (`weir limits set`, `weir retry set`): how often to read them again
+    /// besides the change notices their writers publish, which running consumers apply at
+    /// once; none: never watch them (default 30 s, a safety poll for a notice lost).
     pub settings_poll: Option<Duration>,
     /// Fetching.
     pub fetcher: FetcherConfig,
@@ -84,7 +85,7 @@ impl ConsumerConfig {
     /// Default of [`ConsumerConfig::lease`].
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
     /// Default of [`ConsumerConfig::settings_poll`].
-    pub const DEFAULT_SETTINGS_POLL: Duration = Duration::from_secs(1);
+    pub const DEFAULT_SETTINGS_POLL: Duration = Duration::from_secs(30);
     /// Default of [`ConsumerConfig::shutdown_timeout`].
     pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 

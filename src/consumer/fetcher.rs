@@ -12,6 +12,7 @@
 
 use crate::consumer::acker::AckerMsg;
 use crate::consumer::buffer::Buffer;
+use crate::consumer::housekeeping::Activity;
 use crate::consumer::leases::Leases;
 use crate::consumer::partitioned::Role;
 use crate::consumer::wake::Wake;
@@ -40,9 +41,11 @@ mod pace;
 pub use config::FetcherConfig;
 use pace::Pace;
 
-/// Longest an idle fetcher waits without a wake message before it looks again (covers a
-/// wake lost while the subscription reconnected).
-const IDLE_RECHECK: Duration = Duration::from_secs(5);
+/// Longest an idle fetcher waits without a wake message before it looks again: a safety
+/// net only, since a fetcher whose wake subscription was down looks again once it is back
+/// (`Wake::next`), and every write that readies a job (or adds a delayed one) publishes a
+/// wake message.
+const IDLE_RECHECK: Duration = Duration::from_secs(30);
 
 /// The fetcher task.
 pub(crate) struct Fetcher {
@@ -81,6 +84,12 @@ pub(crate) struct Fetcher {
     pub role: Option<Arc<Role>>,
     /// Set once a fetch is answered ([`crate::Handle::ready`]).
     pub ready: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Told of work seen (a wake message, a fetch that brought jobs): housekeeping keeps
+    /// its pace while there is some.
+    pub activity: Activity,
+    /// The slots come from a budget shared with other queues (a [`crate::MultiConsumer`]):
+    /// the buffer keeps two jobs per slot ([`Buffer::shared_capacity`]).
+    pub shared: bool,
 }
 
 /// A fetch call: how many jobs it asked for, when it was sent, what it brought.
@@ -107,15 +116,23 @@ impl Fetcher {
             if idle_until.is_none() && active {
                 while inflight.len() < self.config.pipeline.max(1) {
                     let limit = self.limit.get();
-                    // Room for more than two per slot only under a backlog (the last
-                    // fetch came back full): near an empty queue jobs held ahead buy
-                    // nothing and only wait in the buffer.
+                    // Jobs held ahead of the free slots only under a backlog (the last
+                    // fetch came back full), and only what the pool runs through in a
+                    // fetch round trip: near an empty queue they buy nothing, and jobs
+                    // longer than a round trip are better left for a consumer with free
+                    // slots than held here.
                     let ahead = if self.backlog.load(Ordering::Relaxed) {
                         pace.ahead(batch)
                     } else {
                         0
-                    };
-                    let capacity = Buffer::capacity(limit).max(ahead).min(self.rate.prefetch());
+                    }
+                    .max(self.config.prefetch);
+                    let capacity = if self.shared {
+                        Buffer::shared_capacity(limit, ahead)
+                    } else {
+                        Buffer::capacity(limit, self.limit.in_flight(), ahead)
+                    }
+                    .min(self.rate.prefetch());
                     let held_cap = Leases::cap(capacity, limit, self.flush_max);
                     let free = capacity
                         .saturating_sub(self.buffer.len() + reserved)
@@ -141,6 +158,7 @@ impl Fetcher {
                 _ = shutdown.cancelled() => break,
                 Some((want, sent, result)) = inflight.next() => {
                     reserved -= want;
+                    pace.round_trip(sent.elapsed());
                     match result {
                         Ok(fetched) => {
                             errors.succeeded();
@@ -178,6 +196,7 @@ impl Fetcher {
                                 // timer arms wait for the calls in flight to come back; one
                                 // that brings jobs ends the idle spell.
                                 idle_until = Some(Instant::now() + idle_wait(&fetched));
+                                pace.idle();
                                 self.emptied.notify_one();
                             } else {
                                 // A fetch that took the last ready job goes idle as an empty
@@ -188,6 +207,7 @@ impl Fetcher {
                                 // these jobs' flush gives it one.)
                                 idle_until = fetched.emptied.then(|| Instant::now() + idle_wait(&fetched));
                                 pace.saw(fetched.jobs.len(), Instant::now());
+                                self.activity.saw();
                                 self.deliver(fetched, sent, &shutdown).await;
                             }
                         }
@@ -198,8 +218,12 @@ impl Fetcher {
                 }
                 _ = self.buffer.room(), if idle_until.is_none() && active => {}
                 _ = self.leases.room(), if idle_until.is_none() && active => {}
+                _ = self.limit.freed(), if idle_until.is_none() && active && !self.shared => {}
                 _ = changed(&self.role), if !active => {}
-                _ = wake.next(), if idle_until.is_some() && inflight.is_empty() => idle_until = None,
+                _ = wake.next(), if idle_until.is_some() && inflight.is_empty() => {
+                    self.activity.saw();
+                    idle_until = None;
+                }
                 _ = sleep_until(idle_until.unwrap_or_else(Instant::now)), if idle_until.is_some() && inflight.is_empty() => {
                     idle_until = None;
                 }

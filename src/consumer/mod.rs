@@ -30,6 +30,7 @@ pub mod housekeeping;
 mod lease_map;
 mod leases;
 mod multi;
+mod notices;
 mod partitioned;
 pub mod pool;
 mod runs;
@@ -48,7 +49,7 @@ use crate::consumer::fetcher::Fetcher;
 use crate::consumer::gate::Share;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
 use crate::consumer::housekeeping::{
-    CronTask, DrainWatch, SamplesTask, KeyShares, Reclaimer, Sampler, SettingsWatch,
+    Activity, CronTask, DrainWatch, KeyShares, Reclaimer, Sampler, SamplesTask, SettingsWatch,
 };
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::Pool;

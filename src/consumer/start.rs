@@ -41,6 +41,8 @@ impl Consumer {
         let leases = Arc::new(Leases::new(self.backlog.clone()));
         let queue_backlog = Arc::new(AtomicBool::new(false));
         let concurrency_set = Arc::new(AtomicBool::new(true));
+        // Work the fetcher sees: housekeeping keeps its pace while there is some.
+        let activity = Activity::default();
         // Wakes the drain watch: a flush written, a fetch that came back empty.
         let nudge = Arc::new(Notify::new());
         let acker = Acker::new(
@@ -90,6 +92,8 @@ impl Consumer {
             adaptive_per_key: self.key_limiters.is_some(),
             role: self.lane.as_ref().map(|l| l.role.clone()),
             ready: self.ready.clone(),
+            activity: activity.clone(),
+            shared: self.share.is_some(),
         };
         let fetcher = tasks.spawn("fetcher", fetcher.run(steps.stop_fetching.clone()));
         let runs = Arc::new(Runs::default());
@@ -122,7 +126,8 @@ impl Consumer {
             };
             key_shares = Some(tasks.spawn("key shares", shares.run(steps.stop_housekeeping.clone())));
         }
-        let reclaimer = self.start_housekeeping(tasks, steps, (conn, keys), metrics, drain, watch);
+        let reclaimer =
+            self.start_housekeeping(tasks, steps, (conn, keys), (metrics, activity), drain, watch);
         Started {
             fetcher,
             pool,
@@ -171,12 +176,20 @@ impl Consumer {
         tasks: &mut Tasks,
         steps: &Steps,
         (conn, keys): (HealingConnection, QueueKeys),
-        metrics: QueueMetrics,
+        (metrics, activity): (QueueMetrics, Activity),
         drain: DrainWatch,
         watch: Option<SettingsWatch>,
     ) -> Task {
         let c = &self.config;
         let stop = &steps.stop_housekeeping;
+        // A partitioned queue's process-wide knobs are its base lane's to watch, and its
+        // change notices are the base queue's.
+        let base = !self.lane.as_ref().is_some_and(|l| l.keys.is_partition());
+        let board = notices::Board::default();
+        if base {
+            let notices = notices::Notices::new(self.redis.clone(), &keys, board.clone());
+            tasks.spawn("notices", notices.run(stop.clone()));
+        }
         let budget = c.pool.deferral_budget;
         let reclaimer = Reclaimer::new(
             c.reclaimer.clone(),
@@ -185,28 +198,32 @@ impl Consumer {
             keys.clone(),
             metrics.clone(),
         );
-        let reclaimer = tasks.spawn("reclaimer", reclaimer.run(stop.clone()));
+        let reclaimer = tasks.spawn("reclaimer", reclaimer.run(activity.watch(), stop.clone()));
         tasks.spawn(
             "cron",
-            CronTask::new(conn.clone(), keys.clone()).run(stop.clone()),
+            CronTask::new(conn.clone(), keys.clone()).run(board.cron.clone(), stop.clone()),
         );
         tasks.spawn(
             "samples",
             SamplesTask::new(c.samples, conn.clone(), keys.clone()).run(stop.clone()),
         );
-        // A partitioned queue's process-wide knobs are its base lane's to watch.
-        if !self.lane.as_ref().is_some_and(|l| l.keys.is_partition()) {
+        if base {
             let every = crate::queue::functions::WATCH_EVERY;
-            let library = crate::queue::functions::keep_loaded(conn.clone(), every, stop.clone());
+            let library = crate::queue::functions::keep_loaded(
+                conn.clone(),
+                every,
+                board.library.clone(),
+                stop.clone(),
+            );
             tasks.spawn("functions library watch", library);
         }
         if let Some(watch) = watch {
-            tasks.spawn("settings watch", watch.run(stop.clone()));
+            tasks.spawn("settings watch", watch.run(board.settings.clone(), stop.clone()));
         }
         if c.metrics {
             let limits = (self.limit.clone(), self.running.clone());
             let sampler = Sampler::new(conn.clone(), keys.clone(), limits, metrics);
-            tasks.spawn("sampler", sampler.run(stop.clone()));
+            tasks.spawn("sampler", sampler.run(activity.watch(), stop.clone()));
         }
         if c.drain {
             tasks.spawn("drain watch", drain.run(steps.stop_fetching.clone()));

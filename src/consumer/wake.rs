@@ -64,10 +64,15 @@ impl Wake {
         }
     }
 
-    /// Waits for a wake message, reconnecting first if a try is due.
+    /// Waits for a wake message, reconnecting first if a try is due. Returns at once after
+    /// a reconnection: a message published while the subscription was down is lost, so the
+    /// fetcher looks again.
     pub(super) async fn next(&mut self) {
         if self.stream.is_none() && Instant::now() >= self.retry_at {
             self.connect().await;
+            if self.stream.is_some() {
+                return;
+            }
         }
         match self.stream.as_mut() {
             Some(s) => {

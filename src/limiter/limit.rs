@@ -17,6 +17,8 @@ pub struct Limit {
     in_flight: AtomicUsize,
     peak: AtomicUsize,
     idle: Notify,
+    /// Told each time a job gives its slot back (one stored wake-up for one waiter).
+    freed: Notify,
     resize: std::sync::Mutex<()>,
 }
 
@@ -31,6 +33,7 @@ impl Limit {
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             idle: Notify::new(),
+            freed: Notify::new(),
             resize: std::sync::Mutex::new(()),
         })
     }
@@ -111,6 +114,12 @@ impl Limit {
         }
     }
 
+    /// Resolves once a slot was given back since the last wait (or is given back now):
+    /// the fetcher of a consumer that holds jobs only for its free slots waits for one.
+    pub(crate) async fn freed(&self) {
+        self.freed.notified().await
+    }
+
     /// Waits until no job runs.
     pub async fn wait_idle(&self) {
         loop {
@@ -148,6 +157,7 @@ impl Drop for Permit {
         if self.limit.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
             self.limit.idle.notify_waiters();
         }
+        self.limit.freed.notify_one();
         // Counted out of this limit first, then the shared slot goes back.
         drop(self.slot.take());
     }

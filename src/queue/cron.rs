@@ -239,7 +239,11 @@ impl Schedules {
 
     /// Adds `s`, or replaces the schedule of that name.
     pub async fn add(&self, s: &Schedule) -> Result<Added> {
-        let r = scripts::cron_set(&mut self.conn.clone(), &self.keys, &s.name, &s.to_json()).await?;
+        let mut conn = self.conn.clone();
+        let r = scripts::cron_set(&mut conn, &self.keys, &s.name, &s.to_json()).await?;
+        if r > 0 {
+            scripts::notify(&mut conn, &self.keys, scripts::Notice::Cron).await;
+        }
         Ok(match r {
             2 => Added::New,
             1 => Added::Changed,
@@ -249,7 +253,12 @@ impl Schedules {
 
     /// Removes the schedule `name`; false if there was none.
     pub async fn remove(&self, name: &str) -> Result<bool> {
-        Ok(scripts::cron_set(&mut self.conn.clone(), &self.keys, name, "").await? == 1)
+        let mut conn = self.conn.clone();
+        let removed = scripts::cron_set(&mut conn, &self.keys, name, "").await? == 1;
+        if removed {
+            scripts::notify(&mut conn, &self.keys, scripts::Notice::Cron).await;
+        }
+        Ok(removed)
     }
 
     /// Every schedule with its last fired tick (ms since the epoch), by name. A stored

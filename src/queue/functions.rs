@@ -16,8 +16,9 @@
 //! Redis can lose the library while consumers run: a restart without persistence, a
 //! failover to a replica that never had it, `FUNCTION FLUSH`. Producers in other
 //! languages would then fail on every `FCALL weir_enqueue`, so a running consumer checks
-//! every [`WATCH_EVERY`] (`keep_loaded`: one `FCALL_RO weir_version`) and loads it again
-//! at once; the clients wait that long for it before they give up.
+//! every [`WATCH_EVERY`] (`keep_loaded`: one `FCALL_RO weir_version`), and at once after
+//! its connection to Redis was lost (a restart, a failover), and loads it again; the
+//! clients wait longer than that for it before they give up.
 
 use crate::error::{Error, Result};
 use crate::queue::scripts;
@@ -38,8 +39,9 @@ pub const LIBRARY: &str = "weir";
 pub const VERSION_FUNCTION: &str = "weir_version";
 
 /// How often a running consumer checks that the library is still loaded
-/// (`keep_loaded`).
-pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// (`keep_loaded`): within the 5 s the Python and Node producers wait for it, and a third
+/// of a command a second for an idle consumer.
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The library's code and its build id.
 struct Built {
@@ -286,14 +288,16 @@ pub async fn ensure<C: ConnectionLike>(conn: &mut C) -> Result<Option<LibraryInf
     }
 }
 
-/// A running consumer's watch (until `shutdown`): every `every`, checks that a library is
-/// loaded and, when Redis lost it, loads this weir's again. A check that fails (Redis
+/// A running consumer's watch (until `shutdown`): every `every`, and on each `recheck`
+/// (the consumer's notices subscription was down: Redis may have restarted), checks that a
+/// library is loaded and, when Redis lost it, loads this weir's again. A check that fails (Redis
 /// down) is tried at the next tick; a user that may not load functions (a worker role)
 /// logs an error once per loss, naming the admin's command; a user that may not even
 /// check ends the watch, as [`ensure`] runs without the library then.
 pub(crate) async fn keep_loaded<C: ConnectionLike>(
     mut conn: C,
     every: std::time::Duration,
+    recheck: std::sync::Arc<tokio::sync::Notify>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     use crate::redis::retry::{Backoff, Streak};
@@ -311,6 +315,7 @@ pub(crate) async fn keep_loaded<C: ConnectionLike>(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(every) => {}
+            _ = recheck.notified() => {}
         }
         let r = match loaded(&mut conn).await {
             Ok(Some(_)) => Ok(false),

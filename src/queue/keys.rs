@@ -200,6 +200,14 @@ impl QueueKeys {
         &self.all[12]
     }
 
+    /// Pub/sub channel (not a key) of change notices: `weir limits set`, `weir retry set`
+    /// and `weir cron` publish on it (`notice.lua`) what they changed, and running consumers
+    /// read that again at once instead of polling for it. Not in [`QueueKeys::all`]: only
+    /// `notice` takes it, after the queue's keys.
+    pub fn notices_channel(&self) -> String {
+        format!("weir:{{{}}}:notices", self.name)
+    }
+
     /// HASH id -> consumer tag: jobs whose run started while leased.
     pub fn started(&self) -> &str {
         &self.all[13]

@@ -67,6 +67,8 @@ async fn jobs_of_a_crashed_consumer_are_processed_by_another() {
     let started = Arc::new(AtomicUsize::new(0));
     let mut cfg = config(&ctx);
     cfg.concurrency = 4;
+    // jobs waiting in its buffer too (stuck jobs get none held ahead by themselves)
+    cfg.fetcher.prefetch = 8;
     cfg.lease = Duration::from_millis(500);
     let doomed = Consumer::new(cfg, ctx.redis.clone(), stuck(&started)).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -252,8 +254,8 @@ fn spawn_worker(ctx: &Ctx, handler: &str, dir: &Path, run: usize, drain: bool) -
 }
 
 /// The acceptance run of "attempts are charged only for runs that started": `kill -9` of a
-/// `weir work` holding a full prefetch buffer (concurrency 50, a handler that sleeps,
-/// lease 2 s), every job with `max_attempts 1`. Another consumer drains the queue: the
+/// `weir work` holding a full prefetch buffer (concurrency 50, `--prefetch 100`, a handler
+/// that sleeps, lease 2 s), every job with `max_attempts 1`. Another consumer drains the queue: the
 /// jobs that were only buffered come back uncharged and are acked; the ~50 that had
 /// started come back as suspects, uncharged, and run one at a time; none of them crashes,
 /// so they are acked too: nothing is dead-lettered.
@@ -271,7 +273,18 @@ async fn kill_9_with_a_full_buffer_charges_only_started_jobs() {
     let dir = tempfile::tempdir().unwrap();
     let worker = |handler: &str, drain: bool, run: usize| {
         let drain: &[&str] = if drain { &["--drain"] } else { &[] };
-        let extra = [&["--visibility-timeout", "2s", "--concurrency", "50"][..], drain].concat();
+        let extra = [
+            &[
+                "--visibility-timeout",
+                "2s",
+                "--concurrency",
+                "50",
+                "--prefetch",
+                "100",
+            ][..],
+            drain,
+        ]
+        .concat();
         weir_work(&ctx, handler, &extra, dir.path(), &run.to_string())
     };
     let mut doomed = worker("sleep:1h", false, 0);

@@ -112,11 +112,15 @@ impl Monitor {
     }
 }
 
-/// An idle consumer sends (almost) nothing to Redis: every command it sent while it
-/// idled for two seconds, on a server of its own (a script call is one command, whatever
-/// it runs inside Redis). What it may send is its housekeeping: the heartbeat, the
-/// reclaimer, the settings watch, the cron task, the library check and the sampler, each
-/// about once a second; a fetcher that polled would send hundreds.
+/// An idle consumer sends Redis at most one command a second, and still wakes at once:
+/// every command it sent while it idled for four seconds (after its start-up), on a server
+/// of its own (a script call is one command, whatever it runs inside Redis), then a job
+/// enqueued after that runs within a second. Its housekeeping waits for work or change notices instead of
+/// polling: the library check every 3 s, the reclaimer every 10 s, the settings, cron
+/// and fetch safety polls every 30 s (about 0.6 commands a second in all), the heartbeat
+/// (not in the window: every 10 s with the default lease, its first 10 s after start).
+/// Any one of them polling each second (the settings watch did, by default) sends 4 more;
+/// a fetcher that polled would send hundreds.
 #[tokio::test]
 async fn idle_consumer_does_not_poll_redis() {
     let ctx = Ctx::private("spin").await;
@@ -124,19 +128,40 @@ async fn idle_consumer_does_not_poll_redis() {
     // a limit well above the batch, so the fetch pipeline has room for several calls
     cfg.concurrency = 64;
     cfg.fetcher.batch = 10;
-    cfg.reclaimer.interval = Duration::from_secs(1);
-    let c = start(&ctx, cfg, Seen::default().acking("k"));
+    // the defaults of what polls
+    cfg.reclaimer.interval = weir::ReclaimerConfig::DEFAULT_INTERVAL;
+    cfg.settings_poll = Some(weir::ConsumerConfig::DEFAULT_SETTINGS_POLL);
+    cfg.lease = weir::ConsumerConfig::DEFAULT_LEASE;
+    let seen = Seen::default();
+    let c = start(&ctx, cfg, seen.acking("k"));
     tokio::time::timeout(SOON, c.handle.ready())
         .await
         .expect("the first fetch is answered");
+    // Past the start-up's one-off calls (the reclaimer's first, which loads its script).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     let monitor = Monitor::start(ctx.server.port());
     // A measuring window, not a wait for something: what is counted is what happened in it.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    const WINDOW_S: u64 = 4;
+    tokio::time::sleep(Duration::from_secs(WINDOW_S)).await;
     let sent = monitor.stop();
-    c.stop().await;
     let total: u64 = sent.values().sum();
-    println!("an idle consumer in 2 s: {total} commands: {sent:?}");
-    assert!(total <= 30, "{total} commands in 2 s of idling: {sent:?}");
+    println!("an idle consumer in {WINDOW_S} s: {total} commands: {sent:?}");
+    assert!(
+        total <= WINDOW_S,
+        "{total} commands in {WINDOW_S} s of idling: {sent:?}"
+    );
+    ctx.producer()
+        .enqueue(NewJob::new("k", &1).unwrap().id("after"))
+        .await
+        .unwrap();
+    // well under every safety poll: the wake message did it
+    wait_until(
+        "the job enqueued after the idle spell runs",
+        Duration::from_secs(1),
+        || async { seen.ids() == 1 },
+    )
+    .await;
+    assert_eq!(c.stop().await.acked, 1);
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ mod multi;
 mod multi_slots;
 mod options;
 mod poison;
+mod prefetch;
 mod resilience;
 mod retry_rules;
 mod shutdown;

@@ -35,6 +35,8 @@ async fn graceful_shutdown_leaves_no_job_leased() {
     let mut cfg = config(&ctx);
     cfg.concurrency = 3;
     cfg.fetcher.batch = 10;
+    // jobs of 700 ms get none held ahead by themselves
+    cfg.fetcher.prefetch = 6;
     let c = start(&ctx, cfg, slow);
     wait_until("three jobs running", SOON, || async { started.ids() == 3 }).await;
     let buffered = ctx.stats().await.in_flight;
@@ -222,6 +224,9 @@ async fn sigterm_while_busy(label: &str, handler: &str, shutdown_timeout: &str) 
         "16",
         "--batch",
         "100",
+        // a full buffer whatever the handler's pace
+        "--prefetch",
+        "32",
         "--visibility-timeout",
         "60s",
         "--shutdown-timeout",

@@ -282,6 +282,61 @@ async fn reclaim_table() {
             &after,
         )
         .await;
+        // (When the next lease expires: reclaim_says_when_the_next_lease_expires.)
+        let reply = Reclaimed {
+            next_expiry: None,
+            ..reply
+        };
         assert_eq!(reply, c.reply, "case {:?}", c.name);
     }
+}
+
+/// Its reply says how long until the earliest lease left expires (zero when one left is
+/// expired already: the call's batch was full), none when no lease is left: what a
+/// reclaimer on a quiet queue sleeps.
+#[tokio::test]
+async fn reclaim_says_when_the_next_lease_expires() {
+    let ctx = Ctx::new("reclaim-next").await;
+    let budget = DeferralBudget::default();
+    let in_an_hour = weir::envelope::unix_ms() + 3_600_000;
+    let cases = [
+        (
+            "one left, in an hour",
+            State::default()
+                .job("a", 0, 3, 1)
+                .job("b", 0, 3, 1)
+                .lease(&[("a", in_an_hour), ("b", PAST)]),
+            State::default()
+                .job("a", 0, 3, 1)
+                .job("b", 0, 3, 1)
+                .lease(&[("a", in_an_hour)])
+                .ready(N, &["b"])
+                .error("b", NEVER_RAN)
+                .deferral("b", 1, NOW)
+                .counter("reclaimed", 1)
+                .counter("deferred", 1),
+            1,
+        ),
+        ("none left", State::default(), State::default(), 100),
+    ];
+    let mut replies = Vec::new();
+    for (name, before, after, n) in cases {
+        replies.push(
+            run_case(
+                &ctx,
+                name,
+                &before,
+                |mut conn, k| async move { scripts::reclaim(&mut conn, &k, n, budget).await },
+                &after,
+            )
+            .await
+            .next_expiry,
+        );
+    }
+    let hour = replies[0].expect("a lease is left");
+    assert!(
+        (Duration::from_secs(3_590)..=Duration::from_secs(3_600)).contains(&hour),
+        "{hour:?}"
+    );
+    assert_eq!(replies[1], None);
 }

@@ -58,6 +58,11 @@ pub(crate) struct WorkArgs {
     /// Fetch calls in flight at once.
     #[arg(long, default_value_t = FetcherConfig::DEFAULT_PIPELINE)]
     pub pipeline: usize,
+    /// Jobs held fetched but un-started beyond the free slots, at least. By default the
+    /// consumer holds what it runs through in a fetch's round trip (none for jobs longer
+    /// than that), so long jobs are left to consumers with free slots.
+    #[arg(long, default_value_t = FetcherConfig::DEFAULT_PREFETCH)]
+    pub prefetch: usize,
     /// Lease length: a job not settled by then is handed to another consumer.
     #[arg(long, default_value = shown(ConsumerConfig::DEFAULT_LEASE), value_parser = parse_duration)]
     pub visibility_timeout: Duration,
@@ -146,6 +151,7 @@ impl WorkArgs {
             limits: LimiterOptions::default(),
             batch: c.fetcher.batch,
             pipeline: c.fetcher.pipeline,
+            prefetch: c.fetcher.prefetch,
             visibility_timeout: c.lease,
             job_timeout: c.pool.job_timeout,
             max_deferrals: c.pool.deferral_budget.max_deferrals,
@@ -182,6 +188,7 @@ impl WorkArgs {
         c.drain_ignore_delayed = self.drain_ignore_delayed;
         c.fetcher.batch = self.batch;
         c.fetcher.pipeline = self.pipeline;
+        c.fetcher.prefetch = self.prefetch;
         c.fetcher.max_envelope_bytes = self.max_envelope_bytes;
         c.pool.job_timeout = self.job_timeout;
         c.pool.deferral_budget = DeferralBudget {

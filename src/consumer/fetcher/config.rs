@@ -12,6 +12,13 @@ pub struct FetcherConfig {
     pub batch: usize,
     /// Fetch calls in flight at once, 1..=16 (default 2).
     pub pipeline: usize,
+    /// Jobs held fetched but un-started beyond the free slots, at least (default 0). The
+    /// fetcher holds what the pool runs through during a fetch's round trip at the rate
+    /// jobs go (measured under a backlog: for jobs longer than a round trip, none), so a
+    /// job waits in this consumer's buffer only when it would start no sooner elsewhere.
+    /// A floor here holds more whatever the jobs' length, as a prefetch count does in
+    /// other queues: jobs then wait behind running ones while other consumers may idle.
+    pub prefetch: usize,
     /// Envelopes over this size are not run here, at least 64 bytes (default 1 MiB): they
     /// are deferred, uncharged, for a consumer with a larger limit, and dead-lettered once
     /// the pool's `unknown_kind_grace` has passed.
@@ -23,6 +30,8 @@ impl FetcherConfig {
     pub const DEFAULT_BATCH: usize = 500;
     /// Default of [`FetcherConfig::pipeline`].
     pub const DEFAULT_PIPELINE: usize = 2;
+    /// Default of [`FetcherConfig::prefetch`].
+    pub const DEFAULT_PREFETCH: usize = 0;
     /// Default of [`FetcherConfig::max_envelope_bytes`].
     pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = envelope::DEFAULT_MAX_ENVELOPE_BYTES;
 
@@ -37,6 +46,10 @@ impl FetcherConfig {
             "fetch pipeline must be between 1 and 16",
         )?;
         check(
+            self.prefetch <= 1_000_000,
+            "prefetch must be between 0 and 1000000",
+        )?;
+        check(
             self.max_envelope_bytes >= 64,
             "envelope size limit must be at least 64 bytes",
         )
@@ -48,6 +61,7 @@ impl Default for FetcherConfig {
         Self {
             batch: Self::DEFAULT_BATCH,
             pipeline: Self::DEFAULT_PIPELINE,
+            prefetch: Self::DEFAULT_PREFETCH,
             max_envelope_bytes: Self::DEFAULT_MAX_ENVELOPE_BYTES,
         }
     }

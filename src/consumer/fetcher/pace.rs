@@ -7,20 +7,29 @@ use tokio::time::Instant;
 /// jobs need more fetched ahead than two per slot: at 300,000 jobs/s, 512 jobs last under
 /// 2 ms, less than a fetch's round trip under load, so Redis and the consumer took turns
 /// instead of working side by side (`weir work --drain` of 1,000,000 no-op jobs: 4.6 s with
-/// 512 jobs ahead, 3.1 s with 2,048). [`Pace::ahead`] is [`Pace::AHEAD`] of work at the
-/// rate seen: for jobs of 2.5 ms or more at a steady rate, no more than two per slot. The
-/// fetcher uses it only while the queue holds a backlog (fetches come back full): near an
-/// empty queue a larger fetch buys nothing.
+/// 512 jobs ahead, 3.1 s with 2,048). [`Pace::ahead`] is the work the pool does at the
+/// rate seen while a fetch is on its way: a round trip (measured), at least
+/// [`Pace::AHEAD`]. Jobs longer than that get none held ahead: a consumer with free slots
+/// runs them sooner. The fetcher uses it only while the queue holds a backlog (fetches come
+/// back full): near an empty queue a larger fetch buys nothing.
 #[derive(Debug)]
 pub(super) struct Pace {
     since: Instant,
     count: usize,
     per_s: f64,
+    /// A fetch's round trip, averaged (zero before the first).
+    rtt: Duration,
+    /// No jobs handed over since the start or the last idle spell: the next hand-over
+    /// fills free slots at once, which says nothing of the rate, so it only starts the
+    /// measuring window.
+    fresh: bool,
 }
 
 impl Pace {
     /// How long a measuring window lasts.
     const WINDOW: Duration = Duration::from_millis(20);
+    /// How long the first one lasts: a drain is often over in a second.
+    const FIRST_WINDOW: Duration = Duration::from_millis(2);
     /// How much work is fetched ahead.
     const AHEAD: Duration = Duration::from_millis(10);
     /// At most this many fetches' worth.
@@ -31,16 +40,41 @@ impl Pace {
             since: now,
             count: 0,
             per_s: 0.0,
+            rtt: Duration::ZERO,
+            fresh: true,
         }
+    }
+
+    /// The queue ran dry: the rate is measured afresh when jobs come again (jobs of
+    /// another kind, maybe much longer).
+    pub(super) fn idle(&mut self) {
+        (self.per_s, self.count, self.fresh) = (0.0, 0, true);
+    }
+
+    /// A fetch came back `rtt` after it was sent.
+    pub(super) fn round_trip(&mut self, rtt: Duration) {
+        self.rtt = if self.rtt.is_zero() {
+            rtt
+        } else {
+            (self.rtt * 7 + rtt) / 8
+        };
     }
 
     /// `n` jobs handed to the pool at `now`.
     pub(super) fn saw(&mut self, n: usize, now: Instant) {
+        if std::mem::take(&mut self.fresh) {
+            (self.since, self.count) = (now, 0);
+            return;
+        }
         self.count += n;
         let dt = now.saturating_duration_since(self.since);
-        if dt >= Self::WINDOW {
+        let window = if self.per_s == 0.0 {
+            Self::FIRST_WINDOW
+        } else {
+            Self::WINDOW
+        };
+        if dt >= window {
             let rate = self.count as f64 / dt.as_secs_f64();
-            // The first window counts whole: a drain is often over in a second.
             self.per_s = if self.per_s == 0.0 {
                 rate
             } else {
@@ -51,9 +85,11 @@ impl Pace {
     }
 
     /// Jobs worth fetching ahead at the rate seen, at most [`Pace::MAX_BATCHES`] fetches
-    /// of `batch`.
+    /// of `batch`: the jobs run during a round trip (at least [`Pace::AHEAD`]), rounded
+    /// down, so jobs longer than that get none.
     pub(super) fn ahead(&self, batch: usize) -> usize {
-        ((self.per_s * Self::AHEAD.as_secs_f64()) as usize).min(Self::MAX_BATCHES * batch)
+        let during = self.rtt.max(Self::AHEAD).as_secs_f64();
+        ((self.per_s * during) as usize).min(Self::MAX_BATCHES * batch)
     }
 }
 
@@ -65,6 +101,9 @@ mod tests {
     fn pace_fetches_ten_ms_ahead_at_the_rate_seen_up_to_four_batches() {
         let t0 = Instant::now();
         let mut p = Pace::new(t0);
+        assert_eq!(p.ahead(500), 0);
+        // The first hand-over (free slots filled) only starts the window.
+        p.saw(5_000, t0);
         assert_eq!(p.ahead(500), 0);
         // 100,000 jobs/s for the first window, then 50,000.
         p.saw(2_000, t0 + Pace::WINDOW);
@@ -78,9 +117,27 @@ mod tests {
         assert_eq!(p.ahead(500), 2_000);
         // A slow queue: 1,000 jobs/s wants 10 jobs ahead, under two per slot.
         let mut slow = Pace::new(t0);
-        for i in 1..20 {
+        for i in 0..20 {
             slow.saw(20, t0 + i * Pace::WINDOW);
         }
         assert!((9..=10).contains(&slow.ahead(500)), "{}", slow.ahead(500));
+        // Round trips longer than 10 ms: what runs during one.
+        slow.round_trip(Duration::from_millis(40));
+        assert!((39..=40).contains(&slow.ahead(500)), "{}", slow.ahead(500));
+        // Jobs of 6 s in 20 slots (3.3 jobs/s): none ahead.
+        let mut long = Pace::new(t0);
+        long.saw(20, t0);
+        long.saw(20, t0 + Duration::from_secs(6));
+        long.round_trip(Duration::from_millis(2));
+        assert_eq!(long.ahead(500), 0);
+        // The same after fast jobs: the pace is measured afresh after an idle spell.
+        let mut p = Pace::new(t0);
+        p.saw(500, t0);
+        p.saw(2_000, t0 + Pace::WINDOW);
+        assert!(p.ahead(500) > 0);
+        p.idle();
+        assert_eq!(p.ahead(500), 0);
+        p.saw(20, t0 + 2 * Pace::WINDOW);
+        assert_eq!(p.ahead(500), 0);
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! Each round is one pipelined read (Redis `TIME`, the schedules, their last fired
 //! ticks), then one script call per schedule whose latest tick is past its last fired
-//! one. Then it sleeps until the next tick of any schedule, at most [`POLL`], so a
-//! schedule added meanwhile is seen within that. Ticks come from Redis's clock; only the
-//! length of the sleep comes from the local one.
+//! one. Then it sleeps until the next tick of any schedule, or a change notice (`weir
+//! cron` publishes one: `consumer/notices.rs`), at most [`POLL`], the safety poll for a
+//! notice lost. Ticks come from Redis's clock; only the length of the sleep comes from
+//! the local one.
 
 use crate::error::Result;
 use crate::queue::cron::{Schedule, Ticks};
@@ -14,11 +15,14 @@ use crate::queue::scripts;
 use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, Streak};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// Longest sleep between rounds: how soon a new or changed schedule is seen.
-pub(crate) const POLL: Duration = Duration::from_secs(2);
+/// Longest sleep between rounds: how soon a new or changed schedule is seen when its
+/// change notice was lost (an idle consumer's cron task reads three commands per round).
+pub(crate) const POLL: Duration = Duration::from_secs(30);
 /// Slept past a tick, so the round after the sleep finds it due on Redis's clock.
 const MARGIN: Duration = Duration::from_millis(5);
 /// How often the jobs fired are summed up in one INFO line (each one is a DEBUG line: a
@@ -54,9 +58,10 @@ impl CronTask {
         }
     }
 
-    /// Fires due ticks until `shutdown`. A failed round is tried again after the backoff;
-    /// a tick it missed is fired by the next round (the latest due tick, once).
-    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
+    /// Fires due ticks until `shutdown`, reading the schedules again on each `notice`. A
+    /// failed round is tried again after the backoff; a tick it missed is fired by the next
+    /// round (the latest due tick, once).
+    pub(crate) async fn run(mut self, notice: Arc<Notify>, shutdown: CancellationToken) {
         let mut errors = Streak::new(
             "periodic jobs",
             Backoff {
@@ -75,6 +80,7 @@ impl CronTask {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
+                _ = notice.notified() => {}
             }
         }
     }

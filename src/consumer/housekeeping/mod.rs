@@ -12,6 +12,10 @@
 //! - `KeyShares` (key_shares.rs): with adaptive per-key limits, writes this consumer's
 //!   shares of them.
 //!
+//! On an idle queue none of them polls each second: the reclaimer and the sampler slow
+//! down while the fetcher sees no work (`quiet.rs`), and the settings watch and the cron
+//! task wait for change notices (`consumer/notices.rs`) with a slow safety poll.
+//!
 //! (The lease heartbeat is a task of its own, `consumer/heartbeat.rs`, beside the acker:
 //! both work on the table of leases held.)
 
@@ -19,6 +23,7 @@ mod cron;
 mod drain;
 mod samples;
 mod key_shares;
+mod quiet;
 mod reclaimer;
 mod sampler;
 mod settings;
@@ -28,6 +33,7 @@ pub(crate) use cron::CronTask;
 pub(crate) use drain::DrainWatch;
 pub(crate) use samples::SamplesTask;
 pub(crate) use key_shares::KeyShares;
+pub(crate) use quiet::Activity;
 pub(crate) use reclaimer::Reclaimer;
 pub use reclaimer::ReclaimerConfig;
 pub(crate) use sampler::Sampler;

@@ -5,14 +5,20 @@
 //! one; the script is atomic, so several reclaimers on one queue never reclaim a job twice.
 //! Each call also trims the dead-letter queue a bounded step toward the queue's cap; the
 //! trims it sees are logged once per streak ([`TrimLog`]).
+//!
+//! On a quiet queue (no work seen since the last call, nothing reclaimed or trimmed) it
+//! waits until the earliest lease left expires, at most [`QUIET`], instead of every
+//! interval: a lease that expires sooner can only be taken by a fetch, which work
+//! announces (`quiet.rs`).
 
 use crate::consumer::config::check;
+use crate::consumer::housekeeping::quiet::Watcher;
 use crate::consumer::housekeeping::trims::TrimLog;
 use crate::error::Result;
 use crate::metrics::{DeferReason, QueueMetrics};
 use crate::queue::keys::QueueKeys;
 use crate::queue::retry::DeferralBudget;
-use crate::queue::scripts;
+use crate::queue::scripts::{self, Reclaimed};
 use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, Streak};
 use std::time::Duration;
@@ -21,12 +27,21 @@ use tokio_util::sync::CancellationToken;
 /// Most leases per reclaim call.
 const RECLAIM_BATCH: usize = 1000;
 
+/// The longest wait between calls on a quiet queue (the interval, when that is longer).
+pub(crate) const QUIET: Duration = Duration::from_secs(10);
+
+/// Slept past a lease's expiry, so the call after the wait finds it expired on Redis's
+/// clock.
+const MARGIN: Duration = Duration::from_millis(5);
+
 /// Reclaimer settings. (The dead-letter cap is the queue's setting, which the script
 /// reads.)
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReclaimerConfig {
-    /// How often to look for expired leases, at least 10 ms (default 1 s).
+    /// How often to look for expired leases while the consumer sees work, at least 10 ms
+    /// (default 1 s). On a quiet queue it looks when the earliest lease expires, at least
+    /// every 10 s (or every `interval`, when that is longer).
     pub interval: Duration,
 }
 
@@ -82,9 +97,10 @@ impl Reclaimer {
         }
     }
 
-    /// Reclaims once per interval until `shutdown`. A failed call waits for the next
-    /// tick, like a successful one: nothing is lost meanwhile (the leases stay expired).
-    pub(crate) async fn run(self, shutdown: CancellationToken) {
+    /// Reclaims once per interval until `shutdown` (on a quiet queue, less often: see the
+    /// module's comment). A failed call waits for the next tick, like a successful one:
+    /// nothing is lost meanwhile (the leases stay expired).
+    pub(crate) async fn run(self, mut work: Watcher, shutdown: CancellationToken) {
         let mut trims = TrimLog::default();
         let every = self.config.interval;
         let mut errors = Streak::new(
@@ -96,22 +112,29 @@ impl Reclaimer {
         );
         let mut wait = every;
         loop {
-            tokio::select! {
+            let busy = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(wait) => {}
-            }
+                busy = work.sleep(every, wait) => busy,
+            };
             wait = match self.sweep(&shutdown, &mut trims).await {
-                Ok(()) => {
+                Ok(last) => {
                     errors.succeeded();
-                    every
+                    let quiet = !busy && !work.saw_work() && last.total() == 0 && last.trimmed == 0;
+                    let longest = QUIET.max(every);
+                    match last.next_expiry {
+                        _ if !quiet => every,
+                        None => longest,
+                        Some(expiry) => (expiry + MARGIN).clamp(every, longest),
+                    }
                 }
                 Err(e) => errors.failed(&e),
             };
         }
     }
 
-    /// Reclaims while calls come back full: a big crash is cleared in one tick.
-    async fn sweep(&self, shutdown: &CancellationToken, trims: &mut TrimLog) -> Result<()> {
+    /// Reclaims while calls come back full: a big crash is cleared in one tick. Returns
+    /// the last call's reply.
+    async fn sweep(&self, shutdown: &CancellationToken, trims: &mut TrimLog) -> Result<Reclaimed> {
         loop {
             let mut conn = self.conn.clone();
             let r = scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH, self.budget).await?;
@@ -127,7 +150,7 @@ impl Reclaimer {
                 );
             }
             if (r.total() as usize) < RECLAIM_BATCH || shutdown.is_cancelled() {
-                return Ok(());
+                return Ok(r);
             }
         }
     }

@@ -1,6 +1,9 @@
 //! The stats sampler: publishes queue depths (one stats call) and the local limit and
-//! in-flight count once a second, while a metrics recorder is installed.
+//! in-flight count once a second, while a metrics recorder is installed. On a quiet queue
+//! (no work seen, the depths as they were) it samples every [`QUIET`] instead, until work
+//! shows up (`quiet.rs`).
 
+use crate::consumer::housekeeping::quiet::Watcher;
 use crate::limiter::limit::Limit;
 use crate::metrics::{KEY_THROTTLED, QueueMetrics, TOP_THROTTLED_KEYS};
 use crate::queue::keys::QueueKeys;
@@ -12,6 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 /// How often queue depths are sampled.
 const STATS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often they are sampled on a quiet queue.
+const QUIET: Duration = Duration::from_secs(30);
 
 /// The sampler task.
 pub(crate) struct Sampler {
@@ -58,21 +64,31 @@ impl Sampler {
 
     /// Samples until `shutdown`; returns at once if no recorder is installed. A failed
     /// stats call skips one sample (the next one comes a second later anyway).
-    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, mut work: Watcher, shutdown: CancellationToken) {
         if !crate::metrics::is_installed() {
             return;
         }
+        let mut last = None;
+        let mut wait = STATS_INTERVAL;
         loop {
             self.metrics.limit.set(self.limit.get() as f64);
             self.metrics.in_flight.set(self.running.in_flight() as f64);
-            if let Ok(s) = scripts::stats(&mut self.conn, &self.keys).await {
+            let sample = scripts::stats(&mut self.conn, &self.keys).await.ok();
+            if let Some(s) = &sample {
                 s.record(&self.metrics);
             }
             self.sample_throttled_keys().await;
-            tokio::select! {
+            let quiet = sample.is_some() && sample == last && self.running.in_flight() == 0;
+            last = sample;
+            let busy = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(STATS_INTERVAL) => {}
-            }
+                busy = work.sleep(STATS_INTERVAL, wait) => busy,
+            };
+            wait = if quiet && !busy && !work.saw_work() {
+                QUIET
+            } else {
+                STATS_INTERVAL
+            };
         }
     }
 }

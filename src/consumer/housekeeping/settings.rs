@@ -1,6 +1,8 @@
 //! The settings watch: reads the queue's runtime settings ([`Settings`], stored by
 //! `weir limits set`) before the consumer's first fetch ([`SettingsWatch::apply_stored`]),
-//! then polls them and applies changes to the running consumer's limiter and rate gate,
+//! then reads them again on each change notice (`consumer/notices.rs`: the writers
+//! publish one) and on a slow safety poll, and applies changes to the running consumer's
+//! limiter and rate gate,
 //! on top of the configuration the consumer was started with. A consumer with a fixed
 //! limit takes `max_concurrency` as its limit (and its own `concurrency` back when the
 //! setting is cleared); the adaptive knobs (min, target, thresholds) have nothing to
@@ -18,7 +20,11 @@ use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+/// The first wait after a failed read (doubling up to the safety poll).
+const RETRY: Duration = Duration::from_secs(1);
 
 /// The settings watch task.
 pub(crate) struct SettingsWatch {
@@ -45,7 +51,7 @@ pub(crate) struct SettingsWatch {
 }
 
 impl SettingsWatch {
-    /// Watches the settings of the queue `keys` every `every`.
+    /// Watches the settings of the queue `keys`, with a safety poll every `every`.
     pub(crate) fn new(
         every: Duration,
         conn: HealingConnection,
@@ -89,16 +95,18 @@ impl SettingsWatch {
         }
     }
 
-    /// Polls every `every` until `shutdown` (the first read is [`SettingsWatch::apply_stored`]'s).
-    /// A failed read is tried again at the next poll, and a setting that does not parse is
+    /// Reads the settings again on each change `notice` and every `every` (the safety
+    /// poll) until `shutdown` (the first read is [`SettingsWatch::apply_stored`]'s). A
+    /// failed read is tried again after a backoff, and a setting that does not parse is
     /// reported once; either way the settings in force stay.
-    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, notice: Arc<Notify>, shutdown: CancellationToken) {
         let mut errors = self.streak();
         let mut wait = self.every;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
+                _ = notice.notified() => {}
             }
             wait = match self.poll().await {
                 Ok(()) => {
@@ -115,7 +123,7 @@ impl SettingsWatch {
         Streak::new(
             "runtime settings",
             Backoff {
-                first: every,
+                first: RETRY.min(every),
                 max: every,
             },
         )

@@ -6,6 +6,7 @@ use super::hash::key_fields;
 use super::{Cleared, Settings, lanes};
 use crate::error::Result;
 use crate::queue::keys::QueueKeys;
+use crate::queue::scripts::{Notice, notify};
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use std::collections::HashMap;
@@ -18,9 +19,11 @@ impl Settings {
         Self::from_hash(&h)
     }
 
-    /// Writes the settings that are set, leaving the others as they are.
+    /// Writes the settings that are set, leaving the others as they are, and tells running
+    /// consumers (a change notice).
     pub async fn store<C: ConnectionLike + Send + Sync>(&self, conn: &mut C, queue: &str) -> Result<()> {
-        let key = QueueKeys::new(queue)?.settings();
+        let keys = QueueKeys::new(queue)?;
+        let key = keys.settings();
         let fields = self.to_fields();
         if !fields.is_empty() {
             // HSET with several pairs, not HMSET: the minimal ACL (docs/security.md) has
@@ -30,6 +33,7 @@ impl Settings {
                 .arg(&fields)
                 .query_async(conn)
                 .await?;
+            notify(conn, &keys, Notice::Settings).await;
         }
         Ok(())
     }
@@ -53,7 +57,9 @@ impl Settings {
 
     /// Removes every setting of `queue` (and of its partitions).
     pub async fn clear<C: ConnectionLike + Send + Sync>(conn: &mut C, queue: &str) -> Result<()> {
-        let _: () = conn.del(QueueKeys::new(queue)?.settings()).await?;
+        let keys = QueueKeys::new(queue)?;
+        let _: () = conn.del(keys.settings()).await?;
+        notify(conn, &keys, Notice::Settings).await;
         lanes::spread(conn, queue).await
     }
 
@@ -73,7 +79,9 @@ impl Settings {
             fields.extend(key_fields(stored.key_overrides.keys()));
         }
         if !fields.is_empty() {
-            let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), fields).await?;
+            let keys = QueueKeys::new(queue)?;
+            let _: () = conn.hdel(keys.settings(), fields).await?;
+            notify(conn, &keys, Notice::Settings).await;
         }
         lanes::spread(conn, queue).await
     }
@@ -84,7 +92,8 @@ impl Settings {
         queue: &str,
         keys: &[String],
     ) -> Result<()> {
-        let settings = QueueKeys::new(queue)?.settings();
+        let queue_keys = QueueKeys::new(queue)?;
+        let settings = queue_keys.settings();
         let fields: Vec<String> = key_fields(keys.iter()).collect();
         if !fields.is_empty() {
             let _: () = conn.hdel(&settings, fields).await?;
@@ -92,6 +101,7 @@ impl Settings {
         if Self::load(conn, queue).await?.key_overrides.is_empty() {
             let _: () = conn.hdel(&settings, "key_overrides").await?;
         }
+        notify(conn, &queue_keys, Notice::Settings).await;
         lanes::spread(conn, queue).await
     }
 }

@@ -3,6 +3,7 @@
 use super::{KIND_PREFIX, QUEUE_FIELD, RetryRule, RetryRules};
 use crate::error::Result;
 use crate::queue::keys::{QueueKeys, validate_token};
+use crate::queue::scripts::{Notice, notify};
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use std::collections::HashMap;
@@ -26,7 +27,7 @@ impl RetryRules {
     }
 
     /// Stores `rule` for `queue`'s jobs of `kind` (none: for the queue). Running consumers
-    /// apply it within about a second, to every job that fails from then on.
+    /// apply it at once (a change notice), to every job that fails from then on.
     pub async fn set<C: ConnectionLike + Send + Sync>(
         conn: &mut C,
         queue: &str,
@@ -34,9 +35,9 @@ impl RetryRules {
         rule: &RetryRule,
     ) -> Result<()> {
         let f = field(kind)?;
-        let _: () = conn
-            .hset(QueueKeys::new(queue)?.settings(), f, rule.to_string())
-            .await?;
+        let keys = QueueKeys::new(queue)?;
+        let _: () = conn.hset(keys.settings(), f, rule.to_string()).await?;
+        notify(conn, &keys, Notice::Settings).await;
         Ok(())
     }
 
@@ -47,7 +48,9 @@ impl RetryRules {
         kind: Option<&str>,
     ) -> Result<()> {
         let f = field(kind)?;
-        let _: () = conn.hdel(QueueKeys::new(queue)?.settings(), f).await?;
+        let keys = QueueKeys::new(queue)?;
+        let _: () = conn.hdel(keys.settings(), f).await?;
+        notify(conn, &keys, Notice::Settings).await;
         Ok(())
     }
 }

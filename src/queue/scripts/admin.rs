@@ -2,8 +2,8 @@
 //! the hot path; same shape as the others (one typed wrapper per script).
 
 use super::{
-    DLQ_LIST, DLQ_PURGE, DLQ_REQUEUE, PARTITIONS, PAUSE, STATS, as_u64, call, into_strings, invocation,
-    opt_string, reply_err,
+    DLQ_LIST, DLQ_PURGE, DLQ_REQUEUE, NOTICE, PARTITIONS, PAUSE, STATS, as_u64, call, into_strings,
+    invocation, opt_string, reply_err,
 };
 use crate::error::Result;
 use crate::metrics::QueueMetrics;
@@ -92,6 +92,52 @@ pub async fn pause<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, paused: bo
     )
     .await?;
     Ok(changed == 1)
+}
+
+/// What a change notice says changed (`notice.lua`): each is read by one housekeeping
+/// task of every running consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// The settings hash: runtime limits, the dead-letter cap, retry rules.
+    Settings,
+    /// The periodic jobs' schedules.
+    Cron,
+}
+
+impl Notice {
+    /// The message on the notices channel.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Settings => "settings",
+            Self::Cron => "cron",
+        }
+    }
+
+    /// The notice a message on the channel names, if any.
+    pub fn parse(message: &[u8]) -> Option<Self> {
+        match message {
+            b"settings" => Some(Self::Settings),
+            b"cron" => Some(Self::Cron),
+            _ => None,
+        }
+    }
+}
+
+/// Publishes `what` on the queue's notices channel ([`QueueKeys::notices_channel`]), so
+/// running consumers read it again now; returns how many received it.
+pub async fn notice<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, what: Notice) -> Result<u64> {
+    let mut inv = invocation(&NOTICE, keys);
+    inv.key(keys.notices_channel()).arg(what.as_str());
+    call("notice", keys, &mut inv, conn).await
+}
+
+/// [`notice`], for a writer whose change is stored already: a notice that cannot be sent
+/// is logged, not returned, since running consumers still read the change at their next
+/// safety poll (`ConsumerConfig::settings_poll`, the cron task's `POLL`).
+pub(crate) async fn notify<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, what: Notice) {
+    if let Err(e) = notice(conn, keys, what).await {
+        tracing::warn!(error = %e, queue = keys.name(), notice = what.as_str(), "stored, but running consumers could not be told now: they read it at their next safety poll");
+    }
 }
 
 /// A snapshot of a queue.

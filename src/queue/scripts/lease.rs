@@ -32,6 +32,9 @@ pub struct Reclaimed {
     /// The queue's `trimmed` counter after the call: entries trimmed so far by every
     /// consumer.
     pub trimmed_total: u64,
+    /// How long until the earliest lease left expires (zero if one is due already); none
+    /// when the queue holds no lease.
+    pub next_expiry: Option<std::time::Duration>,
 }
 
 impl Reclaimed {
@@ -50,7 +53,7 @@ pub async fn reclaim<C: ConnectionLike>(
     n: usize,
     budget: DeferralBudget,
 ) -> Result<Reclaimed> {
-    let (returned, suspects, dead, trimmed, trimmed_total): (u64, u64, u64, u64, u64) = call(
+    let (returned, suspects, dead, trimmed, trimmed_total, next): (u64, u64, u64, u64, u64, i64) = call(
         "reclaim",
         keys,
         with_records(&mut invocation(&RECLAIM, keys), keys)
@@ -66,6 +69,7 @@ pub async fn reclaim<C: ConnectionLike>(
         dead,
         trimmed,
         trimmed_total,
+        next_expiry: u64::try_from(next).ok().map(std::time::Duration::from_millis),
     })
 }
 

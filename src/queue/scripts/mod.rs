@@ -24,7 +24,8 @@ mod samples;
 mod inspect;
 mod lease;
 mod settle;
-pub use admin::{DeadJob, Stats, dlq_list, dlq_purge, dlq_requeue, partitions, pause, stats};
+pub(crate) use admin::notify;
+pub use admin::{DeadJob, Notice, Stats, dlq_list, dlq_purge, dlq_requeue, notice, partitions, pause, stats};
 pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue, plain_pipeline, register};
 pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
@@ -121,6 +122,7 @@ scripts! {
     KEY_SHARES = "key_shares",
     PARTITIONS = "partitions",
     SAMPLES = "samples",
+    NOTICE = "notice",
 }
 
 fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptInvocation<'a> {

@@ -8,13 +8,16 @@
 -- ARGV[2]: deferral budget: the most deferrals of one job (0 = no limit)
 -- ARGV[3]: deferral budget: the longest time since a job's first deferral, ms (0 = none)
 -- KEYS also end with the job records (lib.lua's records): history and done.
--- Returns: { returned, suspects, dead_lettered, trimmed, trimmed_total }
+-- Returns: { returned, suspects, dead_lettered, trimmed, trimmed_total, next_expiry }
 --   Every call, expired leases or not, trims the dead-letter queue a bounded step toward
 --   the queue's cap, so an excess left by a lowered cap drains over calls, and the
 --   completed jobs kept (lib.lua's trim_done) by their age and count: all of them, a step
 --   a call, once the queue keeps none. trimmed: the
 --   entries this call trimmed; trimmed_total: the queue's 'trimmed' counter after it (the
---   consumer logs trim streaks from its changes, whoever trimmed).
+--   consumer logs trim streaks from its changes, whoever trimmed). next_expiry: ms from now
+--   until the earliest lease left expires (0 if one is due already), -1 when no lease is
+--   held: an idle consumer sleeps until then, since only a fetch (which a wake message
+--   announces) adds a lease.
 --   What happens to each expired lease depends on its start mark (K.started):
 --   - none: the job never ran (it sat in a buffer, or a fetch reply was lost). Back to the
 --     front of its ready list (it has waited already), attempt untouched; it counts as a
@@ -39,8 +42,8 @@ local n = arg_whole(1, 'the most leases to reclaim', 1)
 local max_n, max_ms = arg_whole(2, 'max deferrals', 0), arg_whole(3, 'max deferral age (ms)', 0)
 local now = now_ms()
 records()
-local keep_fields = hash_fields(K.settings, { 'keep_completed_ms', 'keep_completed_count' })
-local keep = keep_setting(keep_fields[1], keep_fields[2]) or { count = 0 }
+local keep_fields = hash_named(K.settings, { 'keep_completed_ms', 'keep_completed_count' })
+local keep = keep_setting(keep_fields.keep_completed_ms, keep_fields.keep_completed_count) or { count = 0 }
 expect(K.lease, 'zset')
 expect_each({ K.lease_tokens, K.started }, 'hash')
 expect_each(K.ready, 'list')
@@ -54,7 +57,10 @@ local function done(returned, suspects, buried)
   if redis.call('EXISTS', K.done) == 1 then trim_done(keep, now) end
   local total = tonumber(redis.call('HGET', K.counters, 'trimmed')) or 0
   if total ~= math.floor(total) then total = 0 end
-  return { returned, suspects, buried, trimmed, total }
+  local first = redis.call('ZRANGE', K.lease, 0, 0, 'WITHSCORES')
+  local next_expiry = -1
+  if #first == 2 then next_expiry = math.max(0, math.floor(tonumber(first[2]) - now)) end
+  return { returned, suspects, buried, trimmed, total, next_expiry }
 end
 
 -- 1. leases past their deadline, their start marks, and the end of the leases
