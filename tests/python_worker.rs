@@ -2,8 +2,9 @@
 //! async and sync handlers ack, retry on an exception, retry after `weir.Retry(after=)`,
 //! defer without charging on `weir.Backpressure`, dead-letter on `weir.Fatal`; several
 //! queues; a worker killed with SIGKILL loses nothing (its jobs come back by lease); SIGTERM
-//! finishes the running jobs and loses none. The driver is tests/clients/python_worker.py;
-//! scripts/ensure-clients.sh builds and installs the package.
+//! finishes the running jobs and loses none; plain functions run side by side on threads.
+//! The driver is tests/clients/python_worker.py; scripts/ensure-clients.sh builds and
+//! installs the package.
 
 mod common;
 use common::clients::{ensure_clients, root};
@@ -190,6 +191,22 @@ async fn several_queues_are_drained() {
     assert_eq!(report[&other], (50, 0, 0, 0));
     let (starts, ends) = runs(&log);
     assert_eq!((starts.len(), ends.len()), (100, 100));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plain_functions_run_side_by_side() {
+    // Eight plain functions that each wait until all eight wait: they pass only if eight
+    // threads run them at once, none queued behind another that holds the GIL.
+    let ctx = Ctx::new("py-threads").await;
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..8 {
+        enqueue(&ctx, &ctx.queue, "sync", json!({"do": "barrier", "n": 8}), 1).await;
+    }
+    let log = log_file(&dir, "threads.log");
+    let settings = json!({"queues": [ctx.queue], "drain": true, "concurrency": 8});
+    let report = start(&ctx, &log, settings).report();
+    assert_eq!(report[&ctx.queue], (8, 0, 0, 0), "acked, retried, deferred, dead");
+    assert_eq!(runs(&log).1.len(), 8, "every run ended");
 }
 
 /// Sleeping jobs of both kinds, `n` of them.

@@ -8,6 +8,8 @@ function) both act on the payload's "do":
   retry_after   raise weir.Retry(after=payload["s"]) on attempt 0, return after
   backpressure  raise weir.Backpressure(after=payload["s"]) on this process's first run
   fatal         raise weir.Fatal
+  barrier       wait (10 s at most) until payload["n"] runs wait together: fails unless
+                that many run at once
 
 Every run writes "start <id> <kind> <attempt> <unix time>" to the log before acting and
 "end <id>" once it returned; run()'s report goes to stdout as JSON.
@@ -25,6 +27,7 @@ settings = json.loads(sys.argv[1])
 log = open(settings.pop("log"), "a", buffering=1)
 lock = threading.Lock()
 deferred = set()
+barriers = {}
 
 
 def write(line):
@@ -49,6 +52,11 @@ def act(job):
             raise weir.Backpressure("slow down", after=p["s"])
     if do == "fatal":
         raise weir.Fatal("cannot be done")
+    if do == "barrier":
+        with lock:
+            barrier = barriers.setdefault(p["n"], threading.Barrier(p["n"], timeout=10))
+        if job.kind == "sync":
+            barrier.wait()
     return p.get("s", 0) if do == "sleep" else 0
 
 

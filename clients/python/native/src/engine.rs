@@ -1,7 +1,7 @@
 //! `weir._weir.Engine`: the consumer's settings, and `run`, which drains the queues with
 //! the GIL released.
 
-use crate::handlers::{AsyncHandler, SyncHandler};
+use crate::handlers::{AsyncHandler, SyncHandler, SyncPool};
 use crate::inbox::Inbox;
 use crate::job::{Done, PyJob};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -23,6 +23,9 @@ pub struct Engine {
     inbox: Arc<Inbox>,
     stop: CancellationToken,
 }
+
+/// The most threads running plain functions at once (tokio's blocking pool had as many).
+const MAX_SYNC_THREADS: usize = 512;
 
 /// One queue's counts after a run: (queue, acked, retried, deferred, dead).
 type QueueReport = (String, u64, u64, u64, u64);
@@ -125,16 +128,22 @@ impl Engine {
         for kind in asyncs {
             registry = registry.on(kind, AsyncHandler(self.inbox.clone()));
         }
-        let call_sync = Arc::new(call_sync);
+        let pool = SyncPool::new(call_sync, MAX_SYNC_THREADS);
         for (kind, function) in syncs {
             let h = SyncHandler {
                 function: Arc::new(function),
-                call: call_sync.clone(),
+                pool: pool.clone(),
             };
             registry = registry.on(kind, h);
         }
         self.inbox.set_wake(wake_fd);
-        let result = py.allow_threads(|| self.drain(registry, signals));
+        let result = py.allow_threads(|| {
+            let result = self.drain(registry, signals);
+            // Its threads end once idle (a function still running past the shutdown
+            // timeout keeps its thread until it returns).
+            pool.stop();
+            result
+        });
         self.inbox.set_wake(None);
         result
     }

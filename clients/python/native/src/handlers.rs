@@ -1,11 +1,12 @@
 //! weir handlers that call Python: async handlers through the [`Inbox`], plain functions
-//! on tokio's blocking threads.
+//! on the threads of a [`SyncPool`].
 
 use crate::inbox::Inbox;
 use crate::job::{PyJob, failure};
 use futures_util::future::BoxFuture;
 use pyo3::prelude::*;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use weir::{Handler, Job, JobError, JobResult};
 
@@ -27,32 +28,156 @@ impl Handler for AsyncHandler {
     }
 }
 
-/// A plain function: `call(function, job)` (weir's `_call_sync`) runs it on a blocking
-/// thread and returns `None` or an outcome tuple.
+/// A plain function: its jobs go to the [`SyncPool`]'s threads.
 pub struct SyncHandler {
     /// The user's function.
     pub function: Arc<Py<PyAny>>,
-    /// weir/__init__.py's `_call_sync`.
-    pub call: Arc<Py<PyAny>>,
+    /// The threads that call it.
+    pub pool: Arc<SyncPool>,
 }
 
 impl Handler for SyncHandler {
     fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {
-        let (function, call) = (self.function.clone(), self.call.clone());
+        let (tx, rx) = oneshot::channel();
+        self.pool.push(SyncJob {
+            function: self.function.clone(),
+            job,
+            tx,
+        });
         Box::pin(async move {
-            let run = tokio::task::spawn_blocking(move || {
-                Python::with_gil(|py| -> PyResult<JobResult> {
-                    let job = Py::new(py, PyJob::new(&job))?;
-                    let outcome = call.call1(py, (function.clone_ref(py), job))?;
-                    let outcome: Option<(u8, String, Option<f64>)> = outcome.extract(py)?;
-                    Ok(outcome.map_or(Ok(()), |o| Err(failure(o))))
-                })
-            });
-            match run.await {
-                Ok(Ok(result)) => result,
-                Ok(Err(e)) => Err(JobError::retry(format!("calling the handler failed: {e}"))),
-                Err(e) => Err(JobError::retry(format!("the handler's thread failed: {e}"))),
-            }
+            rx.await
+                .unwrap_or_else(|_| Err(JobError::retry("the worker stopped before the handler returned")))
         })
+    }
+}
+
+/// A plain function's job, waiting for a thread.
+pub struct SyncJob {
+    function: Arc<Py<PyAny>>,
+    job: Job,
+    tx: oneshot::Sender<JobResult>,
+}
+
+/// The threads that run plain functions, started as jobs need them (at most `max_threads`,
+/// each kept for later jobs). A thread takes a job without the GIL, then holds the GIL
+/// while jobs keep waiting, calling one after another: a thread handing the GIL to
+/// another per job (tokio's blocking pool, a thread per call) cost more than the calls
+/// themselves. A function that blocks (I/O, `time.sleep`) releases the GIL, and the jobs
+/// behind it go to other threads: each job queued wakes an idle thread not woken yet, or
+/// starts one.
+pub struct SyncPool {
+    state: Mutex<PoolState>,
+    wake: Condvar,
+    /// weir/__init__.py's `_call_sync`: `call(function, job)` returns `None` or an
+    /// outcome tuple.
+    call: Py<PyAny>,
+    max_threads: usize,
+}
+
+#[derive(Default)]
+struct PoolState {
+    jobs: VecDeque<SyncJob>,
+    threads: usize,
+    /// Threads waiting for a job.
+    idle: usize,
+    /// Of them, those woken and not yet running: a job pushed meanwhile needs another.
+    woken: usize,
+    stopping: bool,
+}
+
+impl SyncPool {
+    /// A pool of at most `max_threads` threads calling `call(function, job)`.
+    pub fn new(call: Py<PyAny>, max_threads: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(PoolState::default()),
+            wake: Condvar::new(),
+            call,
+            max_threads: max_threads.max(1),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(self: &Arc<Self>, job: SyncJob) {
+        let mut s = self.lock();
+        if s.stopping {
+            // Dropping the job's sender retries it (the engine is shutting down).
+            return;
+        }
+        s.jobs.push_back(job);
+        if s.idle > s.woken {
+            s.woken += 1;
+            drop(s);
+            self.wake.notify_one();
+        } else if s.threads < self.max_threads {
+            s.threads += 1;
+            drop(s);
+            let pool = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("weir-sync".into())
+                .spawn(move || pool.serve());
+            if let Err(e) = spawned {
+                // The jobs wait for the threads there are; with none, they fail (retried).
+                let mut s = self.lock();
+                s.threads -= 1;
+                if s.threads == 0 {
+                    for j in s.jobs.drain(..) {
+                        let message = format!("cannot start a thread for plain functions: {e}");
+                        let _ = j.tx.send(Err(JobError::retry(message)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the threads once the jobs queued are done; later jobs are refused (retried).
+    pub fn stop(&self) {
+        self.lock().stopping = true;
+        self.wake.notify_all();
+    }
+
+    /// A thread: waits for a job without the GIL, then runs jobs while there are any.
+    fn serve(&self) {
+        while let Some(first) = self.next() {
+            Python::with_gil(|py| {
+                let mut job = Some(first);
+                while let Some(j) = job {
+                    self.run(py, j);
+                    job = self.lock().jobs.pop_front();
+                }
+            });
+        }
+        self.lock().threads -= 1;
+    }
+
+    /// The next job, waiting for one; `None` once stopping with nothing queued.
+    fn next(&self) -> Option<SyncJob> {
+        let mut s = self.lock();
+        loop {
+            if let Some(j) = s.jobs.pop_front() {
+                return Some(j);
+            }
+            if s.stopping {
+                return None;
+            }
+            s.idle += 1;
+            s = self.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.idle -= 1;
+            s.woken = s.woken.saturating_sub(1);
+        }
+    }
+
+    fn run(&self, py: Python<'_>, SyncJob { function, job, tx }: SyncJob) {
+        let result = (|| -> PyResult<JobResult> {
+            let job = Py::new(py, PyJob::new(&job))?;
+            let outcome = self.call.call1(py, (function.clone_ref(py), job))?;
+            let outcome: Option<(u8, String, Option<f64>)> = outcome.extract(py)?;
+            Ok(outcome.map_or(Ok(()), |o| Err(failure(o))))
+        })();
+        let result =
+            result.unwrap_or_else(|e| Err(JobError::retry(format!("calling the handler failed: {e}"))));
+        let _ = tx.send(result);
     }
 }

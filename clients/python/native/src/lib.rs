@@ -4,8 +4,8 @@
 //!
 //! Async handlers run on one asyncio loop in a Python thread of its own: the engine puts
 //! their jobs in an [`inbox::Inbox`] and wakes the loop through a pipe, without the GIL;
-//! the loop takes them in batches. Plain functions run on tokio's blocking threads, each
-//! call holding the GIL only while Python runs.
+//! the loop takes them in batches. Plain functions run on the threads of a
+//! [`handlers::SyncPool`], which hold the GIL across the calls of the jobs waiting.
 
 mod engine;
 mod handlers;
