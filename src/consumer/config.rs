@@ -13,8 +13,8 @@ use crate::consumer::housekeeping::ReclaimerConfig;
 use crate::consumer::pool::PoolConfig;
 use crate::error::{Error, Result};
 use crate::limiter::{KeyLimiterConfig, LimiterConfig, Rate};
-use crate::queue::samples::SamplesConfig;
 use crate::queue::keys::QueueKeys;
+use crate::queue::samples::SamplesConfig;
 use std::time::Duration;
 
 /// Everything a consumer needs to know; each part has documented ranges and defaults,

@@ -29,9 +29,9 @@ pub use workers::MAX_WORKERS;
 pub(crate) use workers::WorkerRecord;
 
 use crate::error::Result;
-use crate::queue::samples::{self, Samples};
 use crate::queue::keys::QueueKeys;
 use crate::queue::partitions::Partitions;
+use crate::queue::samples::{self, Samples};
 use crate::queue::scripts::{self, DeadJob, Stats};
 use crate::redis::conn::Conn;
 

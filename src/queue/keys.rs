@@ -154,8 +154,8 @@ impl QueueKeys {
     /// array, newest last (`scripts/lib.lua`'s run_history). Not in [`QueueKeys::all`]:
     /// the scripts that write, read or delete jobs take it with [`QueueKeys::done`] as
     /// their last two keys (lib.lua's records).
-    pub fn samples(&self) -> String {
-        format!("weir:{{{}}}:samples", self.name)
+    pub fn history(&self) -> String {
+        format!("weir:{{{}}}:history", self.name)
     }
 
     /// ZSET: id -> completed-at ms, the completed jobs kept on request (`weir limits set
@@ -280,7 +280,7 @@ impl QueueKeys {
 
     /// LIST of samples of the queue's counters and sizes, newest first, one per period
     /// at most (`queue/samples.rs`; written by `scripts/samples.lua`, which says the
-    /// sample's shape). Not in [`QueueKeys::all`]: only the history script takes it.
+    /// sample's shape). Not in [`QueueKeys::all`]: only the samples script takes it.
     pub fn samples(&self) -> String {
         format!("weir:{{{}}}:samples", self.name)
     }

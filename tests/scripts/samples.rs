@@ -5,7 +5,7 @@
 use crate::common::*;
 use crate::{H, N};
 use std::time::Duration;
-use weir::queue::samples::{self, SamplesConfig, Sample};
+use weir::queue::samples::{self, Sample, SamplesConfig};
 
 fn config(period: Duration, kept: usize) -> SamplesConfig {
     let mut c = SamplesConfig::default();

@@ -9,10 +9,10 @@ mod common;
 
 mod actions;
 mod api;
-mod samples;
 mod hostile;
 mod partitions;
 mod retry;
+mod samples;
 mod security;
 
 use common::*;

@@ -21,20 +21,20 @@
 
 mod cron;
 mod drain;
-mod samples;
 mod key_shares;
 mod quiet;
 mod reclaimer;
 mod sampler;
+mod samples;
 mod settings;
 mod trims;
 
 pub(crate) use cron::CronTask;
 pub(crate) use drain::DrainWatch;
-pub(crate) use samples::SamplesTask;
 pub(crate) use key_shares::KeyShares;
 pub(crate) use quiet::Activity;
 pub(crate) use reclaimer::Reclaimer;
 pub use reclaimer::ReclaimerConfig;
 pub(crate) use sampler::Sampler;
+pub(crate) use samples::SamplesTask;
 pub(crate) use settings::SettingsWatch;

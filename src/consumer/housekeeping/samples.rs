@@ -5,8 +5,8 @@
 //! as the clocks drift). Unlike the metrics sampler, it runs without a metrics recorder:
 //! the UI and `weir stats` read what it writes.
 
-use crate::queue::samples::{self, SamplesConfig};
 use crate::queue::keys::QueueKeys;
+use crate::queue::samples::{self, SamplesConfig};
 use crate::redis::conn::HealingConnection;
 use tokio_util::sync::CancellationToken;
 

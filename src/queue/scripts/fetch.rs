@@ -119,7 +119,8 @@ pub(crate) mod state {
     /// Completed jobs are kept: every ack goes through the settle script.
     pub(crate) const KEEP_COMPLETED: u64 = 512;
 
-    /// Every bit by the name `fetch.lua`'s `STATE` gives it.
+    /// Every bit by the name `fetch.lua`'s `STATE` gives it (for the test that they agree).
+    #[cfg(test)]
     pub(crate) const NAMED: [(&str, u64); 10] = [
         ("paused", PAUSED),
         ("global_rate", GLOBAL_RATE),
@@ -295,7 +296,8 @@ mod tests {
     #[test]
     fn the_state_bits_agree_with_fetch_lua() {
         let lua = include_str!("fetch.lua");
-        let start = lua.find("local STATE = {").expect("fetch.lua has a STATE table") + "local STATE = {".len();
+        let start =
+            lua.find("local STATE = {").expect("fetch.lua has a STATE table") + "local STATE = {".len();
         let table = &lua[start..start + lua[start..].find('}').expect("the table ends")];
         let mut in_lua: Vec<(String, u64)> = table
             .split(',')
@@ -311,12 +313,18 @@ mod tests {
         assert_eq!(in_lua, in_rust);
         let mut all = 0;
         for (name, bit) in state::NAMED {
-            assert!(bit.is_power_of_two() && all & bit == 0, "{name} = {bit} is not a bit of its own");
+            assert!(
+                bit.is_power_of_two() && all & bit == 0,
+                "{name} = {bit} is not a bit of its own"
+            );
             all |= bit;
         }
         // No bare number is added to the state in the script: each bit goes by its name.
         for line in lua.lines().filter(|l| l.contains("bits + ")) {
-            assert!(line.contains("bits + STATE."), "a bare state bit in fetch.lua: {line}");
+            assert!(
+                line.contains("bits + STATE."),
+                "a bare state bit in fetch.lua: {line}"
+            );
         }
     }
 

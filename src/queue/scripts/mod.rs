@@ -20,9 +20,9 @@ mod admin;
 mod cron;
 mod enqueue;
 mod fetch;
-mod samples;
 mod inspect;
 mod lease;
+mod samples;
 mod settle;
 pub(crate) use admin::notify;
 pub use admin::{DeadJob, Notice, Stats, dlq_list, dlq_purge, dlq_requeue, notice, partitions, pause, stats};
@@ -30,11 +30,11 @@ pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, enqueue, plain_pipeline, register};
 pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
 pub use fetch::{Fetched, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_keyed};
-pub use samples::samples_record;
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
 pub use lease::{Reclaimed, extend, key_shares, reclaim, release, start_suspect};
+pub use samples::samples_record;
 pub use settle::{
     RunHistory, Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked,
     settle_recorded,
