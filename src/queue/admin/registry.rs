@@ -137,7 +137,7 @@ impl Queues {
     /// Every registered queue with its sizes (running the one-off [`Queues::rescan`] if it
     /// never ran; a user that may not SCAN gets the registry alone, with a warning).
     /// Without a `rate_window`, each queue's rates are those of its history
-    /// ([`Queue::history`]: the two newest samples its consumers wrote, `None` when no
+    /// ([`Queue::samples`]: the two newest samples its consumers wrote, `None` when no
     /// consumer sampled it lately), the same for every reader. With one, the counters are
     /// read a second time that much later and the rates are the counters' differences
     /// over the time between the two reads, measured on this process's monotonic clock
