@@ -6,14 +6,14 @@
 //! scripts/ensure-clients.sh installs the packages (a venv, `npm ci`).
 
 mod common;
-use common::clients::{ensure_clients, root};
+use common::clients::{ensure_clients, ok, root};
 
 use common::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 use weir::{NewJob, Producer};
 
@@ -31,16 +31,6 @@ fn node() -> Command {
 
 fn driver(name: &str) -> PathBuf {
     root().join("tests/clients").join(name)
-}
-
-fn ok(what: &str, o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "{what} failed ({}): {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
 }
 
 fn weir(ctx: &Ctx, args: &[&str]) -> String {

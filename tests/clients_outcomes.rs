@@ -5,10 +5,10 @@
 //! (scripts/ensure-clients.sh).
 
 mod common;
-use common::clients::{ensure_clients, root};
+use common::clients::{ensure_clients, ok, root};
 
 use common::*;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 use weir::producer::{Enqueued, NewJob};
 
@@ -23,16 +23,6 @@ const EXPECTED: [&str; 6] = [
     "unique_key_held",
     "duplicate_id",
 ];
-
-fn ok(what: &str, o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "{what} failed ({}): {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 /// Loads the Functions library the packages call, as `weir functions load` does.
 fn load(ctx: &Ctx) {

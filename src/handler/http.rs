@@ -355,14 +355,7 @@ async fn read_bytes(resp: &mut Response, max: usize) -> Vec<u8> {
 
 /// The first `max` bytes of the body as text (lossy, cut on a character boundary).
 async fn read_up_to(resp: &mut Response, max: usize) -> String {
-    let mut buf = Vec::new();
-    while buf.len() < max {
-        match resp.chunk().await {
-            Ok(Some(c)) => buf.extend_from_slice(&c),
-            _ => break,
-        }
-    }
-    buf.truncate(max);
+    let buf = read_bytes(resp, max).await;
     let mut text = String::from_utf8_lossy(&buf).into_owned();
     if text.ends_with('\u{FFFD}') && buf.len() == max {
         text.pop();

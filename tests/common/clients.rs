@@ -2,7 +2,7 @@
 //! once per test binary by scripts/ensure-clients.sh (quick when up to date).
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::Once;
 
 /// The repository's root.
@@ -24,4 +24,15 @@ pub(crate) fn ensure_clients() {
             String::from_utf8_lossy(&o.stderr)
         );
     });
+}
+
+/// The standard output of a command that must have succeeded (else its standard error).
+pub(crate) fn ok(what: &str, o: Output) -> String {
+    assert!(
+        o.status.success(),
+        "{what} failed ({}): {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
 }

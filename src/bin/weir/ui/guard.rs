@@ -291,19 +291,8 @@ mod tests {
     }
 
     #[test]
-    fn loopback_names_and_origins() {
-        for ok in [
-            "localhost:9465",
-            "127.0.0.1:9465",
-            "[::1]:9465",
-            "127.0.0.2",
-            "LOCALHOST",
-        ] {
-            assert!(loopback_host(ok), "{ok}");
-        }
-        for bad in ["evil.example:9465", "10.0.0.1:9465", "localhost.evil.example", ""] {
-            assert!(!loopback_host(bad), "{bad}");
-        }
+    fn loopback_origins() {
+        // (loopback host names: net.rs's own test)
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:9465"));
         assert!(same_origin(&h).is_ok());
