@@ -14,7 +14,7 @@
 
 local HIST = KEYS[#KEYS]
 -- 0. before the first write: the arguments and the key it writes
-local period = arg_whole(1, 'the period (ms)', 1)
+local period = arg_whole(1, 'the period (ms)', 1, 3600000)
 local kept = arg_whole(2, 'the samples kept', 1, 100000)
 expect(HIST, 'list')
 
