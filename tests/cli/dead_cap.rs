@@ -25,7 +25,14 @@ async fn limits_set_get_and_clear_the_dead_cap() {
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = cli(&ctx, &["limits", "get", "-q", q], "");
-    assert_eq!(text(&o.stdout).trim(), format!("queue {q}: dead_cap=25"));
+    let out = text(&o.stdout);
+    assert_eq!(
+        out.lines().next(),
+        Some(format!("queue {q}: dead_cap=25").as_str()),
+        "{out}"
+    );
+    // then each live consumer's limit and last decision: none runs here
+    assert!(out.contains("no live consumers"), "{out}");
     assert_eq!(
         ctx.stats().await.dead_cap,
         25,
