@@ -10,10 +10,10 @@
 //! Redis traffic until an enqueue publishes on the queue's wake channel (the subscription
 //! is `wake.rs`), the next delayed job falls due, or a safety timeout passes.
 
-use crate::consumer::acker::AckerMsg;
 use crate::consumer::buffer::Buffer;
 use crate::consumer::housekeeping::Activity;
 use crate::consumer::leases::Leases;
+use crate::consumer::outcomes::AckerMsg;
 use crate::consumer::partitioned::Role;
 use crate::consumer::wake::Wake;
 use crate::limiter::RateGate;
@@ -35,10 +35,9 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-mod config;
 mod deliver;
 mod pace;
-pub use config::FetcherConfig;
+pub use crate::consumer::config::FetcherConfig;
 use pace::Pace;
 
 /// Longest an idle fetcher waits without a wake message before it looks again: a safety

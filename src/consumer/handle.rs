@@ -1,11 +1,11 @@
 //! What code that embeds weir gets from a consumer: a [`Handle`] to watch and steer it
 //! while it runs, and a [`Report`] when it stops.
 
-use crate::consumer::acker::Tally;
+use crate::consumer::counters::{Backlog, Tally};
 use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, RateGate};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use tokio::sync::watch;
 
 /// What a consumer did, returned when it stops.
@@ -63,52 +63,6 @@ impl Handle {
     /// Whether the consumer is up now (see [`Handle::ready`]).
     pub fn is_ready(&self) -> bool {
         *self.ready.borrow()
-    }
-}
-
-/// What a consumer holds in memory, now and at its peak: the leases it holds (jobs fetched
-/// and not yet settled) and the outcomes waiting to be written. Both stay bounded whatever
-/// the backlog in Redis: the outcome channel has a fixed capacity (twice the acker's
-/// flush size), and the fetcher takes no new leases past a cap (a full buffer, the running
-/// jobs and two flushes of outcomes), so when Redis is slow to settle, fetching slows.
-#[derive(Debug, Default)]
-pub struct Backlog {
-    held: AtomicUsize,
-    held_peak: AtomicUsize,
-    outcomes: AtomicUsize,
-    outcomes_peak: AtomicUsize,
-}
-
-impl Backlog {
-    /// Leases held now.
-    pub fn held(&self) -> usize {
-        self.held.load(Ordering::Relaxed)
-    }
-
-    /// The most leases held at once so far.
-    pub fn held_peak(&self) -> usize {
-        self.held_peak.load(Ordering::Relaxed)
-    }
-
-    /// Outcomes (and start reports) waiting for the acker: queued in its channel or
-    /// gathered for its next write.
-    pub fn outcomes(&self) -> usize {
-        self.outcomes.load(Ordering::Relaxed)
-    }
-
-    /// The most outcomes waiting at once so far.
-    pub fn outcomes_peak(&self) -> usize {
-        self.outcomes_peak.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn set_held(&self, n: usize) {
-        self.held.store(n, Ordering::Relaxed);
-        self.held_peak.fetch_max(n, Ordering::Relaxed);
-    }
-
-    pub(crate) fn set_outcomes(&self, n: usize) {
-        self.outcomes.store(n, Ordering::Relaxed);
-        self.outcomes_peak.fetch_max(n, Ordering::Relaxed);
     }
 }
 

@@ -19,55 +19,51 @@
 
 // The acker's and pool's own configs and the tally are public (re-exported at the crate
 // root); the rest of these modules is crate-private.
+//
+// The modules import one way: the leaf types (`config/`, `counters.rs`, `outcomes.rs`)
+// -> the lease table (`leases/`) -> the tasks (the fetcher, the pool, the acker, the
+// heartbeat, housekeeping) -> `start.rs`, which spawns them -> this file, which runs the
+// shutdown order.
 pub mod acker;
 pub(crate) mod buffer;
 mod config;
+mod counters;
 pub(crate) mod fetcher;
 mod gate;
 mod handle;
 mod heartbeat;
 pub mod housekeeping;
-mod lease_map;
 mod leases;
 mod multi;
 mod notices;
+mod outcomes;
 mod partitioned;
 pub mod pool;
 mod runs;
 pub mod settings;
 mod start;
-mod suspect;
 mod tasks;
 mod wake;
 
 pub use config::ConsumerConfig;
-pub use handle::{Backlog, Handle, Report};
+pub use counters::Backlog;
+pub use handle::{Handle, Report};
 pub use multi::{MultiConsumer, WeightedQueue};
 
-use crate::consumer::acker::{Acker, AckerDeps, AckerMsg, Tally};
-use crate::consumer::fetcher::Fetcher;
+use crate::consumer::counters::Tally;
 use crate::consumer::gate::Share;
-use crate::consumer::heartbeat::{Heartbeat, Registration};
-use crate::consumer::housekeeping::{
-    Activity, CronTask, DrainWatch, KeyShares, Reclaimer, Sampler, SamplesTask, SettingsWatch,
-};
-use crate::consumer::leases::Leases;
-use crate::consumer::pool::Pool;
+use crate::consumer::outcomes::AckerMsg;
 use crate::consumer::runs::Runs;
-use crate::consumer::suspect::Suspects;
 use crate::consumer::tasks::{Task, Tasks};
 use crate::error::{Error, Result};
 use crate::handler::Registry;
 use crate::limiter::limit::Limit;
 use crate::limiter::{KeyLimiters, Limiter, RateGate};
-use crate::metrics::{LimiterMetrics, QueueMetrics};
-use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
 use crate::queue::partitions::Partitions;
 use crate::redis::conn::{HealingConnection, Redis};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// What [`budget`] builds.

@@ -6,7 +6,7 @@
 //! Exactly one side reports a run's outcome: the run itself, if it takes its entry out of
 //! the table first ([`Runs::end`]), or the abandon, which takes every entry left.
 
-use crate::consumer::acker::{AckerMsg, Done, Outcome};
+use crate::consumer::outcomes::{AckerMsg, Done, Outcome};
 use crate::queue::retry::RetryPolicy;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

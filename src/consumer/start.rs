@@ -2,7 +2,24 @@
 //! housekeeping, spawned on the consumer's connections (`mod.rs` runs the shutdown order
 //! over what this returns).
 
-use super::*;
+use super::{Consumer, Started, Steps, notices};
+use crate::consumer::acker::{Acker, AckerDeps};
+use crate::consumer::fetcher::Fetcher;
+use crate::consumer::heartbeat::{Heartbeat, Registration};
+use crate::consumer::housekeeping::{
+    Activity, CronTask, DrainWatch, KeyShares, Reclaimer, Sampler, SamplesTask, SettingsWatch,
+};
+use crate::consumer::leases::Leases;
+use crate::consumer::pool::{Pool, Suspects};
+use crate::consumer::runs::Runs;
+use crate::consumer::tasks::{Task, Tasks};
+use crate::metrics::{LimiterMetrics, QueueMetrics};
+use crate::queue::admin::WorkerRecord;
+use crate::queue::keys::QueueKeys;
+use crate::redis::conn::HealingConnection;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use tokio::sync::{Notify, mpsc};
 
 impl Consumer {
     /// Spawns the fetcher, the pool, the acker, the heartbeat and housekeeping, on `conn`

@@ -2,8 +2,9 @@
 //! each in the table of leases), written with retries, and counted once settle reports
 //! what it applied.
 
-use super::{Acker, AckerDeps, Done, Outcome};
+use super::{Acker, AckerDeps};
 use crate::consumer::leases::Lease;
+use crate::consumer::outcomes::{Done, Outcome};
 use crate::metrics::{DEFER_REASONS, DeferReason};
 use crate::queue::scripts::{self, Settle, Settled, StartMarks};
 use crate::redis::retry::{Backoff, GiveUp, retrying};

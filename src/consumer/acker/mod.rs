@@ -11,17 +11,18 @@
 //! the fetcher adds it before it hands the jobs to the pool. The heartbeat is a task of
 //! its own (`heartbeat.rs`) sharing that table.
 //!
-//! This file is the task: its loop, the flushes and the final release. `types.rs` holds
-//! what it is told and its settings; `batch.rs` builds, writes and counts one settle call.
+//! This file is the task: its loop, the flushes and the final release. What it is told is
+//! `consumer/outcomes.rs`, its settings `consumer/config/acker.rs`, its totals
+//! `consumer/counters.rs`; `batch.rs` builds, writes and counts one settle call.
 
 mod batch;
-mod types;
 
-pub use types::{AckerConfig, Tally};
-pub(crate) use types::{AckerMsg, Done, Outcome};
+pub use crate::consumer::config::AckerConfig;
+pub use crate::consumer::counters::Tally;
 
-use crate::consumer::handle::Backlog;
+use crate::consumer::counters::Backlog;
 use crate::consumer::leases::{Lease, Leases};
+use crate::consumer::outcomes::{AckerMsg, Done};
 use crate::metrics::QueueMetrics;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;

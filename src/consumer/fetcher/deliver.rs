@@ -4,8 +4,7 @@
 //! so they are released.
 
 use super::Fetcher;
-use crate::consumer::acker::{AckerMsg, Done, Outcome};
-use crate::consumer::pool::cannot_take;
+use crate::consumer::outcomes::{AckerMsg, Done, Outcome, cannot_take};
 use crate::metrics::DeferReason;
 use crate::queue::envelope::{DecodeError, Priority};
 use crate::queue::scripts::{self, Fetched};

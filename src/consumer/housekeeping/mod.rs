@@ -29,12 +29,12 @@ mod samples;
 mod settings;
 mod trims;
 
+pub use crate::consumer::config::ReclaimerConfig;
 pub(crate) use cron::CronTask;
 pub(crate) use drain::DrainWatch;
 pub(crate) use key_shares::KeyShares;
 pub(crate) use quiet::Activity;
 pub(crate) use reclaimer::Reclaimer;
-pub use reclaimer::ReclaimerConfig;
 pub(crate) use sampler::Sampler;
 pub(crate) use samples::SamplesTask;
 pub(crate) use settings::SettingsWatch;

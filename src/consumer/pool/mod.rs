@@ -10,22 +10,22 @@
 //! message per wave, so their start marks travel with its writes, and each is registered (`runs.rs`),
 //! so the shutdown can abort the ones that outlive it. A suspect (a job that was running
 //! when a consumer died) runs alone: one at a time (its own gate, besides a concurrency
-//! slot), its start marked in Redis before it runs (`suspect.rs`).
+//! slot), its start marked in Redis before it runs (`pool/suspect.rs`).
 //!
 //! This file is the task: it takes batches, routes their jobs and starts them in waves.
-//! `run.rs` is one run, from its start to its outcome; `config.rs` holds the settings.
+//! `run.rs` is one run, from its start to its outcome; `suspect.rs` runs suspects; the
+//! settings are `consumer/config/pool.rs`.
 
-mod config;
 mod run;
+mod suspect;
 
-pub(crate) use config::cannot_take;
-pub use config::{MIN_JOB_TIMEOUT, PoolConfig};
+pub use crate::consumer::config::{MIN_JOB_TIMEOUT, PoolConfig};
+pub(crate) use suspect::Suspects;
 
-use crate::consumer::acker::{AckerMsg, Done};
 use crate::consumer::buffer::Buffer;
 use crate::consumer::gate::Share;
+use crate::consumer::outcomes::{AckerMsg, Done, cannot_take};
 use crate::consumer::runs::Runs;
-use crate::consumer::suspect::Suspects;
 use crate::handler::{BatchHandler, Registry, Route};
 use crate::limiter::limit::{Limit, Permit};
 use crate::limiter::{KeyLimiters, Limiter, RateGate};

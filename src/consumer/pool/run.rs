@@ -3,7 +3,7 @@
 //! of its own; its latency goes to the limiter and the metrics, its outcomes to the acker.
 
 use super::{Pool, Wave};
-use crate::consumer::acker::{AckerMsg, Done, Outcome};
+use crate::consumer::outcomes::{AckerMsg, Done, Outcome};
 use crate::consumer::runs::Head;
 use crate::consumer::tasks::panic_message;
 use crate::handler::{BatchHandler, Handler, JobError, JobResult};

@@ -1,6 +1,6 @@
 //! [`FetcherConfig`]: the fetcher's settings and their ranges.
 
-use crate::consumer::config::check;
+use super::check;
 use crate::error::Result;
 use crate::queue::envelope;
 

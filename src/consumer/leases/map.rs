@@ -9,7 +9,7 @@
 //! oldest leases move to a hash map on the side: the ring's length stays in proportion
 //! to the leases held, whatever the runs' lengths.
 
-use crate::consumer::leases::Lease;
+use super::lease::Lease;
 use std::collections::VecDeque;
 
 /// Ring entries allowed beyond twice the leases held before the oldest move aside.

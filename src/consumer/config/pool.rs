@@ -1,10 +1,7 @@
-//! The pool's settings, and the outcome of a job no handler here can take (shared with
-//! the fetcher, which defers envelopes over this consumer's size limit the same way).
+//! [`PoolConfig`]: the pool's settings and their ranges.
 
-use crate::consumer::acker::Outcome;
-use crate::consumer::config::check;
+use super::check;
 use crate::error::Result;
-use crate::metrics::DeferReason;
 use crate::queue::retry::{DeferralBudget, RetryPolicy};
 use std::time::Duration;
 
@@ -73,20 +70,5 @@ impl Default for PoolConfig {
             max_defer_delay: Self::DEFAULT_MAX_DEFER_DELAY,
             unknown_kind_grace: Self::DEFAULT_UNKNOWN_KIND_GRACE,
         }
-    }
-}
-
-/// Longest wait between two deferrals of a job no handler here can take.
-const CANNOT_TAKE_MAX_DELAY: Duration = Duration::from_secs(10);
-
-/// The outcome of a job this consumer cannot take (`why` says which: an unknown kind, an
-/// envelope over the size limit): deferred every tenth of `grace` (at most every 10 s)
-/// until `grace` has passed since the first deferral, then dead with `why`.
-pub(crate) fn cannot_take(grace: Duration, cause: DeferReason, why: String) -> Outcome {
-    Outcome::Defer {
-        delay_ms: (grace / 10).min(CANNOT_TAKE_MAX_DELAY).as_millis() as u64,
-        reason: why,
-        budget: DeferralBudget::for_time(grace),
-        cause,
     }
 }

@@ -5,8 +5,8 @@
 //! consumer too, reclaim charges it, and only it; the jobs running beside it go back to
 //! the suspects list uncharged.
 
+use super::Pool;
 use crate::consumer::leases::Leases;
-use crate::consumer::pool::Pool;
 use crate::handler::Route;
 use crate::queue::envelope::Job;
 use crate::queue::keys::QueueKeys;

@@ -5,12 +5,20 @@
 //! (`weir limits set --dead-cap`), read by the scripts.
 //!
 //! Every default is written once, as a constant next to its field; the CLI shows and uses
-//! the same constants.
+//! the same constants. Each component's settings have a file here (`acker.rs`,
+//! `fetcher.rs`, `pool.rs`, `reclaimer.rs`), all checked with the one [`check`]: the
+//! components import their settings from here, and this module imports none of them.
 
-use crate::consumer::acker::AckerConfig;
-use crate::consumer::fetcher::FetcherConfig;
-use crate::consumer::housekeeping::ReclaimerConfig;
-use crate::consumer::pool::PoolConfig;
+mod acker;
+mod fetcher;
+mod pool;
+mod reclaimer;
+
+pub use acker::AckerConfig;
+pub use fetcher::FetcherConfig;
+pub use pool::{MIN_JOB_TIMEOUT, PoolConfig};
+pub use reclaimer::ReclaimerConfig;
+
 use crate::error::{Error, Result};
 use crate::limiter::{KeyLimiterConfig, LimiterConfig, Rate};
 use crate::queue::keys::QueueKeys;

@@ -8,42 +8,17 @@
 //! (the buffer, the running jobs and two settle calls' worth of outcomes), so when settles
 //! fall behind, fetching slows down instead of memory growing with the backlog.
 
-use crate::consumer::handle::Backlog;
-use crate::consumer::lease_map::LeaseMap;
+mod lease;
+mod map;
+
+pub(crate) use lease::Lease;
+
+use crate::consumer::counters::Backlog;
 use crate::queue::envelope::Priority;
+use map::LeaseMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-/// One lease held.
-#[derive(Debug, Clone)]
-pub(crate) struct Lease {
-    /// The job's id.
-    pub id: String,
-    /// The lease token: the deadline the fetch returned, the same for the lease's life.
-    pub token: u64,
-    pub priority: Priority,
-    /// When the current deadline was asked for (the fetch or extend call was sent), by
-    /// this process's clock: the deadline is at least this plus the lease length.
-    pub renewed: Instant,
-    /// Its start mark was sent to Redis (by the acker, or by the pool for a suspect).
-    pub marked: bool,
-    /// Its outcome is known (the acker is writing it): it must never be released as if
-    /// it had not run.
-    pub outcome: bool,
-    /// An inline job's envelope, which is its lease's name in Redis (`lib.lua`'s items);
-    /// none for a job named by its id.
-    pub item: Option<String>,
-    /// An extend was sent for it (landed or not): Redis may keep a token record for it.
-    pub extend_sent: bool,
-}
-
-impl Lease {
-    /// What names the lease in Redis: its envelope for an inline job, else its id.
-    pub(crate) fn name(&self) -> &str {
-        self.item.as_deref().unwrap_or(&self.id)
-    }
-}
 
 /// The table and its room signal.
 #[derive(Debug)]
@@ -54,7 +29,7 @@ pub(crate) struct Leases {
 }
 
 /// The leases by fetch sequence number (a job's [`Job::lease`](crate::Job), which the
-/// fetcher sets; `lease_map.rs`), and the next one. Sequence numbers order a release
+/// fetcher sets; `leases/map.rs`), and the next one. Sequence numbers order a release
 /// (jobs go back in the order they were fetched), and a drain, which looks every job up
 /// three times (fetch, outcome, settle), finds each by an index. Two runs of one job in
 /// this process (its lease expired and this consumer fetched it again) hold two leases,
