@@ -44,8 +44,7 @@ mod headers;
 mod items;
 mod sign;
 mod tls;
-pub use headers::{HttpHeader, Secret};
-pub use sign::SIGNATURE_HEADER;
+pub use headers::{HttpHeader, SIGNATURE_HEADER, Secret};
 use sign::Signer;
 
 /// Longest `Retry-After` honoured.

@@ -3,8 +3,8 @@
 //! uses ([`Conn`]), and the pub/sub subscription that wakes idle consumers.
 
 use super::cluster::{ClusterSpec, is_cluster_info};
-pub use super::healing::HealingConnection;
-pub use super::link::Conn;
+use super::link::Endpoint;
+pub use super::link::{Conn, HealingConnection};
 use super::sentinel::{self, SentinelSpec};
 pub use super::url::{redact_in, redact_url};
 use crate::error::{Error, Result};
@@ -295,7 +295,7 @@ impl Redis {
     pub async fn connect(&self) -> Result<Conn> {
         let conn = self.connect_conn().await.map_err(|e| self.connect_error(e))?;
         Ok(match self.follows_failover() {
-            true => Conn::failover(HealingConnection::new(self.clone(), conn)),
+            true => Conn::failover(HealingConnection::new(self.endpoint(), conn)),
             false => conn,
         })
     }
@@ -318,7 +318,21 @@ impl Redis {
     /// (see [`HealingConnection`]). The consumer runs on one.
     pub async fn connect_healing(&self) -> Result<HealingConnection> {
         let conn = self.connect_conn().await.map_err(|e| self.connect_error(e))?;
-        Ok(HealingConnection::new(self.clone(), conn))
+        Ok(HealingConnection::new(self.endpoint(), conn))
+    }
+
+    /// What a [`HealingConnection`] needs to open its replacement: a new connection made
+    /// as [`Redis::connect_conn`] makes one.
+    fn endpoint(&self) -> Endpoint {
+        let redis = self.clone();
+        Endpoint {
+            reconnect: Box::new(move || {
+                let redis = redis.clone();
+                Box::pin(async move { redis.connect_conn().await })
+            }),
+            follows_failover: self.follows_failover(),
+            url: self.url.clone(),
+        }
     }
 
     async fn manager(&self) -> redis::RedisResult<ConnectionManager> {

@@ -8,7 +8,6 @@ pub mod embedded;
 #[cfg(feature = "embedded")]
 pub mod embedded_cluster;
 pub mod eviction;
-mod healing;
 mod link;
 pub mod retry;
 mod sentinel;

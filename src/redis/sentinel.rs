@@ -3,7 +3,7 @@
 //! for it). Every connection is made to the primary the sentinels name at that moment, and
 //! a connection whose calls keep failing (the old primary is down, or came back as a
 //! replica and answers READONLY) is replaced by one to the new primary
-//! (`healing.rs`), so consumers follow a failover by themselves.
+//! (`link.rs`), so consumers follow a failover by themselves.
 
 use crate::error::{Error, Result};
 use redis::IntoConnectionInfo;

@@ -40,6 +40,9 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// The signature header's name (lowercase, as HTTP/2 sends it): see `sign.rs`.
+pub const SIGNATURE_HEADER: &str = "x-weir-signature";
+
 /// Headers weir sets itself; a configured header may not replace them.
 const RESERVED: &[&str] = &[
     "content-type",
@@ -47,7 +50,7 @@ const RESERVED: &[&str] = &[
     "host",
     "transfer-encoding",
     "idempotency-key",
-    super::sign::SIGNATURE_HEADER,
+    SIGNATURE_HEADER,
 ];
 
 /// Headers whose values are always treated as secret.

@@ -7,13 +7,12 @@
 //! as webhook senders do (Stripe's scheme): the receiver recomputes the HMAC over the
 //! timestamp, a dot and the raw body bytes, compares in constant time, and refuses a `t`
 //! too far from its clock (5 minutes, say) so a captured request cannot be replayed
-//! later. `v1` names the scheme, so another can be added beside it.
+//! later. `v1` names the scheme, so another can be added beside it. The header's name is
+//! [`SIGNATURE_HEADER`](super::SIGNATURE_HEADER), among the headers weir sets itself
+//! (`headers.rs`).
 
 use super::headers::Secret;
 use ring::hmac;
-
-/// The signature header's name (lowercase, as HTTP/2 sends it).
-pub const SIGNATURE_HEADER: &str = "x-weir-signature";
 
 /// Signs request bodies with one secret.
 #[derive(Clone)]
