@@ -4,7 +4,7 @@
 //! short strings) and `text` (a few long strings). simd-json parses in place, so its
 //! figure includes the copy of the payload into a mutable buffer that `Job::payload`
 //! pays. `job_payload` is what `Job::payload` does: the parser
-//! `weir::envelope::SIMD_PAYLOAD_MIN_BYTES` picks. Reported per payload and in bytes per
+//! `weir::queue::envelope::SIMD_PAYLOAD_MIN_BYTES` picks. Reported per payload and in bytes per
 //! second (`cargo bench --bench envelope -- payload`).
 // `criterion_main!` defines an undocumented `pub fn main`.
 #![allow(missing_docs)]
@@ -13,7 +13,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::time::Instant;
-use weir::envelope::{Job, decode, payload_serde_json, payload_simd_json};
+use weir::queue::envelope::{Job, decode, payload_serde_json, payload_simd_json};
 use weir::{NewJob, Producer};
 
 /// A typed payload of the kind handlers read: scalars, strings and a list of records.

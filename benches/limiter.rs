@@ -8,7 +8,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-use weir::limit::Limit;
+use weir::limiter::limit::Limit;
 use weir::limiter::{Limiter, LimiterConfig, Signal, Window, WindowConfig};
 
 fn record(c: &mut Criterion) {

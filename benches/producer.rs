@@ -12,14 +12,15 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::value::RawValue;
 use std::hint::black_box;
-use weir::keys::QueueKeys;
-use weir::{NewJob, Producer, scripts};
+use weir::queue::keys::QueueKeys;
+use weir::queue::scripts;
+use weir::{NewJob, Producer};
 
 /// The allocator of the `weir` and `weir-loadtest` binaries, whose figures these explain.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const CHUNK: usize = weir::producer::BULK_CHUNK;
+const CHUNK: usize = weir::queue::producer::BULK_CHUNK;
 
 /// A JSON payload of `bytes` bytes.
 fn payload(bytes: usize) -> Box<RawValue> {
@@ -44,7 +45,7 @@ fn weir_chunk(keys: &QueueKeys, payload: &RawValue, buf: &mut Vec<u8>) -> usize 
 /// job built per payload), then packed; returns the packed bytes.
 fn bulk_chunk(keys: &QueueKeys, payload: &RawValue) -> usize {
     let payloads = std::iter::repeat_n(payload, CHUNK);
-    weir::producer::bulk_pipelines(keys, "bench", payloads, 1_796_000_000_000)
+    weir::queue::producer::bulk_pipelines(keys, "bench", payloads, 1_796_000_000_000)
         .unwrap()
         .iter()
         .map(|p| p.get_packed_pipeline().len())

@@ -8,8 +8,8 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::time::{Duration, Instant};
 use weir::Conn;
-use weir::keys::QueueKeys;
-use weir::scripts::{self, EnqueueArg, Settle};
+use weir::queue::keys::QueueKeys;
+use weir::queue::scripts::{self, EnqueueArg, Settle};
 use weir::{EmbeddedRedis, NewJob, Producer, Redis};
 
 const VT_MS: u64 = 60_000;

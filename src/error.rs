@@ -4,7 +4,7 @@
 //! This module sits at the bottom of the module graph: it names no other module of the
 //! crate, so every layer can return these types and none of them loops back. The layer
 //! errors are defined here for that reason and re-exported where they belong
-//! (`weir::limiter::LimiterError`, `weir::http::HttpError`).
+//! (`weir::limiter::LimiterError`, `weir::handler::http::HttpError`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,7 +40,7 @@ pub enum Error {
     /// The payload could not be encoded as JSON.
     #[error("cannot encode payload: {0}")]
     Encode(#[from] serde_json::Error),
-    /// A bulk load ([`crate::producer::Bulk`]) stopped: the first `enqueued` jobs of its
+    /// A bulk load ([`crate::Bulk`]) stopped: the first `enqueued` jobs of its
     /// input are stored; the job at input position `at` could not be written, or the
     /// call of the chunk that starts there failed after its retries. Nothing from the
     /// chunk that failed on is sent; chunks in flight beside a call that failed may have

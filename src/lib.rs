@@ -53,24 +53,6 @@ pub mod queue;
 pub mod redis;
 pub mod runtime;
 
-// Module paths of the flat layout this crate had before the tree above, kept so that
-// code written against them (the integration tests and benches among it) still compiles.
-// Hidden from the docs: the tree above is the documented path.
-#[doc(hidden)]
-pub use consumer::{acker, housekeeping, pool, settings};
-#[cfg(feature = "http")]
-#[doc(hidden)]
-pub use handler::http;
-#[doc(hidden)]
-pub use limiter::limit;
-#[doc(hidden)]
-pub use queue::{admin, envelope, keys, producer, retry, scripts};
-#[doc(hidden)]
-pub use redis::conn;
-#[cfg(feature = "embedded")]
-#[doc(hidden)]
-pub use redis::embedded;
-
 // The public API: what a service that embeds weir names, one path each.
 pub use consumer::{Consumer, ConsumerConfig, Handle, MultiConsumer, Report, WeightedQueue};
 pub use error::{Error, Result};
@@ -88,10 +70,7 @@ pub use redis::embedded_cluster::EmbeddedCluster;
 pub use tokio_util::sync::CancellationToken;
 
 // Every component's configuration, at the root beside `ConsumerConfig`, which holds them.
-pub use consumer::acker::AckerConfig;
-pub use consumer::fetcher::FetcherConfig;
-pub use consumer::housekeeping::ReclaimerConfig;
-pub use consumer::pool::PoolConfig;
+pub use consumer::{AckerConfig, FetcherConfig, PoolConfig, ReclaimerConfig};
 #[cfg(feature = "http")]
 pub use handler::http::HttpConfig;
 pub use limiter::{AimdConfig, LimiterConfig, LimiterOptions, Rate, Target, WindowConfig};

@@ -11,7 +11,7 @@ use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use weir::keys::QueueKeys;
+use weir::queue::keys::QueueKeys;
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Priority, Redis, Registry, handler_fn,
 };
@@ -269,7 +269,7 @@ proptest! {
     /// Arbitrary bytes: an error or a job, never a panic.
     #[test]
     fn decode_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = weir::envelope::decode("j1", &bytes, 1 << 20);
+        let _ = weir::queue::envelope::decode("j1", &bytes, 1 << 20);
     }
 
     /// A valid envelope with bytes overwritten, inserted or cut: never a panic, and a job
@@ -290,7 +290,7 @@ proptest! {
             }
         }
         b.truncate(b.len() - cut % (b.len() / 4 + 1));
-        if let Ok(job) = weir::envelope::decode("j1", &b, 1 << 20) {
+        if let Ok(job) = weir::queue::envelope::decode("j1", &b, 1 << 20) {
             prop_assert_eq!(job.id, "j1");
         }
     }
@@ -299,7 +299,7 @@ proptest! {
     #[test]
     fn decode_honours_the_size_limit(limit in 0usize..200) {
         let b = valid();
-        let r = weir::envelope::decode("j1", &b, limit);
+        let r = weir::queue::envelope::decode("j1", &b, limit);
         prop_assert_eq!(r.is_ok(), b.len() <= limit);
     }
 }

@@ -115,7 +115,7 @@ fn compare(sent: Vec<(&str, String)>, mut ran: HashMap<String, String>) {
 async fn stored_envelopes(ctx: &Ctx) -> HashMap<String, String> {
     let mut stored = HashMap::new();
     for (id, env) in ctx.snapshot().await.jobs {
-        let job = weir::envelope::decode(&id, env.as_bytes(), usize::MAX)
+        let job = weir::queue::envelope::decode(&id, env.as_bytes(), usize::MAX)
             .unwrap_or_else(|e| panic!("job {id}: {e}: {env}"));
         assert_eq!(job.unique_key, None, "job {id}: no window in this test");
         let mut again = NewJob::from_raw(job.kind.clone(), job.payload.clone())

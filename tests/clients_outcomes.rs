@@ -10,7 +10,7 @@ use common::clients::{ensure_clients, ok, root};
 use common::*;
 use std::process::Command;
 use std::time::Duration;
-use weir::producer::{Enqueued, NewJob};
+use weir::queue::producer::{Enqueued, NewJob};
 
 /// What each step of the scenario the drivers (tests/clients/outcomes.*) run gives:
 /// o-1 stored; o-1 again (id taken); a generated id with key u-1 stored; another with

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 use weir::NewJob;
 use weir::queue::cron::{Added, Schedule, Schedules, When};
-use weir::scripts::{cron_fire, cron_set};
+use weir::queue::scripts::{cron_fire, cron_set};
 
 const T: Duration = Duration::from_secs(60);
 

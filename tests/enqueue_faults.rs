@@ -17,7 +17,7 @@ async fn producer(url: &str, queue: &str) -> Producer {
 }
 
 /// A bulk chunk's reply is lost (Redis stored its jobs; the producer never heard back),
-/// on each path of the bulk load: a [`weir::producer::Bulk`] load and
+/// on each path of the bulk load: a [`weir::queue::producer::Bulk`] load and
 /// `Producer::enqueue_bulk` (plain transactions with a chunk token), and jobs that run
 /// the enqueue script (delayed, generated ids). The retry does not store them again:
 /// every job is stored exactly once.
@@ -120,7 +120,7 @@ async fn an_enqueue_refused_for_memory_stops_at_once() {
     // Each refused chunk was sent once: at most the chunks in flight were refused.
     let refused = refused_transactions(&mut conn).await;
     assert!(
-        refused <= weir::producer::BULK_PIPELINE as u64,
+        refused <= weir::queue::producer::BULK_PIPELINE as u64,
         "{refused} refused calls"
     );
 
@@ -136,7 +136,7 @@ async fn an_enqueue_refused_for_memory_stops_at_once() {
     assert_eq!(*enqueued, ctx.stats().await.ready_total() - stored, "{e}");
     let refused = refused_transactions(&mut conn).await;
     assert!(
-        refused <= weir::producer::BULK_PIPELINE as u64,
+        refused <= weir::queue::producer::BULK_PIPELINE as u64,
         "{refused} refused calls"
     );
 }

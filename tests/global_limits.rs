@@ -17,8 +17,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use weir::NewJob;
 use weir::limiter::Rate;
-use weir::scripts::{Settle, fetch, settle};
-use weir::settings::Settings;
+use weir::queue::scripts::{Settle, fetch, settle};
+use weir::queue::settings::Settings;
 
 const T: Duration = Duration::from_secs(60);
 

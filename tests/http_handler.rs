@@ -12,7 +12,7 @@ mod server;
 use server::Server;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use weir::http::{HttpConfig, HttpHandler};
+use weir::handler::http::{HttpConfig, HttpHandler};
 use weir::limiter::{AimdConfig, LimiterConfig, Signal, Target};
 use weir::{BatchHandler, CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Handler, Job, NewJob};
 use weir::{Producer, Queue, Redis, Registry};

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use weir::http::{HttpConfig, HttpHandler, HttpHeader, Secret};
+use weir::handler::http::{HttpConfig, HttpHandler, HttpHeader, Secret};
 use weir::{BatchHandler, Handler, Job, NewJob};
 
 const TOKEN: &str = "tok-3f9a1c77e2";

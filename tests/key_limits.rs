@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weir::limiter::{LimiterOptions, Rate, Target};
-use weir::scripts::{Fetched, Settle, fetch, fetch_keyed, key_shares, settle};
-use weir::settings::{KeyLimits, Settings};
+use weir::queue::scripts::{Fetched, Settle, fetch, fetch_keyed, key_shares, settle};
+use weir::queue::settings::{KeyLimits, Settings};
 use weir::{CancellationToken, Consumer, ConsumerConfig, Job, NewJob, Registry, handler_fn};
 
 const T: Duration = Duration::from_secs(60);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use weir::limiter::{LimiterConfig, Target};
-use weir::settings::{RateSetting, Settings};
+use weir::queue::settings::{RateSetting, Settings};
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, JobError, NewJob, Producer, Redis, Registry,
 };

@@ -6,7 +6,7 @@ mod common;
 
 use common::wait_until;
 use std::time::Duration;
-use weir::settings::Settings;
+use weir::queue::settings::Settings;
 use weir::{CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Redis, Registry};
 
 /// How long a running consumer may take to apply a stored setting: the writer's change

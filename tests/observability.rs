@@ -177,11 +177,11 @@ fn enqueue_elsewhere(url: &str, lines: String) {
 async fn load(url: String, stop: CancellationToken) {
     let redis = Redis::open(&url).unwrap();
     // Keyed jobs over a per-key concurrency, so keys are held back (the per-key panel).
-    let limits = weir::settings::Settings {
+    let limits = weir::queue::settings::Settings {
         key_concurrency: Some(2),
         ..Default::default()
     };
-    weir::settings::Settings::update(&mut redis.connect().await.unwrap(), QUEUE, &limits)
+    weir::queue::settings::Settings::update(&mut redis.connect().await.unwrap(), QUEUE, &limits)
         .await
         .unwrap();
     let registry = Registry::new().fallback(handler_fn(|job: weir::Job| async move {

@@ -2,9 +2,9 @@
 //! function of the library, the envelope example, and the key lists of the packages in
 //! clients/ (no Redis needed).
 
-use weir::keys::QueueKeys;
 use weir::queue::functions::PROTOCOL;
-use weir::scripts::SOURCES;
+use weir::queue::keys::QueueKeys;
+use weir::queue::scripts::SOURCES;
 use weir::{NewJob, Producer};
 
 const DOC: &str = include_str!("../docs/protocol.md");
@@ -14,12 +14,12 @@ fn the_doc_states_this_protocol_version() {
     assert!(DOC.contains(&format!("Protocol version: {PROTOCOL}\n")));
     assert!(DOC.contains(&format!(
         "FCALL weir_enqueue {} <the {} keys> {}",
-        weir::keys::KEY_COUNT + 1,
-        weir::keys::KEY_COUNT,
-        weir::keys::QUEUES
+        weir::queue::keys::KEY_COUNT + 1,
+        weir::queue::keys::KEY_COUNT,
+        weir::queue::keys::QUEUES
     )));
     // lib.lua's count of a queue's own keys, after which a script's extra keys follow
-    assert!(weir::scripts::LIB.contains(&format!("local NQ = {}\n", weir::keys::KEY_COUNT)));
+    assert!(weir::queue::scripts::LIB.contains(&format!("local NQ = {}\n", weir::queue::keys::KEY_COUNT)));
 }
 
 #[test]
@@ -100,7 +100,7 @@ fn the_packages_build_the_same_keys() {
 #[test]
 fn the_parked_score_is_the_same_in_fetch_lua_and_fetch_rs() {
     let lua = SOURCES.iter().find(|s| s.name == "fetch").unwrap().body;
-    let at = weir::scripts::PARKED_AT_MS;
+    let at = weir::queue::scripts::PARKED_AT_MS;
     assert_eq!(at, 1 << 50);
     assert!(
         lua.contains(&format!("local PARKED_AT = {at}\n")),

@@ -179,7 +179,7 @@ async fn weir_works_with_exactly_the_documented_acl() {
     );
     // Two envelopes that do not decode, so the consumer dead-letters (and, with a cap
     // of one, trims) them.
-    let keys = weir::keys::QueueKeys::new(q).unwrap();
+    let keys = weir::queue::keys::QueueKeys::new(q).unwrap();
     for id in ["bad-1", "bad-2"] {
         let _: () = admin.hset(keys.jobs(), id, "not json").await.unwrap();
         let _: () = admin.rpush(keys.ready(weir::Priority::Normal), id).await.unwrap();

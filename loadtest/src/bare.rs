@@ -18,9 +18,9 @@ use tokio::sync::Notify;
 use weir::{CancellationToken, Conn};
 
 /// Items per RPUSH: as many as weir's bulk enqueue puts in one call.
-pub const CHUNK: usize = weir::producer::BULK_CHUNK;
+pub const CHUNK: usize = weir::queue::producer::BULK_CHUNK;
 /// RPUSH commands in flight by default: as many as weir's bulk enqueue keeps.
-pub const IN_FLIGHT: usize = weir::producer::BULK_PIPELINE;
+pub const IN_FLIGHT: usize = weir::queue::producer::BULK_PIPELINE;
 /// Fetch-and-ack loops draining at once.
 pub const TASKS: usize = 4;
 /// Items per fetch.

@@ -159,7 +159,7 @@ impl Feed {
                 .key(keyer(i));
             match producer.prepare(job, now, &mut buf) {
                 // Unique by construction, as above.
-                Ok(arg) => Some(((), weir::scripts::EnqueueArg { unique: false, ..arg })),
+                Ok(arg) => Some(((), weir::queue::scripts::EnqueueArg { unique: false, ..arg })),
                 Err(e) => {
                     *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
                     None

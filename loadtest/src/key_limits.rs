@@ -1,5 +1,5 @@
 //! Per-key limits for the `keys` scenario: queue settings in the queue's settings hash
-//! (`weir:{Q}:settings`, [`weir::keys::QueueKeys::settings`]) that the fetch script is to
+//! (`weir:{Q}:settings`, [`weir::queue::keys::QueueKeys::settings`]) that the fetch script is to
 //! honour for each job key separately:
 //!
 //! ```text
@@ -9,11 +9,11 @@
 //! key_concurrency:<key>, key_rate:<key>   overrides for one key (not set here)
 //! ```
 //!
-//! Stored through [`weir::settings::Settings`], as `weir limits set --per-key-*` stores them.
+//! Stored through [`weir::queue::settings::Settings`], as `weir limits set --per-key-*` stores them.
 
 use weir::Conn;
 use weir::Rate;
-use weir::settings::{Cleared, Settings};
+use weir::queue::settings::{Cleared, Settings};
 
 /// The per-key limits a run stores (none: the unlimited baseline).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

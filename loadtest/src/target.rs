@@ -7,7 +7,7 @@
 use crate::cli::Common;
 use weir::Conn;
 use weir::queue::partitions::Partitions;
-use weir::settings::Settings;
+use weir::queue::settings::Settings;
 use weir::{EmbeddedCluster, EmbeddedRedis, Redis};
 
 /// The private server or cluster a run started, stopped when the run ends.
@@ -104,7 +104,7 @@ impl Target {
     /// memory is freed before the call returns, not by a background thread whose CPU
     /// time would count in the next measurement's `INFO cpu`.
     pub async fn remove(&self, queue: &str) {
-        let Ok(keys) = weir::keys::QueueKeys::new(queue) else {
+        let Ok(keys) = weir::queue::keys::QueueKeys::new(queue) else {
             return;
         };
         let mut conn = self.conn.clone();
@@ -136,7 +136,7 @@ impl Target {
                 e.pid()
             ),
             Some(Private::Cluster(e)) => format!("private Redis Cluster at {}{parts}", e.urls()),
-            None => format!("{}{parts}", weir::conn::redact_url(&self.url)),
+            None => format!("{}{parts}", weir::redis::conn::redact_url(&self.url)),
         }
     }
 }

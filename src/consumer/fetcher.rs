@@ -3,7 +3,7 @@
 //! behind, fetching slows), decodes what they return, adds the leases to the table and
 //! hands the jobs to the pool. Envelopes that do not decode go straight to the dead-letter
 //! queue; a weir envelope over this consumer's size limit is deferred for a consumer with a
-//! larger one (see [`crate::pool::PoolConfig::unknown_kind_grace`]). What happens to a
+//! larger one (see [`crate::PoolConfig::unknown_kind_grace`]). What happens to a
 //! reply is `fetcher/deliver.rs`; this file is the loop of calls and waits.
 //!
 //! When a fetch comes back empty, or takes the last ready job, the fetcher goes idle: no
@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 mod deliver;
 mod pace;
-pub use crate::consumer::config::FetcherConfig;
+use crate::consumer::config::FetcherConfig;
 use pace::Pace;
 
 /// Longest an idle fetcher waits without a wake message before it looks again: a safety
@@ -75,7 +75,7 @@ pub(crate) struct Fetcher {
     /// Lease length of each fetched job.
     pub lease: Duration,
     /// How long an envelope over the size limit is deferred before it is dead-lettered
-    /// ([`crate::pool::PoolConfig::unknown_kind_grace`]).
+    /// ([`crate::PoolConfig::unknown_kind_grace`]).
     pub unknown_kind_grace: Duration,
     /// The consumer adapts a limit per job key: fetches hold keys to their shares.
     pub adaptive_per_key: bool,

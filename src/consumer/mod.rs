@@ -17,40 +17,38 @@
 //! A task that panics starts the same order at step 1 (see `tasks.rs`), so the others
 //! still settle what they hold; the consumer then returns the failure.
 
-// The acker's and pool's own configs and the tally are public (re-exported at the crate
-// root); the rest of these modules is crate-private.
+// The modules are crate-private; what code that embeds weir names is re-exported below
+// (and the configurations again at the crate root).
 //
 // The modules import one way: the leaf types (`config/`, `counters.rs`, `outcomes.rs`)
 // -> the lease table (`leases/`) -> the tasks (the fetcher, the pool, the acker, the
 // heartbeat, housekeeping) -> `start.rs`, which spawns them -> this file, which runs the
 // shutdown order.
-pub mod acker;
-pub(crate) mod buffer;
+mod acker;
+mod buffer;
 mod config;
 mod counters;
-pub(crate) mod fetcher;
+mod fetcher;
 mod gate;
 mod handle;
 mod heartbeat;
-pub mod housekeeping;
+mod housekeeping;
 mod leases;
 mod multi;
 mod notices;
 mod outcomes;
 mod partitioned;
-pub mod pool;
+mod pool;
 mod runs;
-pub mod settings;
 mod start;
 mod tasks;
 mod wake;
 
-pub use config::ConsumerConfig;
-pub use counters::Backlog;
+pub use config::{AckerConfig, ConsumerConfig, FetcherConfig, MIN_JOB_TIMEOUT, PoolConfig, ReclaimerConfig};
+pub use counters::{Backlog, Tally};
 pub use handle::{Handle, Report};
 pub use multi::{MultiConsumer, WeightedQueue};
 
-use crate::consumer::counters::Tally;
 use crate::consumer::gate::Share;
 use crate::consumer::outcomes::AckerMsg;
 use crate::consumer::runs::Runs;

@@ -22,11 +22,11 @@ pub struct JobError {
     pub retryable: bool,
     /// The downstream asked us to slow down (HTTP 429/503 and the like). This is not a
     /// failure of the job: it is deferred, put back without charging an attempt, within
-    /// the pool's deferral budget ([`crate::pool::PoolConfig::deferral_budget`]); and the
+    /// the pool's deferral budget ([`crate::PoolConfig::deferral_budget`]); and the
     /// concurrency limiter counts it as congestion.
     pub backpressure: bool,
     /// Run again no sooner than this (for example from `Retry-After`; a deferral's delay is
-    /// capped by [`crate::pool::PoolConfig::max_defer_delay`]).
+    /// capped by [`crate::PoolConfig::max_defer_delay`]).
     pub retry_after: Option<Duration>,
     /// The downstream could not take the call at all (it timed out, refused or reset
     /// the connection): the limiter counts it as congestion. Plain failures (a handler
@@ -172,7 +172,7 @@ impl std::fmt::Debug for Route {
 
 /// Dispatches jobs to handlers by kind. A kind with no handler (and no fallback) is
 /// deferred, since a consumer started later may know it (a rolling deploy), and
-/// dead-lettered with the reason once [`crate::pool::PoolConfig::unknown_kind_grace`]
+/// dead-lettered with the reason once [`crate::PoolConfig::unknown_kind_grace`]
 /// has passed.
 #[derive(Clone, Default, Debug)]
 pub struct Registry {

@@ -16,7 +16,7 @@
 mod handles;
 mod kinds;
 #[cfg(feature = "prometheus")]
-pub mod serve;
+pub(crate) mod serve;
 
 pub use handles::LimiterMetrics;
 pub(crate) use handles::{QueueMetrics, lane_labels, record_enqueued, record_script};

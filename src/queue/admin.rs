@@ -18,7 +18,6 @@ mod lanes;
 mod next_due;
 pub(crate) use next_due::{in_flight_sample, next_due_of};
 mod registry;
-pub mod types;
 mod workers;
 
 pub use jobs::{KIND_WINDOW, MAX_PAGE};

@@ -8,12 +8,14 @@ pub mod admin;
 pub mod cron;
 pub mod envelope;
 pub mod functions;
+pub mod json;
 pub mod keys;
 pub mod partitions;
 pub mod producer;
 pub mod retry;
 pub mod retry_rules;
 pub mod samples;
+pub mod settings;
 mod spread;
 // The typed script wrappers: public so the script tables in tests/scripts and the
 // `scripts` bench can call each script alone, not an API for applications (they use

@@ -12,8 +12,8 @@
 //! each, Redis's clock): with no consumer running no sample is written, and the rates are
 //! absent rather than stale.
 
-use crate::admin::types::{JSON_VERSION, Rates, Timestamp};
 use crate::error::{Error, Result};
+use crate::queue::json::{JSON_VERSION, Rates, Timestamp};
 use crate::queue::keys::QueueKeys;
 use crate::queue::scripts;
 use redis::aio::ConnectionLike;

@@ -10,7 +10,7 @@ use redis::aio::ConnectionLike;
 /// reported once, and the check passes: it cannot be made.
 ///
 /// On a Redis Cluster every primary answers, and each must be `noeviction`.
-pub async fn check<C: ConnectionLike>(conn: &mut C, allow: bool) -> Result<()> {
+pub(crate) async fn check<C: ConnectionLike>(conn: &mut C, allow: bool) -> Result<()> {
     let info: redis::Value = match redis::cmd("INFO").arg("memory").query_async(conn).await {
         Ok(info) => info,
         Err(e) => {

@@ -7,8 +7,8 @@ pub mod conn;
 pub mod embedded;
 #[cfg(feature = "embedded")]
 pub mod embedded_cluster;
-pub mod eviction;
+pub(crate) mod eviction;
 mod link;
-pub mod retry;
+pub(crate) mod retry;
 mod sentinel;
 mod url;

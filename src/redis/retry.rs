@@ -21,7 +21,7 @@ use tokio::time::{Instant, sleep};
 /// the first one counting as `first`: the first wait lies in `[first, 3·first]`, and no
 /// wait is shorter than `first` or longer than `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// Wait after the first failure.
     pub first: Duration,
     /// Longest wait between tries.
@@ -30,17 +30,17 @@ pub struct Backoff {
 
 impl Backoff {
     /// From 10 ms up to 2 s: outcome writes and lease calls, which hold jobs meanwhile.
-    pub const CALL: Backoff = Backoff {
+    pub(crate) const CALL: Backoff = Backoff {
         first: Duration::from_millis(10),
         max: Duration::from_secs(2),
     };
     /// From 50 ms up to 5 s: fetches, which only delay new work.
-    pub const FETCH: Backoff = Backoff {
+    pub(crate) const FETCH: Backoff = Backoff {
         first: Duration::from_millis(50),
         max: Duration::from_secs(5),
     };
     /// From 100 ms up to 2 s: a producer's bulk chunk.
-    pub const ENQUEUE: Backoff = Backoff {
+    pub(crate) const ENQUEUE: Backoff = Backoff {
         first: Duration::from_millis(100),
         max: Duration::from_secs(2),
     };
@@ -50,7 +50,7 @@ impl Backoff {
 /// recovery at `info` (an outage of minutes logs two lines, not one per try), and says how
 /// long to wait before the next try.
 #[derive(Debug)]
-pub struct Streak {
+pub(crate) struct Streak {
     what: &'static str,
     backoff: Backoff,
     /// The last wait given (`first` at the start of a streak).
@@ -61,7 +61,7 @@ pub struct Streak {
 impl Backoff {
     /// The wait after one that lasted `last`: uniform in `[first, min(max, 3·last)]`
     /// (decorrelated jitter).
-    pub fn next_wait(&self, last: Duration) -> Duration {
+    pub(crate) fn next_wait(&self, last: Duration) -> Duration {
         let low = self.first.min(self.max);
         let high = (last * 3).clamp(low, self.max);
         if high <= low {
@@ -73,7 +73,7 @@ impl Backoff {
 
 impl Streak {
     /// A streak of `what` calls (the name goes into the log lines).
-    pub fn new(what: &'static str, backoff: Backoff) -> Self {
+    pub(crate) fn new(what: &'static str, backoff: Backoff) -> Self {
         Self {
             what,
             backoff,
@@ -83,12 +83,12 @@ impl Streak {
     }
 
     /// Failures in the current streak.
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 
     /// Records a failure; returns how long to wait before the next try.
-    pub fn failed(&mut self, error: &dyn std::fmt::Display) -> Duration {
+    pub(crate) fn failed(&mut self, error: &dyn std::fmt::Display) -> Duration {
         let what = self.what;
         if self.failures == 0 {
             tracing::warn!(what, error = %error, "redis call failed; retrying with backoff");
@@ -101,7 +101,7 @@ impl Streak {
     }
 
     /// Records a success, ending the streak.
-    pub fn succeeded(&mut self) {
+    pub(crate) fn succeeded(&mut self) {
         if self.failures > 0 {
             tracing::info!(
                 what = self.what,
@@ -116,7 +116,7 @@ impl Streak {
 
 /// When [`retrying`] gives up.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct GiveUp {
+pub(crate) struct GiveUp {
     /// Give up rather than wait past this instant.
     pub deadline: Option<Instant>,
     /// Give up after this many failed tries.
@@ -125,21 +125,22 @@ pub struct GiveUp {
 
 impl GiveUp {
     /// Never give up.
-    pub const NEVER: GiveUp = GiveUp {
+    pub(crate) const NEVER: GiveUp = GiveUp {
         deadline: None,
         tries: None,
     };
 
     /// Give up rather than wait past `deadline`.
-    pub fn at(deadline: Instant) -> Self {
+    pub(crate) fn at(deadline: Instant) -> Self {
         Self {
             deadline: Some(deadline),
             tries: None,
         }
     }
 
-    /// Give up after `tries` failed tries.
-    pub fn after(tries: u32) -> Self {
+    /// Give up after `tries` failed tries (the tests' bound; the consumer never gives up by count).
+    #[cfg(test)]
+    pub(crate) fn after(tries: u32) -> Self {
         Self {
             deadline: None,
             tries: Some(tries),
@@ -149,7 +150,7 @@ impl GiveUp {
 
 /// Runs `call` until it succeeds, backing off as `backoff` says; gives up as `give_up` says
 /// and then returns the last error (logged at `error`).
-pub async fn retrying<T, E, F, Fut>(
+pub(crate) async fn retrying<T, E, F, Fut>(
     what: &'static str,
     backoff: Backoff,
     give_up: GiveUp,
@@ -165,7 +166,7 @@ where
 
 /// [`retrying`], but an error for which `is_final` holds is returned at once, untried
 /// again (one a retry cannot cure, such as Redis out of memory).
-pub async fn retrying_unless<T, E, F, Fut>(
+pub(crate) async fn retrying_unless<T, E, F, Fut>(
     what: &'static str,
     backoff: Backoff,
     give_up: GiveUp,

@@ -7,7 +7,7 @@ use crate::{cli, no_panic, text};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use weir::scripts;
+use weir::queue::scripts;
 
 /// Runs `weir args...`, expects exit code `code`, and parses standard output as JSON.
 fn cli_json(ctx: &Ctx, args: &[&str], code: i32) -> Value {

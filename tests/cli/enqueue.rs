@@ -358,7 +358,7 @@ async fn enqueue_refused_for_memory_stops_with_one_line() {
         .find_map(|l| l.strip_prefix("errorstat_EXECABORT:count="))
         .map_or(0, |n| n.trim().parse().unwrap());
     assert!(
-        refused <= weir::producer::BULK_PIPELINE as u64 + 1,
+        refused <= weir::queue::producer::BULK_PIPELINE as u64 + 1,
         "{refused} refused calls"
     );
 }

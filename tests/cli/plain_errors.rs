@@ -40,7 +40,7 @@ async fn an_address_where_no_redis_answers_is_one_line_with_a_hint() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     let lines = error_lines(&o);
     assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(lines[0].contains(weir::conn::NOT_REDIS), "{lines:?}");
+    assert!(lines[0].contains(weir::redis::conn::NOT_REDIS), "{lines:?}");
     assert!(lines[0].contains("check the host and port"), "{lines:?}");
 }
 

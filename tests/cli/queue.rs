@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use crate::{cli, no_panic, text};
-use weir::scripts::{self, Settle};
+use weir::queue::scripts::{self, Settle};
 
 #[tokio::test]
 async fn stats_json_parses() {

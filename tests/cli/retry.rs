@@ -65,7 +65,7 @@ async fn retry_set_get_clear_and_stats_show_the_next_due_time() {
 /// (and `--json` has them as `history`), `weir limits clear --keep-completed` stops it.
 #[tokio::test]
 async fn kept_jobs_and_their_runs_through_the_cli() {
-    use weir::scripts::{self, RunHistory, Settle, StartMarks};
+    use weir::queue::scripts::{self, RunHistory, Settle, StartMarks};
     let ctx = Ctx::new("cli-keep").await;
     let q = ctx.queue.as_str();
     let args = ["limits", "set", "-q", q, "--create", "--keep-completed", "1h"];

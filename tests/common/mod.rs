@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use weir::Conn;
 use weir::EmbeddedRedis;
-use weir::keys::QueueKeys;
+use weir::queue::keys::QueueKeys;
 
 static SERVER: Mutex<Weak<EmbeddedRedis>> = Mutex::new(Weak::new());
 static NEXT_QUEUE: AtomicU64 = AtomicU64::new(0);

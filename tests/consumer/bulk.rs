@@ -22,7 +22,7 @@ struct Mail {
 
 /// The ready list of priority `p` (0 high, 1 normal, 2 low) of the queue or lane `name`.
 async fn ready(ctx: &Ctx, name: &str, p: usize) -> Vec<String> {
-    let keys = weir::keys::QueueKeys::new(name).unwrap();
+    let keys = weir::queue::keys::QueueKeys::new(name).unwrap();
     let prio = [Priority::High, Priority::Normal, Priority::Low][p];
     ctx.cmd(&["LRANGE", keys.ready(prio), "0", "-1"]).await
 }

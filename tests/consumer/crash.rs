@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use weir::scripts;
+use weir::queue::scripts;
 use weir::{Consumer, NewJob, Registry, handler_fn};
 
 /// A registry whose handler counts the jobs it starts in `started` and never finishes them.

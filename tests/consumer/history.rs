@@ -3,8 +3,8 @@
 
 use crate::common::*;
 use crate::support::*;
-use weir::admin::types::JobState;
-use weir::settings::{Cleared, Settings};
+use weir::queue::json::JobState;
+use weir::queue::settings::{Cleared, Settings};
 use weir::{JobError, NewJob, Registry};
 
 /// Fails its first two runs (`down #N`), then succeeds; `fatal` jobs fail for good.

@@ -82,8 +82,8 @@ async fn a_queue_held_back_by_its_rate_leaves_the_slots_to_the_others() {
         .enqueue_bulk(jobs("k", "b-", 3000))
         .await
         .unwrap();
-    weir::settings::Settings {
-        rate: Some(weir::settings::RateSetting::Limit(
+    weir::queue::settings::Settings {
+        rate: Some(weir::queue::settings::RateSetting::Limit(
             "5/s".parse::<weir::Rate>().unwrap().with_burst(1),
         )),
         ..Default::default()

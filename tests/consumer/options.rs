@@ -142,7 +142,7 @@ async fn retry_after_sets_the_delay() {
 async fn consumer_applies_the_queue_dead_letter_cap() {
     let ctx = Ctx::new("ccap").await;
     ctx.producer().enqueue_bulk(jobs("k", "d", 10)).await.unwrap();
-    let cap = weir::settings::Settings {
+    let cap = weir::queue::settings::Settings {
         dead_cap: Some(4),
         ..Default::default()
     };

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
-use weir::settings::{RateSetting, Settings};
+use weir::queue::settings::{RateSetting, Settings};
 use weir::{Registry, handler_fn};
 
 /// What the handler saw: when each job started, and the most that ran at once.

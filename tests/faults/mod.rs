@@ -50,7 +50,7 @@ pub(crate) fn script(name: &str) -> redis::Script {
         "settle" => include_str!("../../src/queue/scripts/settle.lua"),
         other => panic!("script {other:?} is not listed here"),
     };
-    redis::Script::new(&format!("{}{LIB}{own}", weir::scripts::ALLOW_OOM))
+    redis::Script::new(&format!("{}{LIB}{own}", weir::queue::scripts::ALLOW_OOM))
 }
 
 /// The SHA1 that `EVALSHA` calls of weir's script `name` carry: what the fault proxy looks

@@ -9,8 +9,8 @@ use crate::reference::{Job, Model, Place};
 use std::time::Duration;
 use weir::metrics::DeferReason;
 use weir::queue::functions;
-use weir::retry::DeferralBudget;
-use weir::scripts::{self, RunHistory, Settle, StartMarks};
+use weir::queue::retry::DeferralBudget;
+use weir::queue::scripts::{self, RunHistory, Settle, StartMarks};
 use weir::{NewJob, Priority};
 
 /// The consumer's tag in start marks.

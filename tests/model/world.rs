@@ -6,8 +6,8 @@ use crate::check::{self, Real, id_of};
 use crate::reference::{Held, Job, Mark, Place};
 use crate::run::{HOUR_MS, TAG, World, budget, priority};
 use std::time::Duration;
-use weir::scripts::{self, StartMarks};
-use weir::settings::{Cleared, Settings};
+use weir::queue::scripts::{self, StartMarks};
+use weir::queue::settings::{Cleared, Settings};
 use weir::{Error, NewJob};
 
 fn err(e: weir::Error) -> String {

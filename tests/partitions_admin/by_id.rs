@@ -2,7 +2,7 @@
 //! first, then in the others; acted on in the lane it is found in.
 
 use crate::*;
-use weir::admin::types::JobState;
+use weir::queue::json::JobState;
 
 #[tokio::test]
 async fn jobs_are_found_acted_on_and_reported_in_their_lane() {

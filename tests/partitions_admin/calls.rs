@@ -3,7 +3,7 @@
 //! lane after lane, workers merged by id, and the registry listing the queue once.
 
 use crate::*;
-use weir::admin::types::JobState;
+use weir::queue::json::JobState;
 use weir::{Queue, Queues, Stats};
 
 #[tokio::test]
@@ -28,7 +28,7 @@ async fn stats_add_up_the_lanes_and_say_each() {
     assert_eq!(s.counters.get("dead"), Some(&1), "{s:?}");
     assert_eq!(
         s.dead_cap,
-        4 * weir::settings::DEFAULT_DEAD_CAP,
+        4 * weir::queue::settings::DEFAULT_DEAD_CAP,
         "each lane's cap"
     );
 
@@ -184,7 +184,7 @@ async fn pages_go_lane_after_lane() {
     seed_ready(&mut c, parts.partition(2), &[("c.p2", "mail")]).await;
     seed_ready(&mut c, parts.base(), &[("d", "sms")]).await;
     let q = ctx.admin();
-    let ids = |p: &weir::admin::types::JobPage| -> Vec<(String, String)> {
+    let ids = |p: &weir::queue::json::JobPage| -> Vec<(String, String)> {
         p.jobs
             .iter()
             .map(|j| (j.id.clone(), j.lane.clone().unwrap()))

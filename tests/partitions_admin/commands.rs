@@ -195,7 +195,7 @@ async fn limits_set_binds_the_partitions_with_their_shares() {
     let shares: Vec<u64> = {
         let mut v = Vec::new();
         for i in 0..3 {
-            let s = weir::settings::Settings::load(&mut ctx.c(), parts.partition(i).name())
+            let s = weir::queue::settings::Settings::load(&mut ctx.c(), parts.partition(i).name())
                 .await
                 .unwrap();
             v.push(s.global_concurrency.unwrap());
@@ -210,10 +210,10 @@ async fn limits_set_binds_the_partitions_with_their_shares() {
     );
     ok(weir(&ctx.url, &["limits", "clear", "-q", q]));
     for lane in parts.lanes() {
-        let s = weir::settings::Settings::load(&mut ctx.c(), lane.name())
+        let s = weir::queue::settings::Settings::load(&mut ctx.c(), lane.name())
             .await
             .unwrap();
-        assert_eq!(s, weir::settings::Settings::default(), "{}", lane.name());
+        assert_eq!(s, weir::queue::settings::Settings::default(), "{}", lane.name());
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::*;
 use std::collections::HashMap;
 use weir::limiter::Rate;
-use weir::settings::{Cleared, Settings};
+use weir::queue::settings::{Cleared, Settings};
 
 async fn hash(ctx: &Ctx, keys: &QueueKeys) -> HashMap<String, String> {
     ctx.cmd(&["HGETALL", &keys.settings()]).await

@@ -19,9 +19,9 @@ mod uniqueness;
 
 use common::{Ctx, State, seed};
 use std::time::Duration;
-use weir::keys::QueueKeys;
+use weir::queue::keys::QueueKeys;
 use weir::queue::partitions::Partitions;
-use weir::scripts::{self, Settle};
+use weir::queue::scripts::{self, Settle};
 use weir::{Conn, NewJob, Producer};
 
 /// A bound on every command and wait: generous for a loaded 2-core machine.

@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use crate::{H, L, N};
-use weir::scripts;
+use weir::queue::scripts;
 
 #[tokio::test]
 async fn pause_table() {
@@ -98,7 +98,7 @@ async fn stats_is_a_snapshot_of_every_key() {
 
     let (_, empty) = ctx.other_queue("empty");
     let s = scripts::stats(&mut ctx.c(), &empty).await.unwrap();
-    let cap = weir::settings::DEFAULT_DEAD_CAP;
+    let cap = weir::queue::settings::DEFAULT_DEAD_CAP;
     assert_eq!(
         s,
         weir::Stats {

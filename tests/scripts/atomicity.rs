@@ -11,9 +11,9 @@ use crate::common::*;
 use crate::{H, L, N};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use weir::keys::QueueKeys;
 use weir::metrics::DeferReason;
-use weir::scripts::{self, EnqueueArg, Settle, StartMarks};
+use weir::queue::keys::QueueKeys;
+use weir::queue::scripts::{self, EnqueueArg, Settle, StartMarks};
 use weir::{Conn, DeferralBudget, Priority};
 
 pub(crate) const VT: u64 = 30_000;

@@ -5,8 +5,8 @@
 use crate::atomicity::{VT, new_job};
 use crate::common::*;
 use std::time::Duration;
-use weir::keys::QueueKeys;
-use weir::scripts::{self, Settle, StartMarks};
+use weir::queue::keys::QueueKeys;
+use weir::queue::scripts::{self, Settle, StartMarks};
 use weir::{Conn, DeferralBudget, Priority};
 
 const BIG: usize = 10_001;

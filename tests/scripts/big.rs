@@ -5,8 +5,8 @@ use crate::N;
 use crate::common::*;
 use std::time::Duration;
 use weir::Priority;
-use weir::retry::DeferralBudget;
-use weir::scripts::{self, EnqueueArg, Settle};
+use weir::queue::retry::DeferralBudget;
+use weir::queue::scripts::{self, EnqueueArg, Settle};
 
 const BIG: usize = 10_000;
 

@@ -7,7 +7,7 @@ use crate::common::*;
 use crate::{H, N};
 use std::time::Duration;
 use weir::metrics::DeferReason;
-use weir::scripts::{self, Settle};
+use weir::queue::scripts::{self, Settle};
 use weir::{DeferralBudget, Priority};
 
 fn defer(id: &str, p: Priority, delay_ms: u64, budget: (u32, u64), reason: &str) -> Settle {

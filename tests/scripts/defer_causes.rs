@@ -6,7 +6,7 @@
 use crate::common::*;
 use std::time::Duration;
 use weir::metrics::DeferReason;
-use weir::scripts::{self, Settle};
+use weir::queue::scripts::{self, Settle};
 use weir::{DeferralBudget, Priority};
 
 /// The consumer's budgets: backpressure 3 deferrals; an unknown kind 30 s of grace.

@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use crate::{H, L, N};
-use weir::scripts::{self, EnqueueArg};
+use weir::queue::scripts::{self, EnqueueArg};
 use weir::{Error, NewJob, Priority};
 
 fn arg(id: &str, p: Priority, delay_ms: u64, run_at_ms: u64) -> EnqueueArg {

@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use crate::{H, L, N};
-use weir::scripts;
+use weir::queue::scripts;
 
 const VT: u64 = 30_000;
 

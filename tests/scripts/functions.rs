@@ -3,9 +3,9 @@
 //! version check that refuses a library of another protocol.
 
 use crate::common::*;
-use weir::keys::QueueKeys;
 use weir::queue::functions::{self, LibraryInfo, Loaded};
-use weir::scripts::{EnqueueArg, SOURCES};
+use weir::queue::keys::QueueKeys;
+use weir::queue::scripts::{EnqueueArg, SOURCES};
 
 /// `FCALL weir_enqueue` with `jobs`, one section per job, as docs/protocol.md lets any
 /// client do (the Rust producer groups jobs that share options instead).
@@ -18,7 +18,7 @@ pub(crate) async fn fcall_enqueue(
     cmd.arg("weir_enqueue")
         .arg(keys.all().len() + 1)
         .arg(keys.all())
-        .arg(weir::keys::QUEUES);
+        .arg(weir::queue::keys::QUEUES);
     for j in jobs {
         cmd.arg(j.priority as u8)
             .arg(j.delay_ms)

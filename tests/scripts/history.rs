@@ -4,8 +4,8 @@
 
 use crate::common::*;
 use weir::Priority;
-use weir::scripts::{self, RunHistory, Settle, StartMarks};
-use weir::settings::Settings;
+use weir::queue::scripts::{self, RunHistory, Settle, StartMarks};
+use weir::queue::settings::Settings;
 
 const HISTORY: Option<RunHistory<'static>> = Some(RunHistory {
     worker: "c1",
@@ -157,7 +157,7 @@ async fn a_history_keeps_the_last_runs_and_goes_with_its_job() {
             .unwrap();
     }
     let shown = ctx.admin().job("j").await.unwrap().unwrap();
-    assert_eq!(shown.job.state, weir::admin::types::JobState::Dead);
+    assert_eq!(shown.job.state, weir::queue::json::JobState::Dead);
     let runs: Vec<(&str, &str)> = shown
         .history
         .iter()

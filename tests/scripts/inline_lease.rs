@@ -7,8 +7,8 @@ use crate::N;
 use crate::common::*;
 use std::time::Duration;
 use weir::Priority;
-use weir::retry::DeferralBudget;
-use weir::scripts::{self, Reclaimed, Settle};
+use weir::queue::retry::DeferralBudget;
+use weir::queue::scripts::{self, Reclaimed, Settle};
 
 const VT: u64 = 30_000;
 
@@ -46,7 +46,7 @@ async fn fetch_leases_inline_jobs_by_their_envelopes_beside_jobs_by_id() {
         let want = if name == "b" { item("b") } else { name.clone() };
         assert_eq!(String::from_utf8(e.to_vec()).unwrap(), want);
         let job = j.decode(usize::MAX).unwrap();
-        let by_bytes = weir::envelope::decode(name, e, usize::MAX).unwrap();
+        let by_bytes = weir::queue::envelope::decode(name, e, usize::MAX).unwrap();
         assert_eq!(
             (&job.id, job.payload.get()),
             (&by_bytes.id, by_bytes.payload.get())

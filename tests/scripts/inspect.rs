@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use crate::{H, L, N};
-use weir::scripts::{self, Page};
+use weir::queue::scripts::{self, Page};
 
 /// An envelope as `envelope.rs` writes it, of kind `kind`.
 fn env_of(id: &str, kind: &str, attempt: u32, priority: u8) -> String {
@@ -275,7 +275,7 @@ async fn a_deleted_running_job_settles_as_missed_and_is_not_retried() {
         .await
         .unwrap();
     assert_eq!(got, [("run".into(), "in_flight".into())]);
-    let retry = weir::scripts::Settle::Retry {
+    let retry = weir::queue::scripts::Settle::Retry {
         id: "run".into(),
         token: f.deadline_ms,
         priority: weir::Priority::Normal,
@@ -443,7 +443,7 @@ async fn both_enqueue_paths_register_the_queue() {
         .await
         .unwrap();
     for q in [&plain, &script] {
-        let member: u64 = ctx.cmd(&["SISMEMBER", weir::keys::QUEUES, q]).await;
+        let member: u64 = ctx.cmd(&["SISMEMBER", weir::queue::keys::QUEUES, q]).await;
         assert_eq!(member, 1, "{q}");
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use crate::{H, L, N};
-use weir::scripts::{self, Page};
+use weir::queue::scripts::{self, Page};
 
 /// An inline job: its envelope, as it stands in a list or the lease.
 fn inline(id: &str, priority: u8) -> String {

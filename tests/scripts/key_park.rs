@@ -9,9 +9,9 @@ use crate::common::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use weir::admin::types::JobState;
-use weir::scripts::{self, Fetched, PARKED_AT_MS};
-use weir::settings::Settings;
+use weir::queue::json::JobState;
+use weir::queue::scripts::{self, Fetched, PARKED_AT_MS};
+use weir::queue::settings::Settings;
 use weir::{NewJob, Priority};
 
 const T: Duration = Duration::from_secs(60);

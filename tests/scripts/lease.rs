@@ -5,7 +5,7 @@ use crate::common::*;
 use crate::{H, N};
 use std::time::Duration;
 use weir::Priority;
-use weir::scripts::{self, Settle};
+use weir::queue::scripts::{self, Settle};
 
 /// name, state before, (id, token) pairs, lost ids, state after.
 type ExtendCase = (

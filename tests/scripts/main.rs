@@ -30,10 +30,10 @@ mod unique;
 mod wake;
 
 /// An ack of every job `f` leased, each with the fetch's token.
-pub fn acks_of(f: &weir::scripts::Fetched) -> Vec<weir::scripts::Settle> {
+pub fn acks_of(f: &weir::queue::scripts::Fetched) -> Vec<weir::queue::scripts::Settle> {
     f.jobs
         .iter()
-        .map(|j| weir::scripts::Settle::Ack {
+        .map(|j| weir::queue::scripts::Settle::Ack {
             id: j.name.clone(),
             token: f.deadline_ms,
         })

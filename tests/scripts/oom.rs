@@ -5,7 +5,7 @@
 use crate::common::*;
 use weir::Priority;
 use weir::queue::functions;
-use weir::scripts::{self, EnqueueArg, Settle, StartMarks};
+use weir::queue::scripts::{self, EnqueueArg, Settle, StartMarks};
 
 const VT: u64 = 30_000;
 /// Each job's payload: big, so a few hundred jobs fill the headroom.

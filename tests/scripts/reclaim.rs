@@ -5,8 +5,8 @@
 use crate::common::*;
 use crate::{H, L, N};
 use std::time::Duration;
-use weir::retry::DeferralBudget;
-use weir::scripts::{self, Reclaimed};
+use weir::queue::retry::DeferralBudget;
+use weir::queue::scripts::{self, Reclaimed};
 
 struct Reclaim {
     name: &'static str,
@@ -42,7 +42,7 @@ fn reclaim_cases() -> Vec<Reclaim> {
         .started("s", "c1:s")
         .started("b", "c1");
     // A first deferral a moment ago (Redis reads the same clock), so the reason says 0 s.
-    let recently = weir::envelope::unix_ms() - 100;
+    let recently = weir::queue::envelope::unix_ms() - 100;
     vec![
         Reclaim {
             name: "no lease expired",
@@ -298,7 +298,7 @@ async fn reclaim_table() {
 async fn reclaim_says_when_the_next_lease_expires() {
     let ctx = Ctx::new("reclaim-next").await;
     let budget = DeferralBudget::default();
-    let in_an_hour = weir::envelope::unix_ms() + 3_600_000;
+    let in_an_hour = weir::queue::envelope::unix_ms() + 3_600_000;
     let cases = [
         (
             "one left, in an hour",

@@ -100,7 +100,7 @@ async fn a_history_of_the_wrong_type_fails_before_any_write() {
     assert_eq!(v, "garbage");
     // A bad argument is refused before any write too.
     let _: () = ctx.cmd(&["DEL", &ctx.keys.samples()]).await;
-    let bad = weir::scripts::samples_record(&mut ctx.c(), &ctx.keys, 0, 10).await;
+    let bad = weir::queue::scripts::samples_record(&mut ctx.c(), &ctx.keys, 0, 10).await;
     assert!(bad.is_err());
     assert!(samples(&ctx).await.is_empty());
 }

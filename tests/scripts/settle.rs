@@ -6,8 +6,8 @@ use crate::common::*;
 use crate::{H, N};
 use std::time::Duration;
 use weir::Priority;
-use weir::retry::DeferralBudget;
-use weir::scripts::{self, Settle};
+use weir::queue::retry::DeferralBudget;
+use weir::queue::scripts::{self, Settle};
 
 fn ack(id: &str, token: u64) -> Settle {
     Settle::Ack { id: id.into(), token }

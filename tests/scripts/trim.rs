@@ -4,8 +4,8 @@
 //! counted.
 
 use crate::common::*;
-use weir::retry::DeferralBudget;
-use weir::scripts;
+use weir::queue::retry::DeferralBudget;
+use weir::queue::scripts;
 
 /// A dead-letter queue of `n` entries (`dN` at score N, with envelopes and reasons).
 fn dead(n: usize) -> State {
@@ -91,7 +91,7 @@ async fn stats_show_the_cap_in_force_and_the_jobs_deferred() {
     let s = scripts::stats(&mut c, &k).await.unwrap();
     assert_eq!(
         (s.dead_cap, s.deferred),
-        (weir::settings::DEFAULT_DEAD_CAP, 0),
+        (weir::queue::settings::DEFAULT_DEAD_CAP, 0),
         "no setting: the default, as settings.rs and lib.lua both say"
     );
     seed(

@@ -4,7 +4,7 @@
 
 use crate::N;
 use crate::common::*;
-use weir::scripts::{self, EnqueueArg, Settle};
+use weir::queue::scripts::{self, EnqueueArg, Settle};
 use weir::{Error, NewJob, Priority};
 
 const HOUR: u64 = 3_600_000;

@@ -5,12 +5,12 @@ use crate::common::*;
 use futures_util::StreamExt;
 use std::time::Duration;
 use weir::Priority;
-use weir::scripts::{self, EnqueueArg, Settle};
+use weir::queue::scripts::{self, EnqueueArg, Settle};
 
 /// Runs `call` on a queue seeded with `before`; returns the wake messages it published.
 async fn wakes<F, Fut>(ctx: &Ctx, before: State, call: F) -> Vec<String>
 where
-    F: FnOnce(weir::Conn, weir::keys::QueueKeys) -> Fut,
+    F: FnOnce(weir::Conn, weir::queue::keys::QueueKeys) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     let (_, keys) = ctx.other_queue("wake");
@@ -98,7 +98,7 @@ async fn calls_that_make_work_ready_wake_idle_consumers() {
 
     let expired = State::default().job("a", 0, 3, 1).lease(&[("a", PAST)]);
     let w = wakes(&ctx, expired, |mut c, k| async move {
-        scripts::reclaim(&mut c, &k, 10, weir::retry::DeferralBudget::default())
+        scripts::reclaim(&mut c, &k, 10, weir::queue::retry::DeferralBudget::default())
             .await
             .unwrap();
     });

@@ -17,7 +17,7 @@ fn keys_of(ctx: &Ctx, queue: &str) -> Vec<String> {
         .iter()
         .map(|k| k.replace(&format!("{{{}}}", ctx.queue), &format!("{{{queue}}}")))
         .collect();
-    keys.push(weir::keys::QUEUES.to_owned());
+    keys.push(weir::queue::keys::QUEUES.to_owned());
     keys
 }
 
@@ -37,7 +37,7 @@ async fn enqueue_refuses_to_register_a_name_that_is_not_a_queue_name() {
         let e = c.query_async::<redis::Value>(&mut ctx.c()).await.unwrap_err();
         assert!(e.to_string().contains("queue name of KEYS[1]"), "{name:?}: {e}");
         // Nothing was written: no key of the hostile queue, no registry entry.
-        let members: Vec<String> = ctx.cmd(&["SMEMBERS", weir::keys::QUEUES]).await;
+        let members: Vec<String> = ctx.cmd(&["SMEMBERS", weir::queue::keys::QUEUES]).await;
         assert!(members.is_empty(), "{members:?}");
         let found: Vec<String> = ctx.cmd(&["KEYS", &format!("{}*", &keys[0][..6])]).await;
         assert!(found.is_empty(), "{name:?}: {found:?} ({n} keys)");
@@ -48,7 +48,7 @@ async fn enqueue_refuses_to_register_a_name_that_is_not_a_queue_name() {
     c.arg(&["1", "0", "0", "0", "0", "1", "j-1"][..])
         .arg(env("j-1", 0, 3, 1));
     let _: redis::Value = c.query_async(&mut ctx.c()).await.unwrap();
-    let members: Vec<String> = ctx.cmd(&["SMEMBERS", weir::keys::QUEUES]).await;
+    let members: Vec<String> = ctx.cmd(&["SMEMBERS", weir::queue::keys::QUEUES]).await;
     assert_eq!(members, std::slice::from_ref(&ctx.queue));
 }
 
@@ -63,7 +63,7 @@ async fn weir_queues_skips_and_reports_a_bad_entry_and_forget_removes_it() {
     assert_eq!(code, 0, "{out}\n{err}");
     // A bad entry, as an older weir_enqueue or a hand-written SADD left it.
     let bad = format!("{HOSTILE}\u{1b}[2J");
-    let _: u64 = ctx.cmd(&["SADD", weir::keys::QUEUES, &bad]).await;
+    let _: u64 = ctx.cmd(&["SADD", weir::queue::keys::QUEUES, &bad]).await;
     let queues = |extra: &[&str]| {
         let mut a = vec!["queues", "--rate-window", "0s", "--redis-url", &ctx.url];
         a.extend(extra);
@@ -83,7 +83,7 @@ async fn weir_queues_skips_and_reports_a_bad_entry_and_forget_removes_it() {
     let (code, out, err) = queues(&["--forget", &bad]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(err.contains("no longer listed"), "{err}");
-    let members: Vec<String> = ctx.cmd(&["SMEMBERS", weir::keys::QUEUES]).await;
+    let members: Vec<String> = ctx.cmd(&["SMEMBERS", weir::queue::keys::QUEUES]).await;
     assert_eq!(members, std::slice::from_ref(&ctx.queue));
     let (code, out, err) = queues(&[]);
     assert_eq!(code, 0, "{out}\n{err}");

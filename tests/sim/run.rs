@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, sleep, sleep_until};
 use weir::JobError;
-use weir::limit::{Limit, Permit};
+use weir::limiter::limit::{Limit, Permit};
 use weir::limiter::{AimdConfig, Limiter, LimiterConfig, Signal};
 
 /// Who sets the limit.

@@ -10,7 +10,7 @@ async fn a_bad_registry_entry_is_skipped_and_reported_not_fatal() {
     let job = weir::NewJob::new("a", &serde_json::json!({ "n": 1 })).unwrap();
     ctx.producer().enqueue_bulk([job]).await.unwrap();
     let _: u64 = ctx
-        .cmd(&["SADD", weir::keys::QUEUES, "<svg onload=alert(1)>"])
+        .cmd(&["SADD", weir::queue::keys::QUEUES, "<svg onload=alert(1)>"])
         .await;
     let ui = Ui::start(&ctx, &[], &[]).await;
     for path in ["/", "/workers"] {

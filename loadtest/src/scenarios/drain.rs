@@ -73,7 +73,7 @@ pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     }
     let target = Target::open(&a.common).await?;
     if let Some(n) = a.keep_completed_count {
-        target.set_queue_settings(Some(weir::settings::Settings {
+        target.set_queue_settings(Some(weir::queue::settings::Settings {
             keep_completed_count: Some(n),
             ..Default::default()
         }));
@@ -296,7 +296,7 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
 /// Drains with and without fleet-wide limits that never bind, `rounds` pairs in ABBA
 /// order on fresh queues: what reading and keeping the limits costs.
 async fn compare_global_limits(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
-    let limits = weir::settings::Settings {
+    let limits = weir::queue::settings::Settings {
         global_rate: Some("10000000/s".parse().map_err(anyhow::Error::msg)?),
         global_concurrency: Some(10_000_000),
         ..Default::default()

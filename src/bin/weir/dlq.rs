@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::Queue;
-use weir::admin::types::Timestamp;
+use weir::queue::json::Timestamp;
 
 #[derive(Args, Debug)]
 pub(crate) struct DlqArgs {
@@ -144,7 +144,7 @@ pub(crate) async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
             let (n, missing) = q.requeue_dead(&ids, limit).await?;
             if as_json {
                 json(&serde_json::json!({
-                    "version": weir::admin::types::JSON_VERSION,
+                    "version": weir::queue::json::JSON_VERSION,
                     "queue": queue, "action": "requeue", "count": n, "missing": missing,
                 }))?;
             } else {
@@ -244,8 +244,8 @@ async fn purge(q: &Queue, filter: &Filter, yes: bool, as_json: bool) -> weir::Re
             yes,
         )?;
         let n = q.purge_dead().await?;
-        let r = weir::admin::types::BulkActed {
-            version: weir::admin::types::JSON_VERSION,
+        let r = weir::queue::json::BulkActed {
+            version: weir::queue::json::JSON_VERSION,
             queue: name,
             action: "delete",
             kind: None,
@@ -266,7 +266,7 @@ async fn purge(q: &Queue, filter: &Filter, yes: bool, as_json: bool) -> weir::Re
 }
 
 fn bulk_done(
-    r: &weir::admin::types::BulkActed,
+    r: &weir::queue::json::BulkActed,
     as_json: bool,
     verb: &str,
     filter: &Filter,

@@ -35,10 +35,10 @@ pub(crate) struct EnqueueArgs {
     #[arg(long, value_parser = parse_priority, default_value = "normal")]
     pub priority: Priority,
     /// Default attempts per job.
-    #[arg(long, default_value_t = weir::producer::DEFAULT_MAX_ATTEMPTS)]
+    #[arg(long, default_value_t = weir::queue::producer::DEFAULT_MAX_ATTEMPTS)]
     pub max_attempts: u32,
     /// Envelope size limit in bytes.
-    #[arg(long, default_value_t = weir::envelope::DEFAULT_MAX_ENVELOPE_BYTES)]
+    #[arg(long, default_value_t = weir::queue::envelope::DEFAULT_MAX_ENVELOPE_BYTES)]
     pub max_envelope_bytes: usize,
     /// Default uniqueness window (e.g. 1h): a job whose unique key (its `unique_key`, else
     /// its id) was enqueued within the window, by any producer, is skipped as a duplicate,
@@ -164,7 +164,7 @@ async fn load(
     bar: &ProgressBar,
 ) -> Loaded {
     let mut out = Loaded::default();
-    let now = weir::envelope::unix_ms();
+    let now = weir::queue::envelope::unix_ms();
     let mut buf = Vec::new();
     let bad = &mut out.bad;
     // Set when Redis refuses a chunk for memory: no more input is read (the chunks in

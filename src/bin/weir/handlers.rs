@@ -1,5 +1,5 @@
 //! The handlers `weir work` has built in: `noop`, `sleep:<duration>`, `print[:<duration>]`
-//! and an HTTP(S) URL (each job POSTed there; see `weir::http`), with the HTTP flags.
+//! and an HTTP(S) URL (each job POSTed there; see `weir::handler::http`), with the HTTP flags.
 
 use crate::parse_duration;
 use clap::Args;
@@ -7,7 +7,7 @@ use futures_util::future::BoxFuture;
 use std::path::PathBuf;
 use std::time::Duration;
 use weir::handler::exec::{ExecConfig, ExecHandler};
-use weir::http::{HttpConfig, HttpHandler, HttpHeader, Secret};
+use weir::handler::http::{HttpConfig, HttpHandler, HttpHeader, Secret};
 use weir::{Handler, Job, JobResult, Registry};
 
 /// A built-in handler, as `--handler` names it.

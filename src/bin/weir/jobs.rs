@@ -6,7 +6,7 @@ use crate::output::{age, confirm, count, json, table, term, when};
 use clap::{Args, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use std::time::Duration;
-use weir::admin::types::{JobDetail, JobFilter, JobPage, JobState, JobSummary, JobsActed};
+use weir::queue::json::{JobDetail, JobFilter, JobPage, JobState, JobSummary, JobsActed};
 
 /// A state on the command line.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -137,7 +137,7 @@ fn attempts(j: &JobSummary) -> String {
 
 /// The time that matters in `p`'s state, relative to the page's `now`.
 fn time_of(j: &JobSummary, p: &JobPage) -> String {
-    let rel = |t: Option<weir::admin::types::Timestamp>, ahead: bool| match t {
+    let rel = |t: Option<weir::queue::json::Timestamp>, ahead: bool| match t {
         Some(t) if ahead => format!("in {}", age(t.until(p.now))),
         Some(t) => format!("{} ago", age(t.age(p.now))),
         None => "-".into(),

@@ -1,5 +1,5 @@
 //! The typo guard of commands that act on one queue: a queue never seen in this Redis
-//! (`weir::admin::Queues::seen`) gets a warning from commands that read it, and is refused
+//! (`weir::queue::admin::Queues::seen`) gets a warning from commands that read it, and is refused
 //! by commands that change it unless `--create` is given; both name the nearest known
 //! queue.
 

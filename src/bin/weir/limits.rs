@@ -8,10 +8,10 @@ use crate::Common;
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use weir::keys::QueueKeys;
 use weir::limiter::{OverloadStatus, Rate, Target};
+use weir::queue::keys::QueueKeys;
 use weir::queue::partitions::Partitions;
-use weir::settings::{Cleared, DEFAULT_DEAD_CAP, KeyLimits, RateSetting, Settings};
+use weir::queue::settings::{Cleared, DEFAULT_DEAD_CAP, KeyLimits, RateSetting, Settings};
 
 /// `weir limits`.
 #[derive(Args, Debug)]

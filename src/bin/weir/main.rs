@@ -235,7 +235,7 @@ impl Common {
     /// The Redis endpoint these options name. Checks the queue name first: a bad one is a
     /// usage error, reported as such even when Redis is down.
     pub fn redis(&self) -> weir::Result<Redis> {
-        weir::keys::validate_queue_name(&self.queue)?;
+        weir::queue::keys::validate_queue_name(&self.queue)?;
         self.connect.redis()
     }
 
@@ -367,12 +367,14 @@ fn exit_code(e: &weir::Error) -> u8 {
         // A URL that does not parse, or an address where no Redis answers: the command
         // line names the wrong thing.
         Error::Connect { message, .. }
-            if message.starts_with("invalid URL") || message.starts_with(weir::conn::NOT_REDIS) =>
+            if message.starts_with("invalid URL") || message.starts_with(weir::redis::conn::NOT_REDIS) =>
         {
             exit::USAGE
         }
-        Error::Http(weir::http::HttpError::Url { .. } | weir::http::HttpError::Header { .. }) => exit::USAGE,
-        Error::Http(weir::http::HttpError::Env(_)) => exit::USAGE,
+        Error::Http(
+            weir::handler::http::HttpError::Url { .. } | weir::handler::http::HttpError::Header { .. },
+        ) => exit::USAGE,
+        Error::Http(weir::handler::http::HttpError::Env(_)) => exit::USAGE,
         _ => exit::FAILURE,
     }
 }

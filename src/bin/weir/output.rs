@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
-use weir::admin::types::Timestamp;
+use weir::queue::json::Timestamp;
 
 /// `s` safe for a terminal: control characters (C0, DEL, C1: escape sequences, carriage
 /// returns, new lines) written as Rust escapes (`\u{1b}`, `\n`), everything else as

@@ -6,8 +6,8 @@ use crate::{Common, parse_duration};
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
-use weir::admin::Queues;
-use weir::admin::types::{QueueList, WorkerList};
+use weir::queue::admin::Queues;
+use weir::queue::json::{QueueList, WorkerList};
 
 #[derive(Args, Debug)]
 pub(crate) struct QueuesArgs {

@@ -8,9 +8,9 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::Stats;
-use weir::admin::types::Rates;
+use weir::queue::json::Rates;
 use weir::queue::retry_rules::RetryRules;
-use weir::settings::Settings;
+use weir::queue::settings::Settings;
 
 #[derive(Args, Debug)]
 pub(crate) struct StatsArgs {

@@ -5,8 +5,8 @@ use crate::handlers::{BuiltIn, ExecArgs, HttpArgs, parse_handler, shown};
 use crate::{Connect, parse_duration};
 use clap::Args;
 use std::time::{Duration, Instant};
+use weir::PoolConfig;
 use weir::limiter::LimiterOptions;
-use weir::pool::PoolConfig;
 use weir::queue::samples::SamplesConfig;
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, DeferralBudget, FetcherConfig, MultiConsumer, Report,

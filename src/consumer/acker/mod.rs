@@ -17,8 +17,8 @@
 
 mod batch;
 
-pub use crate::consumer::config::AckerConfig;
-pub use crate::consumer::counters::Tally;
+use crate::consumer::config::AckerConfig;
+use crate::consumer::counters::Tally;
 
 use crate::consumer::counters::Backlog;
 use crate::consumer::leases::{Lease, Leases};

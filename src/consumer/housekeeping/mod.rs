@@ -29,7 +29,6 @@ mod samples;
 mod settings;
 mod trims;
 
-pub use crate::consumer::config::ReclaimerConfig;
 pub(crate) use cron::CronTask;
 pub(crate) use drain::DrainWatch;
 pub(crate) use key_shares::KeyShares;

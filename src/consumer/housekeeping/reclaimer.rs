@@ -39,7 +39,7 @@ pub(crate) struct Reclaimer {
     config: ReclaimerConfig,
     /// The deferral budget of a job whose lease expired before its run started: it comes
     /// back uncharged, as a deferral, and is dead-lettered past the budget (the consumer's
-    /// [`crate::pool::PoolConfig::deferral_budget`]). It bounds the loop of a job that
+    /// [`crate::PoolConfig::deferral_budget`]). It bounds the loop of a job that
     /// kills its consumer before the start of its run is written (see
     /// docs/reliability.md).
     budget: DeferralBudget,

@@ -9,11 +9,11 @@
 //! drive there and are reported as ignored. (The dead-letter cap needs
 //! no applying: the scripts read it; a change is only logged.)
 
-use crate::consumer::settings::Settings;
 use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, LimiterConfig, Rate, RateGate};
 use crate::queue::keys::QueueKeys;
 use crate::queue::retry_rules::{LiveRules, RetryRules};
+use crate::queue::settings::Settings;
 use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, Streak};
 use redis::AsyncCommands;

@@ -19,7 +19,7 @@
 mod run;
 mod suspect;
 
-pub use crate::consumer::config::{MIN_JOB_TIMEOUT, PoolConfig};
+use crate::consumer::config::PoolConfig;
 pub(crate) use suspect::Suspects;
 
 use crate::consumer::buffer::Buffer;

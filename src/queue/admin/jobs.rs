@@ -3,11 +3,11 @@
 //! over its lanes (`lane_jobs.rs`).
 
 use super::Queue;
-use super::types::{
+use crate::error::{Error, Result};
+use crate::queue::json::{
     BulkActed, DeferralInfo, JSON_VERSION, JobDetail, JobFilter, JobMoved, JobPage, JobSkipped, JobState,
     JobSummary, JobsActed, LeaseInfo, PAYLOAD_PREVIEW, RunRecord, Timestamp,
 };
-use crate::error::{Error, Result};
 use crate::queue::keys::{QueueKeys, validate_token};
 use crate::queue::scripts::{self, PageEntry, Shown};
 use crate::redis::conn::Conn;

@@ -8,8 +8,10 @@
 
 use super::Queue;
 use super::jobs::{KIND_WINDOW, detail, entry, format_cursor, not_found, parse_cursor, ran_now, state_of};
-use super::types::{JSON_VERSION, JobDetail, JobFilter, JobMoved, JobPage, JobState, JobsActed, Timestamp};
 use crate::error::{Error, Result};
+use crate::queue::json::{
+    JSON_VERSION, JobDetail, JobFilter, JobMoved, JobPage, JobState, JobsActed, Timestamp,
+};
 use crate::queue::partitions::Partitions;
 use crate::queue::scripts;
 

@@ -9,8 +9,8 @@
 //! lanes; a lane's tag (`Q~3`) found in the registry is taken for its queue's name.
 
 use super::Queue;
-use super::types::{JSON_VERSION, QueueList, QueueSummary, Rates, ReadyCounts, Timestamp};
 use crate::error::Result;
+use crate::queue::json::{JSON_VERSION, QueueList, QueueSummary, Rates, ReadyCounts, Timestamp};
 use crate::queue::keys::{QUEUES, QUEUES_SCANNED, QueueKeys, queue_of_key};
 use crate::queue::scripts::Stats;
 use crate::redis::conn::Conn;

@@ -9,8 +9,8 @@
 //! expires: three heartbeats.
 
 use super::Queue;
-use super::types::{JSON_VERSION, Timestamp, Worker, WorkerList};
 use crate::error::Result;
+use crate::queue::json::{JSON_VERSION, Timestamp, Worker, WorkerList};
 use crate::queue::keys::QueueKeys;
 use crate::redis::conn::Conn;
 use std::collections::{BTreeMap, HashMap};

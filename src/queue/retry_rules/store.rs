@@ -12,7 +12,7 @@ use std::collections::HashMap;
 fn field(kind: Option<&str>) -> Result<String> {
     Ok(match kind {
         Some(k) => {
-            validate_token("job kind", k, crate::envelope::MAX_ID_LEN)?;
+            validate_token("job kind", k, crate::queue::envelope::MAX_ID_LEN)?;
             format!("{KIND_PREFIX}{k}")
         }
         None => QUEUE_FIELD.to_owned(),

@@ -13,7 +13,7 @@ use crate::output::count;
 use axum::extract::State;
 use axum::response::Response;
 use maud::{Markup, html};
-use weir::admin::types::{JobPage, JobState, JobSummary};
+use weir::queue::json::{JobPage, JobState, JobSummary};
 
 /// Ids a confirmation page lists before it says "and N more".
 const LISTED: usize = 20;

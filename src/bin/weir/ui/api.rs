@@ -11,7 +11,7 @@ use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use weir::admin::types::JSON_VERSION;
+use weir::queue::json::JSON_VERSION;
 
 /// The longest `rate_window` one request may wait for.
 const MAX_RATE_WINDOW: Duration = Duration::from_secs(10);

@@ -4,7 +4,7 @@
 //! maud (escaped), and colours come from the stylesheet (the CSP allows no inline style).
 
 use maud::{Markup, html};
-use weir::admin::types::Timestamp;
+use weir::queue::json::Timestamp;
 use weir::queue::samples::Samples;
 
 /// The drawing's size, in SVG units (it scales to the card's width).
@@ -34,7 +34,7 @@ pub(crate) fn queue_charts(h: &Samples) -> Markup {
         };
     }
     let rates = h.rate_points();
-    let rate = |f: fn(&weir::admin::types::Rates) -> f64| rates.iter().map(|(t, r)| (*t, f(r))).collect();
+    let rate = |f: fn(&weir::queue::json::Rates) -> f64| rates.iter().map(|(t, r)| (*t, f(r))).collect();
     let size =
         |f: fn(&weir::queue::samples::Sample) -> u64| h.samples.iter().map(|s| (s.at, f(s) as f64)).collect();
     let span = span(h);

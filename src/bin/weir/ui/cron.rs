@@ -9,8 +9,8 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::html;
 use weir::Schedules;
-use weir::admin::types::Timestamp;
 use weir::queue::cron::When;
+use weir::queue::json::Timestamp;
 
 pub(crate) async fn cron(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
     render(&app, view(&app, &q).await)

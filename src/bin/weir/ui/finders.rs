@@ -4,7 +4,7 @@
 
 use super::html::queue_link;
 use maud::{Markup, html};
-use weir::admin::types::{JobFilter, JobState};
+use weir::queue::json::{JobFilter, JobState};
 
 /// The search by id: a GET of the job's page.
 pub(crate) fn job_search(name: &str) -> Markup {

@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use std::time::Duration;
-use weir::admin::types::Timestamp;
+use weir::queue::json::Timestamp;
 
 const CSS: &str = include_str!("assets/ui.css");
 const JS: &str = include_str!("assets/ui.js");

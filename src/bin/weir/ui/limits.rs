@@ -12,7 +12,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use std::str::FromStr;
 use weir::limiter::Rate;
-use weir::settings::{Cleared, DEFAULT_DEAD_CAP, RateSetting, Settings};
+use weir::queue::settings::{Cleared, DEFAULT_DEAD_CAP, RateSetting, Settings};
 
 /// The form's fields: name, label, example (shown as "e.g. ..." in a blank field).
 const FIELDS: [(&str, &str, &str); 17] = [

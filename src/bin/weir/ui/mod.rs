@@ -1,5 +1,5 @@
 //! `weir ui`: the web UI. Server-rendered pages over the library's admin layer
-//! (`weir::admin`), the same calls the commands make, and JSON endpoints under `/api/`
+//! (`weir::queue::admin`), the same calls the commands make, and JSON endpoints under `/api/`
 //! that return the same types as `--json` (docs/cli-json.md).
 //!
 //! Requests pass, in order: the security headers every answer gets, the Host check

@@ -8,7 +8,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
 use weir::Stats;
-use weir::admin::types::{JobFilter, JobPage, JobState, JobSummary, QueueList, Timestamp};
+use weir::queue::json::{JobFilter, JobPage, JobState, JobSummary, QueueList, Timestamp};
 use weir::queue::samples::SamplesConfig;
 
 /// Jobs per page unless `limit` says otherwise.
@@ -100,7 +100,7 @@ pub(crate) async fn overview(State(app): State<App>, Query(q): Query<PageQuery>)
 }
 
 fn overview_body(list: &QueueList, flash: Markup) -> Markup {
-    let rate = |q: &weir::admin::types::QueueSummary, f: fn(&weir::admin::types::Rates) -> f64| {
+    let rate = |q: &weir::queue::json::QueueSummary, f: fn(&weir::queue::json::Rates) -> f64| {
         q.rates
             .as_ref()
             .map_or("–".to_owned(), |r| format!("{:.1}", f(r)))
@@ -336,7 +336,7 @@ pub(crate) async fn job(State(app): State<App>, Query(q): Query<PageQuery>) -> R
     render(&app, r.await)
 }
 
-fn job_facts(d: &weir::admin::types::JobDetail) -> Markup {
+fn job_facts(d: &weir::queue::json::JobDetail) -> Markup {
     let j = &d.job;
     let envelope = match (&d.envelope, &d.envelope_text) {
         (Some(e), _) => serde_json::from_str::<serde_json::Value>(e.get())

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use weir::Conn;
 use weir::Queue;
-use weir::admin::Queues;
-use weir::admin::types::QueueList;
+use weir::queue::admin::Queues;
+use weir::queue::json::QueueList;
 
 /// The shared state (cheap to clone).
 #[derive(Clone)]

@@ -7,7 +7,7 @@ use super::state::App;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
-use weir::admin::types::WorkerList;
+use weir::queue::json::WorkerList;
 
 pub(crate) async fn workers(State(app): State<App>, Query(q): Query<PageQuery>) -> Response {
     let r = async {

@@ -232,7 +232,7 @@ impl Settings {
             ));
         }
         for (key, l) in &self.key_overrides {
-            crate::queue::keys::validate_token("job key", key, crate::envelope::MAX_ID_LEN)?;
+            crate::queue::keys::validate_token("job key", key, crate::queue::envelope::MAX_ID_LEN)?;
             if let Some(r) = l.rate {
                 r.validate()?;
             }

@@ -1,4 +1,5 @@
-//! The results of the admin calls: what `weir ... --json` prints and what the web UI's
+//! The results of the admin calls ([`crate::Queue`], [`crate::Queues`]) and of the
+//! queue's history (`samples.rs`): what `weir ... --json` prints and what the web UI's
 //! `/api/` returns, one type per answer. Their JSON is a stable format, documented in
 //! `docs/cli-json.md`: within one [`JSON_VERSION`], fields are only ever added (readers
 //! ignore fields they do not know); a field removed or changed in meaning bumps it.

@@ -92,7 +92,7 @@ pub(super) async fn spread<C: ConnectionLike + Send + Sync>(conn: &mut C, queue:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::KeyLimits;
+    use crate::queue::settings::KeyLimits;
 
     fn rate(spec: &str, burst: u32) -> Rate {
         spec.parse::<Rate>().unwrap().with_burst(burst)
