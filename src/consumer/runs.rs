@@ -15,25 +15,32 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-/// A job of a run: its id, its lease ([`Job::lease`](crate::Job)), the attempt it runs
-/// at with its `max_attempts`, its kind when a kind has a retry rule of its own, and its
-/// own retry rule when its envelope has one.
+/// A job of a run: what the run's outcome needs of it, kept apart from the job the handler
+/// takes.
 #[derive(Debug, Clone)]
-pub(crate) struct Head {
+pub(crate) struct RunJob {
     pub id: String,
+    /// Its lease ([`Job::lease`](crate::Job)).
     pub lease: u64,
-    pub attempt: (u32, u32),
+    /// Failed attempts so far (0 on the first run), as [`Job::attempt`](crate::Job).
+    pub attempt: u32,
+    /// Its envelope's `max_attempts`.
+    pub max_attempts: u32,
+    /// Its kind, when a kind has a retry rule of its own.
     pub kind: Option<String>,
+    /// Its own retry rule, when its envelope has one.
     pub rule: Option<String>,
 }
 
-impl Head {
-    /// `job`'s head; its kind is kept only `by_kind` (no cost per job otherwise).
+impl RunJob {
+    /// What a run of `job` keeps of it; its kind is kept only `by_kind` (no cost per job
+    /// otherwise).
     pub(crate) fn of(job: &crate::Job, by_kind: bool) -> Self {
         Self {
             id: job.id.clone(),
             lease: job.lease,
-            attempt: (job.attempt, job.max_attempts),
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
             kind: by_kind.then(|| job.kind.clone()),
             rule: job.retry.clone(),
         }
@@ -49,13 +56,13 @@ pub(crate) struct Runs {
 
 #[derive(Debug)]
 struct Run {
-    jobs: Vec<Head>,
+    jobs: Vec<RunJob>,
     abort: Option<AbortHandle>,
 }
 
 impl Runs {
     /// Registers a run of `jobs` about to start; returns its key.
-    pub(crate) fn start(&self, jobs: Vec<Head>) -> u64 {
+    pub(crate) fn start(&self, jobs: Vec<RunJob>) -> u64 {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         self.lock().insert(key, Run { jobs, abort: None });
         key
@@ -75,7 +82,7 @@ impl Runs {
     }
 
     /// Aborts every run still going and returns their jobs.
-    pub(crate) fn abandon(&self) -> Vec<Head> {
+    pub(crate) fn abandon(&self) -> Vec<RunJob> {
         let runs: Vec<Run> = self.lock().drain().map(|(_, r)| r).collect();
         let mut jobs = Vec::new();
         for r in runs {
@@ -112,10 +119,11 @@ pub(crate) async fn abandon(
         count = jobs.len(),
         "shutdown timeout: aborting running jobs; each is charged an attempt"
     );
-    for Head {
+    for RunJob {
         id,
         lease,
-        attempt: (attempt, max_attempts),
+        attempt,
+        max_attempts,
         ..
     } in jobs
     {

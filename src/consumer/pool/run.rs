@@ -4,7 +4,7 @@
 
 use super::{Pool, Wave};
 use crate::consumer::outcomes::{AckerMsg, Done, Outcome};
-use crate::consumer::runs::Head;
+use crate::consumer::runs::RunJob;
 use crate::consumer::tasks::panic_message;
 use crate::handler::{BatchHandler, Handler, JobError, JobResult};
 use crate::limiter::Signal;
@@ -32,7 +32,7 @@ impl Pool {
         permit: Permit,
         wave: &mut Wave,
     ) {
-        let head = Head::of(&job, self.rules.by_kind());
+        let run_job = RunJob::of(&job, self.rules.by_kind());
         let call = if self.inline.allowed() {
             // The call's start is the poll's, read once, and a call that finishes in the
             // poll gives its duration back: two clock reads fewer per job.
@@ -46,9 +46,9 @@ impl Pool {
             if let Some(result) = result {
                 // Outcome first, permit after: the wave sends the one, then drops the other.
                 wave.done.push(Done {
-                    outcome: self.outcome(&head, result),
-                    id: head.id,
-                    lease: head.lease,
+                    outcome: self.outcome(&run_job, result),
+                    id: run_job.id,
+                    lease: run_job.lease,
                 });
                 wave.permits.push(permit);
                 return;
@@ -57,20 +57,20 @@ impl Pool {
         } else {
             self.clone().call_one(h, job, None)
         };
-        wave.started.push(head.lease);
-        self.spawn_call(head, call, permit);
+        wave.started.push(run_job.lease);
+        self.spawn_call(run_job, call, permit);
     }
 
     /// Spawns the run of one job, registered in [`Runs`](super::Runs); returns its task.
     pub(crate) fn spawn_one(self: &Arc<Self>, h: Arc<dyn Handler>, job: Job, permit: Permit) -> JoinHandle {
-        let head = Head::of(&job, self.rules.by_kind());
+        let run_job = RunJob::of(&job, self.rules.by_kind());
         let call = self.clone().call_one(h, job, None);
-        self.spawn_call(head, call, permit)
+        self.spawn_call(run_job, call, permit)
     }
 
     /// Spawns the rest of a job's call, registered in [`Runs`](super::Runs); returns its task.
-    fn spawn_call(self: &Arc<Self>, head: Head, call: Call, permit: Permit) -> JoinHandle {
-        let key = self.runs.start(vec![head.clone()]);
+    fn spawn_call(self: &Arc<Self>, run_job: RunJob, call: Call, permit: Permit) -> JoinHandle {
+        let key = self.runs.start(vec![run_job.clone()]);
         let this = self.clone();
         let task = tokio::spawn(async move {
             let (result, _) = call.await;
@@ -79,7 +79,7 @@ impl Pool {
             }
             // Outcome first, permit after: shutdown waits for the limit to go idle before
             // it lets the acker finish, so the outcome is on its way by then.
-            this.finish(head, result).await;
+            this.finish(run_job, result).await;
             drop(permit);
         });
         self.runs.set_abort(key, task.abort_handle());
@@ -95,7 +95,7 @@ impl Pool {
     ) -> JoinHandle {
         let key = self
             .runs
-            .start(jobs.iter().map(|j| Head::of(j, self.rules.by_kind())).collect());
+            .start(jobs.iter().map(|j| RunJob::of(j, self.rules.by_kind())).collect());
         let task = tokio::spawn(self.clone().run_batch(h, jobs, permit, key));
         self.runs.set_abort(key, task.abort_handle());
         task
@@ -134,10 +134,10 @@ impl Pool {
     }
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit, key: u64) {
-        let heads: Vec<Head> = jobs.iter().map(|j| Head::of(j, self.rules.by_kind())).collect();
+        let run_jobs: Vec<RunJob> = jobs.iter().map(|j| RunJob::of(j, self.rules.by_kind())).collect();
         let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
         let kinds: Vec<_> = jobs.iter().map(|j| self.metrics.kinds.of(&j.kind)).collect();
-        let n = heads.len();
+        let n = run_jobs.len();
         let started = Instant::now();
         let keys: Vec<Option<String>> = match &self.key_limiters {
             Some(kl) => jobs
@@ -187,8 +187,8 @@ impl Pool {
         if !self.runs.end(key) {
             return; // abandoned at shutdown: see spawn_call
         }
-        for (head, result) in heads.into_iter().zip(results) {
-            self.finish(head, result).await;
+        for (run_job, result) in run_jobs.into_iter().zip(results) {
+            self.finish(run_job, result).await;
         }
         drop(permit); // after the outcomes: see spawn_call
     }
@@ -240,21 +240,21 @@ impl Pool {
     }
 
     /// Sends the outcome of a job's run.
-    async fn finish(&self, head: Head, result: JobResult) {
-        let outcome = self.outcome(&head, result);
-        let Head { id, lease, .. } = head;
+    async fn finish(&self, run_job: RunJob, result: JobResult) {
+        let outcome = self.outcome(&run_job, result);
+        let RunJob { id, lease, .. } = run_job;
         // The acker outlives every worker; a closed channel means the process is exiting
         // and the lease brings the job back.
         let _ = self.acker.send(AckerMsg::Done(Done { id, lease, outcome })).await;
     }
 
-    /// The outcome of the run of `head`'s job (its kind given when a kind has a retry
-    /// rule) at `(attempt, max_attempts)`. Backpressure is not a failure of the job: it is
+    /// The outcome of the run of `run_job` (its kind given when a kind has a retry
+    /// rule) at its `attempt` of `max_attempts`. Backpressure is not a failure of the job: it is
     /// deferred, uncharged, within the deferral budget. A failure's delay and the runs
     /// allowed come from the job's own rule, else the retry rules in force now (kind,
     /// else queue), else this consumer's policy and the envelope's count.
-    fn outcome(&self, head: &Head, result: JobResult) -> Outcome {
-        let (attempt, max_attempts) = head.attempt;
+    fn outcome(&self, run_job: &RunJob, result: JobResult) -> Outcome {
+        let (attempt, max_attempts) = (run_job.attempt, run_job.max_attempts);
         match result {
             Ok(()) => Outcome::Ack,
             Err(e) if e.backpressure => {
@@ -269,8 +269,8 @@ impl Pool {
             }
             Err(e) if e.retryable => {
                 let rules = self.rules.get();
-                let own = head.rule.as_deref().and_then(own_rule);
-                let rule = own.as_ref().or_else(|| rules.rule(head.kind.as_deref()));
+                let own = run_job.rule.as_deref().and_then(own_rule);
+                let rule = own.as_ref().or_else(|| rules.rule(run_job.kind.as_deref()));
                 let delay = e.retry_after.unwrap_or_else(|| match rule {
                     Some(r) => r.delay(attempt),
                     None => self.config.retry.delay(attempt),
