@@ -74,4 +74,4 @@ pub use consumer::{AckerConfig, FetcherConfig, PoolConfig, ReclaimerConfig};
 #[cfg(feature = "http")]
 pub use handler::http::HttpConfig;
 pub use limiter::{AimdConfig, LimiterConfig, LimiterOptions, Rate, Target, WindowConfig};
-pub use queue::retry::{DeferralBudget, RetryPolicy};
+pub use queue::retry_policy::{DeferralBudget, RetryPolicy};

@@ -3,7 +3,7 @@
 //! from the pool; an envelope over the size limit, from the fetcher).
 
 use crate::metrics::DeferReason;
-use crate::queue::retry::DeferralBudget;
+use crate::queue::retry_policy::DeferralBudget;
 use std::time::Duration;
 
 /// What the acker is told.

@@ -7,7 +7,7 @@
 //! the table first ([`Runs::end`]), or the abandon, which takes every entry left.
 
 use crate::consumer::outcomes::{AckerMsg, Done, Outcome};
-use crate::queue::retry::RetryPolicy;
+use crate::queue::retry_policy::RetryPolicy;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};

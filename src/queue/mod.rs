@@ -12,7 +12,7 @@ pub mod json;
 pub mod keys;
 pub mod partitions;
 pub mod producer;
-pub mod retry;
+pub mod retry_policy;
 pub mod retry_rules;
 pub mod samples;
 pub mod settings;

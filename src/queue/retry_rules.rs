@@ -9,7 +9,7 @@
 //! ```
 //!
 //! A job's rule is its kind's, else the queue's, else the consumer's own
-//! [`RetryPolicy`](super::retry::RetryPolicy) with the envelope's `max_attempts`. The delay
+//! [`RetryPolicy`](super::retry_policy::RetryPolicy) with the envelope's `max_attempts`. The delay
 //! is computed when an attempt fails, from the rules in force then: a change binds the
 //! jobs already waiting from their next failure on.
 

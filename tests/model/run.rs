@@ -9,7 +9,7 @@ use crate::reference::{Job, Model, Place};
 use std::time::Duration;
 use weir::metrics::DeferReason;
 use weir::queue::functions;
-use weir::queue::retry::DeferralBudget;
+use weir::queue::retry_policy::DeferralBudget;
 use weir::queue::scripts::{self, RunHistory, Settle, StartMarks};
 use weir::{NewJob, Priority};
 

@@ -5,7 +5,7 @@ use crate::N;
 use crate::common::*;
 use std::time::Duration;
 use weir::Priority;
-use weir::queue::retry::DeferralBudget;
+use weir::queue::retry_policy::DeferralBudget;
 use weir::queue::scripts::{self, EnqueueArg, Settle};
 
 const BIG: usize = 10_000;

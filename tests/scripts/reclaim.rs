@@ -5,7 +5,7 @@
 use crate::common::*;
 use crate::{H, L, N};
 use std::time::Duration;
-use weir::queue::retry::DeferralBudget;
+use weir::queue::retry_policy::DeferralBudget;
 use weir::queue::scripts::{self, Reclaimed};
 
 struct Reclaim {

@@ -6,7 +6,7 @@ use crate::common::*;
 use crate::{H, N};
 use std::time::Duration;
 use weir::Priority;
-use weir::queue::retry::DeferralBudget;
+use weir::queue::retry_policy::DeferralBudget;
 use weir::queue::scripts::{self, Settle};
 
 fn ack(id: &str, token: u64) -> Settle {

@@ -4,7 +4,7 @@
 //! counted.
 
 use crate::common::*;
-use weir::queue::retry::DeferralBudget;
+use weir::queue::retry_policy::DeferralBudget;
 use weir::queue::scripts;
 
 /// A dead-letter queue of `n` entries (`dN` at score N, with envelopes and reasons).

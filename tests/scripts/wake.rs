@@ -98,9 +98,14 @@ async fn calls_that_make_work_ready_wake_idle_consumers() {
 
     let expired = State::default().job("a", 0, 3, 1).lease(&[("a", PAST)]);
     let w = wakes(&ctx, expired, |mut c, k| async move {
-        scripts::reclaim(&mut c, &k, 10, weir::queue::retry::DeferralBudget::default())
-            .await
-            .unwrap();
+        scripts::reclaim(
+            &mut c,
+            &k,
+            10,
+            weir::queue::retry_policy::DeferralBudget::default(),
+        )
+        .await
+        .unwrap();
     });
     assert_eq!(w.await, ["reclaim"]);
     let w = wakes(&ctx, held("a", 0), |mut c, k| async move {

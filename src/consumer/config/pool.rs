@@ -2,7 +2,7 @@
 
 use super::check;
 use crate::error::Result;
-use crate::queue::retry::{DeferralBudget, RetryPolicy};
+use crate::queue::retry_policy::{DeferralBudget, RetryPolicy};
 use std::time::Duration;
 
 /// The shortest `job_timeout` accepted. Under it the timer measures the scheduler rather

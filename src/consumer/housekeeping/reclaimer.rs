@@ -17,7 +17,7 @@ use crate::consumer::housekeeping::trims::TrimLog;
 use crate::error::Result;
 use crate::metrics::{DeferReason, QueueMetrics};
 use crate::queue::keys::QueueKeys;
-use crate::queue::retry::DeferralBudget;
+use crate::queue::retry_policy::DeferralBudget;
 use crate::queue::scripts::{self, Reclaimed};
 use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, Streak};

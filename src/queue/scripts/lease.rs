@@ -11,7 +11,7 @@ use super::{as_u64, call, into_strings, invocation, with_records};
 use crate::error::Result;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
-use crate::queue::retry::DeferralBudget;
+use crate::queue::retry_policy::DeferralBudget;
 use redis::Value;
 use redis::aio::ConnectionLike;
 

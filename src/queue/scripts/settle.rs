@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::metrics::DeferReason;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
-use crate::queue::retry::DeferralBudget;
+use crate::queue::retry_policy::DeferralBudget;
 use redis::Value;
 use redis::aio::ConnectionLike;
 use std::collections::HashSet;
