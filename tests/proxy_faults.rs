@@ -302,7 +302,7 @@ async fn slow_settles_slow_fetching_and_memory_stays_bounded() {
     config.fetcher.batch = 50;
     config.acker.flush_max = FLUSH;
     let consumer = Consumer::new(config, Redis::open(&proxy.url()).unwrap(), registry).unwrap();
-    let backlog = consumer.handle().backlog;
+    let in_memory = consumer.handle().in_memory;
     let run = tokio::spawn(consumer.run(CancellationToken::new()));
     let admin = faults::queue(&redis.url(), queue).await;
     let mut most_leased = 0;
@@ -317,11 +317,11 @@ async fn slow_settles_slow_fetching_and_memory_stays_bounded() {
         most_leased <= CAP,
         "leases held grew past the cap: {most_leased} > {CAP}"
     );
-    let (held, outcomes) = (backlog.held_peak(), backlog.outcomes_peak());
+    let (held, outcomes) = (in_memory.held_peak(), in_memory.outcomes_peak());
     println!("in memory at most: {held} leases, {outcomes} outcomes waiting");
     assert!(held <= CAP as usize, "lease table past the cap: {held}");
     // The channel holds two calls' worth; one more is being gathered, with at most one
     // wave of outcomes from the pool (the jobs that finished in place: one per slot).
     assert!(outcomes <= 3 * FLUSH + LIMIT, "outcomes waiting: {outcomes}");
-    assert_eq!(backlog.held(), 0, "nothing held once drained");
+    assert_eq!(in_memory.held(), 0, "nothing held once drained");
 }

@@ -1,6 +1,6 @@
 //! The consumer's live counters, shared by its tasks and read through its [`Handle`]:
 //! the totals of what the acker recorded ([`Tally`]) and what the consumer holds in
-//! memory ([`Backlog`]).
+//! memory ([`InMemory`]).
 //!
 //! [`Handle`]: crate::Handle
 
@@ -30,14 +30,14 @@ pub struct Tally {
 /// flush size), and the fetcher takes no new leases past a cap (a full buffer, the running
 /// jobs and two flushes of outcomes), so when Redis is slow to settle, fetching slows.
 #[derive(Debug, Default)]
-pub struct Backlog {
+pub struct InMemory {
     held: AtomicUsize,
     held_peak: AtomicUsize,
     outcomes: AtomicUsize,
     outcomes_peak: AtomicUsize,
 }
 
-impl Backlog {
+impl InMemory {
     /// Leases held now.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)

@@ -11,10 +11,10 @@
 //! is `wake.rs`), the next delayed job falls due, or a safety timeout passes.
 
 use crate::consumer::buffer::Buffer;
-use crate::consumer::housekeeping::Activity;
 use crate::consumer::leases::Leases;
 use crate::consumer::outcomes::AckerMsg;
 use crate::consumer::partitioned::Role;
+use crate::consumer::signals::Signals;
 use crate::consumer::wake::Wake;
 use crate::limiter::RateGate;
 use crate::limiter::limit::Limit;
@@ -29,9 +29,9 @@ use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -60,15 +60,9 @@ pub(crate) struct Fetcher {
     pub leases: Arc<Leases>,
     /// The acker's flush size, which sets the lease cap with the limit.
     pub flush_max: usize,
-    /// Set while fetches come back full (the queue holds a backlog): the acker then
-    /// lingers to gather large flushes.
-    pub backlog: Arc<AtomicBool>,
-    /// Set from each fetch: the queue has a global or per-key concurrency (the acker
-    /// then settles through the script, which wakes consumers waiting for a slot).
-    pub concurrency_set: Arc<AtomicBool>,
-    /// Told when a fetch comes back empty: the drain watch looks whether the queue is
-    /// empty then.
-    pub emptied: Arc<Notify>,
+    /// Written: `queue_backlog` and `concurrency_set` from each fetch; told:
+    /// `drain_check`, when a fetch comes back empty, and `activity`, of work seen.
+    pub signals: Signals,
     pub pool: mpsc::UnboundedSender<Vec<Job>>,
     pub acker: mpsc::Sender<AckerMsg>,
     pub metrics: QueueMetrics,
@@ -83,9 +77,6 @@ pub(crate) struct Fetcher {
     pub role: Option<Arc<Role>>,
     /// Set once a fetch is answered ([`crate::Handle::ready`]).
     pub ready: Arc<tokio::sync::watch::Sender<bool>>,
-    /// Told of work seen (a wake message, a fetch that brought jobs): housekeeping keeps
-    /// its pace while there is some.
-    pub activity: Activity,
     /// The slots come from a budget shared with other queues (a [`crate::MultiConsumer`]):
     /// the buffer keeps two jobs per slot ([`Buffer::shared_capacity`]).
     pub shared: bool,
@@ -120,7 +111,7 @@ impl Fetcher {
                     // fetch round trip: near an empty queue they buy nothing, and jobs
                     // longer than a round trip are better left for a consumer with free
                     // slots than held here.
-                    let ahead = if self.backlog.load(Ordering::Relaxed) {
+                    let ahead = if self.signals.queue_backlog.load(Ordering::Relaxed) {
                         pace.ahead(batch)
                     } else {
                         0
@@ -167,7 +158,7 @@ impl Fetcher {
                                 self.ready.send_replace(true);
                             }
                             if !fetched.paused {
-                                self.concurrency_set.store(
+                                self.signals.concurrency_set.store(
                                     fetched.global.concurrency_set || fetched.global.keep_completed,
                                     Ordering::Relaxed,
                                 );
@@ -179,7 +170,7 @@ impl Fetcher {
                             }
                             // A full fetch left jobs behind: the queue holds a backlog.
                             // Jobs held back by their keys' limits were there.
-                            self.backlog.store(got >= want || fetched.global.held_by_key, Ordering::Relaxed);
+                            self.signals.queue_backlog.store(got >= want || fetched.global.held_by_key, Ordering::Relaxed);
                             if fetched.jobs.is_empty() && fetched.global.held_by_key {
                                 // Every job popped was held back by its key's limits: the
                                 // ones behind them may be of other keys. Look again now.
@@ -196,17 +187,17 @@ impl Fetcher {
                                 // that brings jobs ends the idle spell.
                                 idle_until = Some(Instant::now() + idle_wait(&fetched));
                                 pace.idle();
-                                self.emptied.notify_one();
+                                self.signals.drain_check.notify_one();
                             } else {
                                 // A fetch that took the last ready job goes idle as an empty
                                 // one does (every write that readies a job publishes a wake
                                 // message) instead of asking again only to be told the queue
                                 // is empty: a round trip and a script call per burst saved
-                                // near an empty queue. (The drain watch needs no nudge here:
-                                // these jobs' flush gives it one.)
+                                // near an empty queue. (The drain watch needs no `drain_check`
+                                // here: these jobs' flush gives it one.)
                                 idle_until = fetched.emptied.then(|| Instant::now() + idle_wait(&fetched));
                                 pace.saw(fetched.jobs.len(), Instant::now());
-                                self.activity.saw();
+                                self.signals.activity.saw();
                                 self.deliver(fetched, sent, &shutdown).await;
                             }
                         }
@@ -220,7 +211,7 @@ impl Fetcher {
                 _ = self.limit.freed(), if idle_until.is_none() && active && !self.shared => {}
                 _ = changed(&self.role), if !active => {}
                 _ = wake.next(), if idle_until.is_some() && inflight.is_empty() => {
-                    self.activity.saw();
+                    self.signals.activity.saw();
                     idle_until = None;
                 }
                 _ = sleep_until(idle_until.unwrap_or_else(Instant::now)), if idle_until.is_some() && inflight.is_empty() => {

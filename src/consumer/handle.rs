@@ -1,7 +1,7 @@
 //! What code that embeds weir gets from a consumer: a [`Handle`] to watch and steer it
 //! while it runs, and a [`Report`] when it stops.
 
-use crate::consumer::counters::{Backlog, Tally};
+use crate::consumer::counters::{InMemory, Tally};
 use crate::limiter::limit::Limit;
 use crate::limiter::{Limiter, RateGate};
 use std::sync::Arc;
@@ -39,7 +39,7 @@ pub struct Handle {
     /// Live totals.
     pub tally: Arc<Tally>,
     /// What the consumer holds in memory, live.
-    pub backlog: Arc<Backlog>,
+    pub in_memory: Arc<InMemory>,
     /// Set by the first fetch answered: see [`Handle::ready`].
     pub(crate) ready: watch::Receiver<bool>,
 }

@@ -22,8 +22,8 @@
 //
 // The modules import one way: the leaf types (`config/`, `counters.rs`, `outcomes.rs`)
 // -> the lease table (`leases/`) -> the tasks (the fetcher, the pool, the acker, the
-// heartbeat, housekeeping) -> `start.rs`, which spawns them -> this file, which runs the
-// shutdown order.
+// heartbeat, housekeeping; the signals between them are one struct, `signals.rs`) ->
+// `start.rs`, which spawns them -> this file, which runs the shutdown order.
 mod acker;
 mod buffer;
 mod config;
@@ -40,12 +40,13 @@ mod outcomes;
 mod partitioned;
 mod pool;
 mod runs;
+mod signals;
 mod start;
 mod tasks;
 mod wake;
 
 pub use config::{AckerConfig, ConsumerConfig, FetcherConfig, MIN_JOB_TIMEOUT, PoolConfig, ReclaimerConfig};
-pub use counters::{Backlog, Tally};
+pub use counters::{InMemory, Tally};
 pub use handle::{Handle, Report};
 pub use multi::{MultiConsumer, WeightedQueue};
 
@@ -106,7 +107,7 @@ pub struct Consumer {
     /// With a shared budget: the gate that grants its slots, and this queue's lane.
     share: Option<Share>,
     tally: Arc<Tally>,
-    backlog: Arc<Backlog>,
+    in_memory: Arc<InMemory>,
     /// In a partitioned queue's consumer: this pipeline's lane.
     lane: Option<partitioned::Lane>,
     /// Set when its first fetch is answered ([`Handle::ready`]); lanes share their
@@ -133,7 +134,7 @@ impl Consumer {
             limit,
             share: None,
             tally: Arc::default(),
-            backlog: Arc::default(),
+            in_memory: Arc::default(),
             lane: None,
             ready: Arc::default(),
         })
@@ -159,7 +160,7 @@ impl Consumer {
             limiter,
             share: Some(share),
             tally: Arc::default(),
-            backlog: Arc::default(),
+            in_memory: Arc::default(),
             lane: None,
             ready: Arc::default(),
         })
@@ -177,7 +178,7 @@ impl Consumer {
             limiter: self.limiter.clone(),
             rate: self.rate.clone(),
             tally: self.tally.clone(),
-            backlog: self.backlog.clone(),
+            in_memory: self.in_memory.clone(),
             ready: self.ready.subscribe(),
         }
     }

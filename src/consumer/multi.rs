@@ -193,7 +193,7 @@ impl MultiConsumer {
 
     /// Each queue's handles: the limit and limiter are the process-wide ones, shared by
     /// all; `rate` is the queue's own cap (see [`MultiConsumer::rate`] for the process's);
-    /// the tally and backlog are the queue's.
+    /// the tally and the in-memory counts are the queue's.
     pub fn handles(&self) -> Vec<(String, Handle)> {
         self.queues
             .iter()

@@ -12,14 +12,14 @@ use crate::consumer::housekeeping::{
 use crate::consumer::leases::Leases;
 use crate::consumer::pool::{Pool, Suspects};
 use crate::consumer::runs::Runs;
+use crate::consumer::signals::Signals;
 use crate::consumer::tasks::{Task, Tasks};
 use crate::metrics::{LimiterMetrics, QueueMetrics};
 use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
 use crate::redis::conn::HealingConnection;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 impl Consumer {
     /// Spawns the fetcher, the pool, the acker, the heartbeat and housekeeping, on `conn`
@@ -55,13 +55,8 @@ impl Consumer {
             .share
             .as_ref()
             .map_or_else(Arc::default, |s| s.buffer().clone());
-        let leases = Arc::new(Leases::new(self.backlog.clone()));
-        let queue_backlog = Arc::new(AtomicBool::new(false));
-        let concurrency_set = Arc::new(AtomicBool::new(true));
-        // Work the fetcher sees: housekeeping keeps its pace while there is some.
-        let activity = Activity::default();
-        // Wakes the drain watch: a flush written, a fetch that came back empty.
-        let nudge = Arc::new(Notify::new());
+        let leases = Arc::new(Leases::new(self.in_memory.clone()));
+        let signals = Signals::new();
         let acker = Acker::new(
             c.acker.clone(),
             AckerDeps {
@@ -70,11 +65,9 @@ impl Consumer {
                 tag: tag.clone(),
                 leases: leases.clone(),
                 tally: self.tally.clone(),
-                backlog: self.backlog.clone(),
+                in_memory: self.in_memory.clone(),
                 metrics: metrics.clone(),
-                queue_backlog: queue_backlog.clone(),
-                flushed: nudge.clone(),
-                concurrency_set: concurrency_set.clone(),
+                signals: signals.clone(),
                 lease_ms: c.lease.as_millis() as u64,
             },
         );
@@ -98,9 +91,7 @@ impl Consumer {
             buffer: buffer.clone(),
             leases: leases.clone(),
             flush_max: c.acker.flush_max,
-            backlog: queue_backlog,
-            concurrency_set,
-            emptied: nudge.clone(),
+            signals: signals.clone(),
             pool: pool_tx,
             acker: acker_tx.clone(),
             metrics: metrics.clone(),
@@ -109,7 +100,6 @@ impl Consumer {
             adaptive_per_key: self.key_limiters.is_some(),
             role: self.lane.as_ref().map(|l| l.role.clone()),
             ready: self.ready.clone(),
-            activity: activity.clone(),
             shared: self.share.is_some(),
         };
         let fetcher = tasks.spawn("fetcher", fetcher.run(steps.stop_fetching.clone()));
@@ -131,8 +121,14 @@ impl Consumer {
             inline: Default::default(),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
-        let drain = DrainWatch::new(conn.clone(), keys.clone(), self.running.clone(), leases, nudge)
-            .ignoring_delayed(c.drain_ignore_delayed);
+        let drain = DrainWatch::new(
+            conn.clone(),
+            keys.clone(),
+            self.running.clone(),
+            leases,
+            signals.drain_check,
+        )
+        .ignoring_delayed(c.drain_ignore_delayed);
         let mut key_shares = None;
         if let Some(limiters) = &self.key_limiters {
             let shares = KeyShares {
@@ -143,8 +139,14 @@ impl Consumer {
             };
             key_shares = Some(tasks.spawn("key shares", shares.run(steps.stop_housekeeping.clone())));
         }
-        let reclaimer =
-            self.start_housekeeping(tasks, steps, (conn, keys), (metrics, activity), drain, watch);
+        let reclaimer = self.start_housekeeping(
+            tasks,
+            steps,
+            (conn, keys),
+            (metrics, signals.activity),
+            drain,
+            watch,
+        );
         Started {
             fetcher,
             pool,

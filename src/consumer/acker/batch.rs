@@ -151,7 +151,7 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
     // Acks of inline jobs alone, where no freed lease needs to wake anyone: plain
     // commands (scripts::ack_inline), no envelope copied into Lua.
     let plain = batch.marks.is_empty()
-        && !deps.concurrency_set.load(Ordering::Relaxed)
+        && !deps.signals.concurrency_set.load(Ordering::Relaxed)
         && batch
             .items
             .iter()

@@ -20,9 +20,10 @@ mod batch;
 use crate::consumer::config::AckerConfig;
 use crate::consumer::counters::Tally;
 
-use crate::consumer::counters::Backlog;
+use crate::consumer::counters::InMemory;
 use crate::consumer::leases::{Lease, Leases};
 use crate::consumer::outcomes::{AckerMsg, Done};
+use crate::consumer::signals::Signals;
 use crate::metrics::QueueMetrics;
 use crate::queue::envelope::Priority;
 use crate::queue::keys::QueueKeys;
@@ -31,8 +32,8 @@ use crate::redis::conn::HealingConnection;
 use crate::redis::retry::{Backoff, GiveUp, retrying};
 use batch::write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::{Notify, mpsc};
+use std::sync::atomic::Ordering;
+use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -47,20 +48,11 @@ pub(crate) struct AckerDeps {
     pub tag: String,
     pub leases: Arc<Leases>,
     pub tally: Arc<Tally>,
-    pub backlog: Arc<Backlog>,
+    pub in_memory: Arc<InMemory>,
     pub metrics: QueueMetrics,
-    /// Set by the fetcher while the queue holds a backlog: then outcomes linger to make
-    /// large flushes (fewer calls per job); otherwise each flush goes at once, and the
-    /// outcomes that come while it is written make the next one.
-    pub queue_backlog: Arc<AtomicBool>,
-    /// Told after each flush: the drain watch looks whether the queue is empty then.
-    pub flushed: Arc<Notify>,
-    /// Set by the fetcher from each fetch: the queue has a global or per-key concurrency,
-    /// whose waiting consumers a settle must wake (`GlobalLimits::concurrency_set`).
-    /// Until a fetch says otherwise, it is taken to have one. Also set while the queue
-    /// keeps completed jobs (`GlobalLimits::keep_completed`): every ack goes through the
-    /// settle script then.
-    pub concurrency_set: Arc<AtomicBool>,
+    /// Read: `queue_backlog` (how long outcomes linger), `concurrency_set` (whether
+    /// acks go through the settle script); told: `drain_check`, after each flush.
+    pub signals: Signals,
     /// The lease length this consumer fetches with, ms: the start of a run in its job's
     /// history is its lease's token less this.
     pub lease_ms: u64,
@@ -104,7 +96,7 @@ impl Acker {
                         while finishing || self.pending.len() < self.config.flush_max {
                             match rx.try_recv() { Ok(m) => self.take(m), Err(_) => break }
                         }
-                        self.deps.backlog.set_outcomes(self.pending.len() + rx.len());
+                        self.deps.in_memory.set_outcomes(self.pending.len() + rx.len());
                     }
                     None => break,
                 },
@@ -136,7 +128,7 @@ impl Acker {
 
     /// How long outcomes wait for more before they are written.
     fn linger(&self) -> std::time::Duration {
-        if self.deps.queue_backlog.load(Ordering::Relaxed) {
+        if self.deps.signals.queue_backlog.load(Ordering::Relaxed) {
             self.config.linger
         } else {
             std::time::Duration::ZERO
@@ -177,8 +169,8 @@ impl Acker {
                 break;
             }
         }
-        self.deps.backlog.set_outcomes(self.pending.len());
-        self.deps.flushed.notify_one();
+        self.deps.in_memory.set_outcomes(self.pending.len());
+        self.deps.signals.drain_check.notify_one();
     }
 
     /// One settle call of `pending` and `unmarked`; false (both back in `self`) if it
@@ -230,7 +222,7 @@ impl Acker {
                 ),
             }
         }
-        self.deps.backlog.set_outcomes(0);
+        self.deps.in_memory.set_outcomes(0);
     }
 
     /// Hands the leases of jobs that never ran back to ready, at the front, in fetch

@@ -31,8 +31,9 @@ pub(crate) struct DrainWatch {
     keys: QueueKeys,
     limit: Arc<Limit>,
     leases: Arc<Leases>,
-    /// Told after each flush and each empty fetch.
-    nudge: Arc<Notify>,
+    /// [`Signals::drain_check`](crate::consumer::signals::Signals::drain_check): told after
+    /// each flush and each empty fetch.
+    drain_check: Arc<Notify>,
 }
 
 impl DrainWatch {
@@ -41,7 +42,7 @@ impl DrainWatch {
         keys: QueueKeys,
         limit: Arc<Limit>,
         leases: Arc<Leases>,
-        nudge: Arc<Notify>,
+        drain_check: Arc<Notify>,
     ) -> Self {
         Self {
             ignore_delayed: false,
@@ -49,7 +50,7 @@ impl DrainWatch {
             keys,
             limit,
             leases,
-            nudge,
+            drain_check,
         }
     }
 
@@ -69,7 +70,7 @@ impl DrainWatch {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(CHECK_EVERY) => {}
-                _ = self.nudge.notified() => {}
+                _ = self.drain_check.notified() => {}
             }
             if self.limit.in_flight() > 0 || self.leases.len() > 0 {
                 continue;

@@ -6,14 +6,14 @@
 //!
 //! The table is bounded: the fetcher takes no more leases while it holds [`Leases::cap`]
 //! (the buffer, the running jobs and two settle calls' worth of outcomes), so when settles
-//! fall behind, fetching slows down instead of memory growing with the backlog.
+//! fall behind, fetching slows down instead of memory growing with the backlog in Redis.
 
 mod lease;
 mod map;
 
 pub(crate) use lease::Lease;
 
-use crate::consumer::counters::Backlog;
+use crate::consumer::counters::InMemory;
 use crate::queue::envelope::Priority;
 use map::LeaseMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,7 +25,7 @@ use tokio::time::Instant;
 pub(crate) struct Leases {
     table: Mutex<Table>,
     room: Notify,
-    backlog: Arc<Backlog>,
+    in_memory: Arc<InMemory>,
 }
 
 /// The leases by fetch sequence number (a job's [`Job::lease`](crate::Job), which the
@@ -41,11 +41,11 @@ pub(crate) struct Table {
 }
 
 impl Leases {
-    pub(crate) fn new(backlog: Arc<Backlog>) -> Self {
+    pub(crate) fn new(in_memory: Arc<InMemory>) -> Self {
         Self {
             table: Mutex::default(),
             room: Notify::new(),
-            backlog,
+            in_memory,
         }
     }
 
@@ -58,7 +58,7 @@ impl Leases {
 
     /// Leases held now.
     pub(crate) fn len(&self) -> usize {
-        self.backlog.held()
+        self.in_memory.held()
     }
 
     /// Locks the table for `f`; the held gauge follows, and the fetcher is told of room.
@@ -69,7 +69,7 @@ impl Leases {
         let after = t.leases.len();
         drop(t);
         if after != before {
-            self.backlog.set_held(after);
+            self.in_memory.set_held(after);
         }
         if after < before {
             self.room.notify_one();

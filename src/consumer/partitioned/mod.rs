@@ -147,7 +147,7 @@ fn lane_consumer(outer: &Consumer, lane: Lane, lanes: usize) -> Result<Consumer>
         share: None,
         tally: outer.tally.clone(),
         // Each lane's own: the leases it holds.
-        backlog: Arc::default(),
+        in_memory: Arc::default(),
         lane: Some(lane),
         ready: outer.ready.clone(),
     })
