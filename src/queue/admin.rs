@@ -3,8 +3,8 @@
 //! ([`Queues`]: the registry and the overview).
 //!
 //! This is the layer the `weir` command line and the web UI share: each call returns one
-//! of the serde types in [`types`], whose JSON is what `--json` prints and the UI's
-//! `/api/` returns (the format is documented in `docs/cli-json.md`).
+//! of the serde types in [`json`](crate::queue::json), whose JSON is what `--json` prints
+//! and the UI's `/api/` returns (the format is documented in `docs/cli-json.md`).
 //!
 //! A partitioned queue (`queue/partitions.rs`) is one queue to the operator: every call
 //! reads its partition map first (one HMGET; these calls are not on the hot path) and, if
