@@ -372,14 +372,21 @@ async fn enqueue_refused_for_memory_stops_with_one_line() {
 async fn plain_lines_load_in_order_and_bad_ones_are_reported_by_number() {
     let ctx = Ctx::new("cli-plain").await;
     let n = 2_500;
-    let bad: [(usize, Vec<u8>); 6] = [
+    let bad: [(usize, Vec<u8>); 7] = [
         (3, br#"{"kind":"k","payload":{"n":3,}}"#.to_vec()),
         (500, br#"{"kind":"bad kind","payload":{"n":500}}"#.to_vec()),
+        // Longer than the limit: skipped as it is read.
         (
             1000,
             format!(r#"{{"kind":"k","payload":"{}"}}"#, "x".repeat(5000)).into_bytes(),
         ),
+        // Not UTF-8.
         (1001, b"{\"kind\":\"k\",\"payload\":\"\xff\"}".to_vec()),
+        // Within the limit as a line, over it as an envelope (the header adds ~115 bytes).
+        (
+            1500,
+            format!(r#"{{"kind":"k","payload":"{}"}}"#, "x".repeat(4000)).into_bytes(),
+        ),
         (1777, br#"{"kind":"k","payload":{"n":1777}} x"#.to_vec()),
         (2500, br#"{"kind":"k"}"#.to_vec()),
     ];
