@@ -1,5 +1,6 @@
 //! `weir enqueue`: NDJSON lines, --kind mode, defaults, bad lines by number; read errors
-//! stop it; memory flat in the input's size.
+//! stop it; memory flat in the input's size; plain lines (no job built per line) load as
+//! full ones do.
 
 use crate::common::*;
 use crate::{cli, cli_within, cli_within_from, error_lines, no_panic, text};
@@ -360,5 +361,128 @@ async fn enqueue_refused_for_memory_stops_with_one_line() {
     assert!(
         refused <= weir::queue::producer::BULK_PIPELINE as u64 + 1,
         "{refused} refused calls"
+    );
+}
+
+/// A load of plain lines (a kind and a payload, which `weir enqueue` encodes without
+/// building a job per line) over several chunks, with bad lines among them: every bad
+/// line is reported by its number, every good line is stored once, in the input's order,
+/// and the counts add up to the input.
+#[tokio::test]
+async fn plain_lines_load_in_order_and_bad_ones_are_reported_by_number() {
+    let ctx = Ctx::new("cli-plain").await;
+    let n = 2_500;
+    let bad: [(usize, Vec<u8>); 7] = [
+        (3, br#"{"kind":"k","payload":{"n":3,}}"#.to_vec()),
+        (500, br#"{"kind":"bad kind","payload":{"n":500}}"#.to_vec()),
+        // Longer than the limit: skipped as it is read.
+        (
+            1000,
+            format!(r#"{{"kind":"k","payload":"{}"}}"#, "x".repeat(5000)).into_bytes(),
+        ),
+        // Not UTF-8.
+        (1001, b"{\"kind\":\"k\",\"payload\":\"\xff\"}".to_vec()),
+        // Within the limit as a line, over it as an envelope (the header adds ~115 bytes).
+        (
+            1500,
+            format!(r#"{{"kind":"k","payload":"{}"}}"#, "x".repeat(4000)).into_bytes(),
+        ),
+        (1777, br#"{"kind":"k","payload":{"n":1777}} x"#.to_vec()),
+        (2500, br#"{"kind":"k"}"#.to_vec()),
+    ];
+    let mut input = Vec::new();
+    for i in 1..=n {
+        match bad.iter().find(|(b, _)| *b == i) {
+            Some((_, l)) => input.extend_from_slice(l),
+            None => input.extend_from_slice(format!(r#"{{"kind":"k","payload":{{"n":{i}}}}}"#).as_bytes()),
+        }
+        input.push(b'\n');
+    }
+    let o = cli(
+        &ctx,
+        &["enqueue", "-q", &ctx.queue, "--max-envelope-bytes", "4096"],
+        &input,
+    );
+    no_panic(&o);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "lines not loaded: exit 3: {err}");
+    let good = n - bad.len();
+    assert!(
+        text(&o.stdout).contains(&format!("enqueued {good} jobs")),
+        "{}",
+        text(&o.stdout)
+    );
+    let reported: Vec<&str> = err.lines().filter(|l| l.starts_with("line ")).collect();
+    assert_eq!(reported.len(), bad.len(), "one report per bad line: {err}");
+    for ((i, _), line) in bad.iter().zip(&reported) {
+        assert!(
+            line.starts_with(&format!("line {i}: ")),
+            "line {i} reported: {err}"
+        );
+    }
+    assert!(err.contains(&format!("{} lines not loaded", bad.len())), "{err}");
+    let s = ctx.snapshot().await;
+    let stored: Vec<usize> = s.ready[1]
+        .iter()
+        .map(|e| {
+            let v: serde_json::Value = serde_json::from_str(e).unwrap();
+            assert_eq!(v["kind"], "k", "{e}");
+            v["payload"]["n"].as_u64().unwrap() as usize
+        })
+        .collect();
+    let expected: Vec<usize> = (1..=n).filter(|i| bad.iter().all(|(b, _)| b != i)).collect();
+    assert_eq!(stored, expected, "each good line once, in order");
+}
+
+/// A plain line and the same job given with a field that takes the full path (a line's
+/// `priority`, equal to `--priority`) make the same envelope, but for the id and the
+/// time: the run's options (`--priority`, `--key`, `--max-attempts`) reach both alike,
+/// and `--kind`'s bare payloads too.
+#[tokio::test]
+async fn plain_lines_make_the_envelopes_full_lines_make() {
+    let ctx = Ctx::new("cli-plain-env").await;
+    let q = ctx.queue.as_str();
+    let input = [
+        r#"{"kind":"k","payload":{"a":[1,2,{"b":"c\"d"}]}}"#,
+        r#"{"kind":"k","payload":{"a":[1,2,{"b":"c\"d"}]},"priority":"high"}"#,
+    ]
+    .join("\n");
+    let args = [
+        "enqueue",
+        "-q",
+        q,
+        "--priority",
+        "high",
+        "--key",
+        "t-1",
+        "--max-attempts",
+        "3",
+    ];
+    let o = cli(&ctx, &args, &input);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = cli(
+        &ctx,
+        &[&args[..], &["--kind", "k"]].concat(),
+        r#"{"a":[1,2,{"b":"c\"d"}]}"#,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let s = ctx.snapshot().await;
+    let shapes: Vec<String> = s.ready[0]
+        .iter()
+        .map(|e| {
+            // All but the enqueue time and the id, which differ from job to job.
+            let (head, _) = e.split_once(r#","enqueued_at":"#).unwrap();
+            let (_, tail) = e.split_once(r#","kind":"#).unwrap();
+            format!("{head} .. {tail}")
+        })
+        .collect();
+    assert_eq!(shapes.len(), 3, "{:?}", s.ready);
+    assert_eq!(shapes[0], shapes[1]);
+    assert_eq!(shapes[0], shapes[2]);
+    assert!(
+        s.ready[0][0].starts_with(r#"{"attempt":0,"max_attempts":3,"priority":0,"#)
+            && s.ready[0][0].ends_with(r#","kind":"k","key":"t-1","payload":{"a":[1,2,{"b":"c\"d"}]}}"#),
+        "{}",
+        s.ready[0][0]
     );
 }

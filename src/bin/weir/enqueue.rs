@@ -14,6 +14,7 @@ mod lines;
 use lines::Lines;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use weir::queue::producer::JobParts;
 use weir::{NewJob, Priority, Producer};
 
 #[derive(Args, Debug)]
@@ -59,6 +60,17 @@ pub(crate) struct EnqueueArgs {
     /// How long --wait-replicas waits for the replicas.
     #[arg(long, value_parser = parse_duration, default_value = "1s", requires = "wait_replicas")]
     pub wait_timeout: Duration,
+}
+
+/// One NDJSON line without `--kind` that is a plain job: a kind and a payload, borrowed
+/// from the line ([`plain_parts`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainLine<'a> {
+    #[serde(borrow)]
+    kind: &'a str,
+    #[serde(borrow)]
+    payload: &'a RawValue,
 }
 
 /// One NDJSON line without `--kind`.
@@ -182,9 +194,15 @@ async fn load(
             Err(e) => Err(e),
             Ok(Err(e)) => Err(format!("not UTF-8: {}", e.utf8_error())),
             Ok(Ok(l)) if l.trim().is_empty() => return None,
-            Ok(Ok(l)) => {
-                to_job(a, l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string()))
-            }
+            Ok(Ok(l)) => match plain_parts(a, &l) {
+                // The job `to_job` would build, encoded without building it.
+                Some(parts) => producer
+                    .prepare_parts(parts, now, &mut buf)
+                    .map_err(|e| e.to_string()),
+                None => {
+                    to_job(a, l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string()))
+                }
+            },
         };
         match job {
             Ok(arg) => Some((line_no, arg)),
@@ -216,6 +234,30 @@ async fn load(
     out.out_of_memory = out.out_of_memory.map(|_| last_line);
     drop(chunks); // it reads the input, and so holds `out.bad` and `out.read_error`
     out
+}
+
+/// The job of `line` as borrowed parts, when it is a plain job: the run adds no delay and
+/// no uniqueness window, and the line is a payload (`--kind`) or a [`PlainLine`]. Any
+/// other line (or one this does not take, like a kind written with escapes) goes to
+/// [`to_job`], which builds the same job, or says why the line is not one.
+fn plain_parts<'l>(a: &'l EnqueueArgs, line: &'l str) -> Option<JobParts<'l>> {
+    if a.delay.is_some() || a.at.is_some() || a.unique_for.is_some() {
+        return None;
+    }
+    let (kind, payload) = match &a.kind {
+        Some(kind) => (kind.as_str(), serde_json::from_str::<&RawValue>(line).ok()?),
+        None => {
+            let l: PlainLine<'_> = serde_json::from_str(line).ok()?;
+            (l.kind, l.payload)
+        }
+    };
+    Some(JobParts {
+        kind,
+        payload,
+        priority: a.priority,
+        max_attempts: None,
+        key: a.key.as_deref(),
+    })
 }
 
 fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {

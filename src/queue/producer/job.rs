@@ -161,12 +161,62 @@ pub(super) fn encode_job(
     job: NewJob,
     now_ms: u64,
     buf: &mut Vec<u8>,
+    limits: (usize, u32),
+    partition: Option<usize>,
+) -> Result<EnqueueArg> {
+    let more = job.more.as_deref().unwrap_or(&More::NONE);
+    let parts = JobParts {
+        kind: &job.kind,
+        payload: &job.payload,
+        priority: job.priority,
+        max_attempts: job.max_attempts,
+        key: job.key.as_deref(),
+    };
+    encode(parts, job.id, more, now_ms, buf, limits, partition)
+}
+
+/// A job that is ready now, with a generated id and none of [`NewJob`]'s less common
+/// options, borrowed from where it was read (a line of text, say): what
+/// [`super::Producer::prepare_parts`] encodes without building a [`NewJob`].
+#[derive(Debug, Clone, Copy)]
+pub struct JobParts<'a> {
+    /// The job kind.
+    pub kind: &'a str,
+    /// Its payload.
+    pub payload: &'a RawValue,
+    /// Its priority.
+    pub priority: Priority,
+    /// Its runs in all (default: the producer's).
+    pub max_attempts: Option<u32>,
+    /// Its key for per-key limits.
+    pub key: Option<&'a str>,
+}
+
+/// [`encode_job`] of a job given as its parts (a generated id, no less common option).
+pub(super) fn encode_parts(
+    job: JobParts<'_>,
+    now_ms: u64,
+    buf: &mut Vec<u8>,
+    limits: (usize, u32),
+    partition: Option<usize>,
+) -> Result<EnqueueArg> {
+    encode(job, None, &More::NONE, now_ms, buf, limits, partition)
+}
+
+/// Checks and encodes a job given as its parts, its id (`None`: generated) and its less
+/// common options, as [`encode_job`] says.
+fn encode(
+    job: JobParts<'_>,
+    id: Option<String>,
+    more: &More,
+    now_ms: u64,
+    buf: &mut Vec<u8>,
     (max_envelope_bytes, default_max_attempts): (usize, u32),
     partition: Option<usize>,
 ) -> Result<EnqueueArg> {
-    validate_token("job kind", &job.kind, MAX_ID_LEN)?;
-    let unique = job.id.is_some();
-    let id = match job.id {
+    validate_token("job kind", job.kind, MAX_ID_LEN)?;
+    let unique = id.is_some();
+    let id = match id {
         Some(id) => {
             validate_token("job id", &id, MAX_ID_LEN)?;
             id
@@ -176,7 +226,6 @@ pub(super) fn encode_job(
             None => envelope::new_id(),
         },
     };
-    let more = job.more.as_deref().unwrap_or(&More::NONE);
     if let Some(t) = &more.trace_id {
         validate_token("trace id", t, MAX_ID_LEN)?;
     }
@@ -189,7 +238,7 @@ pub(super) fn encode_job(
         }
         (_, None) => Some(id.as_str()),
     };
-    if let Some(k) = &job.key {
+    if let Some(k) = job.key {
         validate_token("job key", k, MAX_ID_LEN)?;
     }
     let max_attempts = job.max_attempts.unwrap_or(default_max_attempts).max(1);
@@ -200,12 +249,12 @@ pub(super) fn encode_job(
         priority: job.priority as u8,
         enqueued_at: now_ms,
         id: &id,
-        kind: &job.kind,
+        kind: job.kind,
         trace_id: more.trace_id.as_deref(),
         unique_key,
-        key: job.key.as_deref(),
+        key: job.key,
         retry: retry.as_deref(),
-        payload: &job.payload,
+        payload: job.payload,
     };
     // Every string above passed `validate_token`.
     env.encode_tokens_into(buf);

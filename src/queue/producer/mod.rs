@@ -21,8 +21,8 @@ mod outcome;
 
 pub use bulk::{Bulk, bulk_pipelines};
 pub use chunk::{CHUNK_TOKEN_MS, RETRY_SPAN};
-pub use job::NewJob;
-use job::encode_job;
+pub use job::{JobParts, NewJob};
+use job::{encode_job, encode_parts};
 pub use outcome::Enqueued;
 
 /// Jobs per enqueue script call in the bulk paths.
@@ -355,6 +355,22 @@ impl Producer {
     pub fn prepare(&self, job: NewJob, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
         let partition = self.partition_for(&job, false);
         self.encode(job, now_ms, buf, partition)
+    }
+
+    /// [`Producer::prepare`] of a job given as borrowed parts (ready now, a generated id),
+    /// with no [`NewJob`] built: its kind and payload are copied once, into the envelope.
+    /// It encodes what `prepare` does for a `NewJob` of the same kind, payload, priority,
+    /// attempts and key. A bulk load from text (`weir enqueue`) takes it for every line
+    /// that is such a job.
+    pub fn prepare_parts(&self, job: JobParts<'_>, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
+        let partition = self.spread.as_ref().map(|s| s.route(job.key, false, &self.conn));
+        encode_parts(
+            job,
+            now_ms,
+            buf,
+            (self.max_envelope_bytes, self.default_max_attempts),
+            partition,
+        )
     }
 
     /// On a partitioned queue, the partition a job with a generated id goes to

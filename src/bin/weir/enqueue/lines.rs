@@ -37,7 +37,7 @@ impl Iterator for Lines<'_> {
                 break;
             }
             any = true;
-            let end = buf.iter().position(|&b| b == b'\n');
+            let end = memchr::memchr(b'\n', buf);
             let n = end.map_or(buf.len(), |i| i + 1);
             // `max` bytes of content, and a "\r\n" ending.
             if !over && line.len() + n > self.max + 2 {
