@@ -10,7 +10,7 @@
 
 use crate::consumer::handle::Backlog;
 use crate::consumer::lease_map::LeaseMap;
-use crate::queue::envelope::Priority;
+use crate::queue::envelope::{Priority, ResultSlot};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -36,6 +36,9 @@ pub(crate) struct Lease {
     pub item: Option<String>,
     /// An extend was sent for it (landed or not): Redis may keep a token record for it.
     pub extend_sent: bool,
+    /// Where its job's handler leaves a result: only while the queue keeps completed jobs
+    /// (the acker sends it with the ack).
+    pub result: Option<ResultSlot>,
 }
 
 impl Lease {
@@ -109,11 +112,11 @@ impl Leases {
         &self,
         token: u64,
         sent: Instant,
-        jobs: impl IntoIterator<Item = (String, Priority, Option<String>)>,
+        jobs: impl IntoIterator<Item = (String, Priority, Option<String>, Option<ResultSlot>)>,
     ) -> u64 {
         self.with(|t| {
             let first = t.next_seq;
-            for (id, priority, item) in jobs {
+            for (id, priority, item, result) in jobs {
                 let lease = Lease {
                     id,
                     token,
@@ -123,6 +126,7 @@ impl Leases {
                     outcome: false,
                     item,
                     extend_sent: false,
+                    result,
                 };
                 t.leases.insert(t.next_seq, lease);
                 t.next_seq += 1;
@@ -164,12 +168,12 @@ mod tests {
     fn each_fetch_of_a_job_holds_its_own_lease() {
         let leases = Leases::new(Arc::default());
         let now = Instant::now();
-        let one = |id: &str| vec![(id.to_string(), Priority::Normal, None)];
+        let one = |id: &str| vec![(id.to_string(), Priority::Normal, None, None)];
         let first = leases.add(
             100,
             now,
             [("a", None), ("b", Some("{env}"))]
-                .map(|(id, item)| (id.to_string(), Priority::High, item.map(str::to_string))),
+                .map(|(id, item)| (id.to_string(), Priority::High, item.map(str::to_string), None)),
         );
         assert_eq!(leases.token(first), Some((100, "a".to_string())));
         assert_eq!(
