@@ -112,9 +112,10 @@ pub(super) struct Outcome {
     #[serde(default)]
     after_ms: Option<u64>,
     /// An `ok` job's result: any JSON value, kept as the job's result while its queue
-    /// keeps completed jobs.
+    /// keeps completed jobs. (A `Value`: the frame is an internally tagged enum, which
+    /// serde buffers, and a `RawValue` cannot be read from that buffer.)
     #[serde(default)]
-    result: Option<Box<serde_json::value::RawValue>>,
+    result: Option<serde_json::Value>,
 }
 
 impl Outcome {
@@ -122,9 +123,8 @@ impl Outcome {
     pub(super) fn result_text(&self) -> Option<String> {
         self.result
             .as_ref()
-            .map(|r| r.get())
-            .filter(|t| *t != "null")
-            .map(str::to_owned)
+            .filter(|r| !r.is_null())
+            .map(|r| r.to_string())
     }
 
     /// What the outcome means for the job; an unknown status is an error for the frame.
