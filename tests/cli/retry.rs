@@ -120,7 +120,10 @@ async fn kept_jobs_and_their_runs_through_the_cli() {
     let out = text(&cli(&ctx, &["jobs", "--state", "done", "-q", q], "").stdout);
     let head = out.lines().next().unwrap();
     assert!(head.ends_with("RESULT"), "{out}");
-    assert!(out.lines().nth(1).unwrap().ends_with(r#"{"sent": true}"#), "{out}");
+    assert!(
+        out.lines().nth(1).unwrap().ends_with(r#"{"sent": true}"#),
+        "{out}"
+    );
     let o = cli(&ctx, &["job", "show", "a", "--json", "-q", q], "");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["job"]["result"], r#"{"sent": true}"#, "{v}");
