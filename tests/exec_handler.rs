@@ -2,7 +2,8 @@
 //! with the exec protocol's workers: clients/python/weir_exec.py and clients/node's
 //! `Worker` (tests/exec/worker.{py,js} behave alike): every outcome (ok, retry, raise,
 //! defer, fatal), a `kill -9` of the worker process (nothing lost), graceful shutdown
-//! (running jobs finish, the rest stay ready) and several queues.
+//! (running jobs finish, the rest stay ready), several queues, and the handlers' return
+//! values kept as the results of completed jobs.
 
 mod common;
 use common::clients::{ensure_clients, root};
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use weir::NewJob;
+use weir::queue::json::JobState;
 
 /// The worker command for `lang` ("py" or "js").
 fn worker(lang: &str) -> String {
@@ -108,6 +110,70 @@ async fn every_outcome(lang: &str) {
     for d in dead {
         assert!(d.reason.as_deref().unwrap_or("").contains("bad row"), "{d:?}");
     }
+}
+
+/// A queue that keeps its 8 newest completed jobs: the workers' return values are their
+/// results, a job retried once keeps its second run's, the dead ones keep their reasons
+/// and no result, and of the 13 completed the 8 kept have theirs.
+async fn results(lang: &str) {
+    let ctx = Ctx::new(&format!("exec-results-{lang}")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let q = ctx.queue.clone();
+    let keep = weir::queue::settings::Settings {
+        keep_completed_count: Some(8),
+        ..Default::default()
+    };
+    weir::queue::settings::Settings::update(&mut ctx.c(), &q, &keep)
+        .await
+        .unwrap();
+    enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "ok"}), 3).await;
+    enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "retry_once"}), 3).await;
+    enqueue(&ctx, &q, "t", 2, serde_json::json!({"mode": "fatal"}), 3).await;
+    enqueue(&ctx, &q, "sync", 3, serde_json::json!({"mode": "ok"}), 3).await;
+    let cmd = format!("exec:{}", worker(lang));
+    let args = [
+        "work",
+        "-q",
+        &q,
+        "--handler",
+        &cmd,
+        "--drain",
+        "--no-metrics",
+        "--exec-procs",
+        "2",
+    ];
+    let o = weir_cmd(&ctx, dir.path(), &args).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(counts(&out), [13, 5, 0, 2], "{out}");
+    let page = ctx.admin().jobs(JobState::Done, None, 20, None).await.unwrap();
+    assert_eq!(page.jobs.len(), 8, "the count kept");
+    for j in &page.jobs {
+        let got: serde_json::Value = serde_json::from_str(j.result.as_deref().expect("a result")).unwrap();
+        let d = ctx.admin().job(&j.id).await.unwrap().unwrap();
+        let want = match j.kind.as_deref() {
+            Some("sync") => serde_json::json!(["sync", j.id]),
+            _ => serde_json::json!({"id": j.id, "attempt": d.job.attempt}),
+        };
+        assert_eq!(got, want, "{}", j.id);
+    }
+    let dead = ctx.admin().jobs(JobState::Dead, None, 10, None).await.unwrap();
+    assert_eq!(dead.jobs.len(), 2);
+    for j in &dead.jobs {
+        assert!(j.last_error.as_deref().unwrap_or("").contains("bad row"), "{j:?}");
+        assert_eq!(ctx.admin().job(&j.id).await.unwrap().unwrap().job.result, None);
+    }
+    assert_eq!(ctx.snapshot().await.results.len(), 8);
+}
+
+#[tokio::test]
+async fn python_results_are_kept() {
+    results("py").await;
+}
+
+#[tokio::test]
+async fn node_results_are_kept() {
+    results("js").await;
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ use server::Server;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weir::handler::http::{HttpConfig, HttpHandler};
+use weir::queue::json::JobState;
 use weir::limiter::{AimdConfig, LimiterConfig, Signal, Target};
 use weir::{BatchHandler, CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Handler, Job, NewJob};
 use weir::{Producer, Queue, Redis, Registry};
@@ -183,6 +184,57 @@ async fn a_consumer_delivers_a_queue_to_the_server() {
         format!("{dead:?}").contains("HTTP 400 Bad Request: bad field"),
         "{dead:?}"
     );
+}
+
+/// On a queue that keeps completed jobs, a 2xx answer's first 512 bytes are the job's
+/// result (a job answered 500 once keeps its second answer's); a dead-lettered job keeps
+/// its reason and no result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_job_keeps_the_start_of_its_answer() {
+    let s = Server::start().await;
+    let server = EmbeddedRedis::start().unwrap();
+    let redis = Redis::open(&server.url()).unwrap();
+    let keep = weir::queue::settings::Settings {
+        keep_completed_count: Some(100),
+        ..Default::default()
+    };
+    weir::queue::settings::Settings::update(&mut redis.connect().await.unwrap(), "kept", &keep)
+        .await
+        .unwrap();
+    enqueue(&redis, "kept", &[("echo", 3), ("500-once", 2), ("400", 1)]).await;
+    let mut config = ConsumerConfig::new("kept");
+    config.drain = true;
+    config.pool.retry.base = Duration::from_millis(10);
+    let consumer = Consumer::new(config, redis.clone(), Registry::new().fallback(handler(&s))).unwrap();
+    let report = consumer.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        (report.acked, report.dead, report.retried),
+        (5, 1, 2),
+        "{report:?}"
+    );
+    let q = Queue::new(redis.connect().await.unwrap(), "kept").unwrap();
+    let done = q.jobs(JobState::Done, None, 10, None).await.unwrap();
+    assert_eq!(done.jobs.len(), 5);
+    for j in &done.jobs {
+        let detail = q.job(&j.id).await.unwrap().unwrap();
+        let env: serde_json::Value = serde_json::from_str(detail.envelope.unwrap().get()).unwrap();
+        let result = j.result.as_deref().expect("a result");
+        if env["payload"]["do"] == "echo" {
+            assert_eq!(result.len(), 512, "the body's first 512 bytes");
+            assert!(
+                result.starts_with(&format!("{{\"id\":\"{}\",\"pad\":\"zzz", j.id)),
+                "{result}"
+            );
+        } else {
+            assert_eq!(result, "{\"ok\":true}");
+            assert_eq!(detail.job.attempt, Some(1), "retried once, then answered");
+        }
+    }
+    let dead = q.jobs(JobState::Dead, None, 10, None).await.unwrap();
+    assert_eq!(dead.jobs.len(), 1);
+    assert!(dead.jobs[0].last_error.as_deref().unwrap().contains("HTTP 400"));
+    let detail = q.job(&dead.jobs[0].id).await.unwrap().unwrap();
+    assert_eq!(detail.job.result, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -115,7 +115,7 @@ fn the_parked_score_is_the_same_in_fetch_lua_and_fetch_rs() {
 #[test]
 fn the_job_record_keys_are_named_with_their_types() {
     let k = QueueKeys::new("Q").unwrap();
-    for (key, kind) in [(k.history(), "HASH"), (k.done(), "ZSET")] {
+    for (key, kind) in [(k.history(), "HASH"), (k.done(), "ZSET"), (k.results(), "HASH")] {
         assert!(
             DOC.contains(&format!("| `{key}` | {kind} |")),
             "docs/protocol.md should list {key} as a {kind}"

@@ -172,6 +172,51 @@ async fn outcomes_of_async_and_sync_handlers() {
         dead.iter().all(|d| format!("{d:?}").contains("cannot be done")),
         "{dead:?}"
     );
+    assert!(ctx.snapshot().await.results.is_empty(), "no results unless kept");
+}
+
+/// On a queue that keeps completed jobs, async and plain handlers' return values are the
+/// jobs' results, as JSON: a job that raised once keeps its second run's, `None` keeps
+/// none, a value JSON cannot encode is kept by its `str()`, a dead job keeps none.
+#[tokio::test(flavor = "multi_thread")]
+async fn return_values_are_kept_as_results() {
+    let ctx = Ctx::new("py-results").await;
+    let dir = tempfile::tempdir().unwrap();
+    let keep = weir::queue::settings::Settings {
+        keep_completed_count: Some(100),
+        ..Default::default()
+    };
+    weir::queue::settings::Settings::update(&mut ctx.c(), &ctx.queue, &keep)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for kind in ["async", "sync"] {
+        for what in ["ok", "raise", "none", "set", "fatal"] {
+            let id = enqueue(&ctx, &ctx.queue, kind, json!({ "do": what }), 3).await;
+            ids.push((kind, what, id));
+        }
+    }
+    let log = log_file(&dir, "results.log");
+    let w = start(&ctx, &log, json!({"queues": [ctx.queue], "drain": true}));
+    assert_eq!(
+        w.report()[&ctx.queue],
+        (8, 2, 0, 2),
+        "acked, retried, deferred, dead"
+    );
+    for (kind, what, id) in ids {
+        let d = ctx.admin().job(&id).await.unwrap().unwrap();
+        let want = match what {
+            "ok" => Some(json!({"id": id, "attempt": 0}).to_string()),
+            "raise" => Some(json!({"id": id, "attempt": 1}).to_string()),
+            "set" => Some("\"{1, 2}\"".to_string()),
+            _ => None,
+        };
+        let got = d
+            .job
+            .result
+            .map(|r| serde_json::from_str::<serde_json::Value>(&r).unwrap().to_string());
+        assert_eq!(got, want, "{kind} {what}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

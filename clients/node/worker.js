@@ -44,6 +44,21 @@ class Backpressure extends Error {
   }
 }
 
+/** The ok outcome, with `value` as its result when the job keeps one (weir sends
+ * `keep_result` then: its queue keeps completed jobs). What JSON cannot encode is kept by
+ * its String(). */
+function ok(i, job, value) {
+  const o = { i, status: 'ok' };
+  if (job.keep_result && value !== undefined && value !== null) {
+    try {
+      o.result = JSON.parse(JSON.stringify(value) ?? 'null') ?? String(value);
+    } catch (e) {
+      o.result = String(value);
+    }
+  }
+  return o;
+}
+
 function outcome(i, err) {
   if (err === undefined) return { i, status: 'ok' };
   const message = err instanceof Error ? err.message : String(err);
@@ -118,8 +133,7 @@ class Worker {
     try {
       const fn = this.handlers.get(job.kind);
       if (!fn) throw new Backpressure(`no handler for kind ${JSON.stringify(job.kind)} in this worker`, { after: 10000 });
-      await fn(job);
-      return outcome(i, undefined);
+      return ok(i, job, await fn(job));
     } catch (e) {
       return outcome(i, e === undefined ? new Error('undefined thrown') : e);
     } finally {

@@ -81,6 +81,20 @@ def _ms(seconds):
     return None if seconds is None else max(0, int(seconds * 1000))
 
 
+def _ok(i, d, value):
+    """The ok outcome, with ``value`` as its result when the job keeps one (weir sends
+    ``keep_result`` then: its queue keeps completed jobs). What JSON cannot encode is kept
+    by its ``str()``."""
+    o = {"i": i, "status": "ok"}
+    if d.get("keep_result") and value is not None:
+        try:
+            json.dumps(value)
+            o["result"] = value
+        except (TypeError, ValueError, RecursionError):
+            o["result"] = str(value)
+    return o
+
+
 def _outcome(i, exc):
     if exc is None:
         return {"i": i, "status": "ok"}
@@ -150,10 +164,10 @@ class Worker:
                     if fn is None:
                         raise Backpressure("no handler for kind %r in this worker" % job.kind, after=10)
                     if inspect.iscoroutinefunction(fn):
-                        await fn(job)
+                        value = await fn(job)
                     else:
-                        await loop.run_in_executor(pool, fn, job)
-                    return _outcome(i, None)
+                        value = await loop.run_in_executor(pool, fn, job)
+                    return _ok(i, d, value)
                 except BaseException as e:  # a handler's error is the job's outcome
                     if isinstance(e, (KeyboardInterrupt, SystemExit)):
                         raise

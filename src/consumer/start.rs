@@ -216,6 +216,7 @@ impl Consumer {
             conn.clone(),
             keys.clone(),
             metrics.clone(),
+            c.lease.as_millis() as u64,
         );
         let reclaimer = tasks.spawn("reclaimer", reclaimer.run(activity.watch(), stop.clone()));
         tasks.spawn(

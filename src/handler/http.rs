@@ -5,7 +5,7 @@
 //!
 //! | response                          | job                           | limiter |
 //! |-----------------------------------|-------------------------------|---------|
-//! | 2xx                               | acked                         | latency sample |
+//! | 2xx                               | acked (while the queue keeps completed jobs, the body's first 512 bytes are its result) | latency sample |
 //! | 429, 503                          | deferred, not charged an attempt: back after `Retry-After` (seconds or HTTP date, capped by the pool's `max_defer_delay`), else backoff | overload (by default) |
 //! | timeout, connection refused or reset | retried with backoff       | overload |
 //! | other 5xx, 408, other connection errors | retried with backoff    | the job's failure |
@@ -214,7 +214,7 @@ impl Handler for HttpHandler {
         let inner = self.inner.clone();
         Box::pin(async move {
             let body = serde_json::to_vec(&Body::from(&job)).map_err(|e| JobError::fatal(e.to_string()))?;
-            inner.post(body, Some(&job.id)).await
+            outcome(inner.send(body, Some(&job.id)).await?, Some(&job)).await
         })
     }
 }
@@ -239,7 +239,7 @@ impl BatchHandler for HttpBatch {
                     let body = read_bytes(&mut resp, items::ANSWER_MAX).await;
                     items::results(&body, json, &jobs)
                 }
-                Ok(resp) => vec![outcome(resp).await; n],
+                Ok(resp) => vec![outcome(resp, None).await; n],
                 Err(e) => vec![Err(e); n],
             }
         })
@@ -251,10 +251,6 @@ impl BatchHandler for HttpBatch {
 }
 
 impl Inner {
-    async fn post(&self, body: Vec<u8>, key: Option<&str>) -> JobResult {
-        outcome(self.send(body, key).await?).await
-    }
-
     /// Sends the POST; a transport failure is the job's error.
     async fn send(&self, body: Vec<u8>, key: Option<&str>) -> Result<Response, JobError> {
         let mut req = self
@@ -295,11 +291,15 @@ impl Inner {
     }
 }
 
-/// What a response means for the job (see the module table).
-async fn outcome(mut resp: Response) -> JobResult {
+/// What a response means for the job (see the module table). A 2xx answer's first
+/// [`SNIPPET`] bytes are `job`'s result, while its queue keeps completed jobs.
+async fn outcome(mut resp: Response, job: Option<&Job>) -> JobResult {
     let status = resp.status();
     if status.is_success() {
-        let _ = read_up_to(&mut resp, DRAIN).await;
+        let body = read_up_to(&mut resp, DRAIN).await;
+        if let Some(job) = job.filter(|j| j.keeps_result()) {
+            job.set_result_text(crate::queue::scripts::cut_text(body, SNIPPET));
+        }
         return Ok(());
     }
     let retry_after = retry_after(resp.headers(), SystemTime::now());

@@ -246,6 +246,11 @@ pub struct JobSummary {
     /// ends a cut one); left out for an envelope weir did not write.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_preview: Option<String>,
+    /// Done (kept): its handler's result, as text (JSON from Rust, Python and exec
+    /// workers; the start of the answer's body from the HTTP handler), at most 4096 bytes;
+    /// left out when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
 }
 
 /// The most characters of a payload a listing shows ([`JobSummary::payload_preview`]).
@@ -330,7 +335,8 @@ pub struct RunRecord {
     pub end: Timestamp,
     /// The consumer that ran it (its id in `weir workers`).
     pub worker: String,
-    /// `retry`, `dead`, `defer` or `done`.
+    /// `retry`, `dead`, `defer`, `done`, or `expired`: its consumer stopped during the run
+    /// (its lease expired; `end` is the lease's deadline).
     pub outcome: String,
     /// The error or reason, cut to 512 bytes (empty for `done`).
     pub message: String,

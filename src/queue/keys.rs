@@ -152,8 +152,8 @@ impl QueueKeys {
 
     /// HASH: id -> the job's last runs (start, end, worker, outcome, message), a JSON
     /// array, newest last (`scripts/lib.lua`'s run_history). Not in [`QueueKeys::all`]:
-    /// the scripts that write, read or delete jobs take it with [`QueueKeys::done`] as
-    /// their last two keys (lib.lua's records).
+    /// the scripts that write, read or delete jobs take it with [`QueueKeys::done`] and
+    /// [`QueueKeys::results`] as their last three keys (lib.lua's records).
     pub fn history(&self) -> String {
         format!("weir:{{{}}}:history", self.name)
     }
@@ -163,6 +163,13 @@ impl QueueKeys {
     /// [`QueueKeys::all`] (see [`QueueKeys::history`]).
     pub fn done(&self) -> String {
         format!("weir:{{{}}}:done", self.name)
+    }
+
+    /// HASH: id -> the result of a completed job kept on request (its handler's return
+    /// value as text, at most 4096 bytes), dropped with the job. Not in
+    /// [`QueueKeys::all`] (see [`QueueKeys::history`]).
+    pub fn results(&self) -> String {
+        format!("weir:{{{}}}:results", self.name)
     }
 
     /// Every key, in script order (see `scripts/lib.lua`).

@@ -60,9 +60,10 @@ async fn retry_set_get_clear_and_stats_show_the_next_due_time() {
     assert!(text(&o.stdout).contains("kind mail"), "the kind's rule stays");
 }
 
-/// `weir limits set --keep-completed`, then a job that failed once and then completed:
-/// `weir jobs --state done` lists it, `weir job show` prints its own rule and its two runs
-/// (and `--json` has them as `history`), `weir limits clear --keep-completed` stops it.
+/// `weir limits set --keep-completed`, then a job that failed once and then completed
+/// with a result: `weir jobs --state done` lists it with its result, `weir job show`
+/// prints its own rule, its result and its two runs (and `--json` has them as `result`
+/// and `history`), `weir limits clear --keep-completed` stops it.
 #[tokio::test]
 async fn kept_jobs_and_their_runs_through_the_cli() {
     use weir::queue::scripts::{self, RunHistory, Settle, StartMarks};
@@ -93,7 +94,11 @@ async fn kept_jobs_and_their_runs_through_the_cli() {
         let f = scripts::fetch(&mut ctx.c(), &ctx.keys, 1, 30_000).await.unwrap();
         let (id, token) = ("a".to_owned(), f.deadline_ms);
         let item = match ack {
-            true => Settle::Ack { id, token },
+            true => Settle::AckResult {
+                id,
+                token,
+                result: r#"{"sent": true}"#.into(),
+            },
             false => Settle::Retry {
                 id,
                 token,
@@ -111,8 +116,17 @@ async fn kept_jobs_and_their_runs_through_the_cli() {
     assert_eq!(v["jobs"][0]["id"], "a", "{v}");
     assert_eq!(v["jobs"][0]["state"], "done");
     assert!(v["jobs"][0]["done_at"].is_string());
+    assert_eq!(v["jobs"][0]["result"], r#"{"sent": true}"#);
+    let out = text(&cli(&ctx, &["jobs", "--state", "done", "-q", q], "").stdout);
+    let head = out.lines().next().unwrap();
+    assert!(head.ends_with("RESULT"), "{out}");
+    assert!(
+        out.lines().nth(1).unwrap().ends_with(r#"{"sent": true}"#),
+        "{out}"
+    );
     let o = cli(&ctx, &["job", "show", "a", "--json", "-q", q], "");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["job"]["result"], r#"{"sent": true}"#, "{v}");
     let runs: Vec<(&str, &str, &str)> = v["history"]
         .as_array()
         .unwrap()
@@ -128,6 +142,7 @@ async fn kept_jobs_and_their_runs_through_the_cli() {
     );
     let out = text(&cli(&ctx, &["job", "show", "a", "-q", q], "").stdout);
     assert!(out.contains("state       done\n"), "{out}");
+    assert!(out.contains("result      {\"sent\": true}\n"), "{out}");
     assert!(
         out.contains("retry rule  fixed:1m,attempts=3 (the job's own)"),
         "{out}"

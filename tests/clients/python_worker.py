@@ -12,7 +12,9 @@ function) both act on the payload's "do":
                 that many run at once
 
 Every run writes "start <id> <kind> <attempt> <unix time>" to the log before acting and
-"end <id>" once it returned; run()'s report goes to stdout as JSON.
+"end <id>" once it returned; run()'s report goes to stdout as JSON. A run that returns
+returns {"id": id, "attempt": attempt} (its result, kept while the queue keeps completed
+jobs), but for "none" (None) and "set" (a set, which JSON cannot encode).
 """
 
 import asyncio
@@ -60,6 +62,15 @@ def act(job):
     return p.get("s", 0) if do == "sleep" else 0
 
 
+def result(job):
+    do = job.payload["do"]
+    if do == "none":
+        return None
+    if do == "set":
+        return {1, 2}
+    return {"id": job.id, "attempt": job.attempt}
+
+
 queues = settings.pop("queues")
 worker = weir.Worker(settings.pop("url"), queues, **settings)
 
@@ -70,6 +81,7 @@ async def run_async(job):
     if s:
         await asyncio.sleep(s)
     write("end %s" % job.id)
+    return result(job)
 
 
 @worker.handler("sync")
@@ -78,6 +90,7 @@ def run_sync(job):
     if s:
         time.sleep(s)
     write("end %s" % job.id)
+    return result(job)
 
 
 print("ready", flush=True)

@@ -213,6 +213,8 @@ pub(crate) struct State {
     pub history: BTreeMap<String, String>,
     /// Completed jobs kept: (id, completed-at ms) (`QueueKeys::done`).
     pub done: Vec<(String, u64)>,
+    /// Results of completed jobs kept: id -> result text (`QueueKeys::results`).
+    pub results: BTreeMap<String, String>,
 }
 
 fn pairs(v: &[(&str, u64)]) -> Vec<(String, u64)> {
@@ -481,6 +483,11 @@ pub(crate) async fn snapshot(conn: &mut Conn, keys: &QueueKeys) -> State {
         .await
         .unwrap();
     s.done = zset(conn, &keys.done()).await;
+    s.results = redis::cmd("HGETALL")
+        .arg(keys.results())
+        .query_async(conn)
+        .await
+        .unwrap();
     let pattern = format!("weir:{{{}}}:*", keys.name());
     let found: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(conn).await.unwrap();
     // The worker registry (keys.rs's `workers` and `worker`) is the consumers', not the
@@ -489,7 +496,7 @@ pub(crate) async fn snapshot(conn: &mut Conn, keys: &QueueKeys) -> State {
     let found = found
         .into_iter()
         .filter(|f| !k.contains(f) && *f != keys.workers() && !f.starts_with(&worker_prefix))
-        .filter(|f| *f != keys.history() && *f != keys.done());
+        .filter(|f| *f != keys.history() && *f != keys.done() && *f != keys.results());
     for f in found {
         let Some(key) = f.strip_prefix(keys.unique_prefix()) else {
             s.stray.push(f);

@@ -21,6 +21,7 @@ mod options;
 mod poison;
 mod prefetch;
 mod resilience;
+mod results;
 mod retry_rules;
 mod samples;
 mod shutdown;

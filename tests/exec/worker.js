@@ -29,10 +29,12 @@ worker.handle('t', async (job) => {
   if (mode === 'defer_once' && firstTime(job)) throw new Backpressure('busy', { after: 50 });
   if (mode === 'fatal') throw new Fatal(`bad row ${job.id}`);
   mark(`done-${job.id}`);
+  return { id: job.id, attempt: job.attempt };
 });
 
 worker.handle('sync', (job) => {
   mark(`done-${job.id}`);
+  return ['sync', job.id];
 });
 
 worker.run().then(() => process.stderr.write('worker exiting\n'));

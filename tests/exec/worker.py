@@ -34,12 +34,14 @@ async def t(job):
     if mode == "fatal":
         raise Fatal("bad row " + job.id)
     open(os.path.join(DIR, "done-" + job.id), "w").close()
+    return {"id": job.id, "attempt": job.attempt}
 
 
 @worker.handle("sync")
 def sync(job):
     time.sleep(0.001)
     open(os.path.join(DIR, "done-" + job.id), "w").close()
+    return ["sync", job.id]
 
 
 worker.run()

@@ -149,6 +149,10 @@ impl Server {
                 reply(StatusCode::BAD_REQUEST, &[], &body)
             }
             "redirect" => reply(StatusCode::FOUND, &[("location", "/elsewhere")], ""),
+            "echo" => {
+                let body = format!("{{\"id\":{},\"pad\":\"{}\"}}", job["id"], "z".repeat(1000));
+                reply(StatusCode::OK, &[], &body)
+            }
             "hang" => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 reply(StatusCode::OK, &[], "")

@@ -125,6 +125,14 @@ pub(crate) fn internal(real: &Real, purged: u64, keep: Option<u64>) -> Result<()
             ));
         }
     }
+    for (id, r) in &s.results {
+        if !s.done.iter().any(|(d, _)| d == id) {
+            return Err(format!("a result of {id}, which is not a completed job kept"));
+        }
+        if *r != crate::run::result_of(id) {
+            return Err(format!("{id} keeps the result {r}, not its own"));
+        }
+    }
     let kept = s.done.len() as u64;
     if kept > keep.unwrap_or(0) {
         return Err(format!("{kept} completed jobs kept, the setting allows {keep:?}"));

@@ -16,10 +16,12 @@ use weir::{NewJob, Priority};
 /// The consumer's tag in start marks.
 pub(crate) const TAG: &str = "c1";
 pub(crate) const HOUR_MS: u64 = 3_600_000;
+/// The lease length the runs' starts are counted back from (settle's and reclaim's).
+pub(crate) const LEASE_MS: u64 = 1000;
 /// Every settle records its runs in their jobs' history, as a consumer's does.
 pub(crate) const HISTORY: Option<RunHistory<'static>> = Some(RunHistory {
     worker: TAG,
-    lease_ms: 1000,
+    lease_ms: LEASE_MS,
 });
 
 /// One case's world: the queue, its model, and a visibility that grows with every fetch
@@ -43,6 +45,11 @@ pub(crate) struct World {
     /// delayed job found on a parked list (the old rule);
     /// `regressions::a_stale_parked_entry_cuts_a_retry_backoff_short` guards the fix.
     pub(crate) stale_parked: bool,
+}
+
+/// The result the model's acks give job `id`.
+pub(crate) fn result_of(id: &str) -> String {
+    format!("{{\"of\":\"{id}\"}}")
 }
 
 pub(crate) fn budget() -> DeferralBudget {
@@ -143,9 +150,16 @@ impl World {
                     started: &[],
                     ended: if h.started { &ended } else { &[] },
                 };
-                let item = Settle::Ack {
-                    id: h.name.clone(),
-                    token: h.token,
+                // every other ack carries a result: kept with the job if the queue keeps
+                // completed jobs (check.rs's internal: results only of kept jobs, each its own)
+                let (id, token) = (h.name.clone(), h.token);
+                let item = match pick % 2 {
+                    0 => Settle::AckResult {
+                        id,
+                        token,
+                        result: result_of(&h.id),
+                    },
+                    _ => Settle::Ack { id, token },
                 };
                 let got = scripts::settle_recorded(&mut c, &keys, &[item], marks, HISTORY)
                     .await

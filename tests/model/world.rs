@@ -4,7 +4,7 @@
 
 use crate::check::{self, Real, id_of};
 use crate::reference::{Held, Job, Mark, Place};
-use crate::run::{HOUR_MS, TAG, World, budget, priority};
+use crate::run::{HOUR_MS, LEASE_MS, TAG, World, budget, priority};
 use std::time::Duration;
 use weir::queue::scripts::{self, StartMarks};
 use weir::queue::settings::{Cleared, Settings};
@@ -264,24 +264,69 @@ impl World {
                 .await
                 .unwrap();
         }
-        let got = scripts::reclaim(&mut c, &keys, 1000, budget())
+        // (an extended lease's token is kept aside; the others' was their score)
+        let tokens = self.ctx.snapshot().await.lease_tokens;
+        // as a consumer's reclaimer does: the runs its consumer never ended are recorded
+        let got = scripts::reclaim_recorded(&mut c, &keys, 1000, budget(), Some(LEASE_MS))
             .await
             .map_err(err)?;
         let mut n = 0;
+        let mut ran = Vec::new();
         for name in names {
             let id = id_of(name);
-            if self
+            let Some(j) = self
                 .model
                 .jobs
                 .get(&id)
-                .is_some_and(|j| j.place == Some(Place::Leased))
-            {
-                self.model.reclaim(&id);
-                n += 1;
+                .filter(|j| j.place == Some(Place::Leased))
+            else {
+                continue;
+            };
+            if j.mark != Mark::None {
+                // (the score set above, 1, is the token of a lease never extended)
+                let token = tokens
+                    .get(name)
+                    .map_or(Ok(1), |t| t.parse::<u64>())
+                    .map_err(|e| e.to_string())?;
+                ran.push((id.clone(), token));
             }
+            self.model.reclaim(&id);
+            n += 1;
         }
         if got.total() != n {
             return Err(format!("reclaim took {} leases, the model {n}", got.total()));
+        }
+        for (id, token) in ran {
+            self.lost_run_recorded(&id, token).await?;
+        }
+        Ok(())
+    }
+
+    /// Job `id`'s lease of `token` expired while it ran: its history's newest run is that
+    /// one (`expired`, or `dead` when the reclaim dead-lettered it), by the consumer that
+    /// ran it, from its lease's start (the token less the lease length) to its deadline
+    /// (1: `expire` set it so), unless the job has gone since (a dead-letter trim).
+    async fn lost_run_recorded(&self, id: &str, token: u64) -> Result<(), String> {
+        let s = self.ctx.snapshot().await;
+        if !s.jobs.contains_key(id) {
+            return Ok(());
+        }
+        let h = s
+            .history
+            .get(id)
+            .ok_or(format!("{id} ran and was reclaimed, no history"))?;
+        let runs: Vec<serde_json::Value> = serde_json::from_str(h).map_err(|e| e.to_string())?;
+        let last = runs.last().ok_or(format!("{id}: an empty history"))?;
+        let dead = self.model.jobs.get(id).and_then(|j| j.place) == Some(Place::Dead);
+        let want = if dead { "dead" } else { "expired" };
+        let ok = last["outcome"] == want
+            && last["worker"] == crate::run::TAG
+            && last["start"] == token.saturating_sub(LEASE_MS)
+            && last["end"] == 1;
+        if !ok {
+            return Err(format!(
+                "{id}'s lease {token} expired while it ran ({want}): history {h}"
+            ));
         }
         Ok(())
     }

@@ -83,7 +83,7 @@ async fn every_script_is_a_function_and_read_only_ones_say_so() {
 
     // the queue's keys, then the job records (lib.lua's records)
     let mut keys = ctx.keys.all().to_vec();
-    keys.extend([ctx.keys.history(), ctx.keys.done()]);
+    keys.extend([ctx.keys.history(), ctx.keys.done(), ctx.keys.results()]);
     let n = keys.len().to_string();
     let mut args = vec!["FCALL_RO", "weir_stats", &n];
     args.extend(keys.iter().map(String::as_str));

@@ -37,17 +37,35 @@ async fn memory(ctx: &Ctx, key: &str) -> u64 {
     v.unwrap_or(0)
 }
 
-/// 100,000 jobs of a bulk load (inline jobs) through fetch and settle, a batch of 1,000
-/// at a time: every other job fails its first run with a 4 KB error, then succeeds; the
-/// queue keeps 1,000 completed jobs. At every step the kept jobs stay within 1,000, and
-/// the histories within the jobs stored (kept, or waiting for their retry behind the
-/// load), each within its two runs of RUN_BYTES (Redis's own count of the hash's bytes);
-/// at the end the queue holds the 1,000 newest completed jobs and their histories,
-/// nothing else.
+/// How many jobs the bounds test runs: 10,000 by default (a few seconds), ten times the
+/// count kept, so every cap is reached and held; `WEIR_BOUNDS_JOBS=100000` runs the full
+/// count (about a minute):
+/// `WEIR_BOUNDS_JOBS=100000 cargo test --test scripts histories_and_kept_jobs_stay_within`.
+fn bounds_jobs() -> usize {
+    std::env::var("WEIR_BOUNDS_JOBS")
+        .ok()
+        .map(|v| v.parse().expect("WEIR_BOUNDS_JOBS: a count of jobs"))
+        .unwrap_or(10_000)
+}
+
+/// JOBS jobs (10,000, or `WEIR_BOUNDS_JOBS`: 100,000 for the full run) of a bulk load
+/// (inline jobs) through fetch and settle, a batch of 1,000 at a time: every other job
+/// fails its first run with a 4 KB error, then succeeds with a 5 KB result; the queue
+/// keeps 1,000 completed jobs. At every step the kept jobs stay within 1,000, their
+/// results within them (each within RESULT_MAX_BYTES), and the histories within the jobs
+/// stored (kept, or waiting for their retry behind the load), each within its two runs
+/// of RUN_BYTES (Redis's own count of the hash's bytes); at the end the queue holds the
+/// 1,000 newest completed jobs, their histories and results, nothing else.
 #[tokio::test]
-async fn histories_and_kept_jobs_stay_within_their_caps_over_100_000_jobs() {
-    const JOBS: usize = 100_000;
+async fn histories_and_kept_jobs_stay_within_their_caps() {
+    let jobs_n = bounds_jobs();
+    assert!(
+        jobs_n >= 10_000,
+        "WEIR_BOUNDS_JOBS: at least 10000 (ten times the count kept)"
+    );
     const KEEP: u64 = 1_000;
+    // MEMORY USAGE reads every field: ten reads over the run
+    let every = (jobs_n / 1000 / 10).max(1);
     let ctx = Ctx::new("hist-bounds").await;
     let k = ctx.keys.clone();
     let keep = Settings {
@@ -55,12 +73,13 @@ async fn histories_and_kept_jobs_stay_within_their_caps_over_100_000_jobs() {
         ..Settings::default()
     };
     Settings::update(&mut ctx.c(), &ctx.queue, &keep).await.unwrap();
-    let jobs: Vec<weir::NewJob> = (0..JOBS)
+    let jobs: Vec<weir::NewJob> = (0..jobs_n)
         .map(|i| weir::NewJob::new("k", &i).unwrap().max_attempts(3))
         .collect();
     let r = ctx.producer().enqueue_bulk(jobs).await.unwrap();
-    assert_eq!(r.enqueued, JOBS as u64);
+    assert_eq!(r.enqueued, jobs_n as u64);
     let error = "x".repeat(4096);
+    let result = format!("\"{}\"", "r".repeat(5000));
     let (mut settled, mut most_memory, mut batch) = (0, 0, 0);
     loop {
         batch += 1;
@@ -85,7 +104,11 @@ async fn histories_and_kept_jobs_stay_within_their_caps_over_100_000_jobs() {
                     }
                 } else {
                     settled += 1;
-                    Settle::Ack { id, token }
+                    Settle::AckResult {
+                        id,
+                        token,
+                        result: result.clone(),
+                    }
                 }
             })
             .collect();
@@ -97,9 +120,16 @@ async fn histories_and_kept_jobs_stay_within_their_caps_over_100_000_jobs() {
         assert!(done <= KEEP, "{done} kept");
         let (history, stored) = (hlen(&ctx, &k.history()).await, hlen(&ctx, k.jobs()).await);
         assert!(history <= stored, "{history} histories for {stored} stored jobs");
-        if batch % 10 != 0 {
+        let results = hlen(&ctx, &k.results()).await;
+        assert!(results <= done, "{results} results for {done} kept jobs");
+        if batch % every != 0 {
             continue;
         }
+        let bytes = memory(&ctx, &k.results()).await;
+        // (a value of 4096 bytes takes the allocator's next size class, 5120, and Redis's
+        // overhead per field is about 100 bytes)
+        let cap = results * (scripts::RESULT_MAX_BYTES as u64 + 1024 + 100) + 65_536;
+        assert!(bytes <= cap, "{results} results take {bytes} bytes, cap {cap}");
         // two runs at most each, and Redis's overhead per field (about 100 bytes); read
         // every tenth batch (MEMORY USAGE reads every field)
         let bytes = memory(&ctx, &k.history()).await;
@@ -107,9 +137,14 @@ async fn histories_and_kept_jobs_stay_within_their_caps_over_100_000_jobs() {
         assert!(bytes <= cap, "{history} histories take {bytes} bytes, cap {cap}");
         most_memory = most_memory.max(bytes);
     }
-    assert_eq!(settled, JOBS);
+    assert_eq!(settled, jobs_n);
     let s = ctx.snapshot().await;
     assert_eq!(s.done.len() as u64, KEEP);
+    assert_eq!(s.results.len() as u64, KEEP, "each kept job has its result");
+    for (id, r) in &s.results {
+        assert!(s.done.iter().any(|(d, _)| d == id), "a result of {id}, not kept");
+        assert_eq!(r.len(), scripts::RESULT_MAX_BYTES, "{id}: cut to the cap");
+    }
     assert_eq!(s.jobs.len() as u64, KEEP, "only the kept jobs are stored");
     assert!(s.history.keys().all(|id| s.jobs.contains_key(id)));
     for (id, h) in &s.history {
@@ -126,7 +161,7 @@ async fn histories_and_kept_jobs_stay_within_their_caps_over_100_000_jobs() {
         most_memory > end,
         "the histories of the jobs waiting went with their acks"
     );
-    assert_eq!(ctx.stats().await.counters.get("acked"), Some(&(JOBS as u64)));
+    assert_eq!(ctx.stats().await.counters.get("acked"), Some(&(jobs_n as u64)));
 }
 
 /// A job that fails 20 times keeps its last 5 runs, newest last, each message cut to

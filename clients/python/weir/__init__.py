@@ -18,6 +18,7 @@ Fetching, leases, acks and the limiter run in Rust threads; only handler calls t
 GIL. Async handlers run on one asyncio loop in a thread of its own.
 """
 
+import json
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from weir_producer import (PROTOCOL, BulkReport, Producer, WeirError, queue_keys)
@@ -72,13 +73,26 @@ def _seconds(after: Any) -> Optional[float]:
     return float(after)
 
 
-def _call_sync(function: Callable, job: Job):
-    """Runs a plain handler (on one of the engine's threads): None, or an outcome tuple."""
+def _result(job: Job, value: Any) -> Optional[str]:
+    """A handler's return value as the engine takes it: None, or its JSON text when the
+    job keeps it (its queue keeps completed jobs; else nothing is encoded). What JSON
+    cannot encode is kept by its ``str()``; the engine keeps at most 4096 bytes."""
+    if value is None or not job.keeps_result:
+        return None
     try:
-        function(job)
+        return json.dumps(value, default=str)
+    except (ValueError, RecursionError):  # a value that holds itself
+        return json.dumps(str(value))
+
+
+def _call_sync(function: Callable, job: Job):
+    """Runs a plain handler (on one of the engine's threads): None, the result's JSON
+    text (``_result``), or an outcome tuple."""
+    try:
+        value = function(job)
     except Exception as e:  # any exception is the job's outcome, never the engine's
         return _outcome(e)
-    return None
+    return _result(job, value)
 
 
 Queues = Union[str, Iterable[Union[str, Tuple[str, int]]]]

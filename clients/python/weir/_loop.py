@@ -10,10 +10,11 @@ class Loop:
     and the loop takes them all (``engine.take()``) and starts one task per job."""
 
     def __init__(self, engine, handlers):
-        from . import _outcome
+        from . import _outcome, _result
         self._engine = engine
         self._handlers = handlers
         self._outcome = _outcome
+        self._result = _result
         self._read, self.wake_fd = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self.wake_fd, False)
@@ -45,11 +46,11 @@ class Loop:
 
     async def _run(self, job, done):
         try:
-            await self._handlers[job.kind](job)
+            value = await self._handlers[job.kind](job)
         except Exception as e:  # the job's outcome, never the loop's
             done(self._outcome(e))
         else:
-            done(None)
+            done(self._result(job, value))
 
     def close(self):
         """Stops the loop once the engine has returned (its jobs are settled by then)."""

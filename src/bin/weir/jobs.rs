@@ -97,8 +97,11 @@ fn render_page(p: &JobPage) -> String {
         JobState::Dead => "DEAD SINCE",
         JobState::Done => "DONE",
     };
+    // Completed jobs have no last error: their results instead.
+    let done = p.state == JobState::Done;
+    let last_col = if done { "RESULT" } else { "LAST ERROR" };
     let mut rows = vec![
-        ["ID", "KIND", "FAILED ATTEMPTS", time_col, "LAST ERROR"]
+        ["ID", "KIND", "FAILED ATTEMPTS", time_col, last_col]
             .map(String::from)
             .to_vec(),
     ];
@@ -113,7 +116,7 @@ fn render_page(p: &JobPage) -> String {
             j.kind.clone().unwrap_or_else(|| "?".into()),
             attempts(j),
             time_of(j, p),
-            j.last_error
+            if done { &j.result } else { &j.last_error }
                 .as_deref()
                 .map(one_line)
                 .unwrap_or_else(|| "-".into()),
@@ -323,6 +326,9 @@ fn render_detail(d: &JobDetail) -> String {
         );
     }
     line("last error", j.last_error.clone().unwrap_or_else(|| "-".into()));
+    if j.state == JobState::Done {
+        line("result", j.result.clone().unwrap_or_else(|| "-".into()));
+    }
     if let Some(r) = retry_rule(d) {
         line("retry rule", format!("{r} (the job's own)"));
     }

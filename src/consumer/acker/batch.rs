@@ -179,7 +179,15 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
 fn settle_item(d: &Done, l: &Lease) -> Settle {
     let id = l.name().to_string();
     match &d.outcome {
-        Outcome::Ack => Settle::Ack { id, token: l.token },
+        Outcome::Ack => match l.result.as_ref().and_then(|r| r.take()) {
+            // (a slot exists only while the queue keeps completed jobs)
+            Some(result) => Settle::AckResult {
+                id,
+                token: l.token,
+                result: scripts::cut_text(result, scripts::RESULT_MAX_BYTES),
+            },
+            None => Settle::Ack { id, token: l.token },
+        },
         Outcome::Retry {
             delay_ms,
             error,

@@ -6,7 +6,7 @@
 use super::Fetcher;
 use crate::consumer::outcomes::{AckerMsg, Done, Outcome, cannot_take};
 use crate::metrics::DeferReason;
-use crate::queue::envelope::{DecodeError, Priority};
+use crate::queue::envelope::{DecodeError, Priority, ResultSlot};
 use crate::queue::scripts::{self, Fetched};
 use crate::redis::retry::{Backoff, GiveUp};
 use tokio::time::Instant;
@@ -25,6 +25,8 @@ impl Fetcher {
         let mut jobs = Vec::with_capacity(fetched.jobs.len());
         let mut leased = Vec::with_capacity(fetched.jobs.len());
         let mut bad = Vec::new();
+        // Results travel only while the queue keeps completed jobs.
+        let keeps = fetched.global.keep_completed;
         for (i, fetched_job) in fetched.jobs.into_iter().enumerate() {
             match fetched_job.decode(limit) {
                 Ok(mut job) => {
@@ -33,7 +35,8 @@ impl Fetcher {
                     job.lease = leased.len() as u64;
                     // An inline job's lease is named by its envelope (see FetchedJob::name).
                     let item = fetched_job.is_inline().then_some(fetched_job.name);
-                    leased.push((job.id.clone(), job.priority(), item));
+                    job.result = keeps.then(ResultSlot::default);
+                    leased.push((job.id.clone(), job.priority(), item, job.result.clone()));
                     jobs.push(job);
                 }
                 Err(e) => {
@@ -56,7 +59,7 @@ impl Fetcher {
                     // envelope), which the outcome then names.
                     let name = fetched_job.name;
                     let lease = leased.len() as u64;
-                    leased.push((name.clone(), priority, None));
+                    leased.push((name.clone(), priority, None, None));
                     bad.push(Done {
                         id: name,
                         lease,
@@ -114,9 +117,9 @@ impl Fetcher {
             Ok(j) => {
                 let item = f.is_inline().then(|| f.name.clone());
                 let p = j.priority();
-                (j.id, p, item)
+                (j.id, p, item, None)
             }
-            Err(_) => (f.name.clone(), Priority::default(), None),
+            Err(_) => (f.name.clone(), Priority::default(), None, None),
         });
         self.leases.add(fetched.deadline_ms, sent, leased);
     }

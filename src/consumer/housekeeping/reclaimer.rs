@@ -46,6 +46,9 @@ pub(crate) struct Reclaimer {
     conn: HealingConnection,
     keys: QueueKeys,
     metrics: QueueMetrics,
+    /// The lease length this consumer fetches with, ms: a run whose consumer stopped goes
+    /// into its job's history as starting at its lease's token less this.
+    lease_ms: u64,
 }
 
 impl Reclaimer {
@@ -55,6 +58,7 @@ impl Reclaimer {
         conn: HealingConnection,
         keys: QueueKeys,
         metrics: QueueMetrics,
+        lease_ms: u64,
     ) -> Self {
         Self {
             config,
@@ -62,6 +66,7 @@ impl Reclaimer {
             conn,
             keys,
             metrics,
+            lease_ms,
         }
     }
 
@@ -105,7 +110,14 @@ impl Reclaimer {
     async fn sweep(&self, shutdown: &CancellationToken, trims: &mut TrimLog) -> Result<Reclaimed> {
         loop {
             let mut conn = self.conn.clone();
-            let r = scripts::reclaim(&mut conn, &self.keys, RECLAIM_BATCH, self.budget).await?;
+            let r = scripts::reclaim_recorded(
+                &mut conn,
+                &self.keys,
+                RECLAIM_BATCH,
+                self.budget,
+                Some(self.lease_ms),
+            )
+            .await?;
             trims.saw(r.trimmed, r.trimmed_total);
             self.metrics.reclaimed.increment(r.total());
             self.metrics.deferred[DeferReason::UnstartedReclaim as usize].increment(r.returned);

@@ -1,6 +1,6 @@
 //! [`Lease`]: one lease held, as the table keeps it.
 
-use crate::queue::envelope::Priority;
+use crate::queue::envelope::{Priority, ResultSlot};
 use tokio::time::Instant;
 
 /// One lease held.
@@ -24,6 +24,9 @@ pub(crate) struct Lease {
     pub item: Option<String>,
     /// An extend was sent for it (landed or not): Redis may keep a token record for it.
     pub extend_sent: bool,
+    /// Where its job's handler leaves a result: only while the queue keeps completed jobs
+    /// (the acker sends it with the ack).
+    pub result: Option<ResultSlot>,
 }
 
 impl Lease {

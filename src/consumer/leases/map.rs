@@ -131,6 +131,7 @@ mod tests {
             outcome: false,
             item: None,
             extend_sent: false,
+            result: None,
         }
     }
 

@@ -14,7 +14,7 @@ mod map;
 pub(crate) use lease::Lease;
 
 use crate::consumer::counters::InMemory;
-use crate::queue::envelope::Priority;
+use crate::queue::envelope::{Priority, ResultSlot};
 use map::LeaseMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -84,11 +84,11 @@ impl Leases {
         &self,
         token: u64,
         sent: Instant,
-        jobs: impl IntoIterator<Item = (String, Priority, Option<String>)>,
+        jobs: impl IntoIterator<Item = (String, Priority, Option<String>, Option<ResultSlot>)>,
     ) -> u64 {
         self.with(|t| {
             let first = t.next_seq;
-            for (id, priority, item) in jobs {
+            for (id, priority, item, result) in jobs {
                 let lease = Lease {
                     id,
                     token,
@@ -98,6 +98,7 @@ impl Leases {
                     outcome: false,
                     item,
                     extend_sent: false,
+                    result,
                 };
                 t.leases.insert(t.next_seq, lease);
                 t.next_seq += 1;
@@ -139,12 +140,12 @@ mod tests {
     fn each_fetch_of_a_job_holds_its_own_lease() {
         let leases = Leases::new(Arc::default());
         let now = Instant::now();
-        let one = |id: &str| vec![(id.to_string(), Priority::Normal, None)];
+        let one = |id: &str| vec![(id.to_string(), Priority::Normal, None, None)];
         let first = leases.add(
             100,
             now,
             [("a", None), ("b", Some("{env}"))]
-                .map(|(id, item)| (id.to_string(), Priority::High, item.map(str::to_string))),
+                .map(|(id, item)| (id.to_string(), Priority::High, item.map(str::to_string), None)),
         );
         assert_eq!(leases.token(first), Some((100, "a".to_string())));
         assert_eq!(

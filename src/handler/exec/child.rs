@@ -4,6 +4,7 @@
 use super::Request;
 use super::frame::{self, Incoming};
 use crate::handler::{JobError, JobResult};
+use crate::queue::envelope::ResultSlot;
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,8 @@ pub(super) struct Proc {
 /// A batch sent and not fully answered.
 struct Pending {
     ids: Vec<String>,
+    /// Where each job's result goes (only while its queue keeps completed jobs).
+    kept: Vec<Option<ResultSlot>>,
     results: Vec<Option<JobResult>>,
     left: usize,
     reply: tokio::sync::oneshot::Sender<Vec<JobResult>>,
@@ -185,8 +188,8 @@ impl Proc {
                     *next_batch += 1;
                     let line = frame::batch(id, &req.jobs, self.job_timeout);
                     let n = req.jobs.len();
-                    let ids = req.jobs.into_iter().map(|j| j.id).collect();
-                    pending.insert(id, Pending { ids, results: vec![None; n], left: n, reply: req.reply });
+                    let (ids, kept) = req.jobs.into_iter().map(|j| (j.id, j.result)).unzip();
+                    pending.insert(id, Pending { ids, kept, results: vec![None; n], left: n, reply: req.reply });
                     if wtx.as_ref().is_some_and(|w| w.send(line).is_err()) {
                         return died(child, "its stdin is closed".into(), pending.into_values().collect()).await;
                     }
@@ -237,6 +240,9 @@ fn apply(line: &str, pending: &mut HashMap<u64, Pending>) -> Result<(), String> 
             (None, None) => return Err("an outcome without `i` or `id`".into()),
         };
         let r = o.result()?;
+        if let (Ok(()), Some(text), Some(Some(kept))) = (&r, o.result_text(), p.kept.get(i)) {
+            kept.set(text);
+        }
         let slot = p
             .results
             .get_mut(i)

@@ -39,6 +39,10 @@ struct JobOut<'a> {
     key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     deadline_ms: Option<u64>,
+    /// Present (true) while the job's queue keeps completed jobs: an `ok` outcome's
+    /// `result` is kept then (a worker need not send one otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    keep_result: bool,
     payload: &'a RawValue,
 }
 
@@ -70,6 +74,7 @@ pub(super) fn batch(id: u64, jobs: &[Job], timeout: Option<Duration>) -> String 
                 max_attempts: j.max_attempts,
                 key: j.key.as_deref(),
                 deadline_ms,
+                keep_result: j.keeps_result(),
                 payload: &j.payload,
             })
             .collect(),
@@ -106,9 +111,22 @@ pub(super) struct Outcome {
     error: Option<String>,
     #[serde(default)]
     after_ms: Option<u64>,
+    /// An `ok` job's result: any JSON value, kept as the job's result while its queue
+    /// keeps completed jobs. (A `Value`: the frame is an internally tagged enum, which
+    /// serde buffers, and a `RawValue` cannot be read from that buffer.)
+    #[serde(default)]
+    result: Option<serde_json::Value>,
 }
 
 impl Outcome {
+    /// The result's JSON text, if the outcome has one (`null` counts as none).
+    pub(super) fn result_text(&self) -> Option<String> {
+        self.result
+            .as_ref()
+            .filter(|r| !r.is_null())
+            .map(|r| r.to_string())
+    }
+
     /// What the outcome means for the job; an unknown status is an error for the frame.
     pub(super) fn result(&self) -> Result<JobResult, String> {
         let after = self.after_ms.map(|ms| Duration::from_millis(ms).min(MAX_AFTER));
@@ -140,13 +158,15 @@ mod tests {
 
     #[test]
     fn outcomes_read_by_status() {
-        let f = r#"{"type":"outcomes","batch":3,"outcomes":[{"i":0,"status":"ok"},{"id":"b","status":"retry","after_ms":250,"error":"later"},{"i":2,"status":"fail","error":"bad row"},{"i":3,"status":"defer","after_ms":1000}]}"#;
+        let f = r#"{"type":"outcomes","batch":3,"outcomes":[{"i":0,"status":"ok","result":{"n":[1,2]}},{"id":"b","status":"retry","after_ms":250,"error":"later"},{"i":2,"status":"fail","error":"bad row"},{"i":3,"status":"defer","after_ms":1000}]}"#;
         let Incoming::Outcomes { batch, outcomes } = parse(f).unwrap() else {
             panic!("not outcomes")
         };
         assert_eq!(batch, 3);
         let r: Vec<JobResult> = outcomes.iter().map(|o| o.result().unwrap()).collect();
         assert_eq!(r[0], Ok(()));
+        assert_eq!(outcomes[0].result_text().as_deref(), Some(r#"{"n":[1,2]}"#));
+        assert_eq!(outcomes[1].result_text(), None);
         let e = r[1].clone().unwrap_err();
         assert!(e.retryable && !e.backpressure && e.retry_after == Some(Duration::from_millis(250)));
         let e = r[2].clone().unwrap_err();

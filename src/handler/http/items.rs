@@ -33,6 +33,9 @@ struct Item {
     error: Option<String>,
     #[serde(default)]
     after_ms: Option<u64>,
+    /// An `ok` job's result (any JSON), kept while its queue keeps completed jobs.
+    #[serde(default)]
+    result: Option<Box<serde_json::value::RawValue>>,
 }
 
 /// The jobs' results from a 2xx answer's body (`json`: its content type is JSON).
@@ -65,7 +68,12 @@ pub(super) fn results(body: &[u8], json: bool, jobs: &[Job]) -> Vec<JobResult> {
         let after = item.after_ms.map(|ms| Duration::from_millis(ms).min(MAX_AFTER));
         let msg = |d: &str| item.error.clone().unwrap_or_else(|| d.to_owned());
         out[i] = Some(match item.status.as_str() {
-            "ok" => Ok(()),
+            "ok" => {
+                if let Some(r) = item.result.as_ref().filter(|r| r.get() != "null") {
+                    jobs[i].set_result_text(r.get());
+                }
+                Ok(())
+            }
             "retry" => Err(JobError {
                 retry_after: after,
                 ..JobError::retry(msg("the batch endpoint asked for a retry"))

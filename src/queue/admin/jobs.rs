@@ -55,6 +55,7 @@ pub(super) struct Raw<'a> {
     error: Option<&'a str>,
     mark: Option<&'a str>,
     suspect: bool,
+    result: Option<&'a str>,
 }
 
 impl Raw<'_> {
@@ -85,6 +86,7 @@ impl Raw<'_> {
             lane: None,
             key: head.as_ref().and_then(|h| h.key.clone()),
             payload_preview: head.as_ref().and(self.envelope).and_then(payload_preview),
+            result: self.result.map(str::to_owned),
         }
     }
 }
@@ -344,9 +346,11 @@ pub(super) fn entry(state: JobState, e: &PageEntry) -> Raw<'_> {
         state,
         envelope: e.envelope.as_deref(),
         score: e.score,
-        error: e.error.as_deref(),
+        // (a page of done jobs, which have no error, has their results there)
+        error: e.error.as_deref().filter(|_| state != JobState::Done),
         mark: e.mark.as_deref(),
         suspect: state == JobState::Ready && e.segment == 0,
+        result: e.error.as_deref().filter(|_| state == JobState::Done),
     }
 }
 
@@ -392,6 +396,7 @@ pub(super) fn detail(queue: &str, id: &str, state: JobState, s: Shown) -> JobDet
         error: s.error.as_deref(),
         mark: s.mark.as_deref(),
         suspect: false,
+        result: s.result.as_deref(),
     };
     let job = raw.summary(now);
     let lease = match (state, s.score) {

@@ -62,6 +62,7 @@ pub(super) fn canonical_text(text: &str) -> Option<Job> {
         payload,
         suspect: false,
         lease: 0,
+        result: None,
     })
 }
 

@@ -5,7 +5,7 @@
 --   lease, paused, counters, dead and errors (invalid ids); reads settings (the limits).
 --   KEYS[NQ + 1]: STRING, the global rate's GCRA state (gcra_tat), expiring once past
 --   KEYS[NQ + 2]: the prefix (not a key) of the per-key limits' state (key_limits)
---   then the job records (lib.lua's records), last: history and done (the dead-letter
+--   then the job records (lib.lua's records), last: history, done and results (the dead-letter
 --   trim deletes the histories of the jobs it trims)
 -- ARGV[1]: N, the most jobs to return (>= 1)
 -- ARGV[2]: visibility timeout (ms): lease deadline = Redis TIME + this

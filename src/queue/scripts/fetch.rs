@@ -214,6 +214,7 @@ pub async fn fetch_keyed<C: ConnectionLike>(
             .key(keys.key_limits_prefix())
             .key(keys.history())
             .key(keys.done())
+            .key(keys.results())
             .arg(n)
             .arg(visibility_ms)
             .arg(if adaptive_per_key { "1" } else { "0" }),

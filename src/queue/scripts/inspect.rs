@@ -21,7 +21,8 @@ pub struct PageEntry {
     pub envelope: Option<String>,
     /// Due time (delayed), lease deadline (in flight) or dead-lettered-at (dead), ms.
     pub score: Option<u64>,
-    /// Last error or dead-letter reason.
+    /// Last error or dead-letter reason; on a page of completed jobs kept (where none has
+    /// one), the job's result.
     pub error: Option<String>,
     /// Start mark: the tag of the consumer running it.
     pub mark: Option<String>,
@@ -115,6 +116,9 @@ pub struct Shown {
     /// The run history: a JSON array of `{"start","end","worker","outcome","message"}`,
     /// newest last (see `lib.lua`'s run_history).
     pub history: Option<String>,
+    /// A completed job kept: its handler's result, as text (at most
+    /// [`RESULT_MAX_BYTES`](super::RESULT_MAX_BYTES)).
+    pub result: Option<String>,
 }
 
 /// One job, wherever it is.
@@ -122,7 +126,18 @@ pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &st
     let mut inv = invocation(&JOB_SHOW, keys);
     super::with_records(&mut inv, keys);
     let reply: Vec<Value> = call("job_show", keys, inv.arg(id), conn).await?;
-    let [now, state, env, score, err, mark, token, deferral, history]: [Value; 9] = reply
+    let [
+        now,
+        state,
+        env,
+        score,
+        err,
+        mark,
+        token,
+        deferral,
+        history,
+        result,
+    ]: [Value; 10] = reply
         .try_into()
         .map_err(|r: Vec<Value>| reply_err("job_show", format!("{} values", r.len())))?;
     Ok(Shown {
@@ -135,6 +150,7 @@ pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &st
         token: opt_string(token),
         deferral: opt_string(deferral),
         history: opt_string(history),
+        result: opt_string(result),
     })
 }
 

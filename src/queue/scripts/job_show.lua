@@ -2,11 +2,12 @@
 --
 -- KEYS: the queue's keys (lib.lua); reads jobs, lease, lease_tokens, started, dead,
 --   delayed[1..3], errors, deferrals; for an id not in jobs, suspects and ready[1..3].
---   Then the job records (lib.lua's records): history and done.
+--   Then the job records (lib.lua's records): history, done and results.
 -- ARGV[1]: job id
 -- Returns: { now_ms, state, envelope (or false), score (or false), last error (or false),
 --   start mark (or false), lease token (or false), deferral record (or false), run
---   history (or false: lib.lua's run_history) }
+--   history (or false: lib.lua's run_history), result (or false: a completed job kept
+--   with its handler's result) }
 --   state: 'in_flight' (score: lease deadline), 'dead' (score: dead-lettered at), 'done'
 --   (a completed job kept on request; score: completed at),
 --   'delayed' (score: due time), 'ready' (an envelope in no lease or set: it waits in a
@@ -21,6 +22,7 @@
 
 local id = ARGV[1]
 records()
+expect(K.results, 'hash')
 local now = now_ms()
 local env = redis.call('HGET', K.jobs, id)
 -- the field of its per-lease records: its id, or its item for an inline job
@@ -51,4 +53,5 @@ if state == 'missing' then
 end
 return { now, state, env or false, score, redis.call('HGET', K.errors, id),
   redis.call('HGET', K.started, item), redis.call('HGET', K.lease_tokens, item),
-  redis.call('HGET', K.deferrals, id), redis.call('HGET', K.history, id) }
+  redis.call('HGET', K.deferrals, id), redis.call('HGET', K.history, id),
+  redis.call('HGET', K.results, id) }

@@ -2,8 +2,9 @@
 --
 -- KEYS: the queue's keys (lib.lua); touches jobs, ready[1..3], suspects, delayed[1..3],
 --   lease, lease_tokens, started, dead, errors, deferrals, counters.
--- KEYS also end with the job records (lib.lua's records): history and done; a job's
---   history goes with it, and a completed job kept on request can be deleted.
+-- KEYS also end with the job records (lib.lua's records): history, done and results; a
+--   job's history goes with it, and a completed job kept on request can be deleted (its
+--   result with it).
 -- ARGV[1]: 'any' (a job in any state) or 'dead' (only dead-lettered jobs)
 -- ARGV[2..]: job ids
 -- Returns: flat pairs of id, the state it was deleted from ('ready', 'delayed',
@@ -27,7 +28,7 @@ expect(K.lease, 'zset')
 expect_each(K.delayed, 'zset')
 expect_each(K.ready, 'list')
 expect(K.suspects, 'list')
-expect_each({ K.jobs, K.errors, K.deferrals, K.lease_tokens, K.started }, 'hash')
+expect_each({ K.jobs, K.errors, K.deferrals, K.lease_tokens, K.started, K.results }, 'hash')
 counters_ready({ 'deleted' })
 local states = {}
 local deleted = 0
@@ -64,7 +65,7 @@ for i = 2, #ARGV do
     redis.call('HDEL', K.jobs, id)
     forget({ id })
     -- (a completed job kept was counted as acked: 'deleted' counts jobs that never ended)
-    if state ~= 'done' then deleted = deleted + 1 end
+    if state ~= 'done' then deleted = deleted + 1 else drop_results({ id }) end
   elseif not env and only ~= 'dead' and not tried[id] then
     wanted[id] = i
     nw = nw + 1

@@ -4,7 +4,7 @@
 --
 -- KEYS: the queue's keys (lib.lua); reads ready[1..3], suspects, delayed[1..3], lease,
 --   dead, jobs, errors, started.
---   Then the job records (lib.lua's records): history and done.
+--   Then the job records (lib.lua's records): history, done and results.
 -- ARGV[1]: state: 'ready', 'delayed', 'in_flight', 'dead' or 'done' (completed jobs kept)
 -- ARGV[2..4]: the cursor, offsets where the page starts (0 0 0 = the first page):
 --   ready: ARGV[2] is a rank in suspects ++ high ++ normal ++ low (fetch order);
@@ -17,7 +17,7 @@
 -- ARGV[8]: the job key to keep ('' = any job, with a key or not; lib.lua's job_key)
 -- Returns: { now_ms, more, o1, o2, o3, then per job: id, envelope (or false), score (due
 --   time, lease deadline, dead-lettered-at or completed-at ms; false for ready), last
---   error (or false),
+--   error (or false; on a done page, where no job has one, its result or false),
 --   start mark (or false), segment (0 suspect, 1..3 priority of the list or set it is in) }
 --   more: 1 if entries remain past the returned offsets (the next page's cursor).
 --   An inline job (lib.lua's items: ready and in_flight pages) is reported by the id its
@@ -26,6 +26,7 @@
 
 local state = ARGV[1]
 records()
+if state == 'done' then expect(K.results, 'hash') end
 local o = { tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]) }
 local limit, window, kind = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local key = ARGV[8] or ''
@@ -125,7 +126,7 @@ for i = 1, #seen do
     out[#out + 1] = id
     out[#out + 1] = env or false
     out[#out + 1] = seen[i][2] or false
-    out[#out + 1] = id and redis.call('HGET', K.errors, id)
+    out[#out + 1] = id and redis.call('HGET', state == 'done' and K.results or K.errors, id)
     out[#out + 1] = redis.call('HGET', K.started, seen[i][1])
     out[#out + 1] = seen[i][3]
   end

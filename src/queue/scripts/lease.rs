@@ -53,16 +53,31 @@ pub async fn reclaim<C: ConnectionLike>(
     n: usize,
     budget: DeferralBudget,
 ) -> Result<Reclaimed> {
-    let (returned, suspects, dead, trimmed, trimmed_total, next): (u64, u64, u64, u64, u64, i64) = call(
-        "reclaim",
-        keys,
-        with_records(&mut invocation(&RECLAIM, keys), keys)
-            .arg(n)
-            .arg(budget.max_deferrals)
-            .arg(budget.max_age.as_millis() as u64),
-        conn,
-    )
-    .await?;
+    reclaim_recorded(conn, keys, n, budget, None).await
+}
+
+/// [`reclaim`], recording in its job's history each run whose consumer stopped during it
+/// (an expired lease with a start mark), when `lease_ms` is given: outcome `expired` (or
+/// `dead` if this reclaim dead-letters the job), the consumer that ran it, start = the
+/// lease's token less `lease_ms` (when its fetch leased it, for a consumer that fetches
+/// with this lease length), end = the lease's deadline. See `reclaim.lua`.
+pub async fn reclaim_recorded<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    n: usize,
+    budget: DeferralBudget,
+    lease_ms: Option<u64>,
+) -> Result<Reclaimed> {
+    let mut inv = invocation(&RECLAIM, keys);
+    with_records(&mut inv, keys)
+        .arg(n)
+        .arg(budget.max_deferrals)
+        .arg(budget.max_age.as_millis() as u64);
+    if let Some(ms) = lease_ms {
+        inv.arg(ms);
+    }
+    let (returned, suspects, dead, trimmed, trimmed_total, next): (u64, u64, u64, u64, u64, i64) =
+        call("reclaim", keys, &mut inv, conn).await?;
     Ok(Reclaimed {
         returned,
         suspects,

@@ -56,8 +56,12 @@ local NQ = 19
 --                    {"start","end","worker","outcome","message"} (run_history)
 --   K.done     ZSET  id -> completed-at ms: completed jobs kept on request (their envelope
 --                    stays in K.jobs), trimmed by age and count (trim_done)
+--   K.results  HASH  id -> a kept completed job's result (its handler's return value as
+--                    text, cut to RESULT_MAX bytes), written by settle, dropped with the
+--                    job (drop_results). Its type is checked where it is written or read
+--                    (expect), not here: fetch takes the records too, and never touches it.
 local function records()
-  K.history, K.done = KEYS[#KEYS - 1], KEYS[#KEYS]
+  K.history, K.done, K.results = KEYS[#KEYS - 2], KEYS[#KEYS - 1], KEYS[#KEYS]
   -- before any write: the HDELs and ZADDs on them come late in a script
   local t = redis.call('TYPE', K.history).ok
   if t ~= 'hash' and t ~= 'none' then
@@ -468,6 +472,19 @@ local function forget(ids, keep_history)
   end
 end
 
+-- A kept completed job's result (K.results) is its handler's return value as text (JSON
+-- from Rust, Python and exec workers, a body snippet from the HTTP handler), cut to
+-- RESULT_MAX bytes at a character's start: the consumer cuts it first, the script again.
+local RESULT_MAX = 4096
+
+-- Drops the results of `ids` (completed jobs kept that go). Only kept jobs have one, so
+-- the path of an ack never calls it.
+local function drop_results(ids)
+  if #ids > 0 and K.results and redis.call('EXISTS', K.results) == 1 then
+    call_chunked('HDEL', K.results, ids)
+  end
+end
+
 -- Run history (K.history): each job keeps its last HISTORY_RUNS runs (the queue's
 -- `history_runs` setting, 0 to HISTORY_MAX_RUNS), each message cut to HISTORY_TEXT bytes
 -- and the worker's name to 128, so a job's record stays under HISTORY_MAX_RUNS * ~800
@@ -547,6 +564,7 @@ local function trim_done(keep, now)
   if #ids == 0 then return 0 end
   call_chunked('HDEL', K.jobs, ids)
   forget(ids)
+  drop_results(ids)
   return #ids
 end
 

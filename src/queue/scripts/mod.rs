@@ -33,11 +33,11 @@ pub use fetch::{Fetched, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_ke
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
-pub use lease::{Reclaimed, extend, key_shares, reclaim, release, start_suspect};
+pub use lease::{Reclaimed, extend, key_shares, reclaim, reclaim_recorded, release, start_suspect};
 pub use samples::samples_record;
 pub use settle::{
-    RunHistory, Settle, Settled, StartMarks, ack_inline, dead_letter_raw, settle, settle_marked,
-    settle_recorded,
+    RESULT_MAX_BYTES, RunHistory, Settle, Settled, StartMarks, ack_inline, cut_text, dead_letter_raw, settle,
+    settle_marked, settle_recorded,
 };
 
 /// The shared prelude every script opens with.
@@ -133,13 +133,13 @@ fn invocation<'a>(script: &'a redis::Script, keys: &QueueKeys) -> redis::ScriptI
     inv
 }
 
-/// Adds the job records (history, done) as the last keys of `inv`, where the scripts that
+/// Adds the job records (history, done, results) as the last keys of `inv`, where the scripts that
 /// write, read or delete jobs look for them (lib.lua's records).
 fn with_records<'a, 'b>(
     inv: &'b mut redis::ScriptInvocation<'a>,
     keys: &QueueKeys,
 ) -> &'b mut redis::ScriptInvocation<'a> {
-    inv.key(keys.history()).key(keys.done())
+    inv.key(keys.history()).key(keys.done()).key(keys.results())
 }
 
 /// Runs one script call, recording its round trip and any error.

@@ -7,7 +7,14 @@
 -- ARGV[1]: the most leases to reclaim in this call
 -- ARGV[2]: deferral budget: the most deferrals of one job (0 = no limit)
 -- ARGV[3]: deferral budget: the longest time since a job's first deferral, ms (0 = none)
--- KEYS also end with the job records (lib.lua's records): history and done.
+-- ARGV[4] (optional): the lease length consumers fetch with, ms. Given, each expired lease
+--   whose job was running (it has a start mark) is a run its consumer never ended: it goes
+--   into the job's history (lib.lua's run_history, within the queue's history_runs) as
+--   outcome 'expired' (or 'dead' when this reclaim dead-letters it), worker = the mark's
+--   consumer, start = the lease's token less ARGV[4] (when its fetch leased it, for a
+--   consumer that fetches with this lease length), end = its deadline. One read and one
+--   write of the job's record each: O(1) per job.
+-- KEYS also end with the job records (lib.lua's records): history, done and results.
 -- Returns: { returned, suspects, dead_lettered, trimmed, trimmed_total, next_expiry }
 --   Every call, expired leases or not, trims the dead-letter queue a bounded step toward
 --   the queue's cap, so an excess left by a lowered cap drains over calls, and the
@@ -40,10 +47,14 @@
 --    a consumer calls this about once a second.
 local n = arg_whole(1, 'the most leases to reclaim', 1)
 local max_n, max_ms = arg_whole(2, 'max deferrals', 0), arg_whole(3, 'max deferral age (ms)', 0)
+local lease_ms = nil
+if #ARGV >= 4 then lease_ms = arg_whole(4, 'a lease length (ms)', 0) end
 local now = now_ms()
 records()
-local keep_fields = hash_named(K.settings, { 'keep_completed_ms', 'keep_completed_count' })
-local keep = keep_setting(keep_fields.keep_completed_ms, keep_fields.keep_completed_count) or { count = 0 }
+local fields = hash_named(K.settings, { 'keep_completed_ms', 'keep_completed_count', 'history_runs' })
+local keep = keep_setting(fields.keep_completed_ms, fields.keep_completed_count) or { count = 0 }
+local hist_runs = lease_ms and history_runs(fields.history_runs) or 0
+expect(K.results, 'hash')
 expect(K.lease, 'zset')
 expect_each({ K.lease_tokens, K.started }, 'hash')
 expect_each(K.ready, 'list')
@@ -65,19 +76,47 @@ end
 
 -- 1. leases past their deadline, their start marks, and the end of the leases
 --    (lease items: ids, or inline jobs, adopted here: each outcome below is kept by id)
-local items = redis.call('ZRANGEBYSCORE', K.lease, '-inf', '(' .. now, 'LIMIT', 0, n)
-if #items == 0 then return done(0, 0, 0) end
-local marks = {}
+local found = redis.call('ZRANGEBYSCORE', K.lease, '-inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, n)
+if #found == 0 then return done(0, 0, 0) end
+local items, deadlines = {}, {}
+for j = 1, #found, 2 do
+  items[#items + 1] = found[j]
+  deadlines[#deadlines + 1] = tonumber(found[j + 1])
+end
+local marks, tokens = {}, {}
 if redis.call('EXISTS', K.started) == 1 then marks = hmget_chunked(K.started, items) end
+if hist_runs > 0 and redis.call('EXISTS', K.lease_tokens) == 1 then tokens = hmget_chunked(K.lease_tokens, items) end
 end_leases(items)
 local ids = {}
 for i = 1, #items do ids[i] = adopt(items[i]) end
+
+-- A run that lease i's consumer (`mark`, its start mark) never ended: into the job's
+-- history, when this call records them (ARGV[4]). The lease's token is its first
+-- deadline (its score until extended, then kept in lease_tokens).
+local function lost_run(i, id, mark, outcome, message)
+  if hist_runs == 0 then return end
+  local token = tonumber(tokens[i]) or deadlines[i]
+  local worker = string.gsub(mark, ':s$', '')
+  run_history(id, hist_runs, math.max(0, math.floor(token - lease_ms)), math.floor(deadlines[i]),
+    worker, outcome, message)
+end
 
 -- 2. each job by its mark; a lease whose job was purged is dropped
 local returned, deferred, suspects, buried = 0, 0, 0, 0
 local envs = hmget_chunked(K.jobs, ids)
 for i = 1, #ids do
   local id, env, mark = ids[i], envs[i], marks[i]
+  if env and mark then
+    -- (read first, written here: the job's record, one HGET and one HSET)
+    local attempt, max = header(env)
+    if attempt and string.sub(mark, -2) == ':s' and attempt + 1 >= max then
+      lost_run(i, id, mark, 'dead', 'lease expired while it ran as a suspect: its consumer stopped')
+    elseif string.sub(mark, -2) == ':s' then
+      lost_run(i, id, mark, 'expired', 'lease expired while it ran as a suspect: its consumer stopped (charged)')
+    else
+      lost_run(i, id, mark, 'expired', 'lease expired while it ran: its consumer stopped (not charged: it may have run beside the job that stopped it)')
+    end
+  end
   if env then
     local attempt, max, p = header(env)
     if not attempt then

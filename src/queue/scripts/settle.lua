@@ -27,13 +27,17 @@
 --        consumer tagged `tag` (HSET started id tag, for the ids still held), so a crash
 --        of that consumer is not taken for "never ran" (see reclaim.lua); a retry or a
 --        dead-letter removes its job's mark itself
+--   'V', id, result                        the result of job `id`, acked in this call: kept
+--        with it (K.results, cut to RESULT_MAX bytes) when the queue keeps completed
+--        jobs, else dropped; an id whose ack was not applied keeps none. (A consumer sends
+--        results only while the queue keeps completed jobs.)
 --   'H', worker, lease (ms)                at most once, anywhere: record the runs this
 --        call settles in their jobs' history (K.history, lib.lua's run_history): start =
 --        the lease's token less `lease` (when the run's fetch leased it), end = now, the
 --        worker's name, the outcome (retry, dead, defer; done for a completed job kept)
 --        and the error or reason. Without it no history is written (acks of jobs not
 --        kept never write one).
--- KEYS also end with the job records (lib.lua's records): history and done. Completed
+-- KEYS also end with the job records (lib.lua's records): history, done and results. Completed
 -- jobs are kept when the queue's settings say so (keep_completed_ms / _count, lib.lua's
 -- keep_setting): an acked job's envelope stays in jobs, its id goes to done, and done is
 -- trimmed (trim_done); otherwise an ack deletes the job and its records.
@@ -66,7 +70,7 @@ end
 --    they carry, the counters and, for stored jobs, the jobs' records; the rare outcomes
 --    write more, and may bury (lib.lua's trim_ready).
 local function shape()
-  local has = { stored = false, marked = false, rare = false, history = nil }
+  local has = { stored = false, marked = false, rare = false, history = nil, results = nil }
   local i = 2
   for _ = 1, arg_whole(1, 'the number of ack groups', 0) do
     arg_whole(i, 'a lease token', 0)
@@ -92,6 +96,11 @@ local function shape()
       end
       has.rare = true
       i = i + sizes[op]
+    elseif op == 'V' then
+      if i + 2 > #ARGV then refuse('settle: outcome V at argument ' .. i .. ' is cut short') end
+      has.results = has.results or {}
+      has.results[ARGV[i + 1]] = ARGV[i + 2]
+      i = i + 3
     elseif op == 'H' then
       if i + 2 > #ARGV then refuse('settle: outcome H at argument ' .. i .. ' is cut short') end
       has.history = { worker = ARGV[i + 1], lease = arg_whole(i + 2, 'a lease length (ms)', 0) }
@@ -119,6 +128,7 @@ local hist_runs = history_runs(limits.history_runs)
 local has_tokens = expect(K.lease_tokens, 'hash')
 if has.marked or has.rare then expect(K.started, 'hash') end
 if has.stored or has.rare or keep then expect_each({ K.jobs, K.errors, K.deferrals }, 'hash') end
+if keep then expect(K.results, 'hash') end
 if has.rare then
   expect_each(K.delayed, 'zset')
   trim_ready()
@@ -137,11 +147,12 @@ local function ran(id, token, outcome, message)
   end
 end
 
--- Keeps the acked jobs `ids` of lease `token` (their envelopes in jobs) as completed, in
--- bulk: their ids to done, and a 'done' run to each one's history (written whole for a
--- job without one: `fresh`, an inline job, never has one).
+-- Keeps the acked jobs `ids` of lease `token` (their envelopes in jobs; `items`, their
+-- lease items, name them in ARGV) as completed, in bulk: their ids to done, their results
+-- (the 'V' outcomes) to results, and a 'done' run to each one's history (written whole
+-- for a job without one: `fresh`, an inline job, never has one).
 local kept = 0
-local function keep_done(ids, token, fresh)
+local function keep_done(ids, items, token, fresh)
   if #ids == 0 then return end
   local z = {}
   for j = 1, #ids do
@@ -149,6 +160,17 @@ local function keep_done(ids, token, fresh)
   end
   call_chunked('ZADD', K.done, z)
   kept = kept + #ids
+  if has.results then
+    local r = {}
+    for j = 1, #ids do
+      local v = has.results[items[j]]
+      if v then
+        r[#r + 1] = ids[j]
+        r[#r + 1] = cut(v, RESULT_MAX)
+      end
+    end
+    if #r > 0 then call_chunked('HSET', K.results, r) end
+  end
   if not hist or hist_runs == 0 then return end
   local start = math.max(0, tonumber(token) - hist.lease)
   local whole = '[' .. run_json(start, now, hist.worker, 'done', '') .. ']'
@@ -178,7 +200,7 @@ for _ = 1, tonumber(ARGV[1]) do
   if flags >= 2 and keep then
     -- kept: the ZREM of each says which were held; those are adopted by their ids
     -- (lib.lua's adopt, in bulk)
-    local ids, envs = {}, {}
+    local ids, items, envs = {}, {}, {}
     for c = first, last do
       local item = ARGV[c]
       if redis.call('ZREM', K.lease, item) == 1 then
@@ -186,6 +208,7 @@ for _ = 1, tonumber(ARGV[1]) do
         if marked then redis.call('HDEL', K.started, item) end
         local id = item_id(item) or ('unnamed-' .. redis.sha1hex(item))
         ids[#ids + 1] = id
+        items[#items + 1] = item
         envs[#envs + 1] = id
         envs[#envs + 1] = item
       else
@@ -193,7 +216,7 @@ for _ = 1, tonumber(ARGV[1]) do
       end
     end
     if #envs > 0 then call_chunked('HSET', K.jobs, envs) end
-    keep_done(ids, token, true)
+    keep_done(ids, items, token, true)
     na = na + #ids
   elseif flags >= 2 then
     local c = first
@@ -214,7 +237,7 @@ for _ = 1, tonumber(ARGV[1]) do
       if has_tokens then call_chunked('HDEL', K.lease_tokens, acked) end
       if marked then call_chunked('HDEL', K.started, acked) end
       forget(acked, keep)
-      if keep then keep_done(acked, token, false) end
+      if keep then keep_done(acked, acked, token, false) end
       na = na + #acked
     end
     for j = 1, #refused do miss(refused[j]) end
@@ -296,7 +319,7 @@ while i <= #ARGV do
     mark(ARGV[i + 1], ARGV[i + 2], i + 4, k)
     i = i + 4 + k
   else
-    -- 'H' (read by shape)
+    -- 'H' and 'V' (read by shape)
     i = i + 3
   end
 end

@@ -24,6 +24,17 @@ pub enum Settle {
         /// Lease deadline token.
         token: u64,
     },
+    /// [`Settle::Ack`], with the job's result: kept with the job when the queue keeps
+    /// completed jobs (cut to [`RESULT_MAX_BYTES`]), dropped otherwise. (A consumer sends
+    /// one only while the queue keeps completed jobs: acks carry no result otherwise.)
+    AckResult {
+        /// Job id.
+        id: String,
+        /// Lease deadline token.
+        token: u64,
+        /// The result, as text (a handler's return value as JSON, a body snippet).
+        result: String,
+    },
     /// Back to delayed after `delay_ms` with attempt + 1, or dead once attempts are spent.
     Retry {
         /// Job id.
@@ -91,6 +102,7 @@ impl Settle {
     pub fn id(&self) -> &str {
         match self {
             Settle::Ack { id, .. }
+            | Settle::AckResult { id, .. }
             | Settle::Retry { id, .. }
             | Settle::RetryWithin { id, .. }
             | Settle::Defer { id, .. }
@@ -108,12 +120,29 @@ impl Settle {
     pub fn token(&self) -> u64 {
         match self {
             Settle::Ack { token, .. }
+            | Settle::AckResult { token, .. }
             | Settle::Retry { token, .. }
             | Settle::RetryWithin { token, .. }
             | Settle::Defer { token, .. }
             | Settle::Dead { token, .. } => *token,
         }
     }
+}
+
+/// The most bytes of a completed job's result kept (`lib.lua`'s RESULT_MAX): a longer one
+/// is cut at a character's start.
+pub const RESULT_MAX_BYTES: usize = 4096;
+
+/// `text` cut to at most `max` bytes, at a character's start.
+pub fn cut_text(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// What [`settle`] reports.
@@ -190,6 +219,7 @@ pub async fn settle_recorded<C: ConnectionLike>(
     for item in items {
         match item {
             Settle::Ack { .. } => continue,
+            Settle::AckResult { id, result, .. } => inv.arg("V").arg(id).arg(result),
             Settle::Retry {
                 id,
                 token,
@@ -279,7 +309,7 @@ fn add_acks(inv: &mut redis::ScriptInvocation<'_>, items: &[Settle], ended: &[St
     let ended: HashSet<&str> = ended.iter().map(String::as_str).collect();
     let mut groups: Vec<((u64, u8), Vec<&str>)> = Vec::new();
     for item in items {
-        if let Settle::Ack { id, token } = item {
+        if let Settle::Ack { id, token } | Settle::AckResult { id, token, .. } = item {
             let flags = u8::from(ended.contains(id.as_str())) + 2 * u8::from(is_inline(id));
             let key = (*token, flags);
             match groups.iter_mut().find(|(k, _)| *k == key) {

@@ -160,7 +160,7 @@ impl Engine {
             .inbox
             .take()
             .into_iter()
-            .map(|(job, tx)| (PyJob::new(&job), Done::new(tx)))
+            .map(|(job, tx)| (PyJob::new(&job), Done::new(tx, job)))
             .collect())
     }
 }

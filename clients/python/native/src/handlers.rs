@@ -2,7 +2,7 @@
 //! on the threads of a [`SyncPool`].
 
 use crate::inbox::Inbox;
-use crate::job::{PyJob, failure};
+use crate::job::{PyJob, settled};
 use futures_util::future::BoxFuture;
 use pyo3::prelude::*;
 use std::collections::VecDeque;
@@ -171,10 +171,9 @@ impl SyncPool {
 
     fn run(&self, py: Python<'_>, SyncJob { function, job, tx }: SyncJob) {
         let result = (|| -> PyResult<JobResult> {
-            let job = Py::new(py, PyJob::new(&job))?;
-            let outcome = self.call.call1(py, (function.clone_ref(py), job))?;
-            let outcome: Option<(u8, String, Option<f64>)> = outcome.extract(py)?;
-            Ok(outcome.map_or(Ok(()), |o| Err(failure(o))))
+            let view = Py::new(py, PyJob::new(&job))?;
+            let outcome = self.call.call1(py, (function.clone_ref(py), view))?;
+            settled(outcome.bind(py), Some(&job))
         })();
         let result =
             result.unwrap_or_else(|e| Err(JobError::retry(format!("calling the handler failed: {e}"))));

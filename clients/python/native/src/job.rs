@@ -8,7 +8,9 @@ use tokio::sync::oneshot;
 use weir::{JobError, JobResult};
 
 /// One job, as a handler sees it: `id`, `kind`, `payload` (the JSON decoded on first
-/// use), `attempt` (failed runs so far: 0 on the first), `max_attempts` and `key`.
+/// use), `attempt` (failed runs so far: 0 on the first), `max_attempts`, `key`, and
+/// `keeps_result` (its queue keeps completed jobs: the handler's return value is kept as
+/// its result).
 #[pyclass(name = "Job", module = "weir", frozen)]
 pub struct PyJob {
     #[pyo3(get)]
@@ -21,6 +23,8 @@ pub struct PyJob {
     max_attempts: u32,
     #[pyo3(get)]
     key: Option<String>,
+    #[pyo3(get)]
+    keeps_result: bool,
     /// The payload as JSON text.
     #[pyo3(get)]
     payload_json: String,
@@ -36,6 +40,7 @@ impl PyJob {
             attempt: job.attempt,
             max_attempts: job.max_attempts,
             key: job.key.clone(),
+            keeps_result: job.keeps_result(),
             payload_json: job.payload_json().to_owned(),
             payload: OnceLock::new(),
         }
@@ -67,31 +72,49 @@ impl PyJob {
     }
 }
 
-/// Settles one job: `done(None)` acks it, `done((code, message, after))` fails it (see
-/// [`outcome`]). Called once; later calls do nothing.
+/// Settles one job: `done(None)` acks it, `done(text)` acks it with its result (the
+/// handler's return value as JSON text), `done((code, message, after))` fails it (see
+/// [`settled`]). Called once; later calls do nothing.
 #[pyclass(module = "weir", frozen)]
 pub struct Done {
-    tx: Mutex<Option<oneshot::Sender<JobResult>>>,
+    tx: Mutex<Option<(oneshot::Sender<JobResult>, Option<weir::Job>)>>,
 }
 
 impl Done {
-    /// A callback that sends the outcome to `tx`.
-    pub fn new(tx: oneshot::Sender<JobResult>) -> Self {
+    /// A callback that sends the outcome to `tx`, and a result to `job` while its queue
+    /// keeps completed jobs (else the job is not held).
+    pub fn new(tx: oneshot::Sender<JobResult>, job: weir::Job) -> Self {
+        let job = job.keeps_result().then_some(job);
         Self {
-            tx: Mutex::new(Some(tx)),
+            tx: Mutex::new(Some((tx, job))),
         }
     }
 }
 
 #[pymethods]
 impl Done {
-    fn __call__(&self, outcome: Option<(u8, String, Option<f64>)>) -> PyResult<()> {
-        let result = outcome.map_or(Ok(()), |o| Err(failure(o)));
-        if let Some(tx) = self.tx.lock().map_err(|_| poisoned())?.take() {
-            let _ = tx.send(result);
+    fn __call__(&self, outcome: &Bound<'_, PyAny>) -> PyResult<()> {
+        if let Some((tx, job)) = self.tx.lock().map_err(|_| poisoned())?.take() {
+            let _ = tx.send(settled(outcome, job.as_ref())?);
         }
         Ok(())
     }
+}
+
+/// What a handler's call came to, as weir/__init__.py's `_call_sync` and `_finish` say:
+/// `None` (done), a str (done, its result as JSON text: kept on `job` while its queue
+/// keeps completed jobs) or an outcome tuple (failed).
+pub fn settled(outcome: &Bound<'_, PyAny>, job: Option<&weir::Job>) -> PyResult<JobResult> {
+    if outcome.is_none() {
+        return Ok(Ok(()));
+    }
+    if let Ok(text) = outcome.extract::<String>() {
+        if let Some(job) = job {
+            job.set_result_text(text);
+        }
+        return Ok(Ok(()));
+    }
+    Ok(Err(failure(outcome.extract()?)))
 }
 
 fn poisoned() -> PyErr {

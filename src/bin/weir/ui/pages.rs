@@ -250,7 +250,8 @@ pub(crate) fn job_table(p: &JobPage, select: Option<&str>) -> Markup {
                 @if select.is_some() { th { input type="checkbox" data-select-all title="Select all"; } }
                 th { "Id" } th { "Kind" } th { "Key" } th { "Payload" } th.n { "Failed attempts" } th { (when_head) }
                 @if p.state == JobState::InFlight { th { "Worker" } }
-                th { "Last error" }
+                // (completed jobs have no last error: their results instead)
+                th { @if p.state == JobState::Done { "Result" } @else { "Last error" } }
             } }
             tbody {
                 @for j in &p.jobs { (job_row(p, j, select)) }
@@ -279,7 +280,11 @@ fn job_row(p: &JobPage, j: &JobSummary, select: Option<&str>) -> Markup {
             td.n { (attempts(j)) }
             td { (when(at, p.now)) }
             @if p.state == JobState::InFlight { td.id { (j.worker.as_deref().unwrap_or("–")) } }
-            td.err title=(j.last_error.as_deref().unwrap_or("")) { (j.last_error.as_deref().unwrap_or("")) }
+            @if p.state == JobState::Done {
+                td.result { code title=(j.result.as_deref().unwrap_or("")) { (j.result.as_deref().unwrap_or("–")) } }
+            } @else {
+                td.err title=(j.last_error.as_deref().unwrap_or("")) { (j.last_error.as_deref().unwrap_or("")) }
+            }
         }
     }
 }
@@ -371,6 +376,9 @@ fn job_facts(d: &weir::queue::json::JobDetail) -> Markup {
                 dt { "Deferred" } dd { (crate::output::count(f.count, "time")) ", first " (when(Some(f.first_at), d.now)) }
             }
             dt { "Last error" } dd { pre.err { (j.last_error.as_deref().unwrap_or("–")) } }
+            @if j.state == JobState::Done {
+                dt { "Result" } dd { pre.result { (j.result.as_deref().unwrap_or("–")) } }
+            }
         }
         h2 { "Runs" }
         @if d.history.is_empty() {

@@ -33,6 +33,7 @@ fn a_summary_reads_the_header_and_strips_the_suspect_mark() {
         error: Some("boom"),
         mark: Some("00ff:s"),
         suspect: false,
+        result: None,
     };
     let s = raw.summary(Timestamp(4000));
     assert_eq!(s.kind.as_deref(), Some("mail"));
