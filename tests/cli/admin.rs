@@ -192,7 +192,7 @@ async fn jobs_pages_through_every_state() {
         "",
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("invalid cursor"));
+    assert!(text(&o.stderr).contains("page cursor") && text(&o.stderr).contains("is not one a page gave"));
 }
 
 #[tokio::test]

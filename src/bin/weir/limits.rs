@@ -218,7 +218,7 @@ fn parse_key_concurrency(s: &str) -> Result<(String, u64), String> {
     Ok((k.to_owned(), c))
 }
 
-pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: LimitsArgs) -> crate::error::Result<ExitCode> {
     let access = match a.command {
         LimitsCommand::Get => crate::known::Access::Read,
         _ => crate::known::Access::Write,
@@ -269,7 +269,7 @@ pub(crate) async fn run(a: LimitsArgs) -> weir::Result<ExitCode> {
 
 /// What `weir limits` prints after any subcommand: the settings stored now, a partitioned
 /// queue's shares, what the fleet holds, and the keys held back the most.
-async fn show(common: &Common, conn: &mut weir::Conn) -> weir::Result<()> {
+async fn show(common: &Common, conn: &mut weir::Conn) -> crate::error::Result<()> {
     let queue = &common.queue;
     let now = Settings::load(conn, queue).await?;
     let cap = match now.dead_cap {
@@ -336,7 +336,7 @@ const TOP_KEYS: isize = 10;
 
 /// The keys whose limits held back the most jobs so far, over `lanes` (the queue, or a
 /// partitioned queue's lanes: a key's jobs are mostly in one of them).
-async fn throttled(conn: &mut weir::Conn, lanes: &[QueueKeys]) -> weir::Result<String> {
+async fn throttled(conn: &mut weir::Conn, lanes: &[QueueKeys]) -> crate::error::Result<String> {
     // In the order the lanes list them (ties keep it), summed per key.
     let mut top: Vec<(String, f64)> = Vec::new();
     for lane in lanes {
@@ -371,7 +371,7 @@ async fn throttled(conn: &mut weir::Conn, lanes: &[QueueKeys]) -> weir::Result<S
 /// each live consumer's share, its limit and, for an adaptive one, the limiter's latest
 /// decision with the figures that drove it (from the worker registry, as of its last
 /// heartbeat).
-async fn fleet(common: &Common, now: &Settings) -> weir::Result<String> {
+async fn fleet(common: &Common, now: &Settings) -> crate::error::Result<String> {
     let q = common.queue_handle().await?;
     let workers = q.workers().await?;
     let mut out = if now.global_rate.is_some() || now.global_concurrency.is_some() {

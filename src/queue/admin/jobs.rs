@@ -94,9 +94,10 @@ impl Raw<'_> {
 pub(super) fn parse_cursor(state: JobState, cursor: Option<&str>) -> Result<[u64; 3]> {
     let Some(c) = cursor else { return Ok([0; 3]) };
     let bad = || {
-        Error::Config(format!(
-            "invalid cursor {c:?}: pass back the next_cursor of a page"
-        ))
+        Error::config(
+            format!("page cursor {c:?}"),
+            "is not one a page gave: pass back the next_cursor of a page",
+        )
     };
     let parts: Vec<u64> = c
         .split('.')
@@ -157,9 +158,10 @@ impl Queue {
     ) -> Result<JobPage> {
         let JobFilter { kind, key } = filter;
         if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(Error::Config(format!(
-                "a page holds 1 to {MAX_PAGE} jobs, not {limit}"
-            )));
+            return Err(Error::config(
+                "page size",
+                format!("must be between 1 and {MAX_PAGE} (a page holds 1 to {MAX_PAGE} jobs), not {limit}"),
+            ));
         }
         if let Some(k) = kind {
             validate_token("job kind", k, crate::queue::envelope::MAX_ID_LEN)?;

@@ -114,10 +114,7 @@ pub fn failure((code, message, after): (u8, String, Option<f64>)) -> JobError {
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(Duration::from_secs_f64);
     match code {
-        RETRY_AFTER => JobError {
-            retry_after: after,
-            ..JobError::retry(message)
-        },
+        RETRY_AFTER => JobError::retry(message).with_retry_after(after),
         BACKPRESSURE => JobError::backpressure(message, after),
         FATAL => JobError::fatal(message),
         _ => JobError::retry(message),
