@@ -22,7 +22,7 @@ use weir::{CancellationToken, Consumer, ConsumerConfig, Redis, Registry};
 const STATUS_EVERY: Duration = Duration::from_millis(100);
 
 #[derive(Args, Debug, Clone)]
-pub struct ChildArgs {
+pub(crate) struct ChildArgs {
     #[arg(long)]
     pub redis_url: String,
     #[arg(long)]
@@ -64,7 +64,7 @@ struct Batch {
 }
 
 /// The pipe side of a handler: batches job reports; see the module note.
-pub struct PipeSink {
+pub(crate) struct PipeSink {
     batch: Mutex<Batch>,
     wake: Notify,
     flushed: watch::Sender<u64>,
@@ -83,7 +83,7 @@ impl PipeSink {
     }
 
     /// Reports a job; returns once the report is in the pipe.
-    pub async fn record(&self, index: Option<u64>, latency_us: u64) {
+    pub(crate) async fn record(&self, index: Option<u64>, latency_us: u64) {
         let generation = {
             let mut b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
             b.jobs.push((index.unwrap_or(FOREIGN), latency_us));
@@ -96,7 +96,7 @@ impl PipeSink {
     }
 
     /// Counts a failed call (reported with the next batch; nothing waits for it).
-    pub fn error(&self) {
+    pub(crate) fn error(&self) {
         self.batch.lock().unwrap_or_else(|e| e.into_inner()).errors += 1;
     }
 
@@ -173,7 +173,7 @@ async fn watch_stdin(shutdown: CancellationToken) {
 }
 
 /// The consumer process's main.
-pub async fn run(a: ChildArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(a: ChildArgs) -> anyhow::Result<()> {
     let sink = PipeSink::new();
     let work = if a.downstream {
         let config = a.downstream_opts.config(a.seed).map_err(anyhow::Error::msg)?;

@@ -18,7 +18,7 @@ const MAX_HEAD: usize = 16 * 1024;
 const MAX_BODY: u64 = 1 << 20;
 
 #[derive(Args, Debug, Clone)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on; must be a loopback address (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -29,7 +29,7 @@ pub struct ServeArgs {
 }
 
 /// Serves until interrupted; prints `listening on ADDR` first, for scripts to read.
-pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+pub(crate) async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     if !a.listen.ip().is_loopback() {
         anyhow::bail!("--listen must be a loopback address (127.0.0.1 or ::1)");
     }

@@ -57,11 +57,9 @@ impl EmbeddedRedis {
         if self.child.try_wait()?.is_some() {
             return Ok(());
         }
-        // std::process has no SIGTERM; the `kill` utility sends it without unsafe code.
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
+        // std::process has no SIGTERM; rustix sends it without unsafe code.
+        let pid = rustix::process::Pid::from_child(&self.child);
+        let sent = rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok();
         let started = Instant::now();
         while sent && started.elapsed() < Duration::from_secs(10) {
             if self.child.try_wait()?.is_some() {

@@ -416,10 +416,7 @@ async fn workers_lists_a_running_consumer_until_it_stops() {
         out.starts_with("1 consumer on queue") && out.contains(&pid.to_string()),
         "{out}"
     );
-    Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
+    crate::common::signal(pid, rustix::process::Signal::TERM).unwrap();
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(

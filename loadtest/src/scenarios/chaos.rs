@@ -19,7 +19,7 @@ const DEFAULT_CONSUMERS: usize = 2;
 const DEFAULT_VISIBILITY: Duration = Duration::from_secs(2);
 
 /// When and how often to kill.
-pub struct Plan {
+pub(crate) struct Plan {
     pub kills: usize,
     pub seed: u64,
     pub jobs: u64,
@@ -29,7 +29,7 @@ pub struct Plan {
 
 /// What the kills did.
 #[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub kills: usize,
     pub killed_pids: Vec<u32>,
     /// Leased jobs in the whole queue just before each kill, summed: an upper bound of
@@ -40,7 +40,7 @@ pub struct Stats {
     pub reclaimed: u64,
 }
 
-pub async fn run(a: ChaosArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn run(a: ChaosArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let mut c: Common = a.common.clone();
     c.consumers.get_or_insert(DEFAULT_CONSUMERS);
     c.visibility_timeout.get_or_insert(DEFAULT_VISIBILITY);
@@ -69,7 +69,7 @@ pub async fn run(a: ChaosArgs) -> anyhow::Result<(Report, Vec<Row>)> {
 /// Kills a random live process each time the processed count crosses one of `kills`
 /// random marks (between 5% and 90% of the jobs), restarts it at once, then waits for
 /// the fleet to drain the queue.
-pub async fn kill_and_wait(
+pub(crate) async fn kill_and_wait(
     mut p: Procs,
     observed: Arc<Observed>,
     target: &Target,

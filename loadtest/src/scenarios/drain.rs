@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir::CancellationToken;
 
-pub const DEFAULT_JOBS: u64 = 200_000;
+pub(crate) const DEFAULT_JOBS: u64 = 200_000;
 const DEFAULT_CAP: Duration = Duration::from_secs(600);
 
 /// One drain run.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub enqueue_rate: f64,
     pub drain_rate: f64,
     /// CPU time of this process per drained job, µs (meaningful with the in-process
@@ -43,7 +43,7 @@ pub struct Outcome {
 /// resident memory while the consumers drained (in-process consumer: the consumer plus
 /// the harness's accounting). `None` where it could not be read.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Cost {
+pub(crate) struct Cost {
     pub redis_enqueue_s: Option<f64>,
     /// This process's CPU seconds during the enqueue ([`ThreadTimes`]): the
     /// producer's side of the enqueue (no consumer runs yet).
@@ -54,7 +54,7 @@ pub struct Cost {
 
 impl Cost {
     /// Redis CPU µs per job of each phase and both, as the report shows them.
-    pub fn per_job(&self, jobs: u64) -> Option<serde_json::Value> {
+    pub(crate) fn per_job(&self, jobs: u64) -> Option<serde_json::Value> {
         let us = |s: f64| round(s * 1e6 / jobs.max(1) as f64, 3);
         let (e, d) = (self.redis_enqueue_s?, self.redis_drain_s?);
         Some(serde_json::json!({ "enqueue": us(e), "drain": us(d), "total": us(e + d) }))
@@ -62,11 +62,11 @@ impl Cost {
 }
 
 /// Redis CPU between two readings.
-pub fn spent(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+pub(crate) fn spent(before: Option<f64>, after: Option<f64>) -> Option<f64> {
     Some(after? - before?)
 }
 
-pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     if a.compare_single {
         // It starts a single server and a cluster of its own.
         return super::versus_single::run(&a).await;
@@ -97,7 +97,7 @@ pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     Ok((r, o.rows))
 }
 
-pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
+pub(crate) fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
     let mut r = base_report("drain", c, jobs);
     r.enqueue_jobs_per_s = Some(o.enqueue_rate);
     r.drain_jobs_per_s = Some(o.drain_rate);
@@ -127,7 +127,7 @@ pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
 
 /// Enqueues, then drains one fresh queue. `kills` (chaos) runs beside the drain with
 /// the process fleet.
-pub async fn once(
+pub(crate) async fn once(
     target: &Target,
     c: &Common,
     track: bool,
@@ -235,7 +235,7 @@ async fn enqueue(
 }
 
 /// This process's CPU seconds since `before`.
-pub fn client_spent(before: Option<ThreadTimes>) -> Option<f64> {
+pub(crate) fn client_spent(before: Option<ThreadTimes>) -> Option<f64> {
     Some(before?.since()?.as_secs_f64())
 }
 

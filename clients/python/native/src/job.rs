@@ -10,6 +10,7 @@ use weir::{JobError, JobResult};
 /// One job, as a handler sees it: `id`, `kind`, `payload` (the JSON decoded on first
 /// use), `attempt` (failed runs so far: 0 on the first), `max_attempts` and `key`.
 #[pyclass(name = "Job", module = "weir", frozen)]
+#[derive(Debug)]
 pub struct PyJob {
     #[pyo3(get)]
     id: String,
@@ -70,6 +71,7 @@ impl PyJob {
 /// Settles one job: `done(None)` acks it, `done((code, message, after))` fails it (see
 /// [`outcome`]). Called once; later calls do nothing.
 #[pyclass(module = "weir", frozen)]
+#[derive(Debug)]
 pub struct Done {
     tx: Mutex<Option<oneshot::Sender<JobResult>>>,
 }
@@ -102,14 +104,14 @@ fn poisoned() -> PyErr {
 // exception, retried with the queue's policy; then `weir.Retry`, `weir.Backpressure`,
 // `weir.Fatal`.
 /// `weir.Retry(after=...)`.
-pub const RETRY_AFTER: u8 = 1;
+pub(crate) const RETRY_AFTER: u8 = 1;
 /// `weir.Backpressure(after=...)`.
-pub const BACKPRESSURE: u8 = 2;
+pub(crate) const BACKPRESSURE: u8 = 2;
 /// `weir.Fatal(...)`.
-pub const FATAL: u8 = 3;
+pub(crate) const FATAL: u8 = 3;
 
 /// The job error an outcome tuple stands for.
-pub fn failure((code, message, after): (u8, String, Option<f64>)) -> JobError {
+pub(crate) fn failure((code, message, after): (u8, String, Option<f64>)) -> JobError {
     let after = after
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(Duration::from_secs_f64);
