@@ -3,10 +3,10 @@
 //! directly (in-process) or the stdout pipe (in a consumer process).
 
 use crate::accounting::parse_index;
-use crate::child::PipeSink;
 use crate::downstream::{Downstream, Failure, unix_ms};
 use crate::feed::{stamp_us, unix_us};
 use crate::observed::Observed;
+use crate::pipe_sink::PipeSink;
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

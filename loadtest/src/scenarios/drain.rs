@@ -4,7 +4,7 @@
 //! drift) to price the accounting; `--compare-bare` (`versus_bare`) and
 //! `--compare-backlog` (`backlog`) are comparisons of their own.
 
-use super::{account, base_report, chaos, median, rate, spec, watch_done};
+use super::{account, base_report, kills, median, rate, spec, watch_done};
 use crate::accounting::Tally;
 use crate::cli::{Common, DrainArgs};
 use crate::cpu::{ThreadTimes, peak_rss, redis_cpu, reset_peak_rss};
@@ -35,7 +35,7 @@ pub(crate) struct Outcome {
     pub elapsed: Duration,
     pub finished: bool,
     /// What the kills did (chaos only).
-    pub chaos: Option<chaos::Stats>,
+    pub chaos: Option<kills::Stats>,
     pub cost: Cost,
 }
 
@@ -64,37 +64,6 @@ impl Cost {
 /// Redis CPU between two readings.
 pub(crate) fn spent(before: Option<f64>, after: Option<f64>) -> Option<f64> {
     Some(after? - before?)
-}
-
-pub(crate) async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
-    if a.compare_single {
-        // It starts a single server and a cluster of its own.
-        return super::versus_single::run(&a).await;
-    }
-    let target = Target::open(&a.common).await?;
-    if let Some(n) = a.keep_completed_count {
-        target.set_queue_settings(Some(weir::settings::Settings {
-            keep_completed_count: Some(n),
-            ..Default::default()
-        }));
-    }
-    if a.compare_tracking {
-        return compare(&target, &a).await;
-    }
-    if a.compare_bare {
-        return super::versus_bare::run(&target, &a).await;
-    }
-    if a.compare_backlog {
-        return super::backlog::run(&target, &a).await;
-    }
-    if a.compare_global_limits {
-        return compare_global_limits(&target, &a).await;
-    }
-    let o = once(&target, &a.common, !a.common.no_track, "drain", None).await?;
-    let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
-    let mut r = report(&a.common, jobs, &o);
-    r.put("redis", target.describe());
-    Ok((r, o.rows))
 }
 
 pub(crate) fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
@@ -156,7 +125,7 @@ pub(crate) async fn once(
     let sampler = drain_sampler(target, c, &queue, &fleet, &observed, jobs);
     let stop_watch = CancellationToken::new();
     let done = watch_done(observed.clone(), jobs, stop_watch.clone());
-    let plan = kills.map(|kills| chaos::Plan {
+    let plan = kills.map(|kills| kills::Plan {
         kills,
         seed: c.seed,
         jobs,
@@ -242,15 +211,15 @@ pub(crate) fn client_spent(before: Option<ThreadTimes>) -> Option<f64> {
 /// Waits for the fleet to drain the queue, killing processes on the way if `plan` says.
 async fn wait(
     fleet: Fleet,
-    plan: Option<chaos::Plan>,
+    plan: Option<kills::Plan>,
     observed: &Arc<Observed>,
     target: &Target,
     queue: &str,
     cap: Duration,
-) -> anyhow::Result<(Totals, bool, Option<chaos::Stats>)> {
+) -> anyhow::Result<(Totals, bool, Option<kills::Stats>)> {
     match (plan, fleet) {
         (Some(plan), Fleet::Procs(p)) => {
-            chaos::kill_and_wait(*p, observed.clone(), target, queue, plan).await
+            kills::kill_and_wait(*p, observed.clone(), target, queue, plan).await
         }
         (_, fleet) => {
             let (t, f) = fleet.wait(cap).await?;
@@ -260,7 +229,7 @@ async fn wait(
 }
 
 /// Untracked and tracked drains, `rounds` pairs in ABBA order, on fresh queues.
-async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let (mut with, mut without) = (Vec::new(), Vec::new());
     let (mut cpu_with, mut cpu_without) = (Vec::new(), Vec::new());
     let mut last = None;
@@ -295,7 +264,10 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
 
 /// Drains with and without fleet-wide limits that never bind, `rounds` pairs in ABBA
 /// order on fresh queues: what reading and keeping the limits costs.
-async fn compare_global_limits(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn compare_global_limits(
+    target: &Target,
+    a: &DrainArgs,
+) -> anyhow::Result<(Report, Vec<Row>)> {
     let limits = weir::settings::Settings {
         global_rate: Some("10000000/s".parse().map_err(anyhow::Error::msg)?),
         global_concurrency: Some(10_000_000),
