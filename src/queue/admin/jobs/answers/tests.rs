@@ -1,4 +1,4 @@
-//! Unit tests of `jobs.rs`: cursors and summaries, without Redis.
+//! Unit tests of `answers.rs`: cursors and summaries, without Redis.
 
 use super::*;
 
