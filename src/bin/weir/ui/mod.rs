@@ -19,6 +19,7 @@ mod cron;
 mod finders;
 mod guard;
 mod html;
+mod job;
 mod limits;
 mod pages;
 mod state;
@@ -123,7 +124,7 @@ fn router(app: App) -> Router {
     Router::new()
         .route("/", get(pages::overview))
         .route("/queue", get(pages::queue))
-        .route("/job", get(pages::job))
+        .route("/job", get(job::page))
         .route("/workers", get(workers::workers))
         .route("/limits", get(limits::show))
         .route("/cron", get(cron::cron))
