@@ -9,6 +9,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+mod start;
+pub use start::{LibraryError, ServerError};
+
 /// An error from weir's queue operations.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -56,15 +59,16 @@ pub enum Error {
         /// Why.
         source: Box<Error>,
     },
-    /// A configuration value out of its range.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// A command line the command cannot act on as given, with the way out in the
-    /// message: a refusal a flag lifts (`--yes` for a deletion, `--create` for a queue
-    /// never seen, `--no-metrics` for a metrics port in use), or a value to write
-    /// otherwise (a Redis URL without its scheme). Nothing was touched.
-    #[error("{0}")]
-    Usage(String),
+    /// A configuration value out of its range, or settings that do not go together.
+    #[error("invalid configuration: {setting} {problem}")]
+    Config {
+        /// The setting, with the value or the queue it belongs to where that helps
+        /// (`queue q1 weight`, `runtime setting rate = "x"`).
+        setting: String,
+        /// What is wrong with it, as a phrase that follows the setting ("must be at
+        /// least 1"), naming the accepted range or form.
+        problem: String,
+    },
     /// A TLS file given for a `rediss://` URL could not be read.
     #[error("cannot read the TLS {what} {}: {source}", path.display())]
     TlsFile {
@@ -83,9 +87,10 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
-    /// The private redis-server (`EmbeddedRedis`) did not start or did not answer.
-    #[error("{0}")]
-    RedisServer(String),
+    /// The private redis-server (`EmbeddedRedis`, `EmbeddedCluster`) did not start or did
+    /// not answer.
+    #[error(transparent)]
+    RedisServer(#[from] ServerError),
     /// Redis could not be reached.
     #[error("cannot reach Redis at {url}: {message}")]
     Connect {
@@ -133,8 +138,8 @@ pub enum Error {
     },
     /// The weir Functions library in Redis cannot be used, or Redis has no Functions: the
     /// message says what is loaded and what to do.
-    #[error("{0}")]
-    Library(String),
+    #[error(transparent)]
+    Library(#[from] LibraryError),
     /// A background task of a consumer panicked; the consumer stopped, after flushing the
     /// outcomes and releasing the leases its other tasks held.
     #[error("consumer task {task} failed: {detail}")]
@@ -164,6 +169,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// A [`Error::Config`]: `setting` (with its value where that helps) and what is wrong
+    /// with it, as a phrase that follows it.
+    pub(crate) fn config(setting: impl Into<String>, problem: impl Into<String>) -> Self {
+        Error::Config {
+            setting: setting.into(),
+            problem: problem.into(),
+        }
+    }
+
     /// This error, as [`Error::OutOfMemory`] when Redis refused the write for memory:
     /// told by the error code redis-rs gives (`OOM`), for a script's error and for a
     /// transaction Redis discarded because a command in it was refused (`EXECABORT`).

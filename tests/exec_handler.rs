@@ -232,9 +232,10 @@ async fn kill_9(lang: &str) {
     .await;
     let pids = files(dir.path(), "pid-");
     assert_eq!(pids.len(), 1, "one worker process so far");
-    let pid = pids[0].file_name().unwrap().to_string_lossy()["pid-".len()..].to_owned();
-    let killed = Command::new("kill").args(["-9", &pid]).status().unwrap();
-    assert!(killed.success());
+    let pid: u32 = pids[0].file_name().unwrap().to_string_lossy()["pid-".len()..]
+        .parse()
+        .unwrap();
+    common::signal(pid, rustix::process::Signal::KILL).unwrap();
     let o = child.wait_with_output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -310,11 +311,7 @@ async fn graceful(lang: &str) {
         async move { !files(&d, "started-").is_empty() }
     })
     .await;
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    common::signal(child.id(), rustix::process::Signal::TERM).unwrap();
     let o = child.wait_with_output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -13,10 +13,10 @@ use server::Server;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weir::handler::http::{HttpConfig, HttpHandler};
-use weir::queue::json::JobState;
 use weir::limiter::{AimdConfig, LimiterConfig, Signal, Target};
+use weir::queue::json::JobState;
 use weir::{BatchHandler, CancellationToken, Consumer, ConsumerConfig, EmbeddedRedis, Handler, Job, NewJob};
-use weir::{Producer, Queue, Redis, Registry};
+use weir::{JobErrorKind, Producer, Queue, Redis, Registry};
 
 fn job(id: &str, mode: &str, attempt: u32) -> Job {
     let env = format!(
@@ -46,7 +46,7 @@ async fn each_answer_maps_to_an_outcome() {
     );
 
     let e = Handler::call(&h, job("b", "429", 0)).await.unwrap_err();
-    assert!(e.retryable && e.backpressure, "{e:?}");
+    assert!(e.kind == JobErrorKind::Backpressure, "{e:?}");
     assert_eq!(e.retry_after, Some(Duration::from_secs(7)));
     assert!(
         e.message.starts_with("HTTP 429 Too Many Requests: busy"),
@@ -55,21 +55,24 @@ async fn each_answer_maps_to_an_outcome() {
     );
 
     let e = Handler::call(&h, job("c", "503", 0)).await.unwrap_err();
-    assert!(e.retryable && e.backpressure && e.retry_after.is_none(), "{e:?}");
+    assert!(
+        e.kind == JobErrorKind::Backpressure && e.retry_after.is_none(),
+        "{e:?}"
+    );
 
     assert_eq!(e.status, Some(503));
 
     // A plain 500 is the job's failure: retried, carrying its status, which the
     // limiter counts as overload only when the operator lists it.
     let e = Handler::call(&h, job("d", "500", 0)).await.unwrap_err();
-    assert!(e.retryable && !e.backpressure && !e.overload, "{e:?}");
+    assert!(e.kind == JobErrorKind::Retry, "{e:?}");
     assert_eq!(Signal::of(&Err(e)), Signal::Status(500));
     let limiter = AimdConfig::default();
     assert_eq!(limiter.classify(Signal::Status(500)), Signal::Failure);
     assert_eq!(limiter.classify(Signal::Status(429)), Signal::Overload);
 
     let e = Handler::call(&h, job("e", "400", 0)).await.unwrap_err();
-    assert!(!e.retryable && e.status == Some(400), "{e:?}");
+    assert!(e.kind == JobErrorKind::Fatal && e.status == Some(400), "{e:?}");
     assert!(
         e.message.starts_with("HTTP 400 Bad Request: bad field 'x'yyy"),
         "{}",
@@ -83,12 +86,15 @@ async fn each_answer_maps_to_an_outcome() {
 
     let before = s.seen().len();
     let e = Handler::call(&h, job("r", "redirect", 0)).await.unwrap_err();
-    assert!(!e.retryable && e.message.starts_with("HTTP 302"), "{e:?}");
+    assert!(
+        e.kind == JobErrorKind::Fatal && e.message.starts_with("HTTP 302"),
+        "{e:?}"
+    );
     assert_eq!(s.seen().len(), before + 1, "the redirect is not followed");
 
     let e = Handler::call(&h, job("f", "hang", 0)).await.unwrap_err();
     assert!(
-        e.retryable && e.message.contains("timed out after 300ms"),
+        e.kind == JobErrorKind::Overloaded && e.message.contains("timed out after 300ms"),
         "{e:?}"
     );
     assert_eq!(Signal::of(&Err(e)), Signal::Overload, "a timeout is congestion");
@@ -103,7 +109,7 @@ async fn connection_refused_is_retryable() {
     let h = HttpHandler::new(HttpConfig::new(format!("http://127.0.0.1:{port}/"))).unwrap();
     let e = Handler::call(&h, job("a", "ok", 0)).await.unwrap_err();
     assert!(
-        e.retryable && !e.backpressure && e.message.contains("cannot connect"),
+        e.kind == JobErrorKind::Overloaded && e.message.contains("cannot connect"),
         "{e:?}"
     );
     assert_eq!(
@@ -142,7 +148,8 @@ async fn batches_post_an_array_and_share_the_outcome() {
     assert_eq!(seen.idempotency_key, None);
     let rs = BatchHandler::call(&b, vec![job("d", "503", 0), job("e", "ok", 0)]).await;
     assert!(
-        rs.iter().all(|r| r.as_ref().is_err_and(|e| e.backpressure)),
+        rs.iter()
+            .all(|r| r.as_ref().is_err_and(|e| e.kind == JobErrorKind::Backpressure)),
         "{rs:?}"
     );
     assert_eq!(b.max_batch(), 100);

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use weir::handler::http::{HttpConfig, HttpHandler, HttpHeader, Secret};
-use weir::{BatchHandler, Handler, Job, NewJob};
+use weir::{BatchHandler, Handler, Job, JobErrorKind, NewJob};
 
 const TOKEN: &str = "tok-3f9a1c77e2";
 const SIGN: &str = "sig-5b0d2e81aa";
@@ -261,7 +261,7 @@ async fn a_wrong_ca_fails_clearly_and_the_job_is_retried_not_lost() {
         "{e}"
     );
     let e = Handler::call(&h, job("a")).await.unwrap_err();
-    assert!(e.retryable && !e.backpressure, "{e:?}");
+    assert!(e.is_retryable() && e.kind != JobErrorKind::Backpressure, "{e:?}");
     assert!(e.message.contains("UnknownIssuer"), "{e:?}");
     assert!(server.seen().is_empty(), "nothing reached the server");
 

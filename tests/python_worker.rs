@@ -303,9 +303,7 @@ async fn sigterm_finishes_running_jobs() {
     let log = log_file(&dir, "term.log");
     let w = start(&ctx, &log, json!({"queues": [ctx.queue], "concurrency": 6}));
     started(&log, 6).await;
-    let pid = w.child.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
+    common::signal(w.child.id(), rustix::process::Signal::TERM).unwrap();
     let report = w.report();
     let (starts, ends) = runs(&log);
     let ran: Vec<&String> = starts.iter().map(|s| &s.0).collect();

@@ -6,11 +6,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Prefix of every job id the harness enqueues.
-pub const ID_PREFIX: &str = "lt-";
+pub(crate) const ID_PREFIX: &str = "lt-";
 
 /// The id of job `index` (written without the formatting machinery: the feed builds one
 /// per job).
-pub fn job_id(index: u64) -> String {
+pub(crate) fn job_id(index: u64) -> String {
     let mut n = itoa::Buffer::new();
     let digits = n.format(index);
     let mut id = String::with_capacity(ID_PREFIX.len() + digits.len());
@@ -20,13 +20,13 @@ pub fn job_id(index: u64) -> String {
 }
 
 /// The index in an id built by [`job_id`]; `None` for any other id.
-pub fn parse_index(id: &str) -> Option<u64> {
+pub(crate) fn parse_index(id: &str) -> Option<u64> {
     id.strip_prefix(ID_PREFIX)?.parse().ok()
 }
 
 /// Seen-once and seen-twice bitmaps over job indexes `0..capacity`.
 #[derive(Debug)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     once: Vec<AtomicU64>,
     twice: Vec<AtomicU64>,
     extra_runs: AtomicU64,
@@ -36,7 +36,7 @@ pub struct Tracker {
 
 /// What the bitmaps say at the end of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     /// Jobs enqueued but never processed.
     pub lost: u64,
     /// Jobs processed more than once.
@@ -49,7 +49,7 @@ pub struct Tally {
 
 impl Tracker {
     /// Bitmaps for jobs `0..capacity`.
-    pub fn new(capacity: u64) -> Self {
+    pub(crate) fn new(capacity: u64) -> Self {
         let words = capacity.div_ceil(64) as usize;
         Self {
             once: (0..words).map(|_| AtomicU64::new(0)).collect(),
@@ -61,7 +61,7 @@ impl Tracker {
     }
 
     /// Records one run of job `index` (`None`: an id the harness did not make).
-    pub fn mark(&self, index: Option<u64>) {
+    pub(crate) fn mark(&self, index: Option<u64>) {
         let Some(i) = index.filter(|&i| i < self.capacity) else {
             self.foreign.fetch_add(1, Ordering::Relaxed);
             return;
@@ -75,7 +75,7 @@ impl Tracker {
     }
 
     /// Counts over jobs `0..enqueued`; call once every worker has stopped.
-    pub fn tally(&self, enqueued: u64) -> Tally {
+    pub(crate) fn tally(&self, enqueued: u64) -> Tally {
         let enqueued = enqueued.min(self.capacity);
         let full = (enqueued / 64) as usize;
         let mut seen = 0u64;
@@ -104,7 +104,7 @@ impl Tracker {
 /// What tracking costs per job, in ns of one thread: parse `n` ids and mark them, as a
 /// handler does. A figure the neighbours' load on a shared machine barely moves, unlike
 /// the drain rates it is reported beside.
-pub fn cost_ns_per_job(n: u64) -> f64 {
+pub(crate) fn cost_ns_per_job(n: u64) -> f64 {
     let n = n.clamp(1, 1_000_000);
     let ids: Vec<String> = (0..n).map(job_id).collect();
     let t = Tracker::new(n);

@@ -18,13 +18,13 @@ use tokio::sync::Notify;
 use weir::{CancellationToken, Conn};
 
 /// Items per RPUSH: as many as weir's bulk enqueue puts in one call.
-pub const CHUNK: usize = weir::queue::producer::BULK_CHUNK;
+pub(crate) const CHUNK: usize = weir::queue::producer::BULK_CHUNK;
 /// RPUSH commands in flight by default: as many as weir's bulk enqueue keeps.
-pub const IN_FLIGHT: usize = weir::queue::producer::BULK_PIPELINE;
+pub(crate) const IN_FLIGHT: usize = weir::queue::producer::BULK_PIPELINE;
 /// Fetch-and-ack loops draining at once.
-pub const TASKS: usize = 4;
+pub(crate) const TASKS: usize = 4;
 /// Items per fetch.
-pub const BATCH: usize = 500;
+pub(crate) const BATCH: usize = 500;
 /// Lease length written by the fetch (never reached: nothing reclaims here).
 const LEASE_MS: u64 = 30_000;
 /// Longest a consumer loop that found the list empty waits without a wake message.
@@ -50,7 +50,7 @@ return items
 const ACK: &str = "return redis.call('ZREM', KEYS[1], unpack(ARGV))";
 
 /// The bare item of job `i`: its id and payload, as one JSON object.
-pub fn item(i: u64, payload_json: &str) -> Vec<u8> {
+pub(crate) fn item(i: u64, payload_json: &str) -> Vec<u8> {
     // Written as `accounting::job_id` writes an id: no formatting machinery per item.
     const HEAD: &[u8] = br#"{"id":""#;
     const MID: &[u8] = br#"","payload":"#;
@@ -69,7 +69,7 @@ pub fn item(i: u64, payload_json: &str) -> Vec<u8> {
 }
 
 /// The push stamp (µs since the epoch) in the payload of an [`item`], if it has one.
-pub fn item_stamp(item: &[u8]) -> Option<u64> {
+pub(crate) fn item_stamp(item: &[u8]) -> Option<u64> {
     let json = std::str::from_utf8(item).ok()?;
     let at = json.find(PAYLOAD_AT)? + PAYLOAD_AT.len();
     crate::feed::stamp_us(&json[at..])
@@ -79,7 +79,7 @@ const PAYLOAD_AT: &str = r#""payload":"#;
 
 /// One bare queue: its ready list and lease set.
 #[derive(Clone)]
-pub struct Bare {
+pub(crate) struct Bare {
     conn: Conn,
     ready: String,
     leases: String,
@@ -91,7 +91,7 @@ pub struct Bare {
 impl Bare {
     /// The bare queue `name` (keys `bare:{name}:ready`, `bare:{name}:leases`, wake
     /// channel `bare:{name}:wake`) on `conn`.
-    pub fn new(conn: Conn, name: &str) -> Self {
+    pub(crate) fn new(conn: Conn, name: &str) -> Self {
         Self {
             conn,
             ready: format!("bare:{{{name}}}:ready"),
@@ -104,7 +104,7 @@ impl Bare {
 
     /// Pushes `n` items, `item(i)` for `i` in `0..n`, `in_flight` commands at a time;
     /// returns the time taken.
-    pub async fn enqueue(
+    pub(crate) async fn enqueue(
         &self,
         n: u64,
         in_flight: usize,
@@ -130,7 +130,7 @@ impl Bare {
 
     /// Drains the ready list with [`TASKS`] fetch-and-ack loops; returns the items acked
     /// and the time taken.
-    pub async fn drain(&self) -> anyhow::Result<(u64, Duration)> {
+    pub(crate) async fn drain(&self) -> anyhow::Result<(u64, Duration)> {
         // Loaded first, so no loop pays the NOSCRIPT round trip inside the timing.
         let mut conn = self.conn.clone();
         self.fetch.prepare_invoke().load_async(&mut conn).await?;
@@ -177,7 +177,7 @@ impl Bare {
 
     /// Pushes `items` in one transaction: RPUSH (in commands of [`CHUNK`]) and a PUBLISH
     /// on the wake channel, as weir's bulk enqueue writes a chunk and its wake.
-    pub async fn push_and_wake(&self, items: &[Vec<u8>]) -> anyhow::Result<()> {
+    pub(crate) async fn push_and_wake(&self, items: &[Vec<u8>]) -> anyhow::Result<()> {
         if items.is_empty() {
             return Ok(());
         }
@@ -196,7 +196,7 @@ impl Bare {
     /// on every item fetched, before its ack; `up` is told once it is subscribed and its
     /// loops run. Returns the items acked once `stop` is cancelled and the list is found
     /// empty.
-    pub async fn consume(
+    pub(crate) async fn consume(
         &self,
         redis: &weir::Redis,
         stop: CancellationToken,
@@ -279,7 +279,7 @@ impl Bare {
     }
 
     /// Deletes both keys.
-    pub async fn clear(&self) -> anyhow::Result<()> {
+    pub(crate) async fn clear(&self) -> anyhow::Result<()> {
         redis::cmd("UNLINK")
             .arg(&self.ready)
             .arg(&self.leases)

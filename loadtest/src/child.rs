@@ -9,20 +9,20 @@
 
 use crate::cli::DownstreamOpts;
 use crate::handler::{self, LoadHandler, Sink, Work};
+use crate::pipe_sink::PipeSink;
 use crate::running::Probe;
-use crate::wire::{FOREIGN, Frame};
+use crate::wire::Frame;
 use clap::Args;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{Notify, watch};
 use weir::{CancellationToken, Consumer, ConsumerConfig, Redis, Registry};
 
 /// How often a consumer process reports its gauges.
 const STATUS_EVERY: Duration = Duration::from_millis(100);
 
 #[derive(Args, Debug, Clone)]
-pub struct ChildArgs {
+pub(crate) struct ChildArgs {
     #[arg(long)]
     pub redis_url: String,
     #[arg(long)]
@@ -53,66 +53,6 @@ pub struct ChildArgs {
     /// Worker threads of this process (default: see `Common::worker_threads`).
     #[arg(long)]
     pub worker_threads: Option<u16>,
-}
-
-#[derive(Default)]
-struct Batch {
-    jobs: Vec<(u64, u64)>,
-    errors: u64,
-    /// Generation of the jobs now in `jobs`; the writer bumps it when it takes them.
-    generation: u64,
-}
-
-/// The pipe side of a handler: batches job reports; see the module note.
-pub struct PipeSink {
-    batch: Mutex<Batch>,
-    wake: Notify,
-    flushed: watch::Sender<u64>,
-}
-
-impl PipeSink {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            batch: Mutex::new(Batch {
-                generation: 1,
-                ..Batch::default()
-            }),
-            wake: Notify::new(),
-            flushed: watch::Sender::new(0),
-        })
-    }
-
-    /// Reports a job; returns once the report is in the pipe.
-    pub async fn record(&self, index: Option<u64>, latency_us: u64) {
-        let generation = {
-            let mut b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
-            b.jobs.push((index.unwrap_or(FOREIGN), latency_us));
-            b.generation
-        };
-        self.wake.notify_one();
-        let mut rx = self.flushed.subscribe();
-        // Err only if the writer is gone, i.e. the process is exiting anyway.
-        let _ = rx.wait_for(|&f| f >= generation).await;
-    }
-
-    /// Counts a failed call (reported with the next batch; nothing waits for it).
-    pub fn error(&self) {
-        self.batch.lock().unwrap_or_else(|e| e.into_inner()).errors += 1;
-    }
-
-    /// Encodes what is waiting; returns its generation.
-    fn take(&self, out: &mut Vec<u8>) -> u64 {
-        let mut b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
-        let generation = b.generation;
-        b.generation += 1;
-        if !b.jobs.is_empty() {
-            Frame::Jobs(std::mem::take(&mut b.jobs)).encode(out);
-        }
-        if b.errors > 0 {
-            Frame::Errors(std::mem::take(&mut b.errors)).encode(out);
-        }
-        generation
-    }
 }
 
 /// Writes reports and gauges to stdout until `stop`, then a last flush; a `Ready` frame
@@ -173,7 +113,7 @@ async fn watch_stdin(shutdown: CancellationToken) {
 }
 
 /// The consumer process's main.
-pub async fn run(a: ChildArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(a: ChildArgs) -> anyhow::Result<()> {
     let sink = PipeSink::new();
     let work = if a.downstream {
         let config = a.downstream_opts.config(a.seed).map_err(anyhow::Error::msg)?;

@@ -1,77 +1,27 @@
-//! Command line: one subcommand per scenario, the options they share, and the hidden
-//! `consumer` subcommand the harness runs in its child processes.
+//! The options of the scenarios (those they share, and each one's), as clap arguments:
+//! a leaf that the scenarios, the fleet and the downstream read, and that imports none of
+//! them (the command tree that names every scenario is `command.rs`).
 
 use crate::limits::LimitOpts;
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 use weir::limiter::Rate;
 use weir::{ConsumerConfig, FetcherConfig};
 
 mod downstream_args;
-pub use downstream_args::{DownstreamArgs, DownstreamOpts};
+pub(crate) use downstream_args::{DownstreamArgs, DownstreamOpts};
 
-/// Load-test harness for weir: runs the real producer and consumer against a real Redis.
-#[derive(Parser, Debug)]
-#[command(name = "weir-loadtest", version)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub scenario: Scenario,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Scenario {
-    /// Enqueue N jobs in bulk, then drain them with no-op handlers.
-    Drain(DrainArgs),
-    /// Enqueue at a target rate while consumers process; end-to-end latency.
-    Steady(SteadyArgs),
-    /// Consumers call a simulated downstream whose capacity changes over time.
-    Downstream(DownstreamArgs),
-    /// Kill and restart consumer processes at random moments; every job must still run.
-    Chaos(ChaosArgs),
-    /// Jobs spread over many keys, one slow or hot: run without it, then with it, and
-    /// compare the other keys' throughput (per-key limits).
-    Keys(KeysArgs),
-    /// The adaptive limiter's named scenarios (plain errors, an error burst, a latency
-    /// knee, capacity steps, a Retry-After storm, a cold start, a fleet), each with a
-    /// RESULT line and charts.
-    Scenarios(crate::scenarios::suite::SuiteArgs),
-    /// Serve the simulated downstream over local HTTP (for HTTP handlers).
-    ServeDownstream(crate::http::ServeArgs),
-    /// Watch how often, and how long, the machine pauses a thread that never waits (one
-    /// per core): the floor under any latency figure measured here.
-    Pauses(crate::pauses::PausesArgs),
-    /// A consumer process of a fleet (started by the harness itself).
-    #[command(hide = true)]
-    Consumer(crate::child::ChildArgs),
-}
-
-impl Scenario {
-    /// The options of a load-test scenario (none for the helpers: consumer, serve-downstream,
-    /// pauses).
-    pub fn common(&self) -> Option<&Common> {
-        match self {
-            Scenario::Drain(a) => Some(&a.common),
-            Scenario::Steady(a) => Some(&a.common),
-            Scenario::Downstream(a) => Some(&a.common),
-            Scenario::Chaos(a) => Some(&a.common),
-            Scenario::Keys(a) => Some(&a.common),
-            Scenario::Scenarios(a) => Some(&a.common),
-            Scenario::Consumer(_) | Scenario::ServeDownstream(_) | Scenario::Pauses(_) => None,
-        }
-    }
-}
-
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
 /// Each consumer's concurrency limit unless `--concurrency` (or the scenario) says.
-pub const DEFAULT_CONCURRENCY: usize = 256;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 256;
 
 /// Options every scenario has.
 #[derive(Args, Debug, Clone)]
-pub struct Common {
+pub(crate) struct Common {
     /// Use this Redis (only fresh queues named lt-<scenario>-<random>); default: a private
     /// redis-server from PATH on a free port, stopped at the end.
     #[arg(long)]
@@ -131,7 +81,7 @@ pub struct Common {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct DrainArgs {
+pub(crate) struct DrainArgs {
     #[command(flatten)]
     pub common: Common,
     /// Run untracked and tracked drains side by side (alternating order) and report the
@@ -178,7 +128,7 @@ pub struct DrainArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct SteadyArgs {
+pub(crate) struct SteadyArgs {
     #[command(flatten)]
     pub common: Common,
     /// Jobs enqueued per second [default: 5000], or a share of the drain rate as N%: a
@@ -197,14 +147,14 @@ pub struct SteadyArgs {
 
 /// `steady`'s enqueue rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum EnqueueRate {
+pub(crate) enum EnqueueRate {
     /// Jobs per second.
     PerSecond(u64),
     /// This share (0 to 1] of a drain measured first, in the same run.
     OfDrain(f64),
 }
 
-pub fn parse_enqueue_rate(s: &str) -> Result<EnqueueRate, String> {
+pub(crate) fn parse_enqueue_rate(s: &str) -> Result<EnqueueRate, String> {
     if let Some(pct) = s.strip_suffix('%') {
         match pct.trim().parse::<f64>() {
             Ok(p) if p > 0.0 && p <= 100.0 => Ok(EnqueueRate::OfDrain(p / 100.0)),
@@ -224,7 +174,7 @@ pub fn parse_enqueue_rate(s: &str) -> Result<EnqueueRate, String> {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct ChaosArgs {
+pub(crate) struct ChaosArgs {
     #[command(flatten)]
     pub common: Common,
     /// Consumer processes to kill (SIGKILL) and restart, at random moments.
@@ -233,7 +183,7 @@ pub struct ChaosArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct KeysArgs {
+pub(crate) struct KeysArgs {
     #[command(flatten)]
     pub common: Common,
     /// Keys the jobs are spread over evenly, 2 to 1000; tenant-0 is the slow or hot one.
@@ -263,22 +213,22 @@ pub struct KeysArgs {
 
 impl Common {
     /// Consumer processes, 1 (in-process) unless told.
-    pub fn consumers(&self) -> usize {
+    pub(crate) fn consumers(&self) -> usize {
         self.consumers.unwrap_or(1)
     }
 
     /// Concurrency limit of each consumer, [`DEFAULT_CONCURRENCY`] unless told.
-    pub fn concurrency(&self) -> usize {
+    pub(crate) fn concurrency(&self) -> usize {
         self.concurrency.unwrap_or(DEFAULT_CONCURRENCY)
     }
 
     /// Lease length, the library's default unless told.
-    pub fn visibility(&self) -> Duration {
+    pub(crate) fn visibility(&self) -> Duration {
         self.visibility_timeout.unwrap_or(ConsumerConfig::DEFAULT_LEASE)
     }
 
     /// Checks ranges once, with messages that name them.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.consumers.is_some_and(|k| !(1..=64).contains(&k)) {
             return Err("--consumers must be between 1 and 64".into());
         }

@@ -11,7 +11,7 @@ use weir::Conn;
 const TICKS_PER_S: u64 = 100;
 
 /// User + system CPU time used so far; `None` where `/proc` is not there.
-pub fn process_cpu() -> Option<Duration> {
+pub(crate) fn process_cpu() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The command name (field 2) may hold spaces; fields after its ')' are plain.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -30,11 +30,11 @@ pub fn process_cpu() -> Option<Duration> {
 /// between takes its share with it, so measure a stretch whose busy threads outlive it
 /// (the runtime's workers).
 #[derive(Debug, Clone)]
-pub struct ThreadTimes(std::collections::HashMap<u64, u64>);
+pub(crate) struct ThreadTimes(std::collections::HashMap<u64, u64>);
 
 impl ThreadTimes {
     /// Now; `None` where `/proc` is not there.
-    pub fn now() -> Option<Self> {
+    pub(crate) fn now() -> Option<Self> {
         let mut times = std::collections::HashMap::new();
         for task in std::fs::read_dir("/proc/self/task").ok()? {
             let task = task.ok()?;
@@ -51,7 +51,7 @@ impl ThreadTimes {
     }
 
     /// CPU time this process's threads ran between `self` and now.
-    pub fn since(&self) -> Option<Duration> {
+    pub(crate) fn since(&self) -> Option<Duration> {
         let now = Self::now()?;
         let ns = now
             .0
@@ -66,13 +66,13 @@ impl ThreadTimes {
 /// threads; on a cluster, summed over the primaries), in seconds; `None` if the server
 /// does not say (an ACL without INFO, say). On a shared server it counts every client's
 /// work.
-pub async fn redis_cpu(conn: &Conn) -> Option<f64> {
+pub(crate) async fn redis_cpu(conn: &Conn) -> Option<f64> {
     Some(redis_cpu_by_node(conn).await?.iter().map(|(_, s)| s).sum())
 }
 
 /// [`redis_cpu`] of each node: one entry (address "") for a single server, one per
 /// primary on a cluster.
-pub async fn redis_cpu_by_node(conn: &Conn) -> Option<Vec<(String, f64)>> {
+pub(crate) async fn redis_cpu_by_node(conn: &Conn) -> Option<Vec<(String, f64)>> {
     let info: redis::Value = redis::cmd("INFO")
         .arg("cpu")
         .query_async(&mut conn.clone())
@@ -109,7 +109,7 @@ fn parse_redis_cpu(info: &str) -> Option<f64> {
 /// CPU time so far of this process and of Redis: [`CpuMark::per_job`] gives what a stretch
 /// of a run cost per job.
 #[derive(Debug, Clone, Copy)]
-pub struct CpuMark {
+pub(crate) struct CpuMark {
     process: Option<Duration>,
     redis: Option<f64>,
 }
@@ -117,13 +117,13 @@ pub struct CpuMark {
 /// CPU µs per job over a stretch of a run: this process (producer, in-process consumer,
 /// accounting) and Redis; `None` where it could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct PerJob {
+pub(crate) struct PerJob {
     pub harness_us: Option<f64>,
     pub redis_us: Option<f64>,
 }
 
 impl CpuMark {
-    pub async fn now(conn: &Conn) -> Self {
+    pub(crate) async fn now(conn: &Conn) -> Self {
         Self {
             process: process_cpu(),
             redis: redis_cpu(conn).await,
@@ -131,7 +131,7 @@ impl CpuMark {
     }
 
     /// CPU µs per job of `jobs` since this mark.
-    pub async fn per_job(&self, conn: &Conn, jobs: u64) -> PerJob {
+    pub(crate) async fn per_job(&self, conn: &Conn, jobs: u64) -> PerJob {
         let now = Self::now(conn).await;
         let us = |s: f64| (s * 1e9 / jobs.max(1) as f64).round() / 1000.0;
         PerJob {
@@ -146,13 +146,13 @@ impl CpuMark {
 
 /// Starts a new peak of this process's resident memory (Linux: `5` into
 /// `/proc/self/clear_refs` resets `VmHWM` to the current size); false if it cannot.
-pub fn reset_peak_rss() -> bool {
+pub(crate) fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 /// This process's peak resident memory since the last [`reset_peak_rss`] (or its start),
 /// in bytes.
-pub fn peak_rss() -> Option<u64> {
+pub(crate) fn peak_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb: u64 = status
         .lines()

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One step of the capacity script: `capacity` concurrent calls for `length`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Phase {
+pub(crate) struct Phase {
     /// Calls the service serves at base latency.
     pub capacity: u64,
     /// How long the phase lasts.
@@ -23,7 +23,7 @@ pub struct Phase {
 }
 
 /// Parses `"200@20s,80@20s,200@20s"`: capacity 200 for 20 s, then 80 for 20 s, …
-pub fn parse_script(s: &str) -> Result<Vec<Phase>, String> {
+pub(crate) fn parse_script(s: &str) -> Result<Vec<Phase>, String> {
     let phases = s
         .split(',')
         .map(|part| {
@@ -51,7 +51,7 @@ pub fn parse_script(s: &str) -> Result<Vec<Phase>, String> {
 
 /// The downstream's settings.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     /// Capacity over time; the last phase holds after the script ends.
     pub script: Vec<Phase>,
     /// Latency of a call below the knee.
@@ -75,12 +75,12 @@ pub struct Config {
 
 impl Config {
     /// The script's total length.
-    pub fn script_length(&self) -> Duration {
+    pub(crate) fn script_length(&self) -> Duration {
         self.script.iter().map(|p| p.length).sum()
     }
 
     /// Capacity `elapsed` into the script.
-    pub fn capacity_at(&self, elapsed: Duration) -> u64 {
+    pub(crate) fn capacity_at(&self, elapsed: Duration) -> u64 {
         let mut end = Duration::ZERO;
         for p in &self.script {
             end += p.length;
@@ -92,25 +92,25 @@ impl Config {
     }
 
     /// The most jobs/s the service can take `elapsed` into the script.
-    pub fn ideal_rate_at(&self, elapsed: Duration) -> f64 {
+    pub(crate) fn ideal_rate_at(&self, elapsed: Duration) -> f64 {
         self.capacity_at(elapsed) as f64 / self.base_latency.as_secs_f64().max(1e-6)
     }
 
     /// Whether the baseline failures happen `elapsed` into the script.
-    pub fn errors_at(&self, elapsed: Duration) -> bool {
+    pub(crate) fn errors_at(&self, elapsed: Duration) -> bool {
         self.error_window
             .is_none_or(|(from, until)| elapsed >= from && elapsed < until)
     }
 
     /// p95 latency of a call below the knee: the jitter is uniform, so its 95th
     /// percentile is 0.9 of its range.
-    pub fn no_load_p95(&self) -> Duration {
+    pub(crate) fn no_load_p95(&self) -> Duration {
         self.base_latency.mul_f64(1.0 + 0.9 * self.jitter)
     }
 
     /// How long a call takes with `n` in flight against capacity `cap`; `None`: shed.
     /// `u` in [-1, 1] scales the jitter.
-    pub fn latency(&self, n: u64, cap: u64, u: f64) -> Option<Duration> {
+    pub(crate) fn latency(&self, n: u64, cap: u64, u: f64) -> Option<Duration> {
         if n as f64 > cap as f64 * self.hard_factor {
             return None;
         }
@@ -122,7 +122,7 @@ impl Config {
 
 /// Why a call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Over the hard limit: shed at once (retry later, slow down).
     Overloaded,
     /// A baseline error, answered with this HTTP status.
@@ -131,7 +131,7 @@ pub enum Failure {
 
 /// A running simulated downstream; share it with `Arc`.
 #[derive(Debug)]
-pub struct Downstream {
+pub(crate) struct Downstream {
     config: Config,
     /// Script start, ms since the Unix epoch: processes started at different times share
     /// one timeline.
@@ -141,7 +141,7 @@ pub struct Downstream {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -149,12 +149,12 @@ pub fn unix_ms() -> u64 {
 
 impl Downstream {
     /// The model's settings.
-    pub fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Config {
         &self.config
     }
 
     /// A downstream whose script starts at `epoch_ms`.
-    pub fn new(config: Config, epoch_ms: u64) -> Self {
+    pub(crate) fn new(config: Config, epoch_ms: u64) -> Self {
         Self {
             config,
             epoch_ms,
@@ -164,12 +164,12 @@ impl Downstream {
     }
 
     /// Time since the script started.
-    pub fn elapsed(&self) -> Duration {
+    pub(crate) fn elapsed(&self) -> Duration {
         Duration::from_millis(unix_ms().saturating_sub(self.epoch_ms))
     }
 
     /// One call: waits for the simulated latency, then succeeds or fails.
-    pub async fn call(&self) -> Result<(), Failure> {
+    pub(crate) async fn call(&self) -> Result<(), Failure> {
         let n = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         let _guard = InFlight(&self.in_flight);
         let elapsed = self.elapsed();

@@ -10,12 +10,12 @@ use weir::Conn;
 use weir::{NewJob, Producer};
 
 /// Kind of every load-test job.
-pub const KIND: &str = "loadtest";
+pub(crate) const KIND: &str = "loadtest";
 
 /// The key of job `i` ([`NewJob::key`]).
-pub type Keyer = Arc<dyn Fn(u64) -> String + Send + Sync>;
+pub(crate) type Keyer = Arc<dyn Fn(u64) -> String + Send + Sync>;
 
-pub struct Feed {
+pub(crate) struct Feed {
     producer: Producer,
     keyer: Option<Keyer>,
     payload: Box<RawValue>,
@@ -29,7 +29,7 @@ pub struct Feed {
 /// time of the push in µs since the epoch, so the handler measures end-to-end latency in
 /// µs (the envelope's `enqueued_at` is whole ms, which added 0-1 ms to every figure);
 /// zeros here, for payloads that travel without a feed.
-pub fn payload(bytes: usize, seed: u64) -> Box<RawValue> {
+pub(crate) fn payload(bytes: usize, seed: u64) -> Box<RawValue> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let fill: String = (0..bytes.saturating_sub(STAMPED))
         .map(|_| rng.sample(rand::distr::Alphanumeric) as char)
@@ -46,10 +46,10 @@ const STAMP_AT: &str = r#"{"t":""#;
 /// Digits of the stamp: µs since the epoch, zero-padded (16 digits last until 2286).
 const STAMP_DIGITS: usize = 16;
 /// The length of a [`payload`] with no letters.
-pub const STAMPED: usize = STAMP_AT.len() + STAMP_DIGITS + r#"","p":""}"#.len();
+pub(crate) const STAMPED: usize = STAMP_AT.len() + STAMP_DIGITS + r#"","p":""}"#.len();
 
 /// `payload` with its stamp set to `us` (µs since the epoch); unchanged if it has none.
-pub fn stamped(payload: &RawValue, us: u64) -> Box<RawValue> {
+pub(crate) fn stamped(payload: &RawValue, us: u64) -> Box<RawValue> {
     let json = payload.get();
     let digits = format!("{us:0STAMP_DIGITS$}");
     match json.strip_prefix(STAMP_AT) {
@@ -62,13 +62,13 @@ pub fn stamped(payload: &RawValue, us: u64) -> Box<RawValue> {
 }
 
 /// The stamp [`Feed::push`] wrote into a payload: µs since the epoch.
-pub fn stamp_us(payload_json: &str) -> Option<u64> {
+pub(crate) fn stamp_us(payload_json: &str) -> Option<u64> {
     let digits = payload_json.strip_prefix(STAMP_AT)?.get(..STAMP_DIGITS)?;
     digits.parse().ok().filter(|&us| us > 0)
 }
 
 /// Now, in µs since the epoch.
-pub fn unix_us() -> u64 {
+pub(crate) fn unix_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
@@ -77,7 +77,7 @@ pub fn unix_us() -> u64 {
 impl Feed {
     /// A feed of at most `cap` jobs. `max_attempts` is high where jobs may fail or be
     /// reclaimed many times (downstream errors, kills) so none is dead-lettered.
-    pub async fn new(
+    pub(crate) async fn new(
         conn: Conn,
         queue: &str,
         payload: Box<RawValue>,
@@ -96,25 +96,25 @@ impl Feed {
     }
 
     /// The same feed, giving job `i` the key `keyer(i)`.
-    pub fn with_keys(mut self, keyer: Keyer) -> Self {
+    pub(crate) fn with_keys(mut self, keyer: Keyer) -> Self {
         self.keyer = Some(keyer);
         self
     }
 
     /// Jobs enqueued so far (indexes `0..enqueued`).
-    pub fn enqueued(&self) -> u64 {
+    pub(crate) fn enqueued(&self) -> u64 {
         self.next
     }
 
     /// Jobs still allowed.
-    pub fn remaining(&self) -> u64 {
+    pub(crate) fn remaining(&self) -> u64 {
         self.cap - self.next
     }
 
     /// Enqueues the next `n` jobs (fewer at the cap) in one bulk load; returns how many.
     /// Each job is written as the producer pulls it (as `weir enqueue` streams its input),
     /// so encoding overlaps the calls in flight.
-    pub async fn push(&mut self, n: u64) -> anyhow::Result<u64> {
+    pub(crate) async fn push(&mut self, n: u64) -> anyhow::Result<u64> {
         let n = n.min(self.remaining());
         if n == 0 {
             return Ok(0);
@@ -180,7 +180,7 @@ impl Feed {
 
     /// Enqueues everything up to the cap, in slices so the prepared envelopes never all
     /// sit in memory at once.
-    pub async fn push_all(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn push_all(&mut self) -> anyhow::Result<()> {
         while self.remaining() > 0 {
             self.push(50_000).await?;
         }

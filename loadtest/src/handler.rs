@@ -3,10 +3,10 @@
 //! directly (in-process) or the stdout pipe (in a consumer process).
 
 use crate::accounting::parse_index;
-use crate::child::PipeSink;
 use crate::downstream::{Downstream, Failure, unix_ms};
 use crate::feed::{stamp_us, unix_us};
 use crate::observed::Observed;
+use crate::pipe_sink::PipeSink;
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ const RETRY_AFTER: Duration = Duration::from_millis(50);
 
 /// Where processed jobs are reported.
 #[derive(Clone)]
-pub enum Sink {
+pub(crate) enum Sink {
     /// The parent's accounting, in this process.
     Local(Arc<Observed>),
     /// Frames on stdout, read by the parent.
@@ -27,7 +27,7 @@ pub enum Sink {
 
 /// The work a job stands for.
 #[derive(Clone)]
-pub enum Work {
+pub(crate) enum Work {
     /// Nothing: measures the queue itself. Latency reported: enqueued → done.
     Noop,
     /// One call to the simulated downstream. Latency reported: the call's.
@@ -36,14 +36,14 @@ pub enum Work {
 
 /// The load-test handler.
 #[derive(Clone)]
-pub struct LoadHandler {
+pub(crate) struct LoadHandler {
     pub work: Work,
     pub sink: Sink,
 }
 
 /// Time since the job was pushed, µs: from the feed's stamp in its payload, else from the
 /// envelope's `enqueued_at` (whole ms).
-pub fn since_enqueued_us(job: &Job) -> u64 {
+pub(crate) fn since_enqueued_us(job: &Job) -> u64 {
     let pushed = stamp_us(job.payload_json()).unwrap_or(job.enqueued_at_ms * 1000);
     unix_us().saturating_sub(pushed)
 }
@@ -119,7 +119,7 @@ async fn call_downstream(ds: Arc<Downstream>, sink: Sink, index: Option<u64>) ->
 }
 
 /// A downstream whose script starts at `epoch_ms` (0: now).
-pub fn downstream(config: crate::downstream::Config, epoch_ms: u64) -> Arc<Downstream> {
+pub(crate) fn downstream(config: crate::downstream::Config, epoch_ms: u64) -> Arc<Downstream> {
     let epoch = if epoch_ms == 0 { unix_ms() } else { epoch_ms };
     Arc::new(Downstream::new(config, epoch))
 }

@@ -12,7 +12,7 @@ const BUCKETS: usize = ((40 - SUB_BITS as usize) + 1) * SUB as usize;
 
 /// Latencies in microseconds.
 #[derive(Debug)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     counts: Box<[AtomicU64]>,
     max: AtomicU64,
 }
@@ -48,7 +48,7 @@ fn value_of(i: usize) -> u64 {
 
 /// Percentiles read from a histogram, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Records.
     pub count: u64,
     /// Median.
@@ -63,7 +63,7 @@ pub struct Summary {
 
 impl Histogram {
     /// Records one latency.
-    pub fn record(&self, us: u64) {
+    pub(crate) fn record(&self, us: u64) {
         self.counts[bucket_of(us)].fetch_add(1, Ordering::Relaxed);
         // Read first: the max rarely changes, and a read does not bounce the cache line
         // between worker threads the way a write does.
@@ -73,7 +73,7 @@ impl Histogram {
     }
 
     /// Adds bucket counts taken from another histogram ([`Histogram::take`]).
-    pub fn merge_counts(&self, counts: &[u64], max: u64) {
+    pub(crate) fn merge_counts(&self, counts: &[u64], max: u64) {
         for (c, &n) in self.counts.iter().zip(counts) {
             if n > 0 {
                 c.fetch_add(n, Ordering::Relaxed);
@@ -83,20 +83,20 @@ impl Histogram {
     }
 
     /// Empties the histogram and returns what it held: (counts, max).
-    pub fn take(&self) -> (Vec<u64>, u64) {
+    pub(crate) fn take(&self) -> (Vec<u64>, u64) {
         let counts = self.counts.iter().map(|c| c.swap(0, Ordering::Relaxed)).collect();
         (counts, self.max.swap(0, Ordering::Relaxed))
     }
 
     /// Percentiles of everything recorded.
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         let counts: Vec<u64> = self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
         summarize(&counts, self.max.load(Ordering::Relaxed))
     }
 }
 
 /// Percentiles of bucket `counts` (as returned by [`Histogram::take`]).
-pub fn summarize(counts: &[u64], max_us: u64) -> Summary {
+pub(crate) fn summarize(counts: &[u64], max_us: u64) -> Summary {
     let count: u64 = counts.iter().sum();
     if count == 0 {
         return Summary::default();

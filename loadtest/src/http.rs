@@ -1,24 +1,28 @@
 //! The simulated downstream over local HTTP (`weir-loadtest serve-downstream`), for
 //! handlers that call a real HTTP service. Every request is one `Downstream::call`:
 //! `200 OK`, `503` with `Retry-After: 0` when shed, `500` on a baseline error. HTTP/1.1
-//! with keep-alive, just enough of it: request bodies are read by `Content-Length` and
+//! with keep-alive, served by hyper: request bodies are read (up to `MAX_BODY`) and
 //! ignored. Loopback only.
 
 use crate::cli::DownstreamOpts;
 use crate::downstream::{Downstream, Failure, unix_ms};
 use clap::Args;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Largest request head accepted (bytes).
+/// Largest request head buffered (bytes; hyper's floor is 8 KiB).
 const MAX_HEAD: usize = 16 * 1024;
-/// Largest request body read and dropped (bytes); a larger one closes the connection.
-const MAX_BODY: u64 = 1 << 20;
+/// Largest request body read and dropped (bytes); a larger one gets `413`.
+const MAX_BODY: usize = 1 << 20;
 
 #[derive(Args, Debug, Clone)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on; must be a loopback address (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -29,7 +33,7 @@ pub struct ServeArgs {
 }
 
 /// Serves until interrupted; prints `listening on ADDR` first, for scripts to read.
-pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+pub(crate) async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     if !a.listen.ip().is_loopback() {
         anyhow::bail!("--listen must be a loopback address (127.0.0.1 or ::1)");
     }
@@ -43,59 +47,37 @@ pub async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Answers requests on one connection until the client closes it or sends garbage.
+/// Answers requests on one connection until the client closes it or breaks the protocol.
 async fn connection(stream: TcpStream, ds: Arc<Downstream>) {
     let _ = stream.set_nodelay(true);
-    let mut stream = BufReader::new(stream);
-    while let Ok(Some(body_len)) = read_request(&mut stream).await {
-        let mut sink = (&mut stream).take(body_len);
-        if tokio::io::copy(&mut sink, &mut tokio::io::sink()).await.is_err() {
-            return;
-        }
-        let response: Vec<u8> = match ds.call().await {
-            Ok(()) => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
-            Err(Failure::Overloaded) => {
-                b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 0\r\ncontent-length: 10\r\n\r\noverloaded"
-                    .to_vec()
-            }
-            Err(Failure::Failed(status)) => format!(
-                "HTTP/1.1 {status} Error\r\nretry-after: {}\r\ncontent-length: 6\r\n\r\nfailed",
-                ds.config().retry_after.as_secs()
-            )
-            .into_bytes(),
-        };
-        if stream.get_mut().write_all(&response).await.is_err() {
-            return;
-        }
-    }
+    let service = hyper::service::service_fn(move |req| answer(req, ds.clone()));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .max_buf_size(MAX_HEAD)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
-/// Reads one request head; returns its body length, or `None` at a clean close.
-async fn read_request(r: &mut BufReader<TcpStream>) -> std::io::Result<Option<u64>> {
-    let mut line = String::new();
-    let mut head = 0;
-    let mut body_len = 0;
-    loop {
-        line.clear();
-        let n = r.read_line(&mut line).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        head += n;
-        if head > MAX_HEAD {
-            return Err(std::io::Error::other("request head too large"));
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            if body_len > MAX_BODY {
-                return Err(std::io::Error::other("request body too large"));
-            }
-            return Ok(Some(body_len));
-        }
-        if let Some((k, v)) = l.split_once(':')
-            && k.eq_ignore_ascii_case("content-length")
-        {
-            body_len = v.trim().parse().unwrap_or(0);
-        }
+/// One request: its body read and dropped, then one call of the downstream.
+async fn answer(req: Request<Incoming>, ds: Arc<Downstream>) -> Result<Response<Full<Bytes>>, Infallible> {
+    if Limited::new(req.into_body(), MAX_BODY).collect().await.is_err() {
+        return Ok(reply(StatusCode::PAYLOAD_TOO_LARGE, None, "too large"));
     }
+    Ok(match ds.call().await {
+        Ok(()) => reply(StatusCode::OK, None, "ok"),
+        Err(Failure::Overloaded) => reply(StatusCode::SERVICE_UNAVAILABLE, Some(0), "overloaded"),
+        Err(Failure::Failed(status)) => reply(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            Some(ds.config().retry_after.as_secs()),
+            "failed",
+        ),
+    })
+}
+
+fn reply(status: StatusCode, retry_after: Option<u64>, body: &'static str) -> Response<Full<Bytes>> {
+    let mut r = Response::builder().status(status);
+    if let Some(s) = retry_after {
+        r = r.header("retry-after", s);
+    }
+    r.body(Full::new(Bytes::from_static(body.as_bytes())))
+        .expect("a status and a number make a valid response")
 }

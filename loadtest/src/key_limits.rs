@@ -17,7 +17,7 @@ use weir::queue::settings::{Cleared, Settings};
 
 /// The per-key limits a run stores (none: the unlimited baseline).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct KeyLimits {
+pub(crate) struct KeyLimits {
     pub concurrency: Option<u64>,
     /// With the burst given (`--per-key-burst`), or `None` for the scripts' default.
     pub rate: Option<(Rate, Option<u32>)>,
@@ -25,7 +25,7 @@ pub struct KeyLimits {
 
 impl KeyLimits {
     /// The settings hash fields and values.
-    pub fn fields(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn fields(&self) -> Vec<(&'static str, String)> {
         let mut f = Vec::new();
         if let Some(n) = self.concurrency {
             f.push(("key_concurrency", n.to_string()));
@@ -40,7 +40,7 @@ impl KeyLimits {
     }
 
     /// What the report shows: the fields stored, or `null` for the unlimited baseline.
-    pub fn describe(&self) -> serde_json::Value {
+    pub(crate) fn describe(&self) -> serde_json::Value {
         let f = self.fields();
         if f.is_empty() {
             return serde_json::Value::Null;
@@ -55,7 +55,7 @@ impl KeyLimits {
 impl KeyLimits {
     /// The same limits as queue settings (a rate without `--per-key-burst` takes the
     /// settings' default burst, as `weir limits set` does).
-    pub fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> Settings {
         Settings {
             key_concurrency: self.concurrency,
             key_rate: self
@@ -68,7 +68,7 @@ impl KeyLimits {
 
 /// Stores `limits` in `queue`'s settings, checked as `weir limits set` checks them
 /// (nothing if there are none).
-pub async fn store(conn: &Conn, queue: &str, limits: &KeyLimits) -> anyhow::Result<()> {
+pub(crate) async fn store(conn: &Conn, queue: &str, limits: &KeyLimits) -> anyhow::Result<()> {
     if limits.fields().is_empty() {
         return Ok(());
     }
@@ -77,7 +77,7 @@ pub async fn store(conn: &Conn, queue: &str, limits: &KeyLimits) -> anyhow::Resu
 }
 
 /// Removes the queue's per-key limits, leaving its other settings.
-pub async fn clear(conn: &Conn, queue: &str, limits: &KeyLimits) -> anyhow::Result<()> {
+pub(crate) async fn clear(conn: &Conn, queue: &str, limits: &KeyLimits) -> anyhow::Result<()> {
     if limits.fields().is_empty() {
         return Ok(());
     }

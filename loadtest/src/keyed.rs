@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use weir::{Handler, Job, JobResult};
 
 /// The key that is slow or hot: `tenant-0`. The others are the fast keys.
-pub const SPECIAL: usize = 0;
+pub(crate) const SPECIAL: usize = 0;
 
 /// The name of key `k`.
-pub fn key_name(k: usize) -> String {
+pub(crate) fn key_name(k: usize) -> String {
     format!("tenant-{k}")
 }
 
@@ -30,7 +30,7 @@ fn key_index(name: &str) -> Option<usize> {
 /// the special key (`with_special: false`) the same fast keys in the same turn: the mix
 /// with the special key's jobs left out.
 #[derive(Debug, Clone, Copy)]
-pub struct Mix {
+pub(crate) struct Mix {
     pub keys: usize,
     pub hot_share: Option<f64>,
     pub with_special: bool,
@@ -38,7 +38,7 @@ pub struct Mix {
 
 impl Mix {
     /// The key index of job `i`.
-    pub fn key_of(&self, i: u64) -> usize {
+    pub(crate) fn key_of(&self, i: u64) -> usize {
         let fast = (self.keys - 1) as u64;
         if !self.with_special {
             return 1 + (i % fast) as usize;
@@ -59,7 +59,7 @@ impl Mix {
     }
 
     /// Jobs of each key among jobs `0..n`.
-    pub fn counts(&self, n: u64) -> Vec<u64> {
+    pub(crate) fn counts(&self, n: u64) -> Vec<u64> {
         let mut c = vec![0; self.keys];
         for i in 0..n {
             c[self.key_of(i)] += 1;
@@ -67,7 +67,7 @@ impl Mix {
         c
     }
 
-    pub fn keyer(self) -> Keyer {
+    pub(crate) fn keyer(self) -> Keyer {
         Arc::new(move |i| key_name(self.key_of(i)))
     }
 }
@@ -84,7 +84,7 @@ struct KeyStats {
 
 /// One key's figures at a moment.
 #[derive(Debug, Clone, Copy)]
-pub struct KeyFigures {
+pub(crate) struct KeyFigures {
     pub done: u64,
     pub handler: Summary,
     pub end_to_end: Summary,
@@ -92,7 +92,7 @@ pub struct KeyFigures {
 
 /// The per-key handler latencies and accounting of one side of the run.
 #[derive(Debug)]
-pub struct Keyed {
+pub(crate) struct Keyed {
     latency: Vec<Duration>,
     stats: Vec<KeyStats>,
     /// Jobs whose key is not one of this run's (none expected).
@@ -102,7 +102,7 @@ pub struct Keyed {
 
 impl Keyed {
     /// `latency[k]`: how long a handler call of key `k` takes.
-    pub fn new(latency: Vec<Duration>, observed: Arc<Observed>) -> Self {
+    pub(crate) fn new(latency: Vec<Duration>, observed: Arc<Observed>) -> Self {
         Self {
             stats: latency.iter().map(|_| KeyStats::default()).collect(),
             latency,
@@ -112,7 +112,7 @@ impl Keyed {
     }
 
     /// Every key's figures now.
-    pub fn snapshot(&self) -> Vec<KeyFigures> {
+    pub(crate) fn snapshot(&self) -> Vec<KeyFigures> {
         self.stats
             .iter()
             .map(|s| KeyFigures {
@@ -123,7 +123,7 @@ impl Keyed {
             .collect()
     }
 
-    pub fn foreign(&self) -> u64 {
+    pub(crate) fn foreign(&self) -> u64 {
         self.foreign.load(Ordering::Relaxed)
     }
 
@@ -147,7 +147,7 @@ impl Keyed {
 
 /// The handler: sleeps for its key's latency, then records the job.
 #[derive(Clone)]
-pub struct KeyedHandler(pub Arc<Keyed>);
+pub(crate) struct KeyedHandler(pub Arc<Keyed>);
 
 impl Handler for KeyedHandler {
     fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {

@@ -12,7 +12,7 @@ use weir::limiter::{KeyLimiterConfig, LimiterConfig, LimiterOptions, Rate, Targe
 /// Limit options of every scenario (and of the consumer processes, which get them from
 /// [`args`]).
 #[derive(Args, Debug, Clone, Default)]
-pub struct LimitOpts {
+pub(crate) struct LimitOpts {
     /// Run the consumers with weir's adaptive (AIMD) concurrency limiter; --concurrency is
     /// where it starts [downstream: on unless --fixed].
     #[arg(long)]
@@ -46,7 +46,7 @@ pub struct LimitOpts {
 
 impl LimitOpts {
     /// The same options as the library takes them (it builds and checks the limiter).
-    pub fn options(&self) -> LimiterOptions {
+    pub(crate) fn options(&self) -> LimiterOptions {
         let mut o = LimiterOptions::default();
         o.adaptive = self.adaptive;
         o.adaptive_per_key = self.adaptive_per_key;
@@ -61,7 +61,7 @@ impl LimitOpts {
 
     /// The adaptive limiter's settings (`None`: a fixed limit), checked by the library.
     /// Adaptive-only options without `--adaptive` are an error, not silently ignored.
-    pub fn limiter(&self) -> Result<Option<LimiterConfig>, String> {
+    pub(crate) fn limiter(&self) -> Result<Option<LimiterConfig>, String> {
         if !self.adaptive {
             let given = [
                 (self.min_concurrency.is_some(), "--min-concurrency"),
@@ -81,19 +81,19 @@ impl LimitOpts {
 
     /// The per-key limiters' settings (`None` without `--adaptive-per-key`), each key's
     /// share starting at `initial`.
-    pub fn key_limiter(&self, initial: usize) -> Result<Option<KeyLimiterConfig>, String> {
+    pub(crate) fn key_limiter(&self, initial: usize) -> Result<Option<KeyLimiterConfig>, String> {
         self.limiter()?;
         self.options().key_limiter(initial).map_err(|e| e.to_string())
     }
 
     /// The jobs/s cap, if any, with its burst.
-    pub fn rate(&self) -> Option<Rate> {
+    pub(crate) fn rate(&self) -> Option<Rate> {
         self.options().rate()
     }
 }
 
 /// The options that give a consumer process the same limiter and cap.
-pub fn args(limiter: Option<&LimiterConfig>, per_key: bool, rate: Option<Rate>) -> Vec<String> {
+pub(crate) fn args(limiter: Option<&LimiterConfig>, per_key: bool, rate: Option<Rate>) -> Vec<String> {
     let mut v = Vec::new();
     if per_key && limiter.is_some() {
         v.push("--adaptive-per-key".to_owned());
@@ -123,7 +123,11 @@ pub fn args(limiter: Option<&LimiterConfig>, per_key: bool, rate: Option<Rate>) 
 }
 
 /// The limits of a run as the report shows them.
-pub fn describe(limiter: Option<&LimiterConfig>, per_key: bool, rate: Option<Rate>) -> serde_json::Value {
+pub(crate) fn describe(
+    limiter: Option<&LimiterConfig>,
+    per_key: bool,
+    rate: Option<Rate>,
+) -> serde_json::Value {
     let mut m = serde_json::Map::new();
     m.insert("adaptive".into(), limiter.is_some().into());
     m.insert("adaptive_per_key".into(), (per_key && limiter.is_some()).into());

@@ -12,6 +12,7 @@ mod accounting;
 mod bare;
 mod child;
 mod cli;
+mod command;
 mod cpu;
 mod downstream;
 mod feed;
@@ -24,6 +25,7 @@ mod keyed;
 mod limits;
 mod observed;
 mod pauses;
+mod pipe_sink;
 mod plot;
 mod report;
 mod running;
@@ -33,7 +35,7 @@ mod target;
 mod wire;
 
 use clap::Parser;
-use cli::{Cli, Scenario};
+use command::{Cli, Scenario};
 use std::process::ExitCode;
 
 /// The `weir` binary's allocator, so the harness measures what the CLI runs. (Not in the
@@ -126,7 +128,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
     let (report, rows) = match cli.scenario {
-        Scenario::Drain(a) => scenarios::drain::run(a).await?,
+        Scenario::Drain(a) => scenarios::drain_modes::run(a).await?,
         Scenario::Steady(a) => scenarios::steady::run(a).await?,
         Scenario::Downstream(a) => scenarios::downstream::run(a).await?,
         Scenario::Chaos(a) => scenarios::chaos::run(a).await?,

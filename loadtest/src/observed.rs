@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Shared by every consumer of a run.
 #[derive(Debug)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// `None` with `--no-track`.
     pub tracker: Option<Tracker>,
     /// Jobs processed successfully (including duplicate runs).
@@ -25,7 +25,7 @@ pub struct Observed {
 
 impl Observed {
     /// Accounting for jobs `0..capacity` (no bitmaps when `track` is false).
-    pub fn new(capacity: u64, track: bool) -> Self {
+    pub(crate) fn new(capacity: u64, track: bool) -> Self {
         Self {
             tracker: track.then(|| Tracker::new(capacity)),
             processed: AtomicU64::new(0),
@@ -37,7 +37,7 @@ impl Observed {
     }
 
     /// One job processed `latency_us` after it was enqueued.
-    pub fn record(&self, index: Option<u64>, latency_us: u64) {
+    pub(crate) fn record(&self, index: Option<u64>, latency_us: u64) {
         if let Some(t) = &self.tracker {
             t.mark(index);
         }
@@ -46,19 +46,19 @@ impl Observed {
     }
 
     /// One failed handler call.
-    pub fn error(&self) {
+    pub(crate) fn error(&self) {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Jobs processed so far.
-    pub fn processed(&self) -> u64 {
+    pub(crate) fn processed(&self) -> u64 {
         self.processed.load(Ordering::Relaxed)
     }
 }
 
 /// Live gauges of the consumers, summed over a fleet.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Gauges {
+pub(crate) struct Gauges {
     /// Concurrency limit (sum over consumers).
     pub limit: u64,
     /// Jobs running, mean over the window since the last reading (sum over consumers; see

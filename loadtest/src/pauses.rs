@@ -10,7 +10,7 @@ use crate::report::round;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct PausesArgs {
+pub(crate) struct PausesArgs {
     /// How long to watch.
     #[arg(long, default_value = "3s", value_parser = crate::cli::parse_duration)]
     pub duration: Duration,
@@ -67,7 +67,7 @@ fn watch(length: Duration) -> Watch {
     }
 }
 
-pub fn run(a: &PausesArgs) -> anyhow::Result<()> {
+pub(crate) fn run(a: &PausesArgs) -> anyhow::Result<()> {
     let n = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))

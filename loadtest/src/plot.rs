@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 /// The font the charts use unless `WEIR_LOADTEST_FONT` names another.
-pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+pub(crate) const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 const SIZE: (u32, u32) = (1200, 600);
 
 type Drawn = Result<(), Box<dyn Error>>;
@@ -42,7 +42,12 @@ fn load_font() -> anyhow::Result<()> {
 
 /// Draws `throughput.png` and `latency.png` into `dir`; `target_p95_ms`, if the run has
 /// one, is drawn on the latency chart.
-pub fn charts(dir: &Path, scenario: &str, rows: &[Row], target_p95_ms: Option<f64>) -> anyhow::Result<()> {
+pub(crate) fn charts(
+    dir: &Path,
+    scenario: &str,
+    rows: &[Row],
+    target_p95_ms: Option<f64>,
+) -> anyhow::Result<()> {
     load_font()?;
     let path = dir.join("throughput.png");
     throughput(&path, scenario, rows).map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))?;

@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// Every figure of a run. Fields that do not apply to a scenario are left out.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub scenario: String,
     pub jobs: u64,
     pub consumers: usize,
@@ -54,7 +54,7 @@ pub struct Report {
 
 impl Report {
     /// Latency figures from a summary.
-    pub fn set_latency(&mut self, what: &'static str, s: &Summary) {
+    pub(crate) fn set_latency(&mut self, what: &'static str, s: &Summary) {
         self.latency = what;
         self.p50_ms = round(s.p50_ms, 3);
         self.p95_ms = round(s.p95_ms, 3);
@@ -63,7 +63,7 @@ impl Report {
     }
 
     /// Limit figures over the rows of the measured window.
-    pub fn set_limits(&mut self, rows: &[Row]) {
+    pub(crate) fn set_limits(&mut self, rows: &[Row]) {
         let limits: Vec<u64> = rows.iter().map(|r| r.limit).filter(|&l| l > 0).collect();
         if limits.is_empty() {
             return;
@@ -73,19 +73,19 @@ impl Report {
         self.limit_mean = round(limits.iter().sum::<u64>() as f64 / limits.len() as f64, 1);
     }
 
-    pub fn put(&mut self, key: &str, v: impl Serialize) {
+    pub(crate) fn put(&mut self, key: &str, v: impl Serialize) {
         if let Ok(v) = serde_json::to_value(v) {
             self.extra.insert(key.to_owned(), v);
         }
     }
 
     /// True if the run failed its checks (jobs lost).
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.lost.is_some_and(|l| l > 0) || self.extra.get("check_failed").is_some()
     }
 
     /// The human summary, then `RESULT {json}` as the last line, on stdout.
-    pub fn print(&self) {
+    pub(crate) fn print(&self) {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", self.summary());
         let json = serde_json::to_string(self).unwrap_or_else(|_| "{}".into());
@@ -138,7 +138,7 @@ impl Report {
     }
 
     /// Writes result.json, timeseries.csv and the charts into `dir`.
-    pub fn write(&self, dir: &Path, rows: &[Row]) -> anyhow::Result<()> {
+    pub(crate) fn write(&self, dir: &Path, rows: &[Row]) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let json = serde_json::to_string_pretty(self)?;
         std::fs::write(dir.join("result.json"), json + "\n")
@@ -180,7 +180,7 @@ fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
 }
 
 /// `v` rounded to `digits` decimals (keeps the JSON readable).
-pub fn round(v: f64, digits: i32) -> f64 {
+pub(crate) fn round(v: f64, digits: i32) -> f64 {
     let m = 10f64.powi(digits);
     (v * m).round() / m
 }

@@ -13,11 +13,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Time between two readings.
-pub const EVERY: Duration = Duration::from_millis(1);
+pub(crate) const EVERY: Duration = Duration::from_millis(1);
 
 /// Jobs running over a window.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Running {
+pub(crate) struct Running {
     /// Mean of the readings (the time-average of jobs running).
     pub mean: f64,
     /// The highest reading.
@@ -32,7 +32,7 @@ struct Sums {
 }
 
 /// Reads a count every [`EVERY`] until dropped.
-pub struct Probe {
+pub(crate) struct Probe {
     sums: Arc<Sums>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -40,7 +40,7 @@ pub struct Probe {
 
 impl Probe {
     /// Starts reading `read` (a consumer's in-flight count).
-    pub fn start(read: impl Fn() -> u64 + Send + 'static) -> Self {
+    pub(crate) fn start(read: impl Fn() -> u64 + Send + 'static) -> Self {
         let (sums, stop) = (Arc::new(Sums::default()), Arc::new(AtomicBool::new(false)));
         let (s, halt) = (sums.clone(), stop.clone());
         let thread = std::thread::Builder::new()
@@ -57,7 +57,7 @@ impl Probe {
 
     /// The readings since the last call (then starts a new window). A window without a
     /// reading yet gives `now`, read at once.
-    pub fn take(&self, now: u64) -> Running {
+    pub(crate) fn take(&self, now: u64) -> Running {
         let sum = self.sums.sum.swap(0, Ordering::Relaxed);
         let count = self.sums.count.swap(0, Ordering::Relaxed);
         let max = self.sums.max.swap(0, Ordering::Relaxed);

@@ -14,11 +14,11 @@ use weir::CancellationToken;
 use weir::Conn;
 
 /// Sampling period of the time series.
-pub const PERIOD: Duration = Duration::from_millis(100);
+pub(crate) const PERIOD: Duration = Duration::from_millis(100);
 
 /// One row of `timeseries.csv`.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// Seconds since the sampler started.
     pub t_s: f64,
     /// Jobs processed per second in this window.
@@ -45,14 +45,14 @@ pub struct Row {
 
 /// The ideal throughput (jobs/s) and the downstream's capacity at a time since start,
 /// for scenarios that know them.
-pub type Ideal = Arc<dyn Fn(Duration) -> (f64, u64) + Send + Sync>;
+pub(crate) type Ideal = Arc<dyn Fn(Duration) -> (f64, u64) + Send + Sync>;
 
-pub struct Sampler {
+pub(crate) struct Sampler {
     stop: CancellationToken,
     task: JoinHandle<Vec<Row>>,
 }
 
-pub struct SamplerConfig {
+pub(crate) struct SamplerConfig {
     pub observed: Arc<Observed>,
     pub gauges: GaugeReader,
     pub conn: Conn,
@@ -64,7 +64,7 @@ pub struct SamplerConfig {
 }
 
 impl Sampler {
-    pub fn start(c: SamplerConfig) -> Self {
+    pub(crate) fn start(c: SamplerConfig) -> Self {
         let stop = CancellationToken::new();
         let depth = Arc::new(AtomicU64::new(0));
         tokio::spawn(poll_depth(
@@ -78,7 +78,7 @@ impl Sampler {
     }
 
     /// Stops sampling (after one last row) and returns the series.
-    pub async fn finish(self) -> Vec<Row> {
+    pub(crate) async fn finish(self) -> Vec<Row> {
         self.stop.cancel();
         self.task.await.unwrap_or_default()
     }

@@ -16,7 +16,7 @@ enum Private {
     Cluster(EmbeddedCluster),
 }
 
-pub struct Target {
+pub(crate) struct Target {
     private: Option<Private>,
     pub url: String,
     pub conn: Conn,
@@ -26,7 +26,7 @@ pub struct Target {
 }
 
 impl Target {
-    pub async fn open(c: &Common) -> anyhow::Result<Self> {
+    pub(crate) async fn open(c: &Common) -> anyhow::Result<Self> {
         let private = match (&c.redis_url, c.cluster) {
             (Some(_), Some(_)) => anyhow::bail!("--cluster starts a private cluster: drop --redis-url"),
             (Some(_), None) => None,
@@ -44,14 +44,14 @@ impl Target {
 
     /// A private single redis-server, whatever the options say (comparisons start one
     /// beside a cluster).
-    pub async fn single(partitions: Option<usize>) -> anyhow::Result<Self> {
+    pub(crate) async fn single(partitions: Option<usize>) -> anyhow::Result<Self> {
         let e = EmbeddedRedis::start()?;
         let url = e.url();
         Self::on(Some(Private::Server(e)), url, partitions).await
     }
 
     /// A private cluster of `primaries`.
-    pub async fn cluster(primaries: usize, partitions: Option<usize>) -> anyhow::Result<Self> {
+    pub(crate) async fn cluster(primaries: usize, partitions: Option<usize>) -> anyhow::Result<Self> {
         let e = EmbeddedCluster::start(primaries, 0)?;
         let url = e.url();
         Self::on(Some(Private::Cluster(e)), url, partitions).await
@@ -69,13 +69,13 @@ impl Target {
     }
 
     /// A queue name no earlier run used: `lt-<scenario>-<random>`.
-    pub fn fresh_queue(scenario: &str) -> String {
+    pub(crate) fn fresh_queue(scenario: &str) -> String {
         format!("lt-{scenario}-{:08x}", rand::random::<u32>())
     }
 
     /// A fresh queue (see [`Target::fresh_queue`]), partitioned if the run asks for it,
     /// with the settings [`Target::set_queue_settings`] gave.
-    pub async fn queue(&self, scenario: &str) -> anyhow::Result<String> {
+    pub(crate) async fn queue(&self, scenario: &str) -> anyhow::Result<String> {
         let q = Self::fresh_queue(scenario);
         if let Some(p) = self.partitions {
             Partitions::create(&mut self.conn.clone(), &q, p).await?;
@@ -88,12 +88,12 @@ impl Target {
     }
 
     /// Settings for the fresh queues made from now on (`None`: none).
-    pub fn set_queue_settings(&self, s: Option<Settings>) {
+    pub(crate) fn set_queue_settings(&self, s: Option<Settings>) {
         *self.settings.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
 
     /// Deletes a queue's keys on a shared server (a private one just goes away).
-    pub async fn cleanup(&self, queue: &str) {
+    pub(crate) async fn cleanup(&self, queue: &str) {
         if self.private.is_none() {
             self.remove(queue).await;
         }
@@ -103,7 +103,7 @@ impl Target {
     /// on a cluster the lanes live in different slots). DEL, not UNLINK: a big queue's
     /// memory is freed before the call returns, not by a background thread whose CPU
     /// time would count in the next measurement's `INFO cpu`.
-    pub async fn remove(&self, queue: &str) {
+    pub(crate) async fn remove(&self, queue: &str) {
         let Ok(keys) = weir::queue::keys::QueueKeys::new(queue) else {
             return;
         };
@@ -124,7 +124,7 @@ impl Target {
     }
 
     /// Where the server is, for the summary.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let parts = self
             .partitions
             .map(|p| format!(", queues of {p} partitions"))

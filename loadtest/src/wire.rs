@@ -6,11 +6,11 @@
 use std::io::{self, Read};
 
 /// A job index that is not the harness's (the id did not parse).
-pub const FOREIGN: u64 = u64::MAX;
+pub(crate) const FOREIGN: u64 = u64::MAX;
 
 /// One frame.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// Jobs processed: (index, end-to-end latency µs).
     Jobs(Vec<(u64, u64)>),
     /// Failed handler calls since the last frame.
@@ -35,7 +35,7 @@ const READY: u8 = b'U';
 
 impl Frame {
     /// Appends the encoded frame to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Frame::Jobs(jobs) => {
                 out.push(JOBS);
@@ -70,7 +70,7 @@ impl Frame {
     }
 
     /// Reads one frame; `Ok(None)` at a clean end of stream.
-    pub fn read(r: &mut impl Read) -> io::Result<Option<Frame>> {
+    pub(crate) fn read(r: &mut impl Read) -> io::Result<Option<Frame>> {
         let mut tag = [0u8; 1];
         match r.read_exact(&mut tag) {
             Ok(()) => {}

@@ -120,7 +120,7 @@ impl Consumer {
     pub fn new(config: ConsumerConfig, redis: Redis, registry: Registry) -> Result<Self> {
         config.validate()?;
         if registry.is_empty() {
-            return Err(Error::Config("no handler registered".into()));
+            return Err(Error::config("handlers", "are missing: no handler registered"));
         }
         let (limit, limiter, rate) = budget(&config)?;
         Ok(Self {
@@ -204,10 +204,10 @@ impl Consumer {
         let beat_conn = self.redis.connect_healing().await?;
         if let Some(parts) = Partitions::read(&mut conn.clone(), &c.queue).await? {
             if self.share.is_some() {
-                return Err(Error::Config(format!(
-                    "queue {} is partitioned: consume it on its own, not among several queues",
-                    c.queue
-                )));
+                return Err(Error::config(
+                    format!("queue {}", c.queue),
+                    "is partitioned: consume it on its own, not among several queues",
+                ));
             }
             return partitioned::run(self, parts, [conn, beat_conn], shutdown).await;
         }

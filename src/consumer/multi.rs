@@ -55,12 +55,10 @@ impl WeightedQueue {
     pub fn validate(&self) -> Result<()> {
         crate::queue::keys::validate_queue_name(&self.queue)?;
         if !(1..=Self::MAX_WEIGHT).contains(&self.weight) {
-            return Err(Error::Config(format!(
-                "queue {}: weight must be between 1 and {}, not {}",
-                self.queue,
-                Self::MAX_WEIGHT,
-                self.weight
-            )));
+            return Err(Error::config(
+                format!("queue {} weight", self.queue),
+                format!("must be between 1 and {}, not {}", Self::MAX_WEIGHT, self.weight),
+            ));
         }
         Ok(())
     }
@@ -82,12 +80,14 @@ impl std::str::FromStr for WeightedQueue {
             None => Self::new(s, 1),
             Some((name, w)) => {
                 let weight = w.parse::<u32>().map_err(|_| {
-                    Error::Config(format!(
-                        "queue {s:?}: weight {w:?} is not a whole number between 1 and {} \
-                         (write NAME or NAME:WEIGHT; a name that ends in ':' and a number takes \
-                         a weight: {s}:1)",
-                        Self::MAX_WEIGHT
-                    ))
+                    Error::config(
+                        format!("queue {s:?} weight {w:?}"),
+                        format!(
+                            "is not a whole number between 1 and {} (write NAME or NAME:WEIGHT; \
+                             a name that ends in ':' and a number takes a weight: {s}:1)",
+                            Self::MAX_WEIGHT
+                        ),
+                    )
                 })?;
                 Self::new(name, weight)
             }
@@ -160,7 +160,7 @@ impl MultiConsumer {
         first.queue = queues[0].queue.clone();
         first.validate()?;
         if registry.is_empty() {
-            return Err(Error::Config("no handler registered".into()));
+            return Err(Error::config("handlers", "are missing: no handler registered"));
         }
         let (limit, limiter, rate) = super::budget(&config)?;
         let weights: Vec<u32> = queues.iter().map(|q| q.weight).collect();
@@ -255,16 +255,16 @@ impl MultiConsumer {
 /// At least one queue, each valid and named once.
 fn check_queues(queues: &[WeightedQueue]) -> Result<()> {
     if queues.is_empty() {
-        return Err(Error::Config("no queue to consume".into()));
+        return Err(Error::config("queues", "are missing: no queue to consume"));
     }
     let mut seen = HashSet::new();
     for q in queues {
         q.validate()?;
         if !seen.insert(q.queue.as_str()) {
-            return Err(Error::Config(format!(
-                "queue {} is listed twice: give each queue once, with its weight (NAME:WEIGHT)",
-                q.queue
-            )));
+            return Err(Error::config(
+                format!("queue {}", q.queue),
+                "is listed twice: give each queue once, with its weight (NAME:WEIGHT)",
+            ));
         }
     }
     Ok(())

@@ -13,50 +13,62 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What a handler's failure means for its job and for the concurrency limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JobErrorKind {
+    /// A failure worth retrying: the job runs again after a backoff, charged an attempt,
+    /// and is dead-lettered once its attempts are spent. The job's own failure: the
+    /// limiter does not shrink for it (unless its HTTP status says overload).
+    Retry,
+    /// A failure no retry will cure: the job goes straight to the dead-letter queue.
+    Fatal,
+    /// The downstream could not take the call at all (it timed out, refused or reset the
+    /// connection): retried like [`JobErrorKind::Retry`], and the limiter counts it as
+    /// congestion.
+    Overloaded,
+    /// The downstream asked us to slow down (HTTP 429/503 and the like). Not a failure of
+    /// the job: it is deferred, put back without charging an attempt, within the pool's
+    /// deferral budget ([`crate::PoolConfig::deferral_budget`]); and the limiter
+    /// counts it as congestion.
+    Backpressure,
+}
+
 /// How a job failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobError {
     /// The error text, kept as the job's last error.
     pub message: String,
-    /// Retry later (with backoff) rather than dead-letter now.
-    pub retryable: bool,
-    /// The downstream asked us to slow down (HTTP 429/503 and the like). This is not a
-    /// failure of the job: it is deferred, put back without charging an attempt, within
-    /// the pool's deferral budget ([`crate::PoolConfig::deferral_budget`]); and the
-    /// concurrency limiter counts it as congestion.
-    pub backpressure: bool,
+    /// What the failure means: retry, dead-letter, overload or backpressure.
+    pub kind: JobErrorKind,
     /// Run again no sooner than this (for example from `Retry-After`; a deferral's delay is
     /// capped by [`crate::PoolConfig::max_defer_delay`]).
     pub retry_after: Option<Duration>,
-    /// The downstream could not take the call at all (it timed out, refused or reset
-    /// the connection): the limiter counts it as congestion. Plain failures (a handler
-    /// error, a bad answer) are the job's own and do not shrink the limit.
-    pub overload: bool,
     /// The HTTP status the downstream answered, if any: the limiter decides by its
     /// `overload_status` setting (429 and 503 by default) whether it means overload.
     pub status: Option<u16>,
 }
 
 impl JobError {
-    /// A failure worth retrying with backoff.
-    pub fn retry(message: impl Into<String>) -> Self {
+    /// An error of `kind`, with no delay and no HTTP status.
+    pub fn new(kind: JobErrorKind, message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
-            retryable: true,
-            backpressure: false,
+            kind,
             retry_after: None,
-            overload: false,
             status: None,
         }
+    }
+
+    /// A failure worth retrying with backoff.
+    pub fn retry(message: impl Into<String>) -> Self {
+        Self::new(JobErrorKind::Retry, message)
     }
 
     /// The downstream could not take the call (a timeout, a refused or reset
     /// connection): retried with backoff, and the limiter slows down.
     pub fn overloaded(message: impl Into<String>) -> Self {
-        Self {
-            overload: true,
-            ..Self::retry(message)
-        }
+        Self::new(JobErrorKind::Overloaded, message)
     }
 
     /// The same error, recording the HTTP status the downstream answered (which the
@@ -68,29 +80,28 @@ impl JobError {
         }
     }
 
+    /// The same error, to run again no sooner than `after` (see [`JobError::retry_after`]).
+    pub fn with_retry_after(self, after: Option<Duration>) -> Self {
+        Self {
+            retry_after: after,
+            ..self
+        }
+    }
+
     /// A failure no retry will cure: the job goes straight to the dead-letter queue.
     pub fn fatal(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retryable: false,
-            backpressure: false,
-            retry_after: None,
-            overload: false,
-            status: None,
-        }
+        Self::new(JobErrorKind::Fatal, message)
     }
 
     /// The downstream is overloaded: put the job back without charging an attempt, to run
     /// again after `retry_after` (or the backoff), and slow down.
     pub fn backpressure(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
-        Self {
-            message: message.into(),
-            retryable: true,
-            backpressure: true,
-            retry_after,
-            overload: false,
-            status: None,
-        }
+        Self::new(JobErrorKind::Backpressure, message).with_retry_after(retry_after)
+    }
+
+    /// True when the job may run again (every kind but [`JobErrorKind::Fatal`]).
+    pub fn is_retryable(&self) -> bool {
+        self.kind != JobErrorKind::Fatal
     }
 }
 

@@ -87,7 +87,13 @@ impl Signal {
             Ok(()) => Signal::Success,
             Err(e) => match e.status {
                 Some(status) => Signal::Status(status),
-                None if e.backpressure || e.overload => Signal::Overload,
+                None if matches!(
+                    e.kind,
+                    crate::handler::JobErrorKind::Backpressure | crate::handler::JobErrorKind::Overloaded
+                ) =>
+                {
+                    Signal::Overload
+                }
                 None => Signal::Failure,
             },
         }

@@ -132,7 +132,12 @@ impl Schedule {
 
     /// The tick calculator, checking the schedule on the way.
     pub(crate) fn ticks(&self) -> Result<Ticks> {
-        let bad = |why: String| Error::Config(format!("schedule {:?}: {why}", self.name));
+        let bad = |why: String| {
+            Error::config(
+                format!("schedule {:?}", self.name),
+                format!("is not valid: {why}"),
+            )
+        };
         match (self.every_ms, &self.cron) {
             (Some(ms), None) if ms >= 1000 => Ok(Ticks::Every(ms)),
             (Some(_), None) => Err(bad("the interval must be at least 1s".into())),

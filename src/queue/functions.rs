@@ -20,7 +20,7 @@
 //! its connection to Redis was lost (a restart, a failover), and loads it again; the
 //! clients wait longer than that for it before they give up.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, LibraryError, Result};
 use crate::queue::scripts;
 use redis::aio::ConnectionLike;
 use std::sync::LazyLock;
@@ -157,9 +157,7 @@ async fn probe<C: ConnectionLike>(conn: &mut C) -> Result<Found> {
                 r => Ok(Found::Ours(r?)),
             }
         }
-        Err(e) if e.to_string().contains("unknown command") => Err(library_error(
-            "this Redis has no Functions (FCALL): weir needs Redis 7.0 or newer",
-        )),
+        Err(e) if e.to_string().contains("unknown command") => Err(LibraryError::NoFunctions.into()),
         r => Ok(Found::Ours(r?)),
     }
 }
@@ -192,9 +190,6 @@ fn named_weir(entry: &redis::Value) -> bool {
     })
 }
 
-const FOREIGN: &str = "a Functions library named weir without weir_version is loaded: it is not \
-                       from a compatible weir; replace it with `weir functions load --replace`";
-
 /// The library loaded in Redis, or `None` when there is none.
 ///
 /// A library named `weir` without `weir_version` (not from a compatible weir) is an error,
@@ -203,7 +198,7 @@ pub async fn loaded<C: ConnectionLike>(conn: &mut C) -> Result<Option<LibraryInf
     match probe(conn).await? {
         Found::None => Ok(None),
         Found::Ours(info) => Ok(Some(info)),
-        Found::Foreign => Err(library_error(FOREIGN)),
+        Found::Foreign => Err(LibraryError::Foreign.into()),
     }
 }
 
@@ -224,12 +219,13 @@ pub async fn load<C: ConnectionLike>(conn: &mut C, replace: bool) -> Result<Load
     }
     let previous = match found {
         Found::Ours(info) if !replace => {
-            return Err(library_error(format!(
-                "the weir library in Redis is {info}, this weir's is {ours}; \
-                 replace it with `weir functions load --replace`"
-            )));
+            return Err(LibraryError::OtherBuild {
+                loaded: info.to_string(),
+                ours: ours.to_string(),
+            }
+            .into());
         }
-        Found::Foreign if !replace => return Err(library_error(FOREIGN)),
+        Found::Foreign if !replace => return Err(LibraryError::Foreign.into()),
         Found::Ours(info) => Some(Some(info)),
         Found::Foreign => Some(None),
         Found::None => None,
@@ -271,12 +267,12 @@ pub async fn ensure<C: ConnectionLike>(conn: &mut C) -> Result<Option<LibraryInf
         Err(e) => return refused(e),
     };
     if info.protocol != PROTOCOL {
-        return Err(library_error(format!(
-            "the weir library in Redis is {info}, but this weir speaks protocol {PROTOCOL}: \
-             producers using it write jobs this weir may not read; run consumers of a weir \
-             that speaks protocol {}, or replace the library with `weir functions load --replace`",
-            info.protocol
-        )));
+        return Err(LibraryError::Protocol {
+            loaded: info.to_string(),
+            theirs: info.protocol,
+            ours: PROTOCOL,
+        }
+        .into());
     }
     // What the library says of itself proves nothing: its code must be this weir's.
     match loaded_code_hash(conn).await {
@@ -357,8 +353,4 @@ fn refused(e: Error) -> Result<Option<LibraryInfo>> {
         }
         e => Err(e),
     }
-}
-
-fn library_error(msg: impl Into<String>) -> Error {
-    Error::Library(msg.into())
 }

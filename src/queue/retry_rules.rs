@@ -98,7 +98,7 @@ fn dur(s: &str) -> Result<Duration> {
 }
 
 fn bad(msg: String) -> Error {
-    Error::Config(format!("retry rule: {msg}"))
+    Error::config("retry rule", format!("is not valid: {msg}"))
 }
 
 impl FromStr for RetryRule {
@@ -237,8 +237,12 @@ impl RetryRules {
         let mut out = Self::default();
         for (k, v) in h {
             let parse = || {
-                v.parse::<RetryRule>()
-                    .map_err(|e| Error::Config(format!("runtime setting {k} = {v:?}: {e}")))
+                v.parse::<RetryRule>().map_err(|e| {
+                    Error::config(
+                        format!("runtime setting {k} = {v:?}"),
+                        format!("does not parse: {e}"),
+                    )
+                })
             };
             if k == QUEUE_FIELD {
                 out.queue = Some(parse()?);

@@ -40,16 +40,16 @@ impl SamplesConfig {
     /// Checks the ranges.
     pub fn validate(&self) -> Result<()> {
         if self.period < Duration::from_millis(100) || self.period > Duration::from_secs(3600) {
-            return Err(Error::Config(format!(
-                "history period must be from 100ms to 1h, not {:?}",
-                self.period
-            )));
+            return Err(Error::config(
+                "history period",
+                format!("must be from 100ms to 1h, not {:?}", self.period),
+            ));
         }
         if !(2..=100_000).contains(&self.kept) {
-            return Err(Error::Config(format!(
-                "history samples kept must be from 2 to 100000, not {}",
-                self.kept
-            )));
+            return Err(Error::config(
+                "history samples kept",
+                format!("must be from 2 to 100000, not {}", self.kept),
+            ));
         }
         Ok(())
     }

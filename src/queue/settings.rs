@@ -198,37 +198,42 @@ impl Settings {
             r.validate()?;
         }
         if self.dead_cap == Some(0) {
-            return Err(Error::Config("dead-letter cap must be at least 1".into()));
+            return Err(Error::config("dead-letter cap", "must be at least 1"));
         }
         if self.keep_completed_count == Some(0) {
-            return Err(Error::Config(
-                "completed jobs kept must be at least 1 (clear --keep-completed to keep none)".into(),
+            return Err(Error::config(
+                "completed jobs kept",
+                "must be at least 1 (clear --keep-completed to keep none)",
             ));
         }
         if self.keep_completed.is_some_and(|d| d.as_millis() == 0) {
-            return Err(Error::Config(
-                "completed jobs must be kept at least 1ms (clear --keep-completed to keep none)".into(),
+            return Err(Error::config(
+                "completed jobs",
+                "must be kept at least 1ms (clear --keep-completed to keep none)",
             ));
         }
         if self.history_runs.is_some_and(|n| n > MAX_HISTORY_RUNS) {
-            return Err(Error::Config(format!(
-                "a job's history keeps 0 to {MAX_HISTORY_RUNS} runs"
-            )));
+            return Err(Error::config(
+                "a job's history",
+                format!("keeps 0 to {MAX_HISTORY_RUNS} runs"),
+            ));
         }
         if let Some(r) = self.global_rate {
             r.validate()?;
         }
         if self.global_concurrency == Some(0) {
-            return Err(Error::Config(
-                "global concurrency must be at least 1 (clear it to lift the limit)".into(),
+            return Err(Error::config(
+                "global concurrency",
+                "must be at least 1 (clear it to lift the limit)",
             ));
         }
         if let Some(r) = self.key_rate {
             r.validate()?;
         }
         if self.key_concurrency == Some(0) {
-            return Err(Error::Config(
-                "per-key concurrency must be at least 1 (clear it to lift the limit)".into(),
+            return Err(Error::config(
+                "per-key concurrency",
+                "must be at least 1 (clear it to lift the limit)",
             ));
         }
         for (key, l) in &self.key_overrides {
@@ -237,9 +242,10 @@ impl Settings {
                 r.validate()?;
             }
             if l.concurrency == Some(0) {
-                return Err(Error::Config(format!(
-                    "key {key}: concurrency must be at least 1 (clear the key's limits to lift them)"
-                )));
+                return Err(Error::config(
+                    format!("key {key} concurrency"),
+                    "must be at least 1 (clear the key's limits to lift them)",
+                ));
             }
         }
         Ok(())

@@ -87,8 +87,9 @@ impl TlsFiles {
             }),
             (None, None) => None,
             _ => {
-                return Err(Error::Config(
-                    "a TLS client certificate needs its key, and a key its certificate".into(),
+                return Err(Error::config(
+                    "TLS client certificate and key",
+                    "go together: give both, or neither",
                 ));
             }
         };
@@ -138,10 +139,10 @@ impl Redis {
         if !tls.is_empty()
             && let Some(plain) = seeds.iter().find(|s| !s.starts_with("rediss://"))
         {
-            return Err(Error::Config(format!(
-                "TLS files were given but {} is not a rediss:// URL",
-                redact_url(plain)
-            )));
+            return Err(Error::config(
+                format!("Redis URL {}", redact_url(plain)),
+                "is not a rediss:// URL, but TLS files were given",
+            ));
         }
         for seed in &seeds {
             redis::Client::open(seed.as_str()).map_err(|e| invalid(seed, e))?;
@@ -174,9 +175,10 @@ impl Redis {
     fn open_sentinel(url: &str, tls: &TlsFiles) -> Result<Self> {
         let redacted = redact_url(url);
         if !tls.is_empty() {
-            return Err(Error::Config(format!(
-                "TLS files were given but {redacted} is not a rediss:// URL (TLS to Sentinel is not supported)"
-            )));
+            return Err(Error::config(
+                format!("Redis URL {redacted}"),
+                "is not a rediss:// URL, but TLS files were given (TLS to Sentinel is not supported)",
+            ));
         }
         let spec = SentinelSpec::parse(url, &redacted)?;
         Ok(Self {
@@ -216,8 +218,9 @@ impl Redis {
 
     #[cfg(not(feature = "tls"))]
     fn client_with_tls(_url: &str, _tls: &TlsFiles) -> Result<redis::RedisResult<redis::Client>> {
-        Err(Error::Config(
-            "TLS files were given but weir was built without its `tls` feature".into(),
+        Err(Error::config(
+            "TLS files",
+            "were given, but weir was built without its `tls` feature",
         ))
     }
 

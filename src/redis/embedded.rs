@@ -1,7 +1,7 @@
 //! A private `redis-server` on a free loopback port in a temporary directory, stopped on
 //! drop: the embedded default of the quick start, the load-test harness and the tests.
 
-use crate::error::{Error, Result};
+use crate::error::{Result, ServerError};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,15 +23,15 @@ impl EmbeddedRedis {
 
     /// Starts `redis-server` with extra arguments (for example AOF settings).
     pub fn start_with(extra: &[&str]) -> Result<Self> {
-        let mut last = None;
         // A free port can be taken between probing and binding: try a few.
-        for _ in 0..5 {
-            match Self::try_start(extra) {
-                Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
+        let mut started = Self::try_start(extra);
+        for _ in 1..5 {
+            if started.is_ok() {
+                break;
             }
+            started = Self::try_start(extra);
         }
-        Err(last.unwrap_or_else(|| Error::RedisServer("redis-server did not start".into())))
+        started
     }
 
     fn try_start(extra: &[&str]) -> Result<Self> {
@@ -57,11 +57,9 @@ impl EmbeddedRedis {
         if self.child.try_wait()?.is_some() {
             return Ok(());
         }
-        // std::process has no SIGTERM; the `kill` utility sends it without unsafe code.
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
+        // std::process has no SIGTERM; rustix sends it without unsafe code.
+        let pid = rustix::process::Pid::from_child(&self.child);
+        let sent = rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok();
         let started = Instant::now();
         while sent && started.elapsed() < Duration::from_secs(10) {
             if self.child.try_wait()?.is_some() {
@@ -106,9 +104,7 @@ impl EmbeddedRedis {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait()? {
-                return Err(Error::RedisServer(format!(
-                    "redis-server exited at start ({status})"
-                )));
+                return Err(ServerError::Exited { status }.into());
             }
             // Any reply counts, even NOAUTH from a server started with a password.
             if let Ok(client) = redis::Client::open(self.url())
@@ -117,10 +113,13 @@ impl EmbeddedRedis {
             {
                 return Ok(());
             }
-            if started.elapsed() > Duration::from_secs(10) {
-                return Err(Error::RedisServer(
-                    "redis-server did not answer within 10s".into(),
-                ));
+            let within = Duration::from_secs(10);
+            if started.elapsed() > within {
+                return Err(ServerError::NotReady {
+                    what: "redis-server did not answer",
+                    within,
+                }
+                .into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -149,7 +148,14 @@ impl EmbeddedRedis {
 
 fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Result<Child> {
     Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--daemonize", "no"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--daemonize",
+            "no",
+        ])
         .arg("--dir")
         .arg(dir)
         .args(["--logfile", "redis.log", "--protected-mode", "yes"])
@@ -158,10 +164,13 @@ fn spawn(port: u16, dir: &std::path::Path, extra: &[String]) -> Result<Child> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| {
-            Error::RedisServer(format!(
-                "cannot start redis-server ({e}); install it (Debian: apt-get install redis-server) or pass --redis-url"
-            ))
+        .map_err(|source| {
+            ServerError::Missing {
+                program: "redis-server",
+                package: "redis-server",
+                source,
+            }
+            .into()
         })
 }
 

@@ -4,7 +4,7 @@
 //! (`--cluster N`) and trying weir on a cluster without one at hand.
 
 use super::embedded::EmbeddedRedis;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ServerError};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -24,9 +24,10 @@ impl EmbeddedCluster {
     /// cluster as ok.
     pub fn start(primaries: usize, replicas: usize) -> Result<Self> {
         if primaries < 3 {
-            return Err(Error::Config(format!(
-                "a Redis Cluster needs at least 3 primaries, not {primaries}"
-            )));
+            return Err(Error::config(
+                "Redis Cluster primaries",
+                format!("must be at least 3, not {primaries}"),
+            ));
         }
         let timeout = NODE_TIMEOUT_MS.to_string();
         let args = [
@@ -53,21 +54,23 @@ impl EmbeddedCluster {
             create.arg(format!("127.0.0.1:{}", n.port()));
         }
         create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
-        let out = create.output().map_err(|e| {
-            Error::RedisServer(format!(
-                "cannot run redis-cli ({e}); install it (Debian: apt-get install redis-tools)"
-            ))
+        let out = create.output().map_err(|source| ServerError::Missing {
+            program: "redis-cli",
+            package: "redis-tools",
+            source,
         })?;
         if !out.status.success() {
-            return Err(Error::RedisServer(format!(
-                "redis-cli --cluster create failed: {}",
-                String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .chain(String::from_utf8_lossy(&out.stderr).lines())
-                    .filter(|l| l.contains("ERR") || l.contains("rror"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )));
+            let output = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .chain(String::from_utf8_lossy(&out.stderr).lines())
+                .filter(|l| l.contains("ERR") || l.contains("rror"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(ServerError::Command {
+                command: "redis-cli --cluster create",
+                output,
+            }
+            .into());
         }
         let cluster = Self { nodes };
         cluster.wait_ok(Duration::from_secs(30))?;
@@ -84,10 +87,11 @@ impl EmbeddedCluster {
                 return Ok(());
             }
             if started.elapsed() > within {
-                return Err(Error::RedisServer(format!(
-                    "the cluster was not ok within {}s",
-                    within.as_secs()
-                )));
+                return Err(ServerError::NotReady {
+                    what: "the cluster was not ok",
+                    within,
+                }
+                .into());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -123,7 +127,7 @@ impl EmbeddedCluster {
                 return Ok(ports);
             }
         }
-        Err(Error::RedisServer("no cluster node answers".into()))
+        Err(ServerError::NoNode.into())
     }
 }
 

@@ -192,7 +192,7 @@ async fn jobs_pages_through_every_state() {
         "",
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("invalid cursor"));
+    assert!(text(&o.stderr).contains("page cursor") && text(&o.stderr).contains("is not one a page gave"));
 }
 
 #[tokio::test]
@@ -416,10 +416,7 @@ async fn workers_lists_a_running_consumer_until_it_stops() {
         out.starts_with("1 consumer on queue") && out.contains(&pid.to_string()),
         "{out}"
     );
-    Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
+    crate::common::signal(pid, rustix::process::Signal::TERM).unwrap();
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(

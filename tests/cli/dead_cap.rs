@@ -112,9 +112,7 @@ async fn a_lowered_cap_drains_in_steps_and_is_logged_once() {
         logged("trimming stopped"),
     )
     .await;
-    let _ = Command::new("kill")
-        .args(["-TERM", &work.id().to_string()])
-        .status();
+    let _ = crate::common::signal(work.id(), rustix::process::Signal::TERM);
     assert!(work.wait().unwrap().success());
     let text = plain(&std::fs::read_to_string(&log).unwrap());
     let starts = text.matches("dead-letter queue over its cap").count();

@@ -57,12 +57,12 @@ pub(crate) fn cli_within_from(ctx: &Ctx, args: &[&str], stdin: Stdio, limit: Dur
         .stderr(Stdio::piped())
         .spawn()
         .expect("weir runs");
-    let pid = child.id().to_string();
+    let pid = child.id();
     let out = std::thread::spawn(move || child.wait_with_output().unwrap());
     let started = Instant::now();
     while !out.is_finished() {
         if started.elapsed() > limit {
-            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            let _ = common::signal(pid, rustix::process::Signal::KILL);
             panic!("weir {args:?} still running after {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(10));

@@ -192,11 +192,11 @@ async fn second_signal_exits_at_once() {
         ctx.stats().await.in_flight == 1
     })
     .await;
-    let pid = child.id().to_string();
-    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let pid = child.id();
+    crate::common::signal(pid, rustix::process::Signal::INT).unwrap();
     // the first signal is being handled once the fetcher stops; give it a moment, then again
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    crate::common::signal(pid, rustix::process::Signal::INT).unwrap();
     let o = child.wait_with_output().unwrap();
     no_panic(&o);
     assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
@@ -333,10 +333,7 @@ async fn workers_shows_the_process_under_each_queue() {
         })
         .await;
     }
-    Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
+    crate::common::signal(pid, rustix::process::Signal::TERM).unwrap();
     let o = child.wait_with_output().unwrap();
     no_panic(&o);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

@@ -22,6 +22,13 @@ use weir::Conn;
 use weir::EmbeddedRedis;
 use weir::queue::keys::QueueKeys;
 
+/// Sends `sig` to the process `pid` (std has only SIGKILL; rustix sends any signal
+/// without unsafe code and without spawning `kill`).
+pub(crate) fn signal(pid: u32, sig: rustix::process::Signal) -> std::io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid as i32).ok_or(std::io::ErrorKind::InvalidInput)?;
+    Ok(rustix::process::kill_process(pid, sig)?)
+}
+
 static SERVER: Mutex<Weak<EmbeddedRedis>> = Mutex::new(Weak::new());
 static NEXT_QUEUE: AtomicU64 = AtomicU64::new(0);
 

@@ -12,6 +12,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weir::{NewJob, Producer, Queue, Redis};
 
+/// Sends `sig` to the process `pid`.
+pub(crate) fn signal(pid: u32, sig: rustix::process::Signal) -> std::io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid as i32).ok_or(std::io::ErrorKind::InvalidInput)?;
+    Ok(rustix::process::kill_process(pid, sig)?)
+}
+
 /// The `weir` binary under test.
 pub(crate) const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 
@@ -103,15 +109,9 @@ impl Proc {
         let _ = self.child.wait();
     }
 
-    /// SIGTERM (through the `kill` utility: std has no other signal and the tests use no
-    /// unsafe code).
+    /// SIGTERM (std has no other signal; rustix sends it without unsafe code).
     pub(crate) fn sigterm(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -TERM failed");
+        signal(self.pid(), rustix::process::Signal::TERM).expect("SIGTERM");
     }
 
     /// Waits up to `timeout` for the exit; None if it is still running.
@@ -173,7 +173,7 @@ pub(crate) fn run_weir_env(
     let started = Instant::now();
     while !out.is_finished() {
         if started.elapsed() > timeout {
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            let _ = signal(pid, rustix::process::Signal::KILL);
             panic!("weir {args:?} did not finish within {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(10));

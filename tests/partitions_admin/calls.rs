@@ -233,7 +233,10 @@ async fn pages_go_lane_after_lane() {
     let seen: Vec<String> = d1.jobs.iter().chain(&d2.jobs).map(|j| j.id.clone()).collect();
     assert_eq!(seen, ["e1", "e2", "e3"]);
     let e = q.jobs(JobState::Ready, None, 2, Some("7")).await.unwrap_err();
-    assert!(e.to_string().contains("invalid cursor"), "{e}");
+    assert!(
+        e.to_string().contains("page cursor \"7\" is not one a page gave"),
+        "{e}"
+    );
 }
 
 #[tokio::test]

@@ -34,12 +34,7 @@ async fn sigterm_shuts_down_gracefully_with_stdout_and_stderr_closed() {
     // The reader goes away, as `head -1` does after its line.
     drop(child.stdout.take());
     drop(child.stderr.take());
-    let ok = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    crate::common::signal(child.id(), rustix::process::Signal::TERM).unwrap();
     let started = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {

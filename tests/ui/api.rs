@@ -123,7 +123,7 @@ async fn api_failures_are_json_with_a_status() {
         (
             format!("/api/jobs?queue={q}&state=ready&cursor=x"),
             400,
-            "invalid cursor".into(),
+            "is not one a page gave".into(),
         ),
         (
             format!("/api/jobs?queue={q}&state=ready&limit=0"),

@@ -9,7 +9,7 @@ use weir::limiter::Target;
 
 /// The simulated downstream, as options (shared with the consumer processes).
 #[derive(Args, Debug, Clone)]
-pub struct DownstreamOpts {
+pub(crate) struct DownstreamOpts {
     /// Capacity over time: CAPACITY@DURATION steps; the last step holds afterwards.
     #[arg(long, default_value = "200@20s,80@20s,200@20s")]
     pub capacity: String,
@@ -42,7 +42,7 @@ pub struct DownstreamOpts {
 
 impl DownstreamOpts {
     /// The same downstream with every capacity divided among `k` processes.
-    pub fn shared(&self, k: u64) -> DownstreamOpts {
+    pub(crate) fn shared(&self, k: u64) -> DownstreamOpts {
         let Ok(script) = downstream::parse_script(&self.capacity) else {
             return self.clone(); // reported by `config` where it is used
         };
@@ -57,7 +57,7 @@ impl DownstreamOpts {
         }
     }
 
-    pub fn config(&self, seed: u64) -> Result<downstream::Config, String> {
+    pub(crate) fn config(&self, seed: u64) -> Result<downstream::Config, String> {
         if !(0.0..1.0).contains(&self.jitter) || !(0.0..=1.0).contains(&self.error_rate) {
             return Err("--jitter must be in [0, 1) and --error-rate in [0, 1]".into());
         }
@@ -88,7 +88,7 @@ impl DownstreamOpts {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct DownstreamArgs {
+pub(crate) struct DownstreamArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
@@ -111,7 +111,7 @@ impl DownstreamArgs {
     /// `--base-latency`, as in the limiter's simulations (75 ms at 50 ms; see
     /// loadtest/README.md for why not the library's relative 1.5x); it is the limiter's
     /// when adaptive, and only what the report judges against when fixed.
-    pub fn resolve(&mut self) {
+    pub(crate) fn resolve(&mut self) {
         let limits = &mut self.common.limits;
         limits.adaptive = !self.fixed;
         let default = Target::Absolute(self.downstream.base_latency.mul_f64(1.5));
@@ -123,7 +123,7 @@ impl DownstreamArgs {
     }
 
     /// The p95 target (after [`DownstreamArgs::resolve`]).
-    pub fn target(&self) -> Target {
+    pub(crate) fn target(&self) -> Target {
         self.target_p95
             .unwrap_or(Target::Absolute(self.downstream.base_latency.mul_f64(1.5)))
     }

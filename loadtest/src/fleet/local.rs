@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use weir::{CancellationToken, Consumer, ConsumerConfig, Handle, Handler, Redis, Registry, Report};
 
-pub struct Local {
+pub(crate) struct Local {
     handle: Handle,
     running: Arc<Probe>,
     shutdown: CancellationToken,
@@ -18,7 +18,7 @@ pub struct Local {
 }
 
 impl Local {
-    pub fn start(spec: &Spec, observed: Arc<Observed>) -> anyhow::Result<Self> {
+    pub(crate) fn start(spec: &Spec, observed: Arc<Observed>) -> anyhow::Result<Self> {
         let work = match &spec.downstream {
             Some((opts, seed, epoch)) => {
                 let config = opts.config(*seed).map_err(anyhow::Error::msg)?;
@@ -34,7 +34,7 @@ impl Local {
     }
 
     /// A consumer running `handler` for every job (the scenario's own accounting).
-    pub fn with_handler(spec: &Spec, h: impl Handler + 'static) -> anyhow::Result<Self> {
+    pub(crate) fn with_handler(spec: &Spec, h: impl Handler + 'static) -> anyhow::Result<Self> {
         let mut config = ConsumerConfig::new(spec.queue.clone());
         config.concurrency = spec.concurrency;
         config.limiter = spec.limiter.clone();
@@ -56,7 +56,7 @@ impl Local {
         })
     }
 
-    pub fn gauges(&self) -> GaugeReader {
+    pub(crate) fn gauges(&self) -> GaugeReader {
         let (limit, running) = (self.handle.limit.clone(), self.running.clone());
         Arc::new(move || {
             let r = running.take(limit.in_flight() as u64);
@@ -69,7 +69,7 @@ impl Local {
     }
 
     /// Waits until the consumer is up, up to `timeout`.
-    pub async fn ready(&self, timeout: Duration) -> anyhow::Result<()> {
+    pub(crate) async fn ready(&self, timeout: Duration) -> anyhow::Result<()> {
         tokio::select! {
             _ = self.handle.ready() => Ok(()),
             _ = async { while !self.task.is_finished() { tokio::time::sleep(Duration::from_millis(10)).await } } => {
@@ -79,18 +79,18 @@ impl Local {
         }
     }
 
-    pub fn target_p95(&self) -> Option<Duration> {
+    pub(crate) fn target_p95(&self) -> Option<Duration> {
         self.handle.limiter.as_ref().and_then(|l| l.target())
     }
 
-    pub async fn wait(mut self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {
+    pub(crate) async fn wait(mut self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {
         match tokio::time::timeout(timeout, &mut self.task).await {
             Ok(joined) => Ok((totals(joined??), true)),
             Err(_) => Ok((self.stop().await?, false)),
         }
     }
 
-    pub async fn stop(self) -> anyhow::Result<Totals> {
+    pub(crate) async fn stop(self) -> anyhow::Result<Totals> {
         self.shutdown.cancel();
         Ok(totals(self.task.await??))
     }

@@ -6,7 +6,7 @@ mod procs;
 
 use crate::cli::DownstreamOpts;
 use crate::observed::{Gauges, Observed};
-pub use procs::Procs;
+pub(crate) use procs::Procs;
 use std::sync::Arc;
 use std::time::Duration;
 use weir::ConsumerConfig;
@@ -14,7 +14,7 @@ use weir::limiter::{KeyLimiterConfig, LimiterConfig, Rate};
 
 /// What every consumer of a run is told.
 #[derive(Debug, Clone)]
-pub struct Spec {
+pub(crate) struct Spec {
     pub redis_url: String,
     pub queue: String,
     /// The fixed limit, or the adaptive limiter's starting limit.
@@ -38,7 +38,7 @@ pub struct Spec {
 
 impl Spec {
     /// The limit a consumer starts with (the adaptive limiter clamps it into its bounds).
-    pub fn initial_limit(&self) -> usize {
+    pub(crate) fn initial_limit(&self) -> usize {
         match &self.limiter {
             Some(l) => self.concurrency.clamp(l.aimd.min, l.aimd.max),
             None => self.concurrency,
@@ -47,7 +47,7 @@ impl Spec {
 }
 
 /// Applies the harness's fetch and lease settings to a consumer config.
-pub fn tune(c: &mut ConsumerConfig, batch: usize, pipeline: usize, visibility: Duration) {
+pub(crate) fn tune(c: &mut ConsumerConfig, batch: usize, pipeline: usize, visibility: Duration) {
     c.fetcher.batch = batch;
     c.fetcher.pipeline = pipeline;
     c.lease = visibility;
@@ -57,7 +57,7 @@ pub fn tune(c: &mut ConsumerConfig, batch: usize, pipeline: usize, visibility: D
 
 /// What the consumers did, summed.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub acked: u64,
     pub retried: u64,
     pub dead: u64,
@@ -76,18 +76,18 @@ impl Totals {
 }
 
 /// A running set of consumers.
-pub enum Fleet {
+pub(crate) enum Fleet {
     Local(local::Local),
     Procs(Box<Procs>),
 }
 
 /// Reads the fleet's gauges (limit, in-flight) from any task.
-pub type GaugeReader = Arc<dyn Fn() -> Gauges + Send + Sync>;
+pub(crate) type GaugeReader = Arc<dyn Fn() -> Gauges + Send + Sync>;
 
 impl Fleet {
     /// Starts `consumers` consumers: in this process if 1 (unless `processes`), else as
     /// child processes.
-    pub fn start(
+    pub(crate) fn start(
         spec: Spec,
         consumers: usize,
         processes: bool,
@@ -102,11 +102,11 @@ impl Fleet {
 
     /// One consumer in this process running `handler` (a scenario with its own
     /// accounting, such as `keys`).
-    pub fn local(spec: Spec, handler: impl weir::Handler + 'static) -> anyhow::Result<Fleet> {
+    pub(crate) fn local(spec: Spec, handler: impl weir::Handler + 'static) -> anyhow::Result<Fleet> {
         Ok(Fleet::Local(local::Local::with_handler(&spec, handler)?))
     }
 
-    pub fn gauges(&self) -> GaugeReader {
+    pub(crate) fn gauges(&self) -> GaugeReader {
         match self {
             Fleet::Local(l) => l.gauges(),
             Fleet::Procs(p) => p.gauges(),
@@ -115,7 +115,7 @@ impl Fleet {
 
     /// Waits until every consumer has stopped by itself (drain mode), up to `timeout`;
     /// then asks the rest to stop. Returns the totals and whether all stopped in time.
-    pub async fn wait(self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {
+    pub(crate) async fn wait(self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {
         match self {
             Fleet::Local(l) => l.wait(timeout).await,
             Fleet::Procs(p) => p.wait(timeout).await,
@@ -125,7 +125,7 @@ impl Fleet {
     /// Waits until every consumer is up (connected, subscribed, its first fetch answered:
     /// `weir::Handle::ready`), so a scenario's clock and jobs start after the consumers'
     /// start-up rather than counting it, up to `timeout`.
-    pub async fn ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+    pub(crate) async fn ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
         match self {
             Fleet::Local(l) => l.ready(timeout).await,
             Fleet::Procs(p) => p.ready(timeout).await,
@@ -134,7 +134,7 @@ impl Fleet {
 
     /// The p95 target the adaptive limiter holds now (in-process consumer only: a
     /// relative target resolves at run time; `None` for processes or a fixed limit).
-    pub fn target_p95(&self) -> Option<Duration> {
+    pub(crate) fn target_p95(&self) -> Option<Duration> {
         match self {
             Fleet::Local(l) => l.target_p95(),
             Fleet::Procs(_) => None,
@@ -142,7 +142,7 @@ impl Fleet {
     }
 
     /// Asks every consumer to stop gracefully and waits for them.
-    pub async fn stop(self) -> anyhow::Result<Totals> {
+    pub(crate) async fn stop(self) -> anyhow::Result<Totals> {
         match self {
             Fleet::Local(l) => l.stop().await,
             Fleet::Procs(p) => p.stop().await,

@@ -30,7 +30,7 @@ struct Member {
     shared: Arc<Shared>,
 }
 
-pub struct Procs {
+pub(crate) struct Procs {
     spec: Spec,
     observed: Arc<Observed>,
     live: Vec<Member>,
@@ -40,7 +40,7 @@ pub struct Procs {
 }
 
 impl Procs {
-    pub fn start(spec: Spec, consumers: usize, observed: Arc<Observed>) -> anyhow::Result<Self> {
+    pub(crate) fn start(spec: Spec, consumers: usize, observed: Arc<Observed>) -> anyhow::Result<Self> {
         let mut p = Procs {
             spec,
             observed,
@@ -107,7 +107,7 @@ impl Procs {
     }
 
     /// Starts one more consumer process.
-    pub fn spawn(&mut self) -> anyhow::Result<u32> {
+    pub(crate) fn spawn(&mut self) -> anyhow::Result<u32> {
         let mut child = self
             .command()?
             .spawn()
@@ -136,7 +136,7 @@ impl Procs {
     }
 
     /// Waits until every live process's consumer is up, up to `timeout`.
-    pub async fn ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+    pub(crate) async fn ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             if self.live.iter().all(|m| m.shared.ready.load(Ordering::Relaxed)) {
@@ -158,12 +158,12 @@ impl Procs {
     }
 
     /// Live consumer processes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.live.len()
     }
 
     /// SIGKILLs live member `i` (a process this fleet started) and reaps it; returns its PID.
-    pub fn kill(&mut self, i: usize) -> anyhow::Result<u32> {
+    pub(crate) fn kill(&mut self, i: usize) -> anyhow::Result<u32> {
         let mut m = self.live.swap_remove(i);
         let pid = m.child.id();
         // Child::kill sends SIGKILL to this child's PID only.
@@ -188,7 +188,7 @@ impl Procs {
             .retain(|g| !Arc::ptr_eq(g, &m.shared));
     }
 
-    pub fn gauges(&self) -> GaugeReader {
+    pub(crate) fn gauges(&self) -> GaugeReader {
         let members = self.gauges.clone();
         Arc::new(move || {
             let ms = members.lock().unwrap_or_else(|e| e.into_inner());
@@ -201,7 +201,7 @@ impl Procs {
     }
 
     /// Reaps members that exited by themselves; true when none is left.
-    pub fn reap(&mut self) -> anyhow::Result<bool> {
+    pub(crate) fn reap(&mut self) -> anyhow::Result<bool> {
         let mut i = 0;
         while i < self.live.len() {
             if let Some(status) = self.live[i].child.try_wait()? {
@@ -217,7 +217,7 @@ impl Procs {
         Ok(self.live.is_empty())
     }
 
-    pub async fn wait(mut self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {
+    pub(crate) async fn wait(mut self, timeout: Duration) -> anyhow::Result<(Totals, bool)> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if self.reap()? {
@@ -229,7 +229,7 @@ impl Procs {
     }
 
     /// Closes every stdin (a graceful stop), waits up to 60 s, then kills what is left.
-    pub async fn stop(mut self) -> anyhow::Result<Totals> {
+    pub(crate) async fn stop(mut self) -> anyhow::Result<Totals> {
         for m in &mut self.live {
             m.stdin = None;
         }

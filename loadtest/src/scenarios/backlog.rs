@@ -26,7 +26,7 @@ const ROUND_CAP: Duration = Duration::from_secs(120);
 
 /// What one side measured.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct Side {
+pub(crate) struct Side {
     pub drain_jobs_per_s: f64,
     pub redis_cpu_us_per_job: f64,
     pub drain_peak_rss_mb: f64,
@@ -124,7 +124,7 @@ async fn big(target: &Target, c: &Common, s: Sizes, rounds: u64) -> anyhow::Resu
     Ok(sums.side())
 }
 
-pub async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let c = &a.common;
     let s = Sizes {
         small: a.small_backlog,

@@ -20,7 +20,7 @@ use std::time::Duration;
 /// shed call is the downstream's fault, not the job's.
 const MAX_ATTEMPTS: u32 = 1000;
 
-pub async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let target = Target::open(&a.common).await?;
     let (mut r, o) = once(&a, &target).await?;
     let rows = o.rows;
@@ -53,12 +53,12 @@ fn ideal_mean(config: &Config, length: Duration) -> f64 {
 
 /// Jobs that keep the queue full for `length` with `backlog` waiting: the ideal with half
 /// again to spare (retried jobs come back), and the backlog twice.
-pub fn jobs_needed(config: &Config, length: Duration, backlog: u64) -> u64 {
+pub(crate) fn jobs_needed(config: &Config, length: Duration, backlog: u64) -> u64 {
     (ideal_mean(config, length) * length.as_secs_f64() * 1.5) as u64 + 2 * backlog
 }
 
 /// One run of the script on a fresh queue: its report and what was observed.
-pub async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, timed::Outcome)> {
+pub(crate) async fn once(a: &DownstreamArgs, target: &Target) -> anyhow::Result<(Report, timed::Outcome)> {
     let c = &a.common;
     let config = a.downstream.config(c.seed).map_err(anyhow::Error::msg)?;
     let length = c.duration.unwrap_or_else(|| config.script_length());
@@ -224,7 +224,7 @@ fn compare(r: &mut Report, f: &Report) {
 
 /// How the consumers did in one step of the capacity script.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct PhaseReport {
+pub(crate) struct PhaseReport {
     pub capacity: u64,
     pub start_s: f64,
     /// Where the phase ended, or where the run did if it stopped first.
@@ -252,7 +252,13 @@ pub struct PhaseReport {
 /// One report per phase of the script that ran, from the rows of the fed window, which
 /// lasted `ran`. With `k` consumer processes each has 1/k of the capacity (rounded down),
 /// so the knee the summed limit is compared with is that share times k.
-pub fn phases(config: &Config, rows: &[Row], target_ms: f64, k: usize, ran: Duration) -> Vec<PhaseReport> {
+pub(crate) fn phases(
+    config: &Config,
+    rows: &[Row],
+    target_ms: f64,
+    k: usize,
+    ran: Duration,
+) -> Vec<PhaseReport> {
     let mut start = 0.0;
     let mut out = Vec::new();
     let k = k.max(1) as u64;

@@ -4,7 +4,7 @@
 //! drift) to price the accounting; `--compare-bare` (`versus_bare`) and
 //! `--compare-backlog` (`backlog`) are comparisons of their own.
 
-use super::{account, base_report, chaos, median, rate, spec, watch_done};
+use super::{account, base_report, kills, median, rate, spec, watch_done};
 use crate::accounting::Tally;
 use crate::cli::{Common, DrainArgs};
 use crate::cpu::{ThreadTimes, peak_rss, redis_cpu, reset_peak_rss};
@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weir::CancellationToken;
 
-pub const DEFAULT_JOBS: u64 = 200_000;
+pub(crate) const DEFAULT_JOBS: u64 = 200_000;
 const DEFAULT_CAP: Duration = Duration::from_secs(600);
 
 /// One drain run.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub enqueue_rate: f64,
     pub drain_rate: f64,
     /// CPU time of this process per drained job, µs (meaningful with the in-process
@@ -35,7 +35,7 @@ pub struct Outcome {
     pub elapsed: Duration,
     pub finished: bool,
     /// What the kills did (chaos only).
-    pub chaos: Option<chaos::Stats>,
+    pub chaos: Option<kills::Stats>,
     pub cost: Cost,
 }
 
@@ -43,7 +43,7 @@ pub struct Outcome {
 /// resident memory while the consumers drained (in-process consumer: the consumer plus
 /// the harness's accounting). `None` where it could not be read.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Cost {
+pub(crate) struct Cost {
     pub redis_enqueue_s: Option<f64>,
     /// This process's CPU seconds during the enqueue ([`ThreadTimes`]): the
     /// producer's side of the enqueue (no consumer runs yet).
@@ -54,7 +54,7 @@ pub struct Cost {
 
 impl Cost {
     /// Redis CPU µs per job of each phase and both, as the report shows them.
-    pub fn per_job(&self, jobs: u64) -> Option<serde_json::Value> {
+    pub(crate) fn per_job(&self, jobs: u64) -> Option<serde_json::Value> {
         let us = |s: f64| round(s * 1e6 / jobs.max(1) as f64, 3);
         let (e, d) = (self.redis_enqueue_s?, self.redis_drain_s?);
         Some(serde_json::json!({ "enqueue": us(e), "drain": us(d), "total": us(e + d) }))
@@ -62,42 +62,11 @@ impl Cost {
 }
 
 /// Redis CPU between two readings.
-pub fn spent(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+pub(crate) fn spent(before: Option<f64>, after: Option<f64>) -> Option<f64> {
     Some(after? - before?)
 }
 
-pub async fn run(a: DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
-    if a.compare_single {
-        // It starts a single server and a cluster of its own.
-        return super::versus_single::run(&a).await;
-    }
-    let target = Target::open(&a.common).await?;
-    if let Some(n) = a.keep_completed_count {
-        target.set_queue_settings(Some(weir::queue::settings::Settings {
-            keep_completed_count: Some(n),
-            ..Default::default()
-        }));
-    }
-    if a.compare_tracking {
-        return compare(&target, &a).await;
-    }
-    if a.compare_bare {
-        return super::versus_bare::run(&target, &a).await;
-    }
-    if a.compare_backlog {
-        return super::backlog::run(&target, &a).await;
-    }
-    if a.compare_global_limits {
-        return compare_global_limits(&target, &a).await;
-    }
-    let o = once(&target, &a.common, !a.common.no_track, "drain", None).await?;
-    let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
-    let mut r = report(&a.common, jobs, &o);
-    r.put("redis", target.describe());
-    Ok((r, o.rows))
-}
-
-pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
+pub(crate) fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
     let mut r = base_report("drain", c, jobs);
     r.enqueue_jobs_per_s = Some(o.enqueue_rate);
     r.drain_jobs_per_s = Some(o.drain_rate);
@@ -127,7 +96,7 @@ pub fn report(c: &Common, jobs: u64, o: &Outcome) -> Report {
 
 /// Enqueues, then drains one fresh queue. `kills` (chaos) runs beside the drain with
 /// the process fleet.
-pub async fn once(
+pub(crate) async fn once(
     target: &Target,
     c: &Common,
     track: bool,
@@ -156,7 +125,7 @@ pub async fn once(
     let sampler = drain_sampler(target, c, &queue, &fleet, &observed, jobs);
     let stop_watch = CancellationToken::new();
     let done = watch_done(observed.clone(), jobs, stop_watch.clone());
-    let plan = kills.map(|kills| chaos::Plan {
+    let plan = kills.map(|kills| kills::Plan {
         kills,
         seed: c.seed,
         jobs,
@@ -235,22 +204,22 @@ async fn enqueue(
 }
 
 /// This process's CPU seconds since `before`.
-pub fn client_spent(before: Option<ThreadTimes>) -> Option<f64> {
+pub(crate) fn client_spent(before: Option<ThreadTimes>) -> Option<f64> {
     Some(before?.since()?.as_secs_f64())
 }
 
 /// Waits for the fleet to drain the queue, killing processes on the way if `plan` says.
 async fn wait(
     fleet: Fleet,
-    plan: Option<chaos::Plan>,
+    plan: Option<kills::Plan>,
     observed: &Arc<Observed>,
     target: &Target,
     queue: &str,
     cap: Duration,
-) -> anyhow::Result<(Totals, bool, Option<chaos::Stats>)> {
+) -> anyhow::Result<(Totals, bool, Option<kills::Stats>)> {
     match (plan, fleet) {
         (Some(plan), Fleet::Procs(p)) => {
-            chaos::kill_and_wait(*p, observed.clone(), target, queue, plan).await
+            kills::kill_and_wait(*p, observed.clone(), target, queue, plan).await
         }
         (_, fleet) => {
             let (t, f) = fleet.wait(cap).await?;
@@ -260,7 +229,7 @@ async fn wait(
 }
 
 /// Untracked and tracked drains, `rounds` pairs in ABBA order, on fresh queues.
-async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let (mut with, mut without) = (Vec::new(), Vec::new());
     let (mut cpu_with, mut cpu_without) = (Vec::new(), Vec::new());
     let mut last = None;
@@ -295,7 +264,10 @@ async fn compare(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<
 
 /// Drains with and without fleet-wide limits that never bind, `rounds` pairs in ABBA
 /// order on fresh queues: what reading and keeping the limits costs.
-async fn compare_global_limits(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn compare_global_limits(
+    target: &Target,
+    a: &DrainArgs,
+) -> anyhow::Result<(Report, Vec<Row>)> {
     let limits = weir::queue::settings::Settings {
         global_rate: Some("10000000/s".parse().map_err(anyhow::Error::msg)?),
         global_concurrency: Some(10_000_000),

@@ -31,7 +31,7 @@ const DEFAULT_LENGTH: Duration = Duration::from_secs(5);
 const DEFAULT_CONCURRENCY: usize = 32;
 const DEFAULT_SLOW_LATENCY: Duration = Duration::from_millis(200);
 /// The fast keys' throughput in B over A that per-key limits are to keep.
-pub const GOAL: f64 = 0.9;
+pub(crate) const GOAL: f64 = 0.9;
 
 /// What the run does, checked once.
 struct Plan {
@@ -126,7 +126,7 @@ impl Side {
     }
 }
 
-pub async fn run(a: KeysArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn run(a: KeysArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let mut c = a.common.clone();
     c.concurrency.get_or_insert(DEFAULT_CONCURRENCY);
     let plan = Plan::new(&a)?;

@@ -1,16 +1,18 @@
 //! The scenarios, and what they share: the consumer spec from the common options, the
 //! wait for a queue to settle, and the report's common figures.
 
-pub mod backlog;
-pub mod chaos;
-pub mod downstream;
-pub mod drain;
-pub mod keys;
-pub mod steady;
-pub mod suite;
-pub mod timed;
-pub mod versus_bare;
-pub mod versus_single;
+pub(crate) mod backlog;
+pub(crate) mod chaos;
+pub(crate) mod downstream;
+pub(crate) mod drain;
+pub(crate) mod drain_modes;
+pub(crate) mod keys;
+pub(crate) mod kills;
+pub(crate) mod steady;
+pub(crate) mod suite;
+pub(crate) mod timed;
+pub(crate) mod versus_bare;
+pub(crate) mod versus_single;
 
 use crate::accounting::Tally;
 use crate::cli::Common;
@@ -25,9 +27,9 @@ use weir::CancellationToken;
 
 /// Longest wait for the backlog to be worked off after a time-based scenario's producer
 /// stops.
-pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> anyhow::Result<Spec> {
+pub(crate) fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> anyhow::Result<Spec> {
     Ok(Spec {
         redis_url: target.url.clone(),
         queue: queue.to_owned(),
@@ -48,7 +50,7 @@ pub fn spec(c: &Common, target: &Target, queue: &str, drain: bool) -> anyhow::Re
 }
 
 /// The report's fields every scenario fills the same way.
-pub fn base_report(scenario: &str, c: &Common, jobs: u64) -> Report {
+pub(crate) fn base_report(scenario: &str, c: &Common, jobs: u64) -> Report {
     let mut r = Report {
         scenario: scenario.into(),
         jobs,
@@ -69,7 +71,7 @@ pub fn base_report(scenario: &str, c: &Common, jobs: u64) -> Report {
 }
 
 /// Puts the accounting and the consumers' totals into the report.
-pub fn account(r: &mut Report, tally: Option<Tally>, totals: &Totals) {
+pub(crate) fn account(r: &mut Report, tally: Option<Tally>, totals: &Totals) {
     if let Some(t) = tally {
         r.lost = Some(t.lost);
         r.duplicates = Some(t.duplicates);
@@ -85,7 +87,7 @@ pub fn account(r: &mut Report, tally: Option<Tally>, totals: &Totals) {
 /// The median (0 for none): on a shared machine one run in a few lands on a busy moment.
 /// The sides of comparison round `round_no` in ABBA order (false first on even rounds),
 /// so drift over a run falls on both sides alike.
-pub fn abba(round_no: usize) -> [bool; 2] {
+pub(crate) fn abba(round_no: usize) -> [bool; 2] {
     if round_no.is_multiple_of(2) {
         [false, true]
     } else {
@@ -93,7 +95,7 @@ pub fn abba(round_no: usize) -> [bool; 2] {
     }
 }
 
-pub fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -103,14 +105,14 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
-pub fn rate(n: u64, d: Duration) -> f64 {
+pub(crate) fn rate(n: u64, d: Duration) -> f64 {
     round(n as f64 / d.as_secs_f64().max(1e-9), 1)
 }
 
 /// Resolves with the moment `observed` has counted `target` processed jobs (polled every
 /// millisecond, so the drain rate is not rounded up to a poll period), or `None` once
 /// cancelled.
-pub fn watch_done(
+pub(crate) fn watch_done(
     observed: Arc<Observed>,
     target: u64,
     stop: CancellationToken,
@@ -128,7 +130,7 @@ pub fn watch_done(
 
 /// Waits until the queue has nothing ready, delayed or leased (bounded by `timeout`);
 /// true if it settled.
-pub async fn settle(target: &Target, queue: &str, timeout: Duration) -> anyhow::Result<bool> {
+pub(crate) async fn settle(target: &Target, queue: &str, timeout: Duration) -> anyhow::Result<bool> {
     let q = weir::Queue::new(target.conn.clone(), queue)?;
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
@@ -141,7 +143,7 @@ pub async fn settle(target: &Target, queue: &str, timeout: Duration) -> anyhow::
 }
 
 /// Counter `name` of the queue's lifetime counters (0 if absent).
-pub async fn counter(target: &Target, queue: &str, name: &str) -> anyhow::Result<u64> {
+pub(crate) async fn counter(target: &Target, queue: &str, name: &str) -> anyhow::Result<u64> {
     let s = weir::Queue::new(target.conn.clone(), queue)?.stats().await?;
     Ok(s.counters.get(name).copied().unwrap_or(0))
 }

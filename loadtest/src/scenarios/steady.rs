@@ -22,7 +22,7 @@ use weir::CancellationToken;
 const DEFAULT_LENGTH: Duration = Duration::from_secs(10);
 const DEFAULT_RATE: u64 = 5000;
 
-pub async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     // `steady --rate N` once meant the enqueue rate: refused rather than silently read as
     // the consumers' cap.
     if a.common.limits.rate_limit.is_some() && a.enqueue_rate.is_none() {

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// The scenarios, in the order they run.
-pub const NAMES: [&str; 7] = [
+pub(crate) const NAMES: [&str; 7] = [
     "latency-knee",
     "plain-errors",
     "error-burst",
@@ -33,7 +33,7 @@ pub const NAMES: [&str; 7] = [
 const SETTLE_S: f64 = 3.0;
 
 #[derive(Args, Debug, Clone)]
-pub struct SuiteArgs {
+pub(crate) struct SuiteArgs {
     #[command(flatten)]
     pub common: Common,
     /// Run only these scenarios (comma-separated names; see the list in docs/limiter.md).
@@ -152,7 +152,7 @@ fn setup(name: &str, scale: f64) -> Setup {
 }
 
 /// Runs the chosen scenarios one after another against one Redis.
-pub async fn run(a: SuiteArgs) -> anyhow::Result<bool> {
+pub(crate) async fn run(a: SuiteArgs) -> anyhow::Result<bool> {
     for n in &a.only {
         if !NAMES.contains(&n.as_str()) {
             anyhow::bail!("no scenario {n:?}; the scenarios: {}", NAMES.join(", "));

@@ -20,18 +20,18 @@ use std::time::{Duration, Instant};
 const FEED_TICK: Duration = Duration::from_millis(2);
 
 /// Longest wait for the consumers to come up before the producer starts.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How the producer feeds the queue.
 #[derive(Debug, Clone, Copy)]
-pub enum Pace {
+pub(crate) enum Pace {
     /// This many jobs per second.
     Rate(u64),
     /// Keep about this many jobs ready, so the consumers never starve.
     Backlog(u64),
 }
 
-pub struct Timed {
+pub(crate) struct Timed {
     pub scenario: &'static str,
     pub length: Duration,
     pub jobs_cap: u64,
@@ -43,7 +43,7 @@ pub struct Timed {
     pub max_attempts: u32,
 }
 
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub observed: Arc<Observed>,
     pub enqueued: u64,
     pub enqueue_rate: f64,
@@ -59,7 +59,7 @@ pub struct Outcome {
     pub target_p95: Option<Duration>,
 }
 
-pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcome> {
+pub(crate) async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcome> {
     let queue = target.queue(t.scenario).await?;
     let observed = Arc::new(Observed::new(t.jobs_cap, !c.no_track));
     let mut feed = Feed::new(
@@ -125,7 +125,7 @@ pub async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcom
 }
 
 /// Feeds the queue until `until` (or the job cap).
-pub async fn produce(
+pub(crate) async fn produce(
     feed: &mut Feed,
     target: &Target,
     queue: &str,
@@ -150,20 +150,20 @@ pub async fn produce(
 }
 
 /// The producer's clock: a tick every [`FEED_TICK`], late ticks not made up in a burst.
-pub fn feed_ticks() -> tokio::time::Interval {
+pub(crate) fn feed_ticks() -> tokio::time::Interval {
     let mut tick = tokio::time::interval(FEED_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick
 }
 
 /// Jobs due at `rate` per second since `start`, less the `sent` ones.
-pub fn due(start: Instant, rate: u64, sent: u64) -> u64 {
+pub(crate) fn due(start: Instant, rate: u64, sent: u64) -> u64 {
     let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
     due.saturating_sub(sent)
 }
 
 /// Rows of the fed window only (the settle tail is left out of limit figures).
-pub fn window_rows(rows: &[Row], window: Duration) -> &[Row] {
+pub(crate) fn window_rows(rows: &[Row], window: Duration) -> &[Row] {
     let end = rows.partition_point(|r| r.t_s <= window.as_secs_f64() + 1e-6);
     &rows[..end]
 }

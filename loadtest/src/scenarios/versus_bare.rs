@@ -22,7 +22,7 @@ const WARM_UP_JOBS: u64 = 20_000;
 
 /// One side of a round.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Side {
+pub(crate) struct Side {
     pub enqueue_jobs_per_s: f64,
     pub drain_jobs_per_s: f64,
     /// Redis CPU µs per job: enqueue, drain, both.
@@ -71,7 +71,7 @@ impl Side {
 
 /// Weir over bare, for one round.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Ratios {
+pub(crate) struct Ratios {
     pub enqueue_vs_rpush: f64,
     pub drain_vs_bare: f64,
     pub redis_cpu_per_job_vs_bare: f64,
@@ -126,7 +126,7 @@ async fn bare_side(target: &Target, c: &Common, jobs: u64, in_flight: usize) -> 
     Side::of(rate(pushed), rate(drained), &cost, jobs)
 }
 
-pub async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn run(target: &Target, a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);
     let warm = Common {
         jobs: Some(jobs.min(WARM_UP_JOBS)),

@@ -21,7 +21,7 @@ const WARM_UP_JOBS: u64 = 20_000;
 
 /// One side of a round.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Side {
+pub(crate) struct Side {
     pub enqueue_jobs_per_s: f64,
     pub drain_jobs_per_s: f64,
     /// Redis CPU µs per job, all nodes: enqueue + drain.
@@ -75,7 +75,7 @@ struct Summary {
     projected_speedup: f64,
 }
 
-pub async fn run(a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
+pub(crate) async fn run(a: &DrainArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let primaries = a.common.cluster.unwrap_or(3);
     let partitions = a.common.partitions.map_or(2 * primaries, |p| p as usize);
     let jobs = a.common.jobs.unwrap_or(DEFAULT_JOBS);

@@ -64,9 +64,9 @@ pub(crate) struct AddArgs {
 }
 
 impl AddArgs {
-    fn schedule(&self) -> weir::Result<Schedule> {
+    fn schedule(&self) -> crate::error::Result<Schedule> {
         serde_json::from_str::<serde::de::IgnoredAny>(&self.payload)
-            .map_err(|e| weir::Error::Config(format!("--payload is not valid JSON: {e}")))?;
+            .map_err(|e| crate::usage(format!("--payload is not valid JSON: {e}")))?;
         let when = match (&self.every, &self.cron) {
             (Some(d), _) => When::Every(*d),
             (None, pattern) => When::Cron {
@@ -78,7 +78,7 @@ impl AddArgs {
     }
 }
 
-pub(crate) async fn run(a: CronArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: CronArgs) -> crate::error::Result<ExitCode> {
     // Usage errors first, before Redis is reached.
     let add = match &a.command {
         CronCommand::Add(args) => Some(args.schedule()?),
@@ -117,7 +117,7 @@ pub(crate) async fn run(a: CronArgs) -> weir::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn list(schedules: &Schedules, json: bool) -> weir::Result<()> {
+async fn list(schedules: &Schedules, json: bool) -> crate::error::Result<()> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()

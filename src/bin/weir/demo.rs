@@ -43,7 +43,7 @@ pub(crate) struct DemoArgs {
     pub compare_backlog: bool,
 }
 
-pub(crate) async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: DemoArgs) -> crate::error::Result<ExitCode> {
     let embedded = match &a.redis_url {
         Some(_) => None,
         None => Some(EmbeddedRedis::start()?),
@@ -96,7 +96,12 @@ pub(crate) async fn run(a: DemoArgs) -> weir::Result<ExitCode> {
 
 /// Enqueues the workload and drains it; returns the drain rate, or None if a job went
 /// missing.
-async fn round(a: &DemoArgs, producer: &Producer, url: &str, metrics: bool) -> weir::Result<Option<f64>> {
+async fn round(
+    a: &DemoArgs,
+    producer: &Producer,
+    url: &str,
+    metrics: bool,
+) -> crate::error::Result<Option<f64>> {
     let loaded = enqueue(a, producer).await?;
     let mut work_args = WorkArgs::defaults(Connect::url(url), QUEUE);
     work_args.concurrency = a.concurrency;
@@ -112,7 +117,7 @@ async fn round(a: &DemoArgs, producer: &Producer, url: &str, metrics: bool) -> w
     Ok(Some(report.acked as f64 / elapsed.as_secs_f64()))
 }
 
-async fn enqueue(a: &DemoArgs, producer: &Producer) -> weir::Result<u64> {
+async fn enqueue(a: &DemoArgs, producer: &Producer) -> crate::error::Result<u64> {
     let started = Instant::now();
     let loaded = fill(producer, a.jobs, a.payload_bytes).await?;
     let secs = started.elapsed().as_secs_f64();
@@ -126,7 +131,7 @@ async fn enqueue(a: &DemoArgs, producer: &Producer) -> weir::Result<u64> {
 /// Enqueues `n` no-op jobs of about `payload_bytes` in one bulk load (streamed: the
 /// envelopes are written as the calls free up, never all in memory); returns how many
 /// were stored.
-async fn fill(producer: &Producer, n: u64, payload_bytes: usize) -> weir::Result<u64> {
+async fn fill(producer: &Producer, n: u64, payload_bytes: usize) -> crate::error::Result<u64> {
     let payload = serde_json::json!({ "data": "x".repeat(payload_bytes.saturating_sub(11)) });
     // Serialized once: every job carries the same payload.
     let payload = serde_json::value::to_raw_value(&payload)?;

@@ -103,7 +103,7 @@ pub(crate) enum DlqCommand {
     },
 }
 
-pub(crate) async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: DlqArgs) -> crate::error::Result<ExitCode> {
     // A usage error, so checked before Redis is reached.
     if let DlqCommand::Requeue {
         ids,
@@ -114,8 +114,8 @@ pub(crate) async fn run(a: DlqArgs) -> weir::Result<ExitCode> {
         && ids.is_empty()
         && filter.is_empty()
     {
-        return Err(weir::Error::Config(
-            "give job ids to requeue, --all, or --kind/--older-than".into(),
+        return Err(crate::usage(
+            "give job ids to requeue, --all, or --kind/--older-than",
         ));
     }
     let queue = a.common.queue.clone();
@@ -181,7 +181,7 @@ struct DeadListed<'a> {
     envelope_text: Option<&'a str>,
 }
 
-async fn list(q: &Queue, limit: usize, offset: usize, as_json: bool) -> weir::Result<()> {
+async fn list(q: &Queue, limit: usize, offset: usize, as_json: bool) -> crate::error::Result<()> {
     let now = Timestamp::from(std::time::SystemTime::now());
     let dead = q.dead_jobs(offset, limit).await?;
     // A partitioned queue's jobs say their lane.
@@ -232,7 +232,7 @@ async fn list(q: &Queue, limit: usize, offset: usize, as_json: bool) -> weir::Re
     Ok(())
 }
 
-async fn purge(q: &Queue, filter: &Filter, yes: bool, as_json: bool) -> weir::Result<ExitCode> {
+async fn purge(q: &Queue, filter: &Filter, yes: bool, as_json: bool) -> crate::error::Result<ExitCode> {
     let name = q.keys().name().to_owned();
     if filter.is_empty() {
         let dead = q.stats().await?.dead;
@@ -270,7 +270,7 @@ fn bulk_done(
     as_json: bool,
     verb: &str,
     filter: &Filter,
-) -> weir::Result<ExitCode> {
+) -> crate::error::Result<ExitCode> {
     if as_json {
         json(r)?;
     } else {

@@ -102,7 +102,7 @@ struct Line {
     key: Option<String>,
 }
 
-pub(crate) async fn run(a: EnqueueArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: EnqueueArgs) -> crate::error::Result<ExitCode> {
     let (name, reader): (String, Box<dyn BufRead + Send>) = match &a.file {
         Some(p) if p.as_os_str() != "-" => {
             let file = std::fs::File::open(p)
@@ -366,7 +366,7 @@ fn out_of_memory_line(loaded: &Loaded, last: usize) -> String {
     )
 }
 
-fn report_problems(loaded: &Loaded, input: &str) -> weir::Result<ExitCode> {
+fn report_problems(loaded: &Loaded, input: &str) -> crate::error::Result<ExitCode> {
     let Loaded {
         dups,
         bad,

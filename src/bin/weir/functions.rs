@@ -28,7 +28,7 @@ enum Action {
     Status,
 }
 
-pub(crate) async fn run(a: FunctionsArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: FunctionsArgs) -> crate::error::Result<ExitCode> {
     // The library serves every queue: --queue is not used.
     let mut conn = a.common.redis()?.connect().await?;
     match a.action {
@@ -51,7 +51,7 @@ pub(crate) async fn run(a: FunctionsArgs) -> weir::Result<ExitCode> {
             println!("this weir: {}, code sha1 {ours}", LibraryInfo::ours());
             // The library's claim of its own build proves nothing: its code must match.
             if let Some(h) = hash.filter(|h| h != ours) {
-                return Err(functions::code_mismatch(&h));
+                return Err(functions::code_mismatch(&h).into());
             }
         }
     }

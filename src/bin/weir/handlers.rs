@@ -127,7 +127,7 @@ impl HttpArgs {
 
     /// The handler's settings for `url`; reads the variables the headers and the secret
     /// name.
-    fn config(&self, url: &str) -> weir::Result<HttpConfig> {
+    fn config(&self, url: &str) -> crate::error::Result<HttpConfig> {
         let mut config = HttpConfig::new(url);
         config.timeout = self.http_timeout;
         config.max_batch = self.batch_http.unwrap_or(config.max_batch);
@@ -162,14 +162,14 @@ impl BuiltIn {
         http: &HttpArgs,
         exec: &ExecArgs,
         job_timeout: Option<Duration>,
-    ) -> weir::Result<(Registry, Extras)> {
+    ) -> crate::error::Result<(Registry, Extras)> {
         let http_only = http.batch_http.is_some()
             || !http.header.is_empty()
             || http.http_ca.is_some()
             || http.sign_secret_env.is_some();
         if http_only && !matches!(self, BuiltIn::Http(_)) {
-            return Err(weir::Error::Config(
-                "--batch-http, --header, --http-ca and --sign-secret-env need an http(s):// handler".into(),
+            return Err(crate::usage(
+                "--batch-http, --header, --http-ca and --sign-secret-env need an http(s):// handler",
             ));
         }
         Ok(match self {

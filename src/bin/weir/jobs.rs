@@ -62,7 +62,7 @@ pub(crate) struct JobsArgs {
     pub json: bool,
 }
 
-pub(crate) async fn run_list(a: JobsArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run_list(a: JobsArgs) -> crate::error::Result<ExitCode> {
     let q = a.common.checked_queue(crate::known::Access::Read).await?;
     let page = q
         .jobs_where(
@@ -207,7 +207,7 @@ pub(crate) enum JobCommand {
     },
 }
 
-pub(crate) async fn run_job(a: JobArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run_job(a: JobArgs) -> crate::error::Result<ExitCode> {
     let queue = a.common.queue.clone();
     if let JobCommand::Delete { ids, yes, .. } = &a.command {
         confirm_many(ids, &queue, *yes)?;
@@ -234,7 +234,7 @@ pub(crate) async fn run_job(a: JobArgs) -> weir::Result<ExitCode> {
 
 /// Asks before deleting more than one job (before Redis is reached: a refusal is a usage
 /// error).
-pub(crate) fn confirm_many(ids: &[String], queue: &str, yes: bool) -> weir::Result<()> {
+pub(crate) fn confirm_many(ids: &[String], queue: &str, yes: bool) -> crate::error::Result<()> {
     if ids.len() < 2 {
         return Ok(());
     }
@@ -245,7 +245,7 @@ pub(crate) fn confirm_many(ids: &[String], queue: &str, yes: bool) -> weir::Resu
 }
 
 /// Prints what an action by id did; exit 3 if some ids were skipped.
-pub(crate) fn report(acted: &JobsActed, as_json: bool) -> weir::Result<ExitCode> {
+pub(crate) fn report(acted: &JobsActed, as_json: bool) -> crate::error::Result<ExitCode> {
     if as_json {
         json(acted)?;
     } else {

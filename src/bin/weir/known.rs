@@ -17,7 +17,7 @@ pub(crate) enum Access {
 }
 
 /// Checks `common.queue` for `access`; a write with `--create` registers it.
-pub(crate) async fn check(common: &Common, conn: &Conn, access: Access) -> weir::Result<()> {
+pub(crate) async fn check(common: &Common, conn: &Conn, access: Access) -> crate::error::Result<()> {
     let queues = Queues::new(conn.clone());
     let name = &common.queue;
     if queues.seen(name).await? {
@@ -36,9 +36,7 @@ pub(crate) async fn check(common: &Common, conn: &Conn, access: Access) -> weir:
             queues.register(name).await?;
         }
         Access::Write => {
-            return Err(weir::Error::Usage(format!(
-                "{what} Pass --create to act on it anyway."
-            )));
+            return Err(crate::usage(format!("{what} Pass --create to act on it anyway.")));
         }
     }
     Ok(())
@@ -46,14 +44,14 @@ pub(crate) async fn check(common: &Common, conn: &Conn, access: Access) -> weir:
 
 impl Common {
     /// A connection to Redis, with the queue checked for `access` (see [`check`]).
-    pub(crate) async fn checked_conn(&self, access: Access) -> weir::Result<Conn> {
+    pub(crate) async fn checked_conn(&self, access: Access) -> crate::error::Result<Conn> {
         let conn = self.redis()?.connect().await?;
         check(self, &conn, access).await?;
         Ok(conn)
     }
 
     /// An admin handle on the queue, checked for `access` (see [`check`]).
-    pub(crate) async fn checked_queue(&self, access: Access) -> weir::Result<weir::Queue> {
-        weir::Queue::new(self.checked_conn(access).await?, &self.queue)
+    pub(crate) async fn checked_queue(&self, access: Access) -> crate::error::Result<weir::Queue> {
+        Ok(weir::Queue::new(self.checked_conn(access).await?, &self.queue)?)
     }
 }

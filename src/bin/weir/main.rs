@@ -6,6 +6,7 @@ mod demo;
 mod dlq;
 mod enqueue;
 mod envs;
+mod error;
 mod functions;
 mod handlers;
 mod jobs;
@@ -24,6 +25,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::{Priority, Queue, Redis, TlsFiles};
+
+pub(crate) use error::{failure, usage};
 
 /// mimalloc: the consumer allocates a few small buffers per job, which glibc's malloc
 /// made about a quarter of its instructions (callgrind, `weir work --drain`).
@@ -200,7 +203,7 @@ pub struct Connect {
 
 impl Connect {
     /// The Redis endpoint these options name.
-    pub fn redis(&self) -> weir::Result<Redis> {
+    pub fn redis(&self) -> crate::error::Result<Redis> {
         // `host:port` alone is a common slip; redis-rs's own message for it names its
         // internals.
         if let Some(bare) = self
@@ -209,7 +212,7 @@ impl Connect {
             .map(str::trim)
             .find(|u| !u.contains("://"))
         {
-            return Err(weir::Error::Usage(format!(
+            return Err(crate::usage(format!(
                 "invalid Redis URL {bare:?}: it needs a scheme, like redis://{bare} (rediss:// for TLS)"
             )));
         }
@@ -217,7 +220,7 @@ impl Connect {
         tls.ca = self.tls_ca.clone();
         tls.cert = self.tls_cert.clone();
         tls.key = self.tls_key.clone();
-        Redis::open_tls(&self.redis_url, &tls)
+        Ok(Redis::open_tls(&self.redis_url, &tls)?)
     }
 
     /// The options of a plain `redis://` URL.
@@ -234,15 +237,15 @@ impl Connect {
 impl Common {
     /// The Redis endpoint these options name. Checks the queue name first: a bad one is a
     /// usage error, reported as such even when Redis is down.
-    pub fn redis(&self) -> weir::Result<Redis> {
+    pub fn redis(&self) -> crate::error::Result<Redis> {
         weir::queue::keys::validate_queue_name(&self.queue)?;
         self.connect.redis()
     }
 
     /// An admin handle on the queue these options name.
-    pub async fn queue_handle(&self) -> weir::Result<Queue> {
+    pub async fn queue_handle(&self) -> crate::error::Result<Queue> {
         let conn = self.redis()?.connect().await?;
-        Queue::new(conn, &self.queue)
+        Ok(Queue::new(conn, &self.queue)?)
     }
 }
 
@@ -352,37 +355,9 @@ fn main() -> ExitCode {
             use std::io::Write;
             // A closed standard error must not turn the exit code into a panic's.
             let _ = writeln!(std::io::stderr(), "error: {e}");
-            ExitCode::from(exit_code(&e))
+            ExitCode::from(e.exit_code())
         }
     }
-}
-
-/// The exit code of a command that failed with `e`: a value weir refuses (a range, a name,
-/// a handler URL) came from the command line, so it is a usage error; anything else is a
-/// runtime failure.
-fn exit_code(e: &weir::Error) -> u8 {
-    use weir::Error;
-    match e {
-        Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) | Error::Usage(_) => exit::USAGE,
-        // A URL that does not parse, or an address where no Redis answers: the command
-        // line names the wrong thing.
-        Error::Connect { message, .. }
-            if message.starts_with("invalid URL") || message.starts_with(weir::redis::conn::NOT_REDIS) =>
-        {
-            exit::USAGE
-        }
-        Error::Http(
-            weir::handler::http::HttpError::Url { .. } | weir::handler::http::HttpError::Header { .. },
-        ) => exit::USAGE,
-        Error::Http(weir::handler::http::HttpError::Env(_)) => exit::USAGE,
-        _ => exit::FAILURE,
-    }
-}
-
-/// A runtime failure the command line found itself (a file it cannot read, a handler it
-/// cannot reach): exit code 1, `msg` as the error line.
-pub fn failure(msg: impl Into<String>) -> weir::Error {
-    weir::Error::Io(std::io::Error::other(msg.into()))
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ pub(crate) fn when(t: Timestamp, now: Timestamp) -> String {
 }
 
 /// Prints `value` as one JSON document on standard output.
-pub(crate) fn json<T: serde::Serialize>(value: &T) -> weir::Result<()> {
+pub(crate) fn json<T: serde::Serialize>(value: &T) -> crate::error::Result<()> {
     println!("{}", serde_json::to_string(value)?);
     Ok(())
 }
@@ -94,18 +94,18 @@ pub(crate) fn table(rows: &[Vec<String>]) -> String {
 /// Refuses, before anything is touched, an action that needs confirmation when it cannot
 /// be asked for: standard input is not a terminal and `--yes` was not given (a script
 /// must say `--yes`). A usage error.
-pub(crate) fn unattended(action: &str, yes: bool) -> weir::Result<()> {
+pub(crate) fn unattended(action: &str, yes: bool) -> crate::error::Result<()> {
     if yes || std::io::stdin().is_terminal() {
         return Ok(());
     }
-    Err(weir::Error::Usage(format!(
+    Err(crate::usage(format!(
         "{action} needs confirmation, and standard input is not a terminal: pass --yes"
     )))
 }
 
 /// Asks before an action that deletes many jobs (after [`unattended`] let it through):
 /// `--yes` skips the question; on a terminal the answer must be `y` or `yes`.
-pub(crate) fn confirm(action: &str, yes: bool) -> weir::Result<()> {
+pub(crate) fn confirm(action: &str, yes: bool) -> crate::error::Result<()> {
     unattended(action, yes)?;
     if yes {
         return Ok(());
@@ -113,10 +113,7 @@ pub(crate) fn confirm(action: &str, yes: bool) -> weir::Result<()> {
     eprint!("{action}? [y/N] ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(weir::Error::Io)?;
+    std::io::stdin().lock().read_line(&mut answer)?;
     match answer.trim().to_ascii_lowercase().as_str() {
         "y" | "yes" => Ok(()),
         _ => Err(crate::failure("not confirmed: nothing done")),

@@ -37,7 +37,7 @@ enum Action {
     },
 }
 
-pub(crate) async fn run(a: QueueArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: QueueArgs) -> crate::error::Result<ExitCode> {
     let q = &a.common.queue;
     let mut conn = a.common.redis()?.connect().await?;
     match a.action {
@@ -119,7 +119,7 @@ fn print_spread(placement: &[(u16, String)]) {
 
 /// `weir pause` (`paused`) and `weir resume`: a queue never seen is refused without
 /// `--create`.
-pub(crate) async fn pause(c: Common, paused: bool) -> weir::Result<ExitCode> {
+pub(crate) async fn pause(c: Common, paused: bool) -> crate::error::Result<ExitCode> {
     let q = c.checked_queue(crate::known::Access::Write).await?;
     let changed = if paused {
         q.pause().await?

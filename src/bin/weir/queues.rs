@@ -29,7 +29,7 @@ pub(crate) struct QueuesArgs {
     pub forget: Option<String>,
 }
 
-pub(crate) async fn run(a: QueuesArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: QueuesArgs) -> crate::error::Result<ExitCode> {
     let queues = Queues::new(a.common.redis()?.connect().await?);
     if let Some(name) = &a.forget {
         let was = queues.forget(name).await?;
@@ -132,7 +132,7 @@ pub(crate) struct WorkersArgs {
     pub json: bool,
 }
 
-pub(crate) async fn run_workers(a: WorkersArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run_workers(a: WorkersArgs) -> crate::error::Result<ExitCode> {
     let list = a
         .common
         .checked_queue(crate::known::Access::Read)

@@ -41,7 +41,7 @@ pub(crate) enum RetryCommand {
     },
 }
 
-pub(crate) async fn run(a: RetryArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: RetryArgs) -> crate::error::Result<ExitCode> {
     let access = match a.command {
         RetryCommand::Get => crate::known::Access::Read,
         _ => crate::known::Access::Write,

@@ -35,13 +35,13 @@ pub(crate) struct StatsArgs {
 
 /// The queue's snapshot, and each lane's if it is partitioned (a partitioned queue has
 /// two lanes at least: a partition and its base).
-async fn read(q: &weir::Queue) -> weir::Result<(Stats, Option<Vec<(String, Stats)>>)> {
+async fn read(q: &weir::Queue) -> crate::error::Result<(Stats, Option<Vec<(String, Stats)>>)> {
     let lanes = q.stats_by_lane().await?;
     let total = Stats::sum(lanes.iter().map(|(_, s)| s));
     Ok((total, (lanes.len() > 1).then_some(lanes)))
 }
 
-pub(crate) async fn run(a: StatsArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: StatsArgs) -> crate::error::Result<ExitCode> {
     let mut conn = a.common.checked_conn(crate::known::Access::Read).await?;
     let q = weir::Queue::new(conn.clone(), &a.common.queue)?;
     if !a.watch {
@@ -106,7 +106,7 @@ struct Due {
 }
 
 impl Due {
-    async fn read(q: &weir::Queue, conn: &mut weir::Conn, queue: &str) -> weir::Result<Self> {
+    async fn read(q: &weir::Queue, conn: &mut weir::Conn, queue: &str) -> crate::error::Result<Self> {
         Ok(Self {
             next_due_ms: q.next_due().await?,
             rules: RetryRules::load(conn, queue).await?,

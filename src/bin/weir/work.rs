@@ -171,7 +171,7 @@ impl WorkArgs {
 
     /// The consumer's configuration (the limiter's settings checked on the way), for the
     /// first queue (a [`MultiConsumer`] gives each queue its own copy).
-    pub(crate) fn config(&self) -> weir::Result<ConsumerConfig> {
+    pub(crate) fn config(&self) -> crate::error::Result<ConsumerConfig> {
         let first = self
             .queue
             .first()
@@ -212,7 +212,7 @@ enum Run {
 }
 
 impl Run {
-    fn new(a: &WorkArgs, redis: &weir::Redis, registry: weir::Registry) -> weir::Result<Self> {
+    fn new(a: &WorkArgs, redis: &weir::Redis, registry: weir::Registry) -> crate::error::Result<Self> {
         let config = a.config()?;
         match a.queue.as_slice() {
             [_] => Ok(Run::One(Consumer::new(config, redis.clone(), registry)?)),
@@ -226,20 +226,20 @@ impl Run {
     }
 
     /// Runs until shutdown (or drained); each queue's report.
-    async fn run(self, shutdown: CancellationToken) -> weir::Result<Vec<(String, Report)>> {
+    async fn run(self, shutdown: CancellationToken) -> crate::error::Result<Vec<(String, Report)>> {
         match self {
             Run::One(c) => {
                 let queue = c.queue().to_owned();
                 Ok(vec![(queue, c.run(shutdown).await?)])
             }
-            Run::Several(m) => m.run(shutdown).await,
+            Run::Several(m) => Ok(m.run(shutdown).await?),
         }
     }
 }
 
 /// Runs the consumer; prints what it did. Returns the report (every queue's, summed) and
 /// the elapsed time.
-pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
+pub(crate) async fn run(a: WorkArgs) -> crate::error::Result<(Report, Duration)> {
     let redis = a.connect.redis()?;
     let (registry, extras) = a.handler.registry(&a.http, &a.exec, a.job_timeout)?;
     let http = extras.http;
@@ -259,7 +259,7 @@ pub(crate) async fn run(a: WorkArgs) -> weir::Result<(Report, Duration)> {
             // A consumer nobody can see is worse than one that does not start: refuse,
             // and say how to go on.
             Err(e) => {
-                return Err(weir::Error::Usage(format!(
+                return Err(crate::usage(format!(
                     "{e}. Choose another address with --metrics-addr, or run without metrics: --no-metrics"
                 )));
             }

@@ -37,7 +37,8 @@ impl AckerConfig {
     pub fn validate(&self) -> Result<()> {
         check(
             (1..=10_000).contains(&self.flush_max),
-            "ack flush size must be between 1 and 10000",
+            "ack flush size",
+            "must be between 1 and 10000",
         )
     }
 }

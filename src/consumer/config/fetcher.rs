@@ -39,19 +39,23 @@ impl FetcherConfig {
     pub fn validate(&self) -> Result<()> {
         check(
             (1..=10_000).contains(&self.batch),
-            "batch must be between 1 and 10000",
+            "batch",
+            "must be between 1 and 10000",
         )?;
         check(
             (1..=16).contains(&self.pipeline),
-            "fetch pipeline must be between 1 and 16",
+            "fetch pipeline",
+            "must be between 1 and 16",
         )?;
         check(
             self.prefetch <= 1_000_000,
-            "prefetch must be between 0 and 1000000",
+            "prefetch",
+            "must be between 0 and 1000000",
         )?;
         check(
             self.max_envelope_bytes >= 64,
-            "envelope size limit must be at least 64 bytes",
+            "envelope size limit",
+            "must be at least 64 bytes",
         )
     }
 }

@@ -143,11 +143,13 @@ impl ConsumerConfig {
         QueueKeys::new(&self.queue)?;
         check(
             (1..=100_000).contains(&self.concurrency),
-            "concurrency must be between 1 and 100000",
+            "concurrency",
+            "must be between 1 and 100000",
         )?;
         check(
             self.lease >= Duration::from_millis(100),
-            "visibility timeout must be at least 100ms",
+            "visibility timeout",
+            "must be at least 100ms",
         )?;
         self.fetcher.validate()?;
         self.pool.validate()?;
@@ -167,12 +169,12 @@ impl ConsumerConfig {
     }
 }
 
-/// `Ok` if `ok`, else a configuration error with `msg` (which names the setting and its
+/// `Ok` if `ok`, else a configuration error: `setting`, and `problem` (which names its
 /// range).
-pub(crate) fn check(ok: bool, msg: &str) -> Result<()> {
+pub(crate) fn check(ok: bool, setting: &str, problem: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Config(msg.to_owned()))
+        Err(Error::config(setting, problem))
     }
 }

@@ -52,11 +52,13 @@ impl PoolConfig {
     pub fn validate(&self) -> Result<()> {
         check(
             self.job_timeout.is_none_or(|t| t >= MIN_JOB_TIMEOUT),
-            "job timeout must be at least 10ms",
+            "job timeout",
+            "must be at least 10ms",
         )?;
         check(
             self.unknown_kind_grace >= Duration::from_millis(1),
-            "unknown-kind grace must be at least 1ms",
+            "unknown-kind grace",
+            "must be at least 1ms",
         )
     }
 }

@@ -23,7 +23,8 @@ impl ReclaimerConfig {
     pub fn validate(&self) -> Result<()> {
         check(
             self.interval >= Duration::from_millis(10),
-            "reclaim interval must be at least 10ms",
+            "reclaim interval",
+            "must be at least 10ms",
         )
     }
 }

@@ -6,7 +6,7 @@ use super::{Pool, Wave};
 use crate::consumer::outcomes::{AckerMsg, Done, Outcome};
 use crate::consumer::runs::RunJob;
 use crate::consumer::tasks::panic_message;
-use crate::handler::{BatchHandler, Handler, JobError, JobResult};
+use crate::handler::{BatchHandler, Handler, JobError, JobErrorKind, JobResult};
 use crate::limiter::Signal;
 use crate::limiter::limit::Permit;
 use crate::metrics::DeferReason;
@@ -257,7 +257,7 @@ impl Pool {
         let (attempt, max_attempts) = (run_job.attempt, run_job.max_attempts);
         match result {
             Ok(()) => Outcome::Ack,
-            Err(e) if e.backpressure => {
+            Err(e) if e.kind == JobErrorKind::Backpressure => {
                 let c = &self.config;
                 let delay = e.retry_after.unwrap_or_else(|| c.retry.delay(0));
                 Outcome::Defer {
@@ -267,7 +267,7 @@ impl Pool {
                     cause: DeferReason::Backpressure,
                 }
             }
-            Err(e) if e.retryable => {
+            Err(e) if e.is_retryable() => {
                 let rules = self.rules.get();
                 let own = run_job.rule.as_deref().and_then(own_rule);
                 let rule = own.as_ref().or_else(|| rules.rule(run_job.kind.as_deref()));

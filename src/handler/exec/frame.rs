@@ -133,10 +133,7 @@ impl Outcome {
         let msg = |default: &str| self.error.clone().unwrap_or_else(|| default.to_owned());
         Ok(match self.status.as_str() {
             "ok" => Ok(()),
-            "retry" => Err(JobError {
-                retry_after: after,
-                ..JobError::retry(msg("the worker asked for a retry"))
-            }),
+            "retry" => Err(JobError::retry(msg("the worker asked for a retry")).with_retry_after(after)),
             "fail" => Err(JobError::fatal(msg("the worker failed the job"))),
             "defer" => Err(JobError::backpressure(msg("the worker deferred the job"), after)),
             s => return Err(format!("unknown status {s:?} (ok, retry, fail or defer)")),
@@ -155,6 +152,7 @@ pub(super) fn parse(line: &str) -> Result<Incoming, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handler::JobErrorKind;
 
     #[test]
     fn outcomes_read_by_status() {
@@ -168,11 +166,11 @@ mod tests {
         assert_eq!(outcomes[0].result_text().as_deref(), Some(r#"{"n":[1,2]}"#));
         assert_eq!(outcomes[1].result_text(), None);
         let e = r[1].clone().unwrap_err();
-        assert!(e.retryable && !e.backpressure && e.retry_after == Some(Duration::from_millis(250)));
+        assert!(e.kind == JobErrorKind::Retry && e.retry_after == Some(Duration::from_millis(250)));
         let e = r[2].clone().unwrap_err();
-        assert!(!e.retryable && e.message == "bad row");
+        assert!(e.kind == JobErrorKind::Fatal && e.message == "bad row");
         let e = r[3].clone().unwrap_err();
-        assert!(e.backpressure && e.retry_after == Some(Duration::from_secs(1)));
+        assert!(e.kind == JobErrorKind::Backpressure && e.retry_after == Some(Duration::from_secs(1)));
         let bad = r#"{"type":"outcomes","batch":3,"outcomes":[{"i":0,"status":"done"}]}"#;
         let Incoming::Outcomes { outcomes, .. } = parse(bad).unwrap() else {
             panic!()

@@ -97,11 +97,12 @@ impl ExecHandler {
     /// Starts the pool's processes (on the current tokio runtime).
     pub fn start(config: ExecConfig) -> crate::Result<Self> {
         if config.command.trim().is_empty() {
-            return Err(crate::Error::Config("exec handler: the command is empty".into()));
+            return Err(crate::Error::config("exec handler command", "is empty"));
         }
         if config.procs == 0 || config.max_batch == 0 || config.inflight == 0 {
-            return Err(crate::Error::Config(
-                "exec handler: processes, batch size and in-flight jobs must be at least 1".into(),
+            return Err(crate::Error::config(
+                "exec handler processes, batch size and in-flight jobs",
+                "must be at least 1",
             ));
         }
         let closing = CancellationToken::new();

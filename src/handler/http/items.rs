@@ -74,10 +74,9 @@ pub(super) fn results(body: &[u8], json: bool, jobs: &[Job]) -> Vec<JobResult> {
                 }
                 Ok(())
             }
-            "retry" => Err(JobError {
-                retry_after: after,
-                ..JobError::retry(msg("the batch endpoint asked for a retry"))
-            }),
+            "retry" => {
+                Err(JobError::retry(msg("the batch endpoint asked for a retry")).with_retry_after(after))
+            }
             "fail" => Err(JobError::fatal(msg("the batch endpoint failed the job"))),
             "defer" => Err(JobError::backpressure(
                 msg("the batch endpoint deferred the job"),
@@ -102,6 +101,7 @@ fn bad(why: String) -> JobError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handler::JobErrorKind;
 
     fn job(id: &str) -> Job {
         let env = format!(
@@ -117,10 +117,10 @@ mod tests {
         let r = results(body, true, &jobs);
         assert_eq!(r[0], Ok(()));
         let e = r[1].clone().unwrap_err();
-        assert!(e.retryable && !e.backpressure && e.retry_after == Some(Duration::from_millis(250)));
+        assert!(e.kind == JobErrorKind::Retry && e.retry_after == Some(Duration::from_millis(250)));
         let e = r[2].clone().unwrap_err();
-        assert!(!e.retryable && e.message == "bad row");
-        assert!(r[3].clone().unwrap_err().backpressure);
+        assert!(e.kind == JobErrorKind::Fatal && e.message == "bad row");
+        assert!(r[3].clone().unwrap_err().kind == JobErrorKind::Backpressure);
         assert!(
             r[4].clone()
                 .unwrap_err()
@@ -145,7 +145,7 @@ mod tests {
             assert!(
                 results(b, true, &jobs)
                     .iter()
-                    .all(|r| r.as_ref().unwrap_err().retryable)
+                    .all(|r| r.as_ref().unwrap_err().is_retryable())
             );
         }
     }

@@ -23,9 +23,10 @@ pub const LANES_PER_PAGE: usize = 32;
 fn parse_lane_cursor(lanes: usize, state: JobState, cursor: Option<&str>) -> Result<(usize, [u64; 3])> {
     let Some(c) = cursor else { return Ok((0, [0; 3])) };
     let bad = || {
-        Error::Config(format!(
-            "invalid cursor {c:?}: pass back the next_cursor of a page"
-        ))
+        Error::config(
+            format!("page cursor {c:?}"),
+            "is not one a page gave: pass back the next_cursor of a page",
+        )
     };
     let (lane, inner) = c.split_once(':').ok_or_else(bad)?;
     let lane: usize = lane.parse().map_err(|_| bad())?;
@@ -194,7 +195,10 @@ mod tests {
         );
         for bad in ["4:0", "7", "x:1", "1:", "1:1.2.3", ":1"] {
             let e = parse_lane_cursor(parts, JobState::Ready, Some(bad)).unwrap_err();
-            assert!(e.to_string().contains("invalid cursor"), "{bad}: {e}");
+            assert!(
+                matches!(&e, Error::Config { setting, .. } if *setting == format!("page cursor {bad:?}")),
+                "{bad}: {e}"
+            );
         }
         assert_eq!(went_past([1, 2, 3], [4, 2, 5]), 5);
     }

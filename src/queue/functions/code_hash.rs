@@ -1,8 +1,8 @@
 //! The hash of the library's code: what a consumer and `weir functions status` compare
 //! with the library Redis holds, instead of trusting what `weir_version` says.
 
-use super::{LIBRARY, code, library_error, named_weir};
-use crate::error::{Error, Result};
+use super::{LIBRARY, code, named_weir};
+use crate::error::{Error, LibraryError, Result};
 use redis::aio::ConnectionLike;
 use std::sync::LazyLock;
 
@@ -46,10 +46,9 @@ pub async fn loaded_code_hash<C: ConnectionLike>(conn: &mut C) -> Result<Option<
 /// The refusal of a loaded library whose code is not this weir's: names both hashes and
 /// how an admin reloads it.
 pub fn code_mismatch(loaded: &str) -> Error {
-    library_error(format!(
-        "the weir library loaded in Redis is not this weir's code (loaded sha1 {loaded}, \
-         this weir's sha1 {}): another build or altered code runs in every producer's \
-         FCALL weir_enqueue; reload it as an admin user: `weir functions load --replace`",
-        code_hash()
-    ))
+    LibraryError::CodeMismatch {
+        loaded_sha1: loaded.to_owned(),
+        ours_sha1: code_hash().to_owned(),
+    }
+    .into()
 }

@@ -59,9 +59,10 @@ impl Partitions {
             .map(QueueKeys::new)
             .collect::<Result<Vec<_>>>()?;
         if parts.is_empty() || parts.iter().any(|p| p.base_name() != queue) {
-            return Err(Error::Config(format!(
-                "queue {queue}: the partition map names lanes of another queue ({tags})"
-            )));
+            return Err(Error::config(
+                format!("queue {queue} partition map"),
+                format!("names lanes of another queue ({tags})"),
+            ));
         }
         Ok(Self { base, parts })
     }
@@ -87,9 +88,10 @@ impl Partitions {
     /// `i mod N`-th of the N primaries (ordered by their first slot).
     pub async fn create(conn: &mut Conn, queue: &str, count: usize) -> Result<Created> {
         if !(1..=MAX_PARTITIONS).contains(&count) {
-            return Err(Error::Config(format!(
-                "partitions must be between 1 and {MAX_PARTITIONS}, not {count}"
-            )));
+            return Err(Error::config(
+                "partitions",
+                format!("must be between 1 and {MAX_PARTITIONS}, not {count}"),
+            ));
         }
         let keys = QueueKeys::new(queue)?;
         let primaries = if conn.is_cluster() {
@@ -108,9 +110,10 @@ impl Partitions {
         }
         let (have, tags, created) = scripts::partitions(conn, &keys, count, &tags.join(" ")).await?;
         if have != count {
-            return Err(Error::Config(format!(
-                "queue {queue} already has {have} partitions; changing the count is not supported"
-            )));
+            return Err(Error::config(
+                format!("queue {queue} partitions"),
+                format!("are {have} already; changing the count is not supported"),
+            ));
         }
         let partitions = Self::from_tags(queue, &tags)?;
         if !created {

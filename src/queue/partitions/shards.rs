@@ -49,9 +49,7 @@ pub(super) async fn primaries(conn: &mut Conn) -> Result<Vec<Primary>> {
         });
     }
     if out.is_empty() {
-        return Err(Error::Config(
-            "the cluster reports no primary serving slots".into(),
-        ));
+        return Err(Error::config("Redis Cluster", "reports no primary serving slots"));
     }
     out.sort_by_key(|p| p.slots.iter().map(|s| s.0).min());
     Ok(out)

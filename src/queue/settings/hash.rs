@@ -15,9 +15,12 @@ impl Settings {
         {
             h.get(name)
                 .map(|v| {
-                    v.trim()
-                        .parse::<T>()
-                        .map_err(|e| Error::Config(format!("runtime setting {name} = {v:?}: {e}")))
+                    v.trim().parse::<T>().map_err(|e| {
+                        Error::config(
+                            format!("runtime setting {name} = {v:?}"),
+                            format!("does not parse: {e}"),
+                        )
+                    })
                 })
                 .transpose()
         }
@@ -64,8 +67,12 @@ impl Settings {
     fn overrides_from_hash(h: &HashMap<String, String>) -> Result<BTreeMap<String, KeyLimits>> {
         let mut out: BTreeMap<String, KeyLimits> = BTreeMap::new();
         for (name, v) in h {
-            let bad =
-                |e: &dyn std::fmt::Display| Error::Config(format!("runtime setting {name} = {v:?}: {e}"));
+            let bad = |e: &dyn std::fmt::Display| {
+                Error::config(
+                    format!("runtime setting {name} = {v:?}"),
+                    format!("does not parse: {e}"),
+                )
+            };
             if let Some(k) = name.strip_prefix("key_rate:") {
                 let r: Rate = v.trim().parse().map_err(|e| bad(&e))?;
                 let r = r.with_burst(Self::default_global_burst(&r));

@@ -24,6 +24,15 @@ pub struct Engine {
     stop: CancellationToken,
 }
 
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("url", &weir::redis::conn::redact_url(&self.url))
+            .field("queues", &self.queues)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The most threads running plain functions at once (tokio's blocking pool had as many).
 const MAX_SYNC_THREADS: usize = 512;
 

@@ -12,7 +12,7 @@ use weir::{Handler, Job, JobError, JobResult};
 
 /// An async handler: the job goes to the asyncio loop, which calls the coroutine function
 /// registered for its kind and answers through `Done`.
-pub struct AsyncHandler(pub Arc<Inbox>);
+pub(crate) struct AsyncHandler(pub Arc<Inbox>);
 
 impl Handler for AsyncHandler {
     fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {
@@ -29,7 +29,7 @@ impl Handler for AsyncHandler {
 }
 
 /// A plain function: its jobs go to the [`SyncPool`]'s threads.
-pub struct SyncHandler {
+pub(crate) struct SyncHandler {
     /// The user's function.
     pub function: Arc<Py<PyAny>>,
     /// The threads that call it.
@@ -52,7 +52,7 @@ impl Handler for SyncHandler {
 }
 
 /// A plain function's job, waiting for a thread.
-pub struct SyncJob {
+pub(crate) struct SyncJob {
     function: Arc<Py<PyAny>>,
     job: Job,
     tx: oneshot::Sender<JobResult>,
@@ -65,7 +65,7 @@ pub struct SyncJob {
 /// themselves. A function that blocks (I/O, `time.sleep`) releases the GIL, and the jobs
 /// behind it go to other threads: each job queued wakes an idle thread not woken yet, or
 /// starts one.
-pub struct SyncPool {
+pub(crate) struct SyncPool {
     state: Mutex<PoolState>,
     wake: Condvar,
     /// weir/__init__.py's `_call_sync`: `call(function, job)` returns `None` or an
@@ -87,7 +87,7 @@ struct PoolState {
 
 impl SyncPool {
     /// A pool of at most `max_threads` threads calling `call(function, job)`.
-    pub fn new(call: Py<PyAny>, max_threads: usize) -> Arc<Self> {
+    pub(crate) fn new(call: Py<PyAny>, max_threads: usize) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(PoolState::default()),
             wake: Condvar::new(),
@@ -133,7 +133,7 @@ impl SyncPool {
     }
 
     /// Stops the threads once the jobs queued are done; later jobs are refused (retried).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.lock().stopping = true;
         self.wake.notify_all();
     }

@@ -13,11 +13,11 @@ use tokio::sync::oneshot;
 use weir::{Job, JobResult};
 
 /// A job and where its outcome goes.
-pub type Entry = (Job, oneshot::Sender<JobResult>);
+pub(crate) type Entry = (Job, oneshot::Sender<JobResult>);
 
 /// See the module docs.
 #[derive(Debug, Default)]
-pub struct Inbox {
+pub(crate) struct Inbox {
     jobs: Mutex<Vec<Entry>>,
     /// The pipe's write end (non-blocking, owned by the Python side), once running.
     wake: Mutex<Option<RawFd>>,
@@ -25,12 +25,12 @@ pub struct Inbox {
 
 impl Inbox {
     /// Wakes the loop through `fd` from now on.
-    pub fn set_wake(&self, fd: Option<RawFd>) {
+    pub(crate) fn set_wake(&self, fd: Option<RawFd>) {
         *self.wake.lock().unwrap_or_else(|e| e.into_inner()) = fd;
     }
 
     /// Adds a job; wakes the loop if the inbox was empty.
-    pub fn push(&self, entry: Entry) {
+    pub(crate) fn push(&self, entry: Entry) {
         let was_empty = {
             let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             jobs.push(entry);
@@ -51,7 +51,7 @@ impl Inbox {
     }
 
     /// Everything waiting, oldest first.
-    pub fn take(&self) -> Vec<Entry> {
+    pub(crate) fn take(&self) -> Vec<Entry> {
         std::mem::take(&mut *self.jobs.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }

@@ -12,6 +12,7 @@ use weir::{JobError, JobResult};
 /// `keeps_result` (its queue keeps completed jobs: the handler's return value is kept as
 /// its result).
 #[pyclass(name = "Job", module = "weir", frozen)]
+#[derive(Debug)]
 pub struct PyJob {
     #[pyo3(get)]
     id: String,
@@ -76,6 +77,7 @@ impl PyJob {
 /// handler's return value as JSON text), `done((code, message, after))` fails it (see
 /// [`settled`]). Called once; later calls do nothing.
 #[pyclass(module = "weir", frozen)]
+#[derive(Debug)]
 pub struct Done {
     tx: Mutex<Option<(oneshot::Sender<JobResult>, Option<weir::Job>)>>,
 }
@@ -104,7 +106,7 @@ impl Done {
 /// What a handler's call came to, as weir/__init__.py's `_call_sync` and `_finish` say:
 /// `None` (done), a str (done, its result as JSON text: kept on `job` while its queue
 /// keeps completed jobs) or an outcome tuple (failed).
-pub fn settled(outcome: &Bound<'_, PyAny>, job: Option<&weir::Job>) -> PyResult<JobResult> {
+pub(crate) fn settled(outcome: &Bound<'_, PyAny>, job: Option<&weir::Job>) -> PyResult<JobResult> {
     if outcome.is_none() {
         return Ok(Ok(()));
     }
@@ -125,22 +127,19 @@ fn poisoned() -> PyErr {
 // exception, retried with the queue's policy; then `weir.Retry`, `weir.Backpressure`,
 // `weir.Fatal`.
 /// `weir.Retry(after=...)`.
-pub const RETRY_AFTER: u8 = 1;
+pub(crate) const RETRY_AFTER: u8 = 1;
 /// `weir.Backpressure(after=...)`.
-pub const BACKPRESSURE: u8 = 2;
+pub(crate) const BACKPRESSURE: u8 = 2;
 /// `weir.Fatal(...)`.
-pub const FATAL: u8 = 3;
+pub(crate) const FATAL: u8 = 3;
 
 /// The job error an outcome tuple stands for.
-pub fn failure((code, message, after): (u8, String, Option<f64>)) -> JobError {
+pub(crate) fn failure((code, message, after): (u8, String, Option<f64>)) -> JobError {
     let after = after
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(Duration::from_secs_f64);
     match code {
-        RETRY_AFTER => JobError {
-            retry_after: after,
-            ..JobError::retry(message)
-        },
+        RETRY_AFTER => JobError::retry(message).with_retry_after(after),
         BACKPRESSURE => JobError::backpressure(message, after),
         FATAL => JobError::fatal(message),
         _ => JobError::retry(message),

@@ -10,7 +10,7 @@ use weir::{CancellationToken, Consumer, ConsumerConfig, Producer, Redis, Registr
 
 const MEASURED: u64 = 100_000;
 
-pub(super) async fn compare(a: &DemoArgs, producer: &Producer, url: &str) -> weir::Result<ExitCode> {
+pub(super) async fn compare(a: &DemoArgs, producer: &Producer, url: &str) -> crate::error::Result<ExitCode> {
     let small = {
         let mut elapsed = Duration::ZERO;
         for _ in 0..10 {
@@ -29,7 +29,7 @@ pub(super) async fn compare(a: &DemoArgs, producer: &Producer, url: &str) -> wei
 }
 
 /// Runs a consumer until `n` jobs are acked; returns the time taken.
-async fn drain(a: &DemoArgs, url: &str, n: u64) -> weir::Result<Duration> {
+async fn drain(a: &DemoArgs, url: &str, n: u64) -> crate::error::Result<Duration> {
     let mut config = ConsumerConfig::new(QUEUE);
     config.concurrency = a.concurrency;
     config.metrics = false;

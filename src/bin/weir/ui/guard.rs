@@ -43,13 +43,13 @@ impl Auth {
     /// Parses `basic:USER:PASSWORD_VAR` or `token:TOKEN_VAR`, reading the secret from the
     /// environment variable named. The secret never comes from the command line, where
     /// other users of the machine could read it (`ps`).
-    pub(crate) fn from_spec(spec: &str) -> weir::Result<Self> {
+    pub(crate) fn from_spec(spec: &str) -> crate::error::Result<Self> {
         Self::from_spec_with(spec, |v| std::env::var(v).ok())
     }
 
-    fn from_spec_with(spec: &str, var: impl Fn(&str) -> Option<String>) -> weir::Result<Self> {
+    fn from_spec_with(spec: &str, var: impl Fn(&str) -> Option<String>) -> crate::error::Result<Self> {
         let bad = |why: String| {
-            weir::Error::Config(format!(
+            crate::usage(format!(
                 "--auth {spec:?}: {why}; write basic:USER:PASSWORD_VAR or token:TOKEN_VAR \
                  (the secret is read from that environment variable)"
             ))

@@ -19,6 +19,7 @@ mod cron;
 mod finders;
 mod guard;
 mod html;
+mod job;
 mod limits;
 mod pages;
 mod state;
@@ -53,10 +54,10 @@ pub(crate) struct UiArgs {
     pub refresh: Duration,
 }
 
-pub(crate) async fn run(a: UiArgs) -> weir::Result<ExitCode> {
+pub(crate) async fn run(a: UiArgs) -> crate::error::Result<ExitCode> {
     let auth = a.auth.as_deref().map(Auth::from_spec).transpose()?;
     if auth.is_none() && !a.addr.ip().is_loopback() {
-        return Err(weir::Error::Config(format!(
+        return Err(crate::usage(format!(
             "--addr {} is not a loopback address: serving the UI beyond this machine needs \
              --auth basic:USER:PASSWORD_VAR or --auth token:TOKEN_VAR (the secret is read \
              from that environment variable)",
@@ -123,7 +124,7 @@ fn router(app: App) -> Router {
     Router::new()
         .route("/", get(pages::overview))
         .route("/queue", get(pages::queue))
-        .route("/job", get(pages::job))
+        .route("/job", get(job::page))
         .route("/workers", get(workers::workers))
         .route("/limits", get(limits::show))
         .route("/cron", get(cron::cron))

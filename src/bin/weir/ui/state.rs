@@ -107,7 +107,7 @@ impl From<weir::Error> for Failure {
     fn from(e: weir::Error) -> Self {
         use weir::Error;
         let status = match e {
-            Error::InvalidName { .. } | Error::Config(_) | Error::Limiter(_) => StatusCode::BAD_REQUEST,
+            Error::InvalidName { .. } | Error::Config { .. } | Error::Limiter(_) => StatusCode::BAD_REQUEST,
             _ => StatusCode::BAD_GATEWAY,
         };
         Failure::new(status, e.to_string())

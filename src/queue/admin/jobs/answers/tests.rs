@@ -1,4 +1,4 @@
-//! Unit tests of `jobs.rs`: cursors and summaries, without Redis.
+//! Unit tests of `answers.rs`: cursors and summaries, without Redis.
 
 use super::*;
 
@@ -17,8 +17,11 @@ fn cursors_round_trip_and_bad_ones_are_refused() {
         (JobState::Ready, ""),
         (JobState::InFlight, "-1"),
     ] {
-        let e = parse_cursor(state, Some(bad)).unwrap_err().to_string();
-        assert!(e.contains("invalid cursor"), "{state} {bad}: {e}");
+        let e = parse_cursor(state, Some(bad)).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { setting, .. } if *setting == format!("page cursor {bad:?}")),
+            "{state} {bad}: {e}"
+        );
     }
 }
 
