@@ -6,6 +6,7 @@ pub mod exec;
 #[cfg(feature = "http")]
 pub mod http;
 
+use crate::limiter::Signal;
 use crate::queue::envelope::Job;
 use futures_util::future::BoxFuture;
 use std::collections::HashMap;
@@ -229,5 +230,26 @@ impl Registry {
     /// True when no kind is handled.
     pub fn is_empty(&self) -> bool {
         self.routes.is_empty() && self.fallback.is_none()
+    }
+}
+
+// The limiter's reading of a handler's result lives with the handler's types, so the
+// limiter depends on nothing of the handler.
+impl Signal {
+    /// How a handler's result counts: success is a latency sample; an answered HTTP
+    /// status is classified by the rule's `overload_status` (429/503 by default);
+    /// backpressure and overload errors (timeouts, refused or reset connections) are
+    /// overload; any other failure is the job's own.
+    pub fn of(result: &JobResult) -> Self {
+        match result {
+            Ok(()) => Signal::Success,
+            Err(e) => match e.status {
+                Some(status) => Signal::Status(status),
+                None if matches!(e.kind, JobErrorKind::Backpressure | JobErrorKind::Overloaded) => {
+                    Signal::Overload
+                }
+                None => Signal::Failure,
+            },
+        }
     }
 }

@@ -77,29 +77,6 @@ const QUICK_LATENCIES: u32 = 4;
 /// The shortest quick window.
 const QUICK_MIN: Duration = Duration::from_millis(20);
 
-impl Signal {
-    /// How a handler's result counts: success is a latency sample; an answered HTTP
-    /// status is classified by the rule's `overload_status` (429/503 by default);
-    /// backpressure and overload errors (timeouts, refused or reset connections) are
-    /// overload; any other failure is the job's own.
-    pub fn of(result: &crate::JobResult) -> Self {
-        match result {
-            Ok(()) => Signal::Success,
-            Err(e) => match e.status {
-                Some(status) => Signal::Status(status),
-                None if matches!(
-                    e.kind,
-                    crate::handler::JobErrorKind::Backpressure | crate::handler::JobErrorKind::Overloaded
-                ) =>
-                {
-                    Signal::Overload
-                }
-                None => Signal::Failure,
-            },
-        }
-    }
-}
-
 /// Settings of the adaptive limiter: the rule and its window.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
