@@ -111,8 +111,8 @@ impl Partitions {
         let (have, tags, created) = scripts::partitions(conn, &keys, count, &tags.join(" ")).await?;
         if have != count {
             return Err(Error::config(
-                format!("queue {queue} partitions"),
-                format!("are {have} already; changing the count is not supported"),
+                format!("queue {queue}"),
+                format!("already has {have} partitions; changing the count is not supported"),
             ));
         }
         let partitions = Self::from_tags(queue, &tags)?;
