@@ -46,7 +46,7 @@ CARGO_TARGET_DIR=target/msrv cargo +"$msrv" check --workspace --lib --bins --loc
 # The producer packages in clients/ (a venv under target/clients, `npm ci`), for
 # tests/clients.rs, which drains what they enqueue with a real `weir work`.
 bash scripts/ensure-clients.sh
-cargo test --workspace
+cargo test --workspace --no-fail-fast
 
 # The web UI in a real browser: Debian's chromium (/usr/bin/chromium) driven by
 # playwright-core (no browser download), against a real redis-server, `weir work` and
