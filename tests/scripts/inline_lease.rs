@@ -341,3 +341,124 @@ async fn fetch_says_when_a_concurrency_is_set() {
         assert_eq!(f.global.concurrency_set, set, "{setting:?}");
     }
 }
+
+/// A job over `INLINE_MAX_BYTES` is stored by its id even where a small one goes inline:
+/// the list, the lease set and the ack name it by its id, so its envelope crosses the
+/// wire once (in the fetch) and the lease set holds no copy of it.
+#[tokio::test]
+async fn a_large_job_is_stored_and_leased_by_its_id() {
+    let ctx = Ctx::new("inline-large").await;
+    let k = weir::queue::keys::QueueKeys::new(&ctx.queue).unwrap();
+    let mut c = ctx.c();
+    let p = ctx.producer();
+    let big = "x".repeat(scripts::INLINE_MAX_BYTES);
+    let small = p.enqueue(weir::NewJob::new("k", "small").unwrap()).await.unwrap();
+    let large = p.enqueue(weir::NewJob::new("k", &big).unwrap()).await.unwrap();
+    let list: Vec<String> = redis::cmd("LRANGE")
+        .arg(k.ready(Priority::Normal))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 2, "{list:?}");
+    assert!(
+        list[0].starts_with('{') && list[0].contains(&small),
+        "a small job is inline: {}",
+        &list[0]
+    );
+    assert_eq!(list[1], large, "a large job is listed by its id");
+    let stored: Option<String> = redis::cmd("HGET")
+        .arg(k.jobs())
+        .arg(&large)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(
+        stored.is_some_and(|e| e.contains(&big)),
+        "its envelope is in the jobs hash"
+    );
+
+    let f = scripts::fetch(&mut c, &k, 10, VT).await.unwrap();
+    let fetched: Vec<(bool, &str)> = f.jobs.iter().map(|j| (j.is_inline(), j.name.as_str())).collect();
+    assert_eq!(fetched[1], (false, large.as_str()), "leased by its id");
+    let job = f.jobs[1].decode(usize::MAX).unwrap();
+    assert_eq!(
+        job.payload.get(),
+        format!("\"{big}\""),
+        "the fetch carries the envelope"
+    );
+    let leased: Vec<String> = redis::cmd("ZRANGE")
+        .arg(k.lease())
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(leased.contains(&large), "{leased:?}");
+
+    let acks = [Settle::Ack {
+        id: large.clone(),
+        token: f.deadline_ms,
+    }];
+    scripts::settle(&mut c, &k, &acks).await.unwrap();
+    let left: u64 = redis::cmd("HLEN")
+        .arg(k.jobs())
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "acked by its id, its envelope goes");
+    let leased: Vec<String> = redis::cmd("ZRANGE")
+        .arg(k.lease())
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(
+        leased.len(),
+        1,
+        "only the small job's lease is left: {}",
+        leased.len()
+    );
+}
+
+/// A bulk load writes what `enqueue` writes: its large jobs with generated ids by their
+/// ids, the rest inline.
+#[tokio::test]
+async fn a_bulk_load_stores_its_large_jobs_by_id() {
+    let ctx = Ctx::new("inline-large-bulk").await;
+    let k = weir::queue::keys::QueueKeys::new(&ctx.queue).unwrap();
+    let mut c = ctx.c();
+    let big = "x".repeat(scripts::INLINE_MAX_BYTES);
+    let report = ctx
+        .producer()
+        .bulk("k")
+        .enqueue(["small", &big, "small"])
+        .await
+        .unwrap();
+    assert_eq!(report.enqueued, 3);
+    let list: Vec<String> = redis::cmd("LRANGE")
+        .arg(k.ready(Priority::Normal))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let inline: Vec<bool> = list.iter().map(|i| i.starts_with('{')).collect();
+    assert_eq!(inline, [true, false, true], "{list:?}");
+    let stored: Option<String> = redis::cmd("HGET")
+        .arg(k.jobs())
+        .arg(&list[1])
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(
+        stored.is_some_and(|e| e.contains(&big)),
+        "its envelope is in the jobs hash"
+    );
+    let f = scripts::fetch(&mut c, &k, 10, VT).await.unwrap();
+    let job = f.jobs[1].decode(usize::MAX).unwrap();
+    assert_eq!(job.id, list[1]);
+    assert_eq!(job.payload.get(), format!("\"{big}\""));
+}

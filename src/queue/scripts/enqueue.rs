@@ -66,13 +66,26 @@ pub async fn enqueue(conn: &mut Conn, keys: &QueueKeys, jobs: &[EnqueueArg]) -> 
     into_strings("enqueue", dups)
 }
 
+/// The largest envelope [`enqueue`] writes inline (its envelope the list item). An inline
+/// job's envelope is also its lease's name: the fetch copies it into the lease set and the
+/// ack sends it back whole for Redis to hash and compare, so for a large job the bytes
+/// cross the wire three times and the lease set holds a copy while it runs. Stored by id
+/// (the envelope in the jobs hash, the id in the list and the lease set), only the fetch
+/// carries it. Below this size the inline path's fewer commands win.
+pub const INLINE_MAX_BYTES: usize = 16 * 1024;
+
 /// Whether [`enqueue`] stores `jobs` with plain commands ([`plain_pipeline`]): a batch of
-/// generated ids, all ready now, without unique windows.
+/// generated ids, all ready now, without unique windows, none of them over
+/// [`INLINE_MAX_BYTES`] (a batch that holds one goes through the script, whole).
 pub(crate) fn takes_plain_path(jobs: &[EnqueueArg]) -> bool {
     !jobs.is_empty()
-        && jobs
-            .iter()
-            .all(|j| !j.unique && j.delay_ms == 0 && j.run_at_ms == 0 && j.unique_for_ms == 0)
+        && jobs.iter().all(|j| {
+            !j.unique
+                && j.delay_ms == 0
+                && j.run_at_ms == 0
+                && j.unique_for_ms == 0
+                && j.envelope.len() <= INLINE_MAX_BYTES
+        })
 }
 
 /// The bulk path of [`enqueue`] for jobs with generated ids that are ready now (the

@@ -27,7 +27,7 @@ mod settle;
 pub(crate) use admin::notify;
 pub use admin::{DeadJob, Notice, Stats, dlq_list, dlq_purge, dlq_requeue, notice, partitions, pause, stats};
 pub use cron::{cron_fire, cron_set};
-pub use enqueue::{EnqueueArg, enqueue, plain_pipeline, register};
+pub use enqueue::{EnqueueArg, INLINE_MAX_BYTES, enqueue, plain_pipeline, register};
 pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
 pub use fetch::{Fetched, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_keyed};
 pub use inspect::{

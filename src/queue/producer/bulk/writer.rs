@@ -57,6 +57,9 @@ pub(crate) struct Writer<'a> {
     shape: Shape<'a>,
     /// Per lane: the chunk's RPUSH so far, its jobs and their bytes.
     pushes: Vec<Option<(redis::Cmd, usize, usize)>>,
+    /// Per lane: the chunk's HSET of the envelopes over [`scripts::INLINE_MAX_BYTES`] with
+    /// generated ids, stored by id (their ids go in the RPUSH), as `enqueue` stores them.
+    stored: Vec<Option<redis::Cmd>>,
     /// Per lane: the arguments and bytes of its last RPUSH, to size the next one.
     sizes: Vec<(usize, usize)>,
     /// The lane of this chunk's jobs with generated ids.
@@ -78,6 +81,7 @@ impl<'a> Writer<'a> {
         let n = lanes.count();
         Self {
             pushes: (0..n).map(|_| None).collect(),
+            stored: (0..n).map(|_| None).collect(),
             sizes: vec![(BULK_CHUNK + 2, 64 * 1024); n],
             lane: lanes.spread.map_or(0, Spread::next),
             lanes,
@@ -176,7 +180,18 @@ impl<'a> Writer<'a> {
                 limit: shape.limit,
             });
         }
-        push.arg(&envelope[..]);
+        if id.is_none() && len > scripts::INLINE_MAX_BYTES {
+            let keys = self.lanes.keys(lane);
+            let hset = self.stored[lane].get_or_insert_with(|| {
+                let mut hset = redis::cmd("HSET");
+                hset.arg(keys.jobs());
+                hset
+            });
+            hset.arg(&self.id).arg(&envelope[..]);
+            push.arg(&self.id);
+        } else {
+            push.arg(&envelope[..]);
+        }
         *jobs += 1;
         *bytes += len;
         self.lane_full |= *jobs >= BULK_CHUNK || *bytes >= BULK_CHUNK_BYTES;
@@ -197,7 +212,9 @@ impl<'a> Writer<'a> {
             // chunks are alike, and a command regrown from empty copies itself each time.
             self.sizes[lane] = (n + 2, bytes + 256);
             let keys = self.lanes.keys(lane);
-            let pipeline = scripts::pushes_pipeline(keys, [push], n, self.shape.cluster);
+            let stored = self.stored[lane].take();
+            let pipeline =
+                scripts::pushes_pipeline(keys, stored.into_iter().chain([push]), n, self.shape.cluster);
             calls.push((keys.clone(), pipeline, n));
         }
         if let Some(s) = self.lanes.spread {
