@@ -331,6 +331,24 @@ mod tests {
             decode("x", ok.as_bytes(), 1 << 20).is_ok(),
             "brackets in strings do not count"
         );
+        // Many openers, little depth: the scan past the quick count.
+        let wide = env.replace(&deep, &format!("[{}[]]", "[],".repeat(300)));
+        assert!(
+            decode("x", wide.as_bytes(), 1 << 20).is_ok(),
+            "siblings are not depth"
+        );
+        // Strings that end in escapes, between the levels of a nesting too deep.
+        let level = r#"["\\\\","\\\"[{","#;
+        let escaped = env.replace(&deep, &format!("{}0{}", level.repeat(129), "]".repeat(129)));
+        assert!(
+            matches!(decode("x", escaped.as_bytes(), 1 << 20), Err(DecodeError::Invalid(m)) if m.contains("deeper")),
+            "escapes end no string early"
+        );
+        let shallow = env.replace(&deep, &format!("{}0{}", level.repeat(128), "]".repeat(128)));
+        assert!(
+            decode("x", shallow.as_bytes(), 1 << 20).is_ok(),
+            "128 levels are allowed"
+        );
     }
 
     fn prepared(job: crate::NewJob) -> crate::Result<String> {

@@ -66,26 +66,40 @@ fn read(
 
 /// The raw payload skips serde's recursion limit; a payload nested deeper than
 /// [`MAX_PAYLOAD_DEPTH`] would fail in the handler's own parse, or overflow the stack of a
-/// parser without a limit, which aborts the whole process. One pass over the bytes.
+/// parser without a limit, which aborts the whole process. At most one pass over the bytes,
+/// most of it vectorized: a large payload is mostly strings, which this skips to their
+/// closing quotes (a byte-at-a-time walk took half a consumer's CPU on 900 KiB payloads).
 fn check_depth(payload: &str) -> Result<(), DecodeError> {
+    let bytes = payload.as_bytes();
     // Valid JSON (serde_json has checked it) closes what it opens: nesting deeper than
-    // the limit takes more than twice as many bytes.
-    if payload.len() <= 2 * MAX_PAYLOAD_DEPTH {
+    // the limit takes more than twice as many bytes, and more openers than the limit
+    // wherever they stand.
+    if bytes.len() <= 2 * MAX_PAYLOAD_DEPTH
+        || memchr::memchr2_iter(b'[', b'{', bytes)
+            .take(MAX_PAYLOAD_DEPTH + 1)
+            .count()
+            <= MAX_PAYLOAD_DEPTH
+    {
         return Ok(());
     }
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &b in payload.as_bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
         match b {
-            b'"' => in_string = true,
+            b'"' => {
+                // to the closing quote, over escaped characters
+                i += 1;
+                loop {
+                    let Some(j) = bytes.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) else {
+                        return Ok(());
+                    };
+                    if bytes[i + j] == b'"' {
+                        i += j;
+                        break;
+                    }
+                    i += j + 2;
+                }
+            }
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_PAYLOAD_DEPTH {
@@ -97,6 +111,7 @@ fn check_depth(payload: &str) -> Result<(), DecodeError> {
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        i += 1;
     }
     Ok(())
 }
