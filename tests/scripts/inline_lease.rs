@@ -342,6 +342,35 @@ async fn fetch_says_when_a_concurrency_is_set() {
     }
 }
 
+/// The items of `k`'s normal ready list and of its lease set.
+async fn items(c: &mut weir::Conn, k: &weir::queue::keys::QueueKeys) -> (Vec<String>, Vec<String>) {
+    let list: Vec<String> = redis::cmd("LRANGE")
+        .arg(k.ready(Priority::Normal))
+        .arg(0)
+        .arg(-1)
+        .query_async(c)
+        .await
+        .unwrap();
+    let leased: Vec<String> = redis::cmd("ZRANGE")
+        .arg(k.lease())
+        .arg(0)
+        .arg(-1)
+        .query_async(c)
+        .await
+        .unwrap();
+    (list, leased)
+}
+
+/// Job `id`'s envelope in `k`'s jobs hash.
+async fn stored(c: &mut weir::Conn, k: &weir::queue::keys::QueueKeys, id: &str) -> Option<String> {
+    redis::cmd("HGET")
+        .arg(k.jobs())
+        .arg(id)
+        .query_async(c)
+        .await
+        .unwrap()
+}
+
 /// A job over `INLINE_MAX_BYTES` is stored by its id even where a small one goes inline:
 /// the list, the lease set and the ack name it by its id, so its envelope crosses the
 /// wire once (in the fetch) and the lease set holds no copy of it.
@@ -354,13 +383,7 @@ async fn a_large_job_is_stored_and_leased_by_its_id() {
     let big = "x".repeat(scripts::INLINE_MAX_BYTES);
     let small = p.enqueue(weir::NewJob::new("k", "small").unwrap()).await.unwrap();
     let large = p.enqueue(weir::NewJob::new("k", &big).unwrap()).await.unwrap();
-    let list: Vec<String> = redis::cmd("LRANGE")
-        .arg(k.ready(Priority::Normal))
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let (list, _) = items(&mut c, &k).await;
     assert_eq!(list.len(), 2, "{list:?}");
     assert!(
         list[0].starts_with('{') && list[0].contains(&small),
@@ -368,14 +391,9 @@ async fn a_large_job_is_stored_and_leased_by_its_id() {
         &list[0]
     );
     assert_eq!(list[1], large, "a large job is listed by its id");
-    let stored: Option<String> = redis::cmd("HGET")
-        .arg(k.jobs())
-        .arg(&large)
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let envelope = stored(&mut c, &k, &large).await;
     assert!(
-        stored.is_some_and(|e| e.contains(&big)),
+        envelope.is_some_and(|e| e.contains(&big)),
         "its envelope is in the jobs hash"
     );
 
@@ -388,13 +406,7 @@ async fn a_large_job_is_stored_and_leased_by_its_id() {
         format!("\"{big}\""),
         "the fetch carries the envelope"
     );
-    let leased: Vec<String> = redis::cmd("ZRANGE")
-        .arg(k.lease())
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let (_, leased) = items(&mut c, &k).await;
     assert!(leased.contains(&large), "{leased:?}");
 
     let acks = [Settle::Ack {
@@ -402,25 +414,13 @@ async fn a_large_job_is_stored_and_leased_by_its_id() {
         token: f.deadline_ms,
     }];
     scripts::settle(&mut c, &k, &acks).await.unwrap();
-    let left: u64 = redis::cmd("HLEN")
-        .arg(k.jobs())
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    assert_eq!(left, 0, "acked by its id, its envelope goes");
-    let leased: Vec<String> = redis::cmd("ZRANGE")
-        .arg(k.lease())
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut c)
-        .await
-        .unwrap();
     assert_eq!(
-        leased.len(),
-        1,
-        "only the small job's lease is left: {}",
-        leased.len()
+        stored(&mut c, &k, &large).await,
+        None,
+        "acked by its id, its envelope goes"
     );
+    let (_, leased) = items(&mut c, &k).await;
+    assert_eq!(leased.len(), 1, "only the small job's lease is left: {leased:?}");
 }
 
 /// A bulk load writes what `enqueue` writes: its large jobs with generated ids by their
@@ -438,23 +438,12 @@ async fn a_bulk_load_stores_its_large_jobs_by_id() {
         .await
         .unwrap();
     assert_eq!(report.enqueued, 3);
-    let list: Vec<String> = redis::cmd("LRANGE")
-        .arg(k.ready(Priority::Normal))
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let (list, _) = items(&mut c, &k).await;
     let inline: Vec<bool> = list.iter().map(|i| i.starts_with('{')).collect();
     assert_eq!(inline, [true, false, true], "{list:?}");
-    let stored: Option<String> = redis::cmd("HGET")
-        .arg(k.jobs())
-        .arg(&list[1])
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    let envelope = stored(&mut c, &k, &list[1]).await;
     assert!(
-        stored.is_some_and(|e| e.contains(&big)),
+        envelope.is_some_and(|e| e.contains(&big)),
         "its envelope is in the jobs hash"
     );
     let f = scripts::fetch(&mut c, &k, 10, VT).await.unwrap();
