@@ -6,15 +6,14 @@ use crate::{Common, parse_duration, parse_priority, parse_time};
 use clap::Args;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use std::io::{BufRead, BufReader};
 
+mod job_line;
 mod lines;
+use job_line::{plain_parts, to_job};
 use lines::Lines;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use weir::queue::producer::JobParts;
 use weir::{NewJob, Priority, Producer};
 
 #[derive(Args, Debug)]
@@ -60,46 +59,6 @@ pub(crate) struct EnqueueArgs {
     /// How long --wait-replicas waits for the replicas.
     #[arg(long, value_parser = parse_duration, default_value = "1s", requires = "wait_replicas")]
     pub wait_timeout: Duration,
-}
-
-/// One NDJSON line without `--kind` that is a plain job: a kind and a payload, borrowed
-/// from the line ([`plain_parts`]).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlainLine<'a> {
-    #[serde(borrow)]
-    kind: &'a str,
-    #[serde(borrow)]
-    payload: &'a RawValue,
-}
-
-/// One NDJSON line without `--kind`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Line {
-    kind: String,
-    payload: Box<RawValue>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    priority: Option<String>,
-    /// A duration string ("30s") or milliseconds.
-    #[serde(default)]
-    delay: Option<serde_json::Value>,
-    /// When the job becomes ready, RFC 3339 (instead of `delay`).
-    #[serde(default)]
-    run_at: Option<String>,
-    #[serde(default)]
-    max_attempts: Option<u32>,
-    /// Uniqueness window: a duration string ("1h") or milliseconds.
-    #[serde(default)]
-    unique_for: Option<serde_json::Value>,
-    /// The key the window dedupes on (default: the id).
-    #[serde(default)]
-    unique_key: Option<String>,
-    /// The job's key, for per-key limits (default: `--key`).
-    #[serde(default)]
-    key: Option<String>,
 }
 
 pub(crate) async fn run(a: EnqueueArgs) -> crate::error::Result<ExitCode> {
@@ -236,89 +195,6 @@ async fn load(
     out
 }
 
-/// The job of `line` as borrowed parts, when it is a plain job: the run adds no delay and
-/// no uniqueness window, and the line is a payload (`--kind`) or a [`PlainLine`]. Any
-/// other line (or one this does not take, like a kind written with escapes) goes to
-/// [`to_job`], which builds the same job, or says why the line is not one.
-fn plain_parts<'l>(a: &'l EnqueueArgs, line: &'l str) -> Option<JobParts<'l>> {
-    if a.delay.is_some() || a.at.is_some() || a.unique_for.is_some() {
-        return None;
-    }
-    let (kind, payload) = match &a.kind {
-        Some(kind) => (kind.as_str(), serde_json::from_str::<&RawValue>(line).ok()?),
-        None => {
-            let l: PlainLine<'_> = serde_json::from_str(line).ok()?;
-            (l.kind, l.payload)
-        }
-    };
-    Some(JobParts {
-        kind,
-        payload,
-        priority: a.priority,
-        max_attempts: None,
-        key: a.key.as_deref(),
-    })
-}
-
-fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
-    if let Some(kind) = &a.kind {
-        let payload = RawValue::from_string(line).map_err(|e| format!("payload is not JSON: {e}"))?;
-        let job = NewJob::from_raw(kind.clone(), payload).priority(a.priority);
-        return Ok(with_key(
-            with_unique(default_time(a, job), a.unique_for),
-            a.key.clone(),
-        ));
-    }
-    let l: Line = serde_json::from_str(&line).map_err(|e| format!("not a job line: {e}"))?;
-    let mut job = NewJob::from_raw(l.kind, l.payload).priority(a.priority);
-    if let Some(p) = l.priority {
-        job = job.priority(p.parse()?);
-    }
-    job = match (l.delay, l.run_at) {
-        (Some(_), Some(_)) => return Err("give delay or run_at, not both".into()),
-        (Some(d), None) => job.delay(duration_field("delay", d)?),
-        (None, Some(t)) => job.run_at(parse_time(&t)?),
-        (None, None) => default_time(a, job),
-    };
-    let unique_for = l
-        .unique_for
-        .map(|w| duration_field("unique_for", w))
-        .transpose()?;
-    job = with_unique(job, unique_for.or(a.unique_for));
-    if let Some(id) = l.id {
-        job = job.id(id);
-    }
-    if let Some(n) = l.max_attempts {
-        job = job.max_attempts(n);
-    }
-    if let Some(k) = l.unique_key {
-        job = job.unique_key(k);
-    }
-    Ok(with_key(job, l.key.or_else(|| a.key.clone())))
-}
-
-/// A duration field of a job line: a duration string ("30s") or whole milliseconds.
-fn duration_field(name: &str, v: serde_json::Value) -> Result<Duration, String> {
-    match v {
-        serde_json::Value::String(s) => parse_duration(&s),
-        serde_json::Value::Number(n) => n
-            .as_u64()
-            .map(Duration::from_millis)
-            .ok_or_else(|| format!("{name} {n} must be whole milliseconds")),
-        other => Err(format!(
-            "{name} {other} must be a duration string or milliseconds"
-        )),
-    }
-}
-
-/// `job` with a uniqueness window, if one is given.
-fn with_unique(job: NewJob, unique_for: Option<Duration>) -> NewJob {
-    match unique_for {
-        Some(w) => job.unique_for(w),
-        None => job,
-    }
-}
-
 /// `--key`, checked by the library's own check of a job key, so that a bad one is a usage
 /// error rather than a bad line for every line of the input.
 fn parse_key(key: &str) -> Result<String, String> {
@@ -329,26 +205,6 @@ fn parse_key(key: &str) -> Result<String, String> {
     Ok(key.to_owned())
 }
 
-/// `job` with a job key, if one is given (checked when the job is prepared: a bad key
-/// is a bad line).
-fn with_key(job: NewJob, key: Option<String>) -> NewJob {
-    match key {
-        Some(k) => job.key(k),
-        None => job,
-    }
-}
-
-/// `job` with the command line's `--delay` or `--at`, if given.
-fn default_time(a: &EnqueueArgs, job: NewJob) -> NewJob {
-    match (a.delay, a.at) {
-        (Some(d), _) => job.delay(d),
-        (None, Some(t)) => job.run_at(t),
-        (None, None) => job,
-    }
-}
-
-/// Reports what was not loaded; the exit code: 1 if the input could not be read to its
-/// end, 3 if some lines were not loaded, else 0.
 /// The one line that reports a load Redis refused for memory: what is stored, what is
 /// not, why, and what to do.
 fn out_of_memory_line(loaded: &Loaded, last: usize) -> String {
@@ -366,6 +222,8 @@ fn out_of_memory_line(loaded: &Loaded, last: usize) -> String {
     )
 }
 
+/// Reports what was not loaded; the exit code: 1 if the input could not be read to its
+/// end, 3 if some lines were not loaded, else 0.
 fn report_problems(loaded: &Loaded, input: &str) -> crate::error::Result<ExitCode> {
     let Loaded {
         dups,
