@@ -6,11 +6,11 @@ use super::cluster::{ClusterSpec, is_cluster_info};
 use super::link::Endpoint;
 pub use super::link::{Conn, HealingConnection};
 use super::sentinel::{self, SentinelSpec};
+pub use super::tls::TlsFiles;
 pub use super::url::{redact_in, redact_url};
 use crate::error::{Error, Result};
 use futures_util::{Stream, StreamExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,56 +50,6 @@ pub struct Redis {
 
 /// The messages of a wake subscription (see [`Redis::subscribe`]).
 pub type Subscription = Pin<Box<dyn Stream<Item = redis::Msg> + Send>>;
-
-/// TLS material for a `rediss://` URL, as PEM files: a CA to trust instead of the system
-/// roots, and a client certificate with its key for servers that require one
-/// (`tls-auth-clients yes`). Reading them needs the `tls` feature (on by default).
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct TlsFiles {
-    /// CA certificate(s) that signed the server's certificate.
-    pub ca: Option<PathBuf>,
-    /// Client certificate (needs `key`).
-    pub cert: Option<PathBuf>,
-    /// Client private key (needs `cert`).
-    pub key: Option<PathBuf>,
-}
-
-impl TlsFiles {
-    /// True when no file is given.
-    pub fn is_empty(&self) -> bool {
-        self.ca.is_none() && self.cert.is_none() && self.key.is_none()
-    }
-
-    #[cfg(feature = "tls")]
-    fn load(&self) -> Result<redis::TlsCertificates> {
-        let read = |what: &'static str, p: &PathBuf| {
-            std::fs::read(p).map_err(|source| Error::TlsFile {
-                what,
-                path: p.clone(),
-                source,
-            })
-        };
-        let client_tls = match (&self.cert, &self.key) {
-            (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
-                client_cert: read("client certificate", c)?,
-                client_key: read("client key", k)?,
-            }),
-            (None, None) => None,
-            _ => {
-                return Err(Error::config(
-                    "TLS client certificate and key",
-                    "go together: give both, or neither",
-                ));
-            }
-        };
-        let root_cert = self.ca.as_ref().map(|p| read("CA file", p)).transpose()?;
-        Ok(redis::TlsCertificates {
-            client_tls,
-            root_cert,
-        })
-    }
-}
 
 impl std::fmt::Debug for Redis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -152,7 +102,7 @@ impl Redis {
         let client = if tls.is_empty() {
             redis::Client::open(first.as_str()).map_err(|e| invalid(first, e))?
         } else {
-            Self::client_with_tls(first, tls)?.map_err(|e| invalid(first, e))?
+            super::tls::client_with_tls(first, tls)?.map_err(|e| invalid(first, e))?
         };
         let cluster = Arc::new(OnceCell::new());
         if seeds.len() > 1 {
@@ -207,21 +157,6 @@ impl Redis {
             (None, Some(c)) => Ok(c.clone()),
             (None, None) => unreachable!("a Redis has a client or a sentinel"),
         }
-    }
-
-    /// A client for `url` with the given files: the outer error is about the files, the
-    /// inner one about the URL.
-    #[cfg(feature = "tls")]
-    fn client_with_tls(url: &str, tls: &TlsFiles) -> Result<redis::RedisResult<redis::Client>> {
-        Ok(redis::Client::build_with_tls(url, tls.load()?))
-    }
-
-    #[cfg(not(feature = "tls"))]
-    fn client_with_tls(_url: &str, _tls: &TlsFiles) -> Result<redis::RedisResult<redis::Client>> {
-        Err(Error::config(
-            "TLS files",
-            "were given, but weir was built without its `tls` feature",
-        ))
     }
 
     /// Sets how long a call may wait for its reply before it fails and is retried

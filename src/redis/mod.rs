@@ -11,4 +11,5 @@ pub(crate) mod eviction;
 mod link;
 pub(crate) mod retry;
 mod sentinel;
+mod tls;
 mod url;
