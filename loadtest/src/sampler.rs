@@ -109,7 +109,14 @@ async fn sample(c: SamplerConfig, depth: Arc<AtomicU64>, stop: CancellationToken
     let started = Instant::now();
     let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let (mut last_t, mut last_done, mut last_err, mut last_shed) = (0.0, 0, 0, 0);
+    // Counted from here: what was done before (a backlog drained while the consumers
+    // came up) is not the first row's.
+    let (mut last_t, mut last_done, mut last_err, mut last_shed) = (
+        0.0,
+        c.observed.processed(),
+        c.observed.errors.load(Ordering::Relaxed),
+        c.observed.shed.load(Ordering::Relaxed),
+    );
     let mut rows = Vec::new();
     loop {
         let stopping = tokio::select! {

@@ -43,18 +43,21 @@ pub(crate) async fn run(a: DownstreamArgs) -> anyhow::Result<(Report, Vec<Row>)>
     Ok((r, rows))
 }
 
-/// The mean of the ideal over the first `length` of the script, sampled like the time
+/// The mean of the ideal over `length` of the script from `from`, sampled like the time
 /// series.
-fn ideal_mean(config: &Config, length: Duration) -> f64 {
+fn ideal_mean(config: &Config, from: Duration, length: Duration) -> f64 {
     let step = Duration::from_millis(100);
     let steps = (length.as_millis() / step.as_millis()).max(1) as u32;
-    (0..steps).map(|i| config.ideal_rate_at(step * i)).sum::<f64>() / steps as f64
+    (0..steps)
+        .map(|i| config.ideal_rate_at(from + step * i))
+        .sum::<f64>()
+        / steps as f64
 }
 
 /// Jobs that keep the queue full for `length` with `backlog` waiting: the ideal with half
 /// again to spare (retried jobs come back), and the backlog twice.
 pub(crate) fn jobs_needed(config: &Config, length: Duration, backlog: u64) -> u64 {
-    (ideal_mean(config, length) * length.as_secs_f64() * 1.5) as u64 + 2 * backlog
+    (ideal_mean(config, Duration::ZERO, length) * length.as_secs_f64() * 1.5) as u64 + 2 * backlog
 }
 
 /// One run of the script on a fresh queue: its report and what was observed.
@@ -112,7 +115,7 @@ fn target_ms(a: &DownstreamArgs, config: &Config, o: &timed::Outcome) -> (f64, &
 fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, length: Duration) -> Report {
     let c = &a.common;
     let ran = o.window.min(length);
-    let ideal_mean = ideal_mean(config, ran);
+    let ideal_mean = ideal_mean(config, o.script_offset, ran);
     let mut r = base_report("downstream", c, o.enqueued);
     if ran + Duration::from_millis(100) < length {
         r.put(
@@ -127,6 +130,7 @@ fn report(a: &DownstreamArgs, config: &Config, o: &timed::Outcome, length: Durat
     }
     r.achieved_jobs_per_s = Some(o.achieved_rate);
     r.ideal_jobs_per_s = Some(round(ideal_mean, 1));
+    r.put("script_offset_s", round(o.script_offset.as_secs_f64(), 3));
     r.elapsed_s = round(o.elapsed.as_secs_f64(), 3);
     r.set_latency("downstream_call", &o.observed.total.summary());
     let rows = timed::window_rows(&o.rows, o.window);

@@ -184,7 +184,10 @@ pub(crate) async fn run(a: SuiteArgs) -> anyhow::Result<bool> {
         let (mut r, o) = once(&args, &target).await?;
         r.scenario = (*name).into();
         let rows = super::timed::window_rows(&o.rows, o.window);
-        let calls = judge(&mut r, rows, &s.changes, SETTLE_S * scale);
+        // The script ran for a moment before the clock (the consumers starting up).
+        let offset = o.script_offset.as_secs_f64();
+        let changes: Vec<f64> = s.changes.iter().map(|c| (c - offset).max(0.0)).collect();
+        let calls = judge(&mut r, rows, &changes, SETTLE_S * scale);
         let shed = o.observed.shed.load(Ordering::Relaxed);
         let all = o.observed.processed() + o.observed.errors.load(Ordering::Relaxed);
         if s.consumers == 1 {

@@ -5,6 +5,7 @@
 use super::{SETTLE_TIMEOUT, rate, settle, spec};
 use crate::accounting::Tally;
 use crate::cli::{Common, DownstreamOpts};
+use crate::downstream::unix_ms;
 use crate::feed::{Feed, payload};
 use crate::fleet::{Fleet, Totals};
 use crate::observed::Observed;
@@ -57,6 +58,8 @@ pub(crate) struct Outcome {
     pub elapsed: Duration,
     /// The adaptive limiter's p95 target at the end of the fed window, if known.
     pub target_p95: Option<Duration>,
+    /// How far the downstream's script had run when the clock started: the rows' time 0.
+    pub script_offset: Duration,
 }
 
 pub(crate) async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result<Outcome> {
@@ -74,26 +77,31 @@ pub(crate) async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result
         feed.push(n).await?; // start with work waiting, so the first second is not a ramp
     }
     let mut spec = spec(c, target, &queue, false)?;
-    // Each process simulates its own downstream: give each an equal share of capacity.
-    spec.downstream = t.downstream.map(|(opts, seed)| {
-        (
-            opts.shared(c.consumers() as u64),
-            seed,
-            crate::downstream::unix_ms(),
-        )
-    });
+    // Each process simulates its own downstream: give each an equal share of capacity. The
+    // script's clock starts now, before the consumers are up (processes take a while).
+    let epoch = unix_ms();
+    spec.downstream = t
+        .downstream
+        .map(|(opts, seed)| (opts.shared(c.consumers() as u64), seed, epoch));
     let mut fleet = Fleet::start(spec, c.consumers(), false, observed.clone())?;
     // The clock starts with the consumers up: their start-up (connections, scripts, the
     // first fetch) is not the latency of the jobs fed meanwhile (it put 18-32 ms on the
     // first 100 ms of `steady` at 180,000 jobs/s, a good part of its p99).
     fleet.ready(READY_TIMEOUT).await?;
     let started = Instant::now();
+    // How far the downstream's script ran before the clock started, and the jobs done in it
+    // (a backlog waits): neither is the window's.
+    let script_offset = Duration::from_millis(unix_ms().saturating_sub(epoch));
+    let done_before = observed.processed();
+    let ideal = t
+        .ideal
+        .map(|f| -> Ideal { Arc::new(move |e: Duration| f(e + script_offset)) });
     let sampler = Sampler::start(SamplerConfig {
         observed: observed.clone(),
         gauges: fleet.gauges(),
         conn: target.conn.clone(),
         queue: queue.clone(),
-        ideal: t.ideal,
+        ideal,
         total: None,
         quiet: c.quiet,
     });
@@ -102,7 +110,7 @@ pub(crate) async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result
     }
     produce(&mut feed, target, &queue, t.pace, started + t.length).await?;
     let window = started.elapsed();
-    let processed = observed.processed();
+    let processed = observed.processed() - done_before;
     let target_p95 = fleet.target_p95();
     let settled = settle(target, &queue, SETTLE_TIMEOUT).await?;
     let totals = fleet.stop().await?;
@@ -120,6 +128,7 @@ pub(crate) async fn run(target: &Target, c: &Common, t: Timed) -> anyhow::Result
         settled,
         elapsed,
         target_p95,
+        script_offset,
         observed,
     })
 }
