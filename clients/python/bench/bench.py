@@ -3,6 +3,10 @@
   S1: N no-op jobs enqueued (the producer's enqueue_bulk), then drained;
   S2: N jobs that sleep 10 ms, drained at concurrency 100 (ideal: 10,000 jobs/s).
 
+With no SCENARIO, S2 also runs with no queue at all: 100 asyncio tasks (`bare-async`) and
+100 threads (`bare-threads`) taking N 10 ms sleeps from a local list, the ceiling that the
+machine's timers leave each kind of handler (HANDLER=bare-async runs one alone).
+
     python clients/python/bench/bench.py                 # S1 100,000 and S2 20,000, async and sync
     SCENARIO=s1 HANDLER=async N=100000 python bench.py    # one run, as ../shared/peers/run.sh's
                                                           # CANDIDATE_CMD (see the README)
@@ -13,10 +17,11 @@ Each run drains its own fresh queue; measure a release build (`maturin build --r
 """
 
 import asyncio
-import json
 import os
+import queue as local
 import resource
 import sys
+import threading
 import time
 
 import redis
@@ -29,7 +34,47 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def bare(handler: str, n: int, concurrency: int) -> dict:
+    """S2's sleeps with no queue: `concurrency` asyncio tasks or threads take n sleeps."""
+    todo = local.SimpleQueue()
+    for i in range(n):
+        todo.put(i)
+
+    def take() -> bool:
+        try:
+            todo.get_nowait()
+            return True
+        except local.Empty:
+            return False
+
+    async def task():
+        while take():
+            await asyncio.sleep(0.01)
+
+    async def tasks():
+        await asyncio.gather(*(task() for _ in range(concurrency)))
+
+    def thread():
+        while take():
+            time.sleep(0.01)
+
+    c0, t0 = cpu_s(), time.perf_counter()
+    if handler == "bare-async":
+        asyncio.run(tasks())
+    else:
+        threads = [threading.Thread(target=thread) for _ in range(concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    t1, c1 = time.perf_counter(), cpu_s()
+    return {"enqueue_jobs_per_s": 0.0, "drain_jobs_per_s": n / (t1 - t0),
+            "cpu_us_per_job": (c1 - c0) / n * 1e6, "completed": n}
+
+
 def run(url: str, queue: str, scenario: str, handler: str, n: int, concurrency: int) -> dict:
+    if handler.startswith("bare-"):
+        return bare(handler, n, concurrency)
     producer = weir.Producer(redis.Redis.from_url(url), queue)
     # A worker loads weir's Functions library (drain: returns at once on an empty queue).
     loader = weir.Worker(url, queue, drain=True)
@@ -78,11 +123,12 @@ def main() -> None:
     else:
         runs = [(s, h, 100_000 if s == "s1" else 20_000) for s in ("s1", "s2")
                 for h in ("async", "sync")]
+        runs += [("s2", h, 20_000) for h in ("bare-async", "bare-threads")]
     stamp = int(time.time())
     for i, (scenario, handler, n) in enumerate(runs):
         conc = int(os.environ.get("CONCURRENCY") or 0) or (256 if scenario == "s1" else 100)
         r = run(url, "%s-%d-%d" % (base, stamp, i), scenario, handler, n, conc)
-        print("%s %-5s n=%d conc=%d: enqueue %.0f jobs/s, drain %.0f jobs/s, %.1f us CPU/job, "
+        print("%s %-12s n=%d conc=%d: enqueue %.0f jobs/s, drain %.0f jobs/s, %.1f us CPU/job, "
               "completed %d" % (scenario, handler, n, conc, r["enqueue_jobs_per_s"],
                                 r["drain_jobs_per_s"], r["cpu_us_per_job"], r["completed"]),
               file=sys.stderr)

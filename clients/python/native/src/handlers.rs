@@ -68,6 +68,8 @@ pub(crate) struct SyncJob {
 pub(crate) struct SyncPool {
     state: Mutex<PoolState>,
     wake: Condvar,
+    /// Signalled as each thread ends.
+    ended: Condvar,
     /// weir/__init__.py's `_call_sync`: `call(function, job)` returns `None` or an
     /// outcome tuple.
     call: Py<PyAny>,
@@ -82,6 +84,8 @@ struct PoolState {
     idle: usize,
     /// Of them, those woken and not yet running: a job pushed meanwhile needs another.
     woken: usize,
+    /// Threads running jobs (the others wait for one, or are starting or ending).
+    busy: usize,
     stopping: bool,
 }
 
@@ -91,6 +95,7 @@ impl SyncPool {
         Arc::new(Self {
             state: Mutex::new(PoolState::default()),
             wake: Condvar::new(),
+            ended: Condvar::new(),
             call,
             max_threads: max_threads.max(1),
         })
@@ -122,6 +127,7 @@ impl SyncPool {
                 // The jobs wait for the threads there are; with none, they fail (retried).
                 let mut s = self.lock();
                 s.threads -= 1;
+                self.ended.notify_all();
                 if s.threads == 0 {
                     for j in s.jobs.drain(..) {
                         let message = format!("cannot start a thread for plain functions: {e}");
@@ -133,30 +139,58 @@ impl SyncPool {
     }
 
     /// Stops the threads once the jobs queued are done; later jobs are refused (retried).
+    /// Returns once every thread not running a function has ended (they take the GIL to
+    /// end: the caller must not hold it). A function still running keeps its thread.
     pub(crate) fn stop(&self) {
-        self.lock().stopping = true;
+        let mut s = self.lock();
+        s.stopping = true;
         self.wake.notify_all();
+        while s.threads > s.busy {
+            s = self.ended.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// A thread: waits for a job without the GIL, then runs jobs while there are any.
+    /// It keeps its Python thread state for its life (a `with_gil` per wait would create
+    /// and destroy one each time), releasing the GIL while it waits.
     fn serve(&self) {
-        while let Some(first) = self.next() {
-            Python::with_gil(|py| {
+        Python::with_gil(|py| {
+            let mut last: Option<(oneshot::Sender<JobResult>, JobResult)> = None;
+            let mut ran = false;
+            while let Some(first) = py.allow_threads(|| {
+                // The last outcome wakes the engine once the GIL is free for others.
+                if let Some((tx, result)) = last.take() {
+                    let _ = tx.send(result);
+                }
+                self.next(ran)
+            }) {
+                ran = true;
                 let mut job = Some(first);
                 while let Some(j) = job {
-                    self.run(py, j);
+                    let (tx, result) = self.run(py, j);
                     job = self.lock().jobs.pop_front();
+                    if job.is_some() {
+                        let _ = tx.send(result);
+                    } else {
+                        last = Some((tx, result));
+                    }
                 }
-            });
-        }
+            }
+        });
         self.lock().threads -= 1;
+        self.ended.notify_all();
     }
 
-    /// The next job, waiting for one; `None` once stopping with nothing queued.
-    fn next(&self) -> Option<SyncJob> {
+    /// The next job, waiting for one; `None` once stopping with nothing queued. `ran`: the
+    /// thread comes from running jobs.
+    fn next(&self, ran: bool) -> Option<SyncJob> {
         let mut s = self.lock();
+        if ran {
+            s.busy -= 1;
+        }
         loop {
             if let Some(j) = s.jobs.pop_front() {
+                s.busy += 1;
                 return Some(j);
             }
             if s.stopping {
@@ -169,7 +203,12 @@ impl SyncPool {
         }
     }
 
-    fn run(&self, py: Python<'_>, SyncJob { function, job, tx }: SyncJob) {
+    /// Calls a job's function: its outcome, and where it goes.
+    fn run(
+        &self,
+        py: Python<'_>,
+        SyncJob { function, job, tx }: SyncJob,
+    ) -> (oneshot::Sender<JobResult>, JobResult) {
         let result = (|| -> PyResult<JobResult> {
             let view = Py::new(py, PyJob::new(&job))?;
             let outcome = self.call.call1(py, (function.clone_ref(py), view))?;
@@ -177,6 +216,6 @@ impl SyncPool {
         })();
         let result =
             result.unwrap_or_else(|e| Err(JobError::retry(format!("calling the handler failed: {e}"))));
-        let _ = tx.send(result);
+        (tx, result)
     }
 }
