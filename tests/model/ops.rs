@@ -22,6 +22,9 @@ pub(crate) enum Op {
         unique: Option<u8>,
         /// Attempts allowed (1..=3).
         max_attempts: u8,
+        /// An envelope over `INLINE_MAX_BYTES`: stored by id, and read after the fetch
+        /// script rather than through it.
+        large: bool,
     },
     /// A bulk load of generated ids ready now (`Producer::enqueue_bulk`): inline jobs.
     Bulk {
@@ -78,15 +81,19 @@ fn enqueue() -> impl Strategy<Value = Op> {
         prop::option::weighted(0.5, 0..3u8),
         prop::option::weighted(0.2, 0..3u8),
         1..=3u8,
+        prop::bool::weighted(0.25),
     )
-        .prop_map(|(priority, delayed, id, key, unique, max_attempts)| Op::Enqueue {
-            priority,
-            delayed,
-            id,
-            key,
-            unique,
-            max_attempts,
-        })
+        .prop_map(
+            |(priority, delayed, id, key, unique, max_attempts, large)| Op::Enqueue {
+                priority,
+                delayed,
+                id,
+                key,
+                unique,
+                max_attempts,
+                large,
+            },
+        )
 }
 
 /// One op, weighted toward the ones that move jobs (enqueue, fetch, settle).
@@ -120,4 +127,12 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
 /// A case: up to `max` ops.
 pub(crate) fn ops(max: usize) -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op(), 1..=max)
+}
+
+/// How an enqueued job is made: due in an hour rather than now; with an envelope over
+/// `INLINE_MAX_BYTES`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    pub delayed: bool,
+    pub large: bool,
 }

@@ -12,6 +12,7 @@ fn job(key: Option<u8>) -> Op {
         key,
         unique: None,
         max_attempts: 3,
+        large: false,
     }
 }
 
@@ -45,6 +46,7 @@ fn chosen(id: u8, key: u8) -> Op {
         key: Some(key),
         unique: None,
         max_attempts: 3,
+        large: false,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::check;
 use crate::common::Ctx;
-use crate::ops::Op;
+use crate::ops::{Op, Shape};
 use crate::reference::{Job, Model, Place};
 use std::time::Duration;
 use weir::metrics::DeferReason;
@@ -102,8 +102,10 @@ impl World {
                 key,
                 unique,
                 max_attempts,
+                large,
             } => {
-                self.enqueue(p as usize, delayed, id, key, unique, max_attempts as u32)
+                let shape = Shape { delayed, large };
+                self.enqueue(p as usize, shape, id, key, unique, max_attempts as u32)
                     .await?
             }
             Op::Bulk { n, key } => {

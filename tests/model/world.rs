@@ -3,6 +3,7 @@
 //! held lease (current or stale), start marks, expiry and reclaim, limit changes.
 
 use crate::check::{self, Real, id_of};
+use crate::ops::Shape;
 use crate::reference::{Held, Job, Mark, Place};
 use crate::run::{HOUR_MS, LEASE_MS, TAG, World, budget, priority};
 use std::time::Duration;
@@ -19,7 +20,7 @@ impl World {
     pub(crate) async fn enqueue(
         &mut self,
         p: usize,
-        delayed: bool,
+        Shape { delayed, large }: Shape,
         id: Option<u8>,
         key: Option<u8>,
         unique: Option<u8>,
@@ -27,7 +28,11 @@ impl World {
     ) -> Result<(), String> {
         let id = id.map(|i| format!("x{i}"));
         let unique = unique.map(|u| format!("u{u}"));
-        let mut job = NewJob::new("k", &serde_json::json!({"n": 1}))
+        let payload = match large {
+            true => serde_json::json!({"n": 1, "pad": "x".repeat(scripts::INLINE_MAX_BYTES)}),
+            false => serde_json::json!({"n": 1}),
+        };
+        let mut job = NewJob::new("k", &payload)
             .unwrap()
             .priority(priority(p))
             .max_attempts(max);

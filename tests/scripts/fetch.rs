@@ -347,3 +347,44 @@ async fn suspects_come_first_one_per_call() {
         assert_eq!((ids.as_slice(), f.suspects), (got, suspects), "case {name:?}");
     }
 }
+
+/// A large envelope does not go through the fetch script (it is read after it, with
+/// HMGET), beside a small job with an id of the caller's and an inline one in the same
+/// fetch, in order; retried, it comes back with its attempt counted.
+#[tokio::test]
+async fn a_large_job_fetched_beside_small_ones_and_retried_comes_back_whole() {
+    let ctx = Ctx::new("inline-large-mixed").await;
+    let k = weir::queue::keys::QueueKeys::new(&ctx.queue).unwrap();
+    let mut c = ctx.c();
+    let p = ctx.producer();
+    let big = "y".repeat(4 * scripts::INLINE_MAX_BYTES);
+    let inline = p
+        .enqueue(weir::NewJob::new("k", "inline").unwrap())
+        .await
+        .unwrap();
+    let large = p.enqueue(weir::NewJob::new("k", &big).unwrap()).await.unwrap();
+    let named = p
+        .enqueue(weir::NewJob::new("k", "named").unwrap().id("mine-1"))
+        .await
+        .unwrap();
+    let f = scripts::fetch(&mut c, &k, 10, VT).await.unwrap();
+    let jobs: Vec<weir::Job> = f.jobs.iter().map(|j| j.decode(usize::MAX).unwrap()).collect();
+    let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, [inline.as_str(), large.as_str(), named.as_str()]);
+    assert_eq!(jobs[1].payload.get(), format!("\"{big}\""));
+    assert_eq!(jobs[2].payload.get(), "\"named\"");
+
+    let retry = [scripts::Settle::Retry {
+        id: large.clone(),
+        token: f.deadline_ms,
+        priority: weir::Priority::Normal,
+        delay_ms: 0,
+        error: "again".into(),
+    }];
+    scripts::settle(&mut c, &k, &retry).await.unwrap();
+    let f = scripts::fetch(&mut c, &k, 10, VT).await.unwrap();
+    assert_eq!(f.jobs.len(), 1);
+    let job = f.jobs[0].decode(usize::MAX).unwrap();
+    assert_eq!((job.id.as_str(), job.attempt), (large.as_str(), 1));
+    assert_eq!(job.payload.get(), format!("\"{big}\""));
+}
