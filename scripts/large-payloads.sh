@@ -4,7 +4,10 @@
 # side on a fresh private redis-server, the sides in turn within each round:
 #
 #   bash scripts/large-payloads.sh [JOBS] [KIB] [ROUNDS] [WEIR...]   # defaults 300 900 3 target/release/weir
+#   WORK_ARGS="--handler sleep:200ms --concurrency 256" bash scripts/large-payloads.sh 1500 900 1
 #
+# WORK_ARGS replaces the drain's handler and concurrency (default: --handler noop
+# --concurrency 64).
 # Each weir binary loads the jobs with `weir enqueue FILE` and drains them as a user would;
 # several binaries (a build before a change, one after) run in the same rounds. Per run:
 # jobs/s drained, the drain's peak RSS (MB, /usr/bin/time), the bytes the jobs take in
@@ -70,7 +73,7 @@ print(f"{n / (time.monotonic() - t):.1f}")
 PY
 )
 
-echo "# $JOBS jobs of $KIB KiB, $ROUNDS rounds; rate jobs/s, RSS and memory in MB"
+echo "# $JOBS jobs of $KIB KiB, $ROUNDS rounds, weir work ${WORK_ARGS:---handler noop --concurrency 64}; rate jobs/s, RSS and memory in MB"
 printf '%-6s %-28s %9s %8s %9s %9s %7s\n' round side rate rss stored redis_pk ratio > "$D/rows"
 for r in $(seq 1 "$ROUNDS"); do
   start_redis
@@ -85,7 +88,7 @@ for r in $(seq 1 "$ROUNDS"); do
     stored=$(( ($(mem used_memory) - base) / 1048576 ))
     start=$(date +%s.%N)
     /usr/bin/time -f '%M' -o "$D/time" "$b" work -q big --redis-url "redis://127.0.0.1:$PORT" \
-      --handler noop --concurrency 64 --drain --no-metrics >/dev/null 2>"$D/work.err" ||
+      ${WORK_ARGS:---handler noop --concurrency 64} --drain --no-metrics >/dev/null 2>"$D/work.err" ||
       { cat "$D/work.err" >&2; exit 1; }
     end=$(date +%s.%N)
     left=$(redis-cli -p "$PORT" llen 'weir:{big}:ready:normal' | tr -d '\r')

@@ -112,7 +112,7 @@ impl Fetcher {
                     // longer than a round trip are better left for a consumer with free
                     // slots than held here.
                     let ahead = if self.signals.queue_backlog.load(Ordering::Relaxed) {
-                        pace.ahead(batch)
+                        pace.ahead(batch, self.config.ahead_bytes)
                     } else {
                         0
                     }
@@ -197,6 +197,7 @@ impl Fetcher {
                                 // here: these jobs' flush gives it one.)
                                 idle_until = fetched.emptied.then(|| Instant::now() + idle_wait(&fetched));
                                 pace.saw(fetched.jobs.len(), Instant::now());
+                                pace.sizes(fetched.jobs.iter().map(|j| j.envelope().len()).sum(), fetched.jobs.len());
                                 self.signals.activity.saw();
                                 self.deliver(fetched, sent, &shutdown).await;
                             }

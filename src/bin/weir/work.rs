@@ -63,6 +63,10 @@ pub(crate) struct WorkArgs {
     /// than that), so long jobs are left to consumers with free slots.
     #[arg(long, default_value_t = FetcherConfig::DEFAULT_PREFETCH)]
     pub prefetch: usize,
+    /// Most bytes of jobs held ahead of the free slots (the jobs fetched ahead are fewer
+    /// when they are large).
+    #[arg(long, value_name = "BYTES", default_value_t = FetcherConfig::DEFAULT_AHEAD_BYTES)]
+    pub ahead_bytes: usize,
     /// Lease length: a job not settled by then is handed to another consumer.
     #[arg(long, default_value = shown(ConsumerConfig::DEFAULT_LEASE), value_parser = parse_duration)]
     pub visibility_timeout: Duration,
@@ -152,6 +156,7 @@ impl WorkArgs {
             batch: c.fetcher.batch,
             pipeline: c.fetcher.pipeline,
             prefetch: c.fetcher.prefetch,
+            ahead_bytes: c.fetcher.ahead_bytes,
             visibility_timeout: c.lease,
             job_timeout: c.pool.job_timeout,
             max_deferrals: c.pool.deferral_budget.max_deferrals,
@@ -189,6 +194,7 @@ impl WorkArgs {
         c.fetcher.batch = self.batch;
         c.fetcher.pipeline = self.pipeline;
         c.fetcher.prefetch = self.prefetch;
+        c.fetcher.ahead_bytes = self.ahead_bytes;
         c.fetcher.max_envelope_bytes = self.max_envelope_bytes;
         c.pool.job_timeout = self.job_timeout;
         c.pool.deferral_budget = DeferralBudget {

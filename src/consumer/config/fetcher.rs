@@ -19,6 +19,11 @@ pub struct FetcherConfig {
     /// A floor here holds more whatever the jobs' length, as a prefetch count does in
     /// other queues: jobs then wait behind running ones while other consumers may idle.
     pub prefetch: usize,
+    /// Most envelope bytes held ahead of the free slots (default 64 MiB): the jobs fetched
+    /// for a round trip's work are fewer when they are large (their size averaged over
+    /// fetches). With the free slots' jobs (each at most `max_envelope_bytes`), what a
+    /// consumer holds is bounded in bytes. `prefetch` is a floor over it.
+    pub ahead_bytes: usize,
     /// Envelopes over this size are not run here, at least 64 bytes (default 1 MiB): they
     /// are deferred, uncharged, for a consumer with a larger limit, and dead-lettered once
     /// the pool's `unknown_kind_grace` has passed.
@@ -32,6 +37,8 @@ impl FetcherConfig {
     pub const DEFAULT_PIPELINE: usize = 2;
     /// Default of [`FetcherConfig::prefetch`].
     pub const DEFAULT_PREFETCH: usize = 0;
+    /// Default of [`FetcherConfig::ahead_bytes`].
+    pub const DEFAULT_AHEAD_BYTES: usize = 64 << 20;
     /// Default of [`FetcherConfig::max_envelope_bytes`].
     pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = envelope::DEFAULT_MAX_ENVELOPE_BYTES;
 
@@ -66,6 +73,7 @@ impl Default for FetcherConfig {
             batch: Self::DEFAULT_BATCH,
             pipeline: Self::DEFAULT_PIPELINE,
             prefetch: Self::DEFAULT_PREFETCH,
+            ahead_bytes: Self::DEFAULT_AHEAD_BYTES,
             max_envelope_bytes: Self::DEFAULT_MAX_ENVELOPE_BYTES,
         }
     }

@@ -11,7 +11,8 @@ use tokio::time::Instant;
 /// rate seen while a fetch is on its way: a round trip (measured), at least
 /// [`Pace::AHEAD`]. Jobs longer than that get none held ahead: a consumer with free slots
 /// runs them sooner. The fetcher uses it only while the queue holds a backlog (fetches come
-/// back full): near an empty queue a larger fetch buys nothing.
+/// back full): near an empty queue a larger fetch buys nothing. Large jobs are held ahead
+/// only up to a byte budget, at their average size.
 #[derive(Debug)]
 pub(super) struct Pace {
     since: Instant,
@@ -19,6 +20,8 @@ pub(super) struct Pace {
     per_s: f64,
     /// A fetch's round trip, averaged (zero before the first).
     rtt: Duration,
+    /// Envelope bytes per job, averaged over fetches (zero before the first).
+    bytes_per_job: f64,
     /// No jobs handed over since the start or the last idle spell: the next hand-over
     /// fills free slots at once, which says nothing of the rate, so it only starts the
     /// measuring window.
@@ -41,6 +44,7 @@ impl Pace {
             count: 0,
             per_s: 0.0,
             rtt: Duration::ZERO,
+            bytes_per_job: 0.0,
             fresh: true,
         }
     }
@@ -57,6 +61,19 @@ impl Pace {
             rtt
         } else {
             (self.rtt * 7 + rtt) / 8
+        };
+    }
+
+    /// A fetch brought `jobs` jobs of `bytes` envelope bytes in all.
+    pub(super) fn sizes(&mut self, bytes: usize, jobs: usize) {
+        if jobs == 0 {
+            return;
+        }
+        let b = bytes as f64 / jobs as f64;
+        self.bytes_per_job = if self.bytes_per_job == 0.0 {
+            b
+        } else {
+            (self.bytes_per_job * 7.0 + b) / 8.0
         };
     }
 
@@ -85,11 +102,16 @@ impl Pace {
     }
 
     /// Jobs worth fetching ahead at the rate seen, at most [`Pace::MAX_BATCHES`] fetches
-    /// of `batch`: the jobs run during a round trip (at least [`Pace::AHEAD`]), rounded
-    /// down, so jobs longer than that get none.
-    pub(super) fn ahead(&self, batch: usize) -> usize {
+    /// of `batch` and `max_bytes` at the jobs' average size: the jobs run during a round
+    /// trip (at least [`Pace::AHEAD`]), rounded down, so jobs longer than that get none.
+    pub(super) fn ahead(&self, batch: usize, max_bytes: usize) -> usize {
         let during = self.rtt.max(Self::AHEAD).as_secs_f64();
-        ((self.per_s * during) as usize).min(Self::MAX_BATCHES * batch)
+        let jobs = ((self.per_s * during) as usize).min(Self::MAX_BATCHES * batch);
+        if self.bytes_per_job > 0.0 {
+            jobs.min((max_bytes as f64 / self.bytes_per_job) as usize)
+        } else {
+            jobs
+        }
     }
 }
 
@@ -101,43 +123,82 @@ mod tests {
     fn pace_fetches_ten_ms_ahead_at_the_rate_seen_up_to_four_batches() {
         let t0 = Instant::now();
         let mut p = Pace::new(t0);
-        assert_eq!(p.ahead(500), 0);
+        assert_eq!(p.ahead(500, usize::MAX), 0);
         // The first hand-over (free slots filled) only starts the window.
         p.saw(5_000, t0);
-        assert_eq!(p.ahead(500), 0);
+        assert_eq!(p.ahead(500, usize::MAX), 0);
         // 100,000 jobs/s for the first window, then 50,000.
         p.saw(2_000, t0 + Pace::WINDOW);
-        assert!((999..=1000).contains(&p.ahead(500)), "{}", p.ahead(500));
+        assert!(
+            (999..=1000).contains(&p.ahead(500, usize::MAX)),
+            "{}",
+            p.ahead(500, usize::MAX)
+        );
         p.saw(1_000, t0 + 2 * Pace::WINDOW);
-        assert!((749..=750).contains(&p.ahead(500)), "{}", p.ahead(500));
+        assert!(
+            (749..=750).contains(&p.ahead(500, usize::MAX)),
+            "{}",
+            p.ahead(500, usize::MAX)
+        );
         // 1,000,000 jobs/s: capped at four batches.
         for i in 3..10 {
             p.saw(20_000, t0 + i * Pace::WINDOW);
         }
-        assert_eq!(p.ahead(500), 2_000);
+        assert_eq!(p.ahead(500, usize::MAX), 2_000);
         // A slow queue: 1,000 jobs/s wants 10 jobs ahead, under two per slot.
         let mut slow = Pace::new(t0);
         for i in 0..20 {
             slow.saw(20, t0 + i * Pace::WINDOW);
         }
-        assert!((9..=10).contains(&slow.ahead(500)), "{}", slow.ahead(500));
+        assert!(
+            (9..=10).contains(&slow.ahead(500, usize::MAX)),
+            "{}",
+            slow.ahead(500, usize::MAX)
+        );
         // Round trips longer than 10 ms: what runs during one.
         slow.round_trip(Duration::from_millis(40));
-        assert!((39..=40).contains(&slow.ahead(500)), "{}", slow.ahead(500));
+        assert!(
+            (39..=40).contains(&slow.ahead(500, usize::MAX)),
+            "{}",
+            slow.ahead(500, usize::MAX)
+        );
         // Jobs of 6 s in 20 slots (3.3 jobs/s): none ahead.
         let mut long = Pace::new(t0);
         long.saw(20, t0);
         long.saw(20, t0 + Duration::from_secs(6));
         long.round_trip(Duration::from_millis(2));
-        assert_eq!(long.ahead(500), 0);
+        assert_eq!(long.ahead(500, usize::MAX), 0);
         // The same after fast jobs: the pace is measured afresh after an idle spell.
         let mut p = Pace::new(t0);
         p.saw(500, t0);
         p.saw(2_000, t0 + Pace::WINDOW);
-        assert!(p.ahead(500) > 0);
+        assert!(p.ahead(500, usize::MAX) > 0);
         p.idle();
-        assert_eq!(p.ahead(500), 0);
+        assert_eq!(p.ahead(500, usize::MAX), 0);
         p.saw(20, t0 + 2 * Pace::WINDOW);
-        assert_eq!(p.ahead(500), 0);
+        assert_eq!(p.ahead(500, usize::MAX), 0);
+    }
+
+    #[test]
+    fn large_jobs_are_held_ahead_only_up_to_the_byte_budget() {
+        let t0 = Instant::now();
+        let mut p = Pace::new(t0);
+        // 100,000 jobs/s: 1,000 jobs ahead.
+        p.saw(5_000, t0);
+        p.saw(2_000, t0 + Pace::WINDOW);
+        assert!(
+            (999..=1000).contains(&p.ahead(500, 64 << 20)),
+            "{}",
+            p.ahead(500, 64 << 20)
+        );
+        // Jobs of 1 MiB: 64 fit in 64 MiB.
+        p.sizes(10 << 20, 10);
+        assert_eq!(p.ahead(500, 64 << 20), 64);
+        // Smaller jobs since: the average moves toward them (1 MiB * 7/8 + 64 KiB / 8).
+        p.sizes(64 << 10, 1);
+        assert_eq!(p.ahead(500, 64 << 20), 72);
+        // A fetch of nothing changes nothing.
+        p.sizes(0, 0);
+        assert_eq!(p.ahead(500, 64 << 20), 72);
     }
 }
