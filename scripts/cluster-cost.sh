@@ -4,7 +4,11 @@
 # executes whatever else the machine does (INFO cpu on a 2-core machine swings with the
 # three primaries and the consumer fighting for the cores; docs/scaling.md has both).
 #
-#   bash scripts/cluster-cost.sh [JOBS]      # default 20000; about a minute
+#   bash scripts/cluster-cost.sh [JOBS]      # default 100000; about two minutes
+#
+# Fewer jobs overstate the cluster's cost: each connection's fixed costs on each primary
+# (HELLO, CLUSTER SLOTS, the scripts loaded) weigh more (20,000 jobs: 1.07x, 100,000:
+# 1.03x; docs/scaling.md).
 #
 # Each side: a warm-up load and drain (scripts and the Functions library loaded), then
 # `weir enqueue` of JOBS jobs and `weir work --drain`, instructions counted from just
@@ -13,7 +17,7 @@
 # Needs valgrind (Debian: valgrind) and a release build of weir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-jobs=${1:-20000}
+jobs=${1:-100000}
 weir=${WEIR_BIN:-target/release/weir}
 rs=${REDIS_SERVER:-redis-server}
 [ -x "$weir" ] || cargo build --release --quiet --bin weir
