@@ -388,3 +388,43 @@ async fn a_large_job_fetched_beside_small_ones_and_retried_comes_back_whole() {
     assert_eq!((job.id.as_str(), job.attempt), (large.as_str(), 1));
     assert_eq!(job.payload.get(), format!("\"{big}\""));
 }
+
+/// Behind a large envelope (read after the script), an envelope stored empty by hand is
+/// still an envelope: fetched as one (and dead-lettered as undecodable by the consumer),
+/// not taken for a missing job or for one left to read.
+#[tokio::test]
+async fn an_empty_envelope_behind_a_large_one_is_fetched_as_it_is() {
+    let ctx = Ctx::new("large-then-empty").await;
+    let k = weir::queue::keys::QueueKeys::new(&ctx.queue).unwrap();
+    let mut c = ctx.c();
+    let big = "z".repeat(2 * scripts::INLINE_MAX_BYTES);
+    let large = ctx
+        .producer()
+        .enqueue(weir::NewJob::new("k", &big).unwrap())
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(k.jobs())
+        .arg("empty-1")
+        .arg("")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg(k.ready(weir::Priority::Normal))
+        .arg("empty-1")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let f = scripts::fetch(&mut c, &k, 10, VT).await.unwrap();
+    let fetched: Vec<(&str, usize)> = f
+        .jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.envelope().len()))
+        .collect();
+    assert_eq!(fetched.len(), 2, "{fetched:?}");
+    assert_eq!(fetched[0].0, large);
+    assert!(fetched[0].1 > 2 * scripts::INLINE_MAX_BYTES);
+    assert_eq!(fetched[1], ("empty-1", 0));
+    assert!(f.jobs[1].decode(usize::MAX).is_err());
+}

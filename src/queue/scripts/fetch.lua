@@ -32,8 +32,8 @@
 --     that were running when their consumer died (see reclaim.lua). A consumer runs them
 --     alone, one at a time, so that a crash is charged to the job that caused it; one per
 --     call spreads them over calls and consumers;
---   envelopes: an empty one (never a job's) for an id whose envelope is over DEFER_BYTES
---     (step 5): the caller reads it from jobs;
+--   envelopes: nil for an id whose envelope is over DEFER_BYTES (step 5): the caller
+--     reads it from jobs;
 --   ids: the ids of the envelopes that follow, in the same order, joined by newlines (one
 --     string: a reply value per job costs Redis more than the join); an empty line for an
 --     inline job (lib.lua's items): its lease is its envelope, which names it. So line i
@@ -553,10 +553,14 @@ end
 -- their size) is not read into the script: copying one into Lua and back out to the reply
 -- costs Redis about 20 times a plain HMGET of it (900 KiB: 3.6 ms against 0.17).
 local DEFER_BYTES = 16384
+-- Step 5's envelope of a job whose envelope is over DEFER_BYTES (nil in the reply), and
+-- whether any job has it.
+local DEFERRED = {}
+local deferred = false
 
 -- The envelopes of `names` (ids in K.jobs) as step 5 takes them: an envelope, false for
--- none, or '' for one over DEFER_BYTES, which the caller reads with HMGET (fetch.rs's
--- read_deferred). Only without per-key limits (admit reads each envelope's key). The
+-- none, or DEFERRED for one over DEFER_BYTES, which the caller reads with HMGET
+-- (fetch.rs's read_deferred). Only without per-key limits (admit reads each envelope's key). The
 -- first envelope's size decides: if it is short, all are read here (one HMGET, as
 -- before: a queue of short jobs pays one HSTRLEN per fetch); if long, each id's size is
 -- read (an HSTRLEN each) and only the short ones are.
@@ -564,14 +568,12 @@ local function envelopes(names)
   if redis.call('HSTRLEN', K.jobs, names[1]) <= DEFER_BYTES then return hmget_chunked(K.jobs, names) end
   local got, short, at = {}, {}, {}
   for k = 1, #names do
-    local len = redis.call('HSTRLEN', K.jobs, names[k])
-    if len > DEFER_BYTES then
-      got[k] = ''
-    elseif len > 0 then
+    -- (0 is a missing field or an empty envelope: the HMGET tells them apart)
+    if redis.call('HSTRLEN', K.jobs, names[k]) > DEFER_BYTES then
+      got[k], deferred = DEFERRED, true
+    else
       short[#short + 1] = names[k]
       at[#short] = k
-    else
-      got[k] = false
     end
   end
   if #short > 0 then
@@ -678,6 +680,11 @@ else
   joined = table.concat(names, '\n')
 end
 local next_due = due_after()
+if deferred then
+  for i = 1, nl do
+    if envs[i] == DEFERRED then envs[i] = false end
+  end
+end
 if nl <= CHUNK then return { deadline, next_due, grant.bits, suspects, joined, unpack(envs, 1, nl) } end
 local out = { deadline, next_due, grant.bits, suspects, joined }
 for i = 1, nl do out[5 + i] = envs[i] end

@@ -239,9 +239,11 @@ pub async fn fetch_keyed<C: ConnectionLike>(
         bad_ids: Vec::new(),
     };
     let suspects = as_u64("fetch", &s)? as usize;
+    // Nil: an envelope the script left for `read_deferred`.
     let envs = it
         .map(|env| match env {
-            Value::BulkString(b) => Ok(b),
+            Value::BulkString(b) => Ok(Some(b)),
+            Value::Nil => Ok(None),
             other => Err(reply_err("fetch", format!("envelope is {other:?}"))),
         })
         .collect::<Result<Vec<_>>>()?;
@@ -250,29 +252,30 @@ pub async fn fetch_keyed<C: ConnectionLike>(
         Value::BulkString(b) => b,
         other => return Err(reply_err("fetch", format!("ids are {other:?}"))),
     };
-    pair(&mut out, &ids, envs, suspects)?;
-    read_deferred(conn, keys, &mut out).await?;
+    let deferred = pair(&mut out, &ids, envs, suspects)?;
+    read_deferred(conn, keys, &mut out, &deferred).await?;
     Ok(out)
 }
 
 /// Reads the envelopes `fetch.lua` left out for their size (over its `DEFER_BYTES`, the
-/// same as [`INLINE_MAX_BYTES`](super::INLINE_MAX_BYTES): an empty envelope of a job stored
-/// by id), with one HMGET: such bytes cost Redis a twentieth through a plain command of
+/// same as [`INLINE_MAX_BYTES`](super::INLINE_MAX_BYTES)): those of the jobs at `deferred`
+/// in `out.jobs`, with one HMGET: such bytes cost Redis a twentieth through a plain command of
 /// what they cost through the script. A job deleted since the fetch (deleting a running
 /// job ends its lease too) is dropped, as `fetch.lua` drops an id without an envelope. If
 /// the read fails, the jobs leased come back when their leases expire, as those of a fetch
 /// whose reply was lost.
-async fn read_deferred<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, out: &mut Fetched) -> Result<()> {
-    let deferred: Vec<usize> = (out.jobs.iter().enumerate())
-        .filter(|(_, j)| j.stored.as_ref().is_some_and(|e| e.is_empty()))
-        .map(|(i, _)| i)
-        .collect();
+async fn read_deferred<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    out: &mut Fetched,
+    deferred: &[usize],
+) -> Result<()> {
     if deferred.is_empty() {
         return Ok(());
     }
     let mut hmget = redis::cmd("HMGET");
     hmget.arg(keys.jobs());
-    for &i in &deferred {
+    for &i in deferred {
         hmget.arg(&out.jobs[i].name);
     }
     let got: Vec<Option<Vec<u8>>> = hmget.query_async(conn).await?;
@@ -282,7 +285,7 @@ async fn read_deferred<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, out: &
             format!("{} envelopes for {} ids", got.len(), deferred.len()),
         ));
     }
-    fill_deferred(out, &deferred, got);
+    fill_deferred(out, deferred, got);
     Ok(())
 }
 
@@ -291,8 +294,8 @@ fn fill_deferred(out: &mut Fetched, deferred: &[usize], got: Vec<Option<Vec<u8>>
     let mut gone = Vec::new();
     for (&i, env) in deferred.iter().zip(got) {
         match env {
-            Some(env) if !env.is_empty() => out.jobs[i].stored = Some(env),
-            _ => gone.push(i),
+            Some(env) => out.jobs[i].stored = Some(env),
+            None => gone.push(i),
         }
     }
     for &i in gone.iter().rev() {
@@ -308,8 +311,9 @@ fn fill_deferred(out: &mut Fetched, deferred: &[usize], got: Vec<Option<Vec<u8>>
 /// into `out`; the first `suspects` jobs are suspects. `fetch.lua` dead-letters an id with
 /// a newline instead of leasing it, so the lines and the envelopes always match in number:
 /// a reply where they do not is refused rather than paired by guess (its jobs come back
-/// when their leases expire, uncharged).
-fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) -> Result<()> {
+/// when their leases expire, uncharged). An envelope `None` was left for [`read_deferred`]:
+/// returns where those jobs are in `out.jobs`.
+fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Option<Vec<u8>>>, suspects: usize) -> Result<Vec<usize>> {
     let lines = ids.split(|&b| b == b'\n').count();
     if lines != envs.len() {
         return Err(reply_err(
@@ -317,16 +321,26 @@ fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) -> R
             format!("{lines} id lines for {} envelopes", envs.len()),
         ));
     }
+    let mut deferred = Vec::new();
     for (i, (id, env)) in ids.split(|&b| b == b'\n').zip(envs).enumerate() {
         // An empty line: an inline job, named by its envelope.
         if id.is_empty() {
+            let Some(env) = env else {
+                return Err(reply_err("fetch", "an inline job without its envelope"));
+            };
             match String::from_utf8(env) {
                 Ok(env) => out.jobs.push(FetchedJob::inline(env)),
                 Err(e) => out.bad_ids.push(e.into_bytes()),
             }
         } else {
             match std::str::from_utf8(id) {
-                Ok(id) => out.jobs.push(FetchedJob::stored(id.to_owned(), env)),
+                Ok(id) => {
+                    if env.is_none() {
+                        deferred.push(out.jobs.len());
+                    }
+                    out.jobs
+                        .push(FetchedJob::stored(id.to_owned(), env.unwrap_or_default()));
+                }
                 Err(_) => out.bad_ids.push(id.to_vec()),
             }
         }
@@ -335,7 +349,7 @@ fn pair(out: &mut Fetched, ids: &[u8], envs: Vec<Vec<u8>>, suspects: usize) -> R
             out.suspects = out.jobs.len();
         }
     }
-    Ok(())
+    Ok(deferred)
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ fn ids_of(f: &Fetched) -> Vec<&str> {
 #[test]
 fn ids_pair_with_envelopes_in_order_suspect_first() {
     let mut f = Fetched::default();
-    let envs = vec![b"{1}".to_vec(), b"{2}".to_vec(), b"{3}".to_vec()];
+    let envs = [b"{1}", b"{2}", b"{3}"].map(|e| Some(e.to_vec())).to_vec();
     pair(&mut f, b"s\nb\xff\nc", envs, 1).unwrap();
     assert_eq!(ids_of(&f), ["s", "c"]);
     assert_eq!(f.jobs[1].envelope(), b"{3}");
@@ -57,7 +57,11 @@ fn an_empty_id_line_is_an_inline_job_named_by_its_envelope() {
     let mut f = Fetched::default();
     let env =
         br#"{"attempt":0,"max_attempts":3,"priority":1,"enqueued_at":5,"id":"g-1","kind":"k","payload":{}}"#;
-    let envs = vec![env.to_vec(), b"{2}".to_vec(), b"{\xff}".to_vec()];
+    let envs = vec![
+        Some(env.to_vec()),
+        Some(b"{2}".to_vec()),
+        Some(b"{\xff}".to_vec()),
+    ];
     pair(&mut f, b"\nb\n", envs, 0).unwrap();
     assert_eq!(ids_of(&f), [std::str::from_utf8(env).unwrap(), "b"]);
     assert!(f.jobs[0].is_inline() && !f.jobs[1].is_inline());
@@ -74,41 +78,38 @@ fn an_empty_id_line_is_an_inline_job_named_by_its_envelope() {
 #[test]
 fn deferred_envelopes_are_filled_in_and_jobs_deleted_meanwhile_dropped() {
     let mut f = Fetched::default();
-    let envs = vec![Vec::new(), b"{2}".to_vec(), Vec::new(), Vec::new()];
-    pair(&mut f, b"s\nb\nc\nd", envs, 1).unwrap();
+    // An empty envelope stored (by hand) is an envelope, not a deferred one: it is
+    // dead-lettered as undecodable, as before.
+    let envs = vec![None, Some(b"{2}".to_vec()), Some(Vec::new()), None, None];
+    let deferred = pair(&mut f, b"s\nb\ne\nc\nd", envs, 1).unwrap();
+    assert_eq!(deferred, [0, 3, 4]);
     fill_deferred(
         &mut f,
-        &[0, 2, 3],
+        &deferred,
         vec![None, Some(b"{3}".to_vec()), Some(Vec::new())],
     );
-    assert_eq!(ids_of(&f), ["b", "c"]);
-    assert_eq!(
-        (f.jobs[0].envelope(), f.jobs[1].envelope()),
-        (&b"{2}"[..], &b"{3}"[..])
-    );
+    assert_eq!(ids_of(&f), ["b", "e", "c", "d"]);
+    let envs: Vec<&[u8]> = f.jobs.iter().map(|j| j.envelope()).collect();
+    assert_eq!(envs, [&b"{2}"[..], b"", b"{3}", b""]);
     assert_eq!(f.suspects, 0, "the suspect was deleted");
 }
 
 #[test]
-fn the_deferred_size_is_the_inline_limit() {
-    let lua = include_str!("../fetch.lua");
-    let line = lua
-        .lines()
-        .find(|l| l.starts_with("local DEFER_BYTES = "))
-        .expect("fetch.lua sets DEFER_BYTES");
-    let bytes: usize = line["local DEFER_BYTES = ".len()..]
-        .trim()
-        .parse()
-        .expect("a number");
-    assert_eq!(bytes, crate::queue::scripts::INLINE_MAX_BYTES);
+fn an_inline_job_without_its_envelope_is_refused() {
+    let mut f = Fetched::default();
+    let err = pair(&mut f, b"\nb", vec![None, Some(b"{2}".to_vec())], 0).unwrap_err();
+    assert!(
+        err.to_string().contains("an inline job without its envelope"),
+        "{err}"
+    );
 }
 
 #[test]
 fn lines_and_envelopes_that_differ_in_number_are_refused_not_guessed() {
     let mut f = Fetched::default();
     let envs = vec![
-        br#"{"attempt":0,"id":"x\ny","kind":"k"}"#.to_vec(),
-        b"{2}".to_vec(),
+        Some(br#"{"attempt":0,"id":"x\ny","kind":"k"}"#.to_vec()),
+        Some(b"{2}".to_vec()),
     ];
     let err = pair(&mut f, b"x\ny\nz", envs, 1).unwrap_err();
     assert!(err.to_string().contains("3 id lines for 2 envelopes"), "{err}");
