@@ -4,7 +4,7 @@
   S2: N jobs that sleep 10 ms, drained at concurrency 100 (ideal: 10,000 jobs/s).
 
 With no SCENARIO, S2 also runs with no queue at all: 100 asyncio tasks (`bare-async`) and
-100 threads (`bare-threads`) taking N 10 ms sleeps from a local list, the ceiling that the
+100 threads (`bare-threads`) taking N 10 ms sleeps from a local queue, the ceiling that the
 machine's timers leave each kind of handler (HANDLER=bare-async runs one alone).
 
     python clients/python/bench/bench.py                 # S1 100,000 and S2 20,000, async and sync
