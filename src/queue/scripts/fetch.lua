@@ -560,17 +560,18 @@ local deferred = false
 
 -- The envelopes of `names` (ids in K.jobs) as step 5 takes them: an envelope, false for
 -- none, or DEFERRED for one over DEFER_BYTES, which the caller reads with HMGET
--- (fetch.rs's read_deferred). Only without per-key limits (admit reads each envelope's key). The
--- first envelope's size decides: if it is short, all are read here (one HMGET, as
+-- (fetch.rs's read_deferred). Only without per-key limits (admit reads each envelope's
+-- key). The first envelope's size decides: if it is short, all are read here (one HMGET, as
 -- before: a queue of short jobs pays one HSTRLEN per fetch); if long, each id's size is
 -- read (an HSTRLEN each) and only the short ones are.
 local function envelopes(names)
   if redis.call('HSTRLEN', K.jobs, names[1]) <= DEFER_BYTES then return hmget_chunked(K.jobs, names) end
-  local got, short, at = {}, {}, {}
-  for k = 1, #names do
+  local got, short, at = { DEFERRED }, {}, {}
+  deferred = true
+  for k = 2, #names do
     -- (0 is a missing field or an empty envelope: the HMGET tells them apart)
     if redis.call('HSTRLEN', K.jobs, names[k]) > DEFER_BYTES then
-      got[k], deferred = DEFERRED, true
+      got[k] = DEFERRED
     else
       short[#short + 1] = names[k]
       at[#short] = k
