@@ -192,6 +192,17 @@ impl QueueKeys {
         &self.all[7]
     }
 
+    /// ZSET batch name -> lease deadline ms: the live batch leases (`lib.lua`'s batch
+    /// leases; docs/batch-leases.md).
+    pub fn batches(&self) -> String {
+        format!("{}:batches", self.lease())
+    }
+
+    /// LIST: the items (ids or inline envelopes) of the batch lease `name`.
+    pub fn batch(&self, name: &str) -> String {
+        format!("{}:batch:{name}", self.lease())
+    }
+
     /// ZSET id -> dead-lettered-at ms.
     pub fn dead(&self) -> &str {
         &self.all[8]

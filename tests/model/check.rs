@@ -35,7 +35,22 @@ pub(crate) fn envelope(env: &str) -> Env {
 
 /// Reads the queue; fails if a job is in two places at once.
 pub(crate) async fn read(ctx: &Ctx) -> Result<Real, String> {
-    let state = snapshot(&mut ctx.c(), &ctx.keys).await.by_id();
+    let mut raw = snapshot(&mut ctx.c(), &ctx.keys).await;
+    // the jobs of batch leases are leased at their batch's deadline, as after a split
+    for (name, score) in batches(ctx).await {
+        let items: Vec<String> = redis::cmd("LRANGE")
+            .arg(ctx.keys.batch(&name))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut ctx.c())
+            .await
+            .unwrap();
+        if items.is_empty() {
+            return Err(format!("batch {name} is leased with no jobs"));
+        }
+        raw.lease.extend(items.into_iter().map(|i| (i, score)));
+    }
+    let state = raw.by_id();
     let mut at = BTreeMap::new();
     let mut put = |id: &str, place: Place, p: Option<usize>| match at.insert(id.to_owned(), (place, p)) {
         Some(was) => Err(format!("job {id} is both {was:?} and {:?}", (place, p))),
@@ -74,6 +89,18 @@ pub(crate) async fn read(ctx: &Ctx) -> Result<Real, String> {
         parked.insert(k.to_owned(), ids);
     }
     Ok(Real { state, at, parked })
+}
+
+/// The live batch leases: name, deadline.
+pub(crate) async fn batches(ctx: &Ctx) -> Vec<(String, u64)> {
+    redis::cmd("ZRANGE")
+        .arg(ctx.keys.batches())
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut ctx.c())
+        .await
+        .unwrap()
 }
 
 /// Most runs a history keeps by default, and most bytes one run may take in it: its

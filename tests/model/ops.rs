@@ -35,6 +35,12 @@ pub(crate) enum Op {
     },
     /// Fetch up to `n` jobs.
     Fetch { n: u8 },
+    /// Fetch up to `n` jobs as one batch lease where the queue allows it (docs/batch-leases.md).
+    /// Every op on one job of a batch splits the batch first, as a consumer does.
+    FetchBatch { n: u8 },
+    /// Ack every job of held batch number `pick` with one batch ack; one by one if the
+    /// batch was split meanwhile, as a consumer does.
+    AckBatch(u8),
     /// Ack a held lease.
     Ack(u8),
     /// Retry a held lease (attempt + 1): due `now`, or in an hour.
@@ -102,7 +108,9 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => enqueue(),
         2 => (1..4u8, prop::option::of(0..3u8)).prop_map(|(n, key)| Op::Bulk { n, key }),
-        8 => (1..5u8).prop_map(|n| Op::Fetch { n }),
+        5 => (1..5u8).prop_map(|n| Op::Fetch { n }),
+        5 => (1..6u8).prop_map(|n| Op::FetchBatch { n }),
+        3 => pick().prop_map(Op::AckBatch),
         4 => pick().prop_map(Op::Ack),
         3 => (pick(), any::<bool>()).prop_map(|(pick, now)| Op::Retry { pick, now }),
         2 => pick().prop_map(Op::Fail),

@@ -83,6 +83,8 @@ pub(crate) struct Held {
     /// Fetched as a suspect.
     pub(crate) suspect: bool,
     pub(crate) started: bool,
+    /// The batch lease it was fetched in, while the consumer takes it to be whole.
+    pub(crate) batch: Option<String>,
 }
 
 /// Most deferrals of one job (settle's defer and reclaim's "never started").

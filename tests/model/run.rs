@@ -30,6 +30,9 @@ pub(crate) struct World {
     pub(crate) ctx: Ctx,
     pub(crate) model: Model,
     pub(crate) fetches: u64,
+    /// The batch leases fetched and not yet acked or split: name -> the ids among its
+    /// items (for its batch ack).
+    pub(crate) batches: std::collections::BTreeMap<String, Vec<String>>,
     /// A FIXED BUG, off in every run: a per-key concurrency set while jobs of the key
     /// were leased did not count those leases (a key's leased set held only leases taken
     /// while a limit applied), so a fetch could lease past the limit until they ended.
@@ -70,6 +73,7 @@ impl World {
             ctx,
             model: Model::default(),
             fetches: 0,
+            batches: Default::default(),
             uncounted_leases: false,
             stale_parked: false,
         }
@@ -83,8 +87,9 @@ impl World {
                     true => Some(check::read(&self.ctx).await?),
                     false => None,
                 };
-                self.fetch(*n as usize, before.as_ref()).await?
+                self.fetch(*n as usize, before.as_ref(), false).await?
             }
+            Op::FetchBatch { n } => self.fetch(*n as usize, None, true).await?,
             _ => self.apply(op).await?,
         }
         let real = check::read(&self.ctx).await?;
@@ -131,7 +136,8 @@ impl World {
                     }
                 }
             }
-            Op::Fetch { .. } => unreachable!("fetch runs with the state before it"),
+            Op::Fetch { .. } | Op::FetchBatch { .. } => unreachable!("fetch runs with the state before it"),
+            Op::AckBatch(pick) => self.ack_batch(pick).await?,
             Op::Ack(_) | Op::Retry { .. } | Op::Fail(_) | Op::Defer { .. } => self.settle_op(op).await?,
             Op::Start(pick) => self.start(pick).await?,
             Op::Extend(_) | Op::Expire(_) | Op::Die | Op::Advance => self.lease_op(op).await?,
@@ -145,7 +151,7 @@ impl World {
         let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
         match *op {
             Op::Ack(pick) => {
-                let Some(h) = self.take(pick) else { return Ok(()) };
+                let Some(h) = self.take_one(pick).await? else { return Ok(()) };
                 let ended = [h.name.clone()];
                 let marks = StartMarks {
                     tag: TAG,
@@ -170,7 +176,7 @@ impl World {
                 self.settled(&h, missed, |m, id| m.ack(id))?;
             }
             Op::Retry { pick, now } => {
-                let Some(h) = self.take(pick) else { return Ok(()) };
+                let Some(h) = self.take_one(pick).await? else { return Ok(()) };
                 let p = self.model.jobs[&h.id].priority;
                 let delay_ms = if now { 0 } else { HOUR_MS };
                 let item = Settle::Retry {
@@ -186,7 +192,7 @@ impl World {
                 self.settled(&h, !got.missed.is_empty(), |m, id| m.retry(id, now))?;
             }
             Op::Fail(pick) => {
-                let Some(h) = self.take(pick) else { return Ok(()) };
+                let Some(h) = self.take_one(pick).await? else { return Ok(()) };
                 let item = Settle::Dead {
                     id: h.name.clone(),
                     token: h.token,
@@ -198,7 +204,7 @@ impl World {
                 self.settled(&h, !got.missed.is_empty(), |m, id| m.bury(id))?;
             }
             Op::Defer { pick, now } => {
-                let Some(h) = self.take(pick) else { return Ok(()) };
+                let Some(h) = self.take_one(pick).await? else { return Ok(()) };
                 let p = self.model.jobs[&h.id].priority;
                 let delay_ms = if now { 0 } else { HOUR_MS };
                 let item = Settle::Defer {
@@ -227,7 +233,7 @@ impl World {
         let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
         match *op {
             Op::Extend(pick) => {
-                let Some(h) = self.pick(pick).cloned() else {
+                let Some(h) = self.pick_one(pick).await? else {
                     return Ok(());
                 };
                 let (_, lost) = scripts::extend(&mut c, &keys, HOUR_MS, &[(h.name.as_str(), h.token)])
@@ -245,13 +251,26 @@ impl World {
                 if let Some(h) = self.pick(pick).cloned()
                     && self.model.current(&h)
                 {
-                    self.expire(&[h.name]).await?;
+                    match self.live_batch(&h).await {
+                        // a batch expires whole: every job of it the consumer holds
+                        Some(name) => {
+                            let names = self.batch_items(&name).await;
+                            self.expire(&names, &[name]).await?
+                        }
+                        None => self.expire(&[h.name], &[]).await?,
+                    }
                 }
             }
             Op::Die => {
-                let names: Vec<String> = self.ctx.snapshot().await.lease.into_iter().map(|l| l.0).collect();
-                self.expire(&names).await?;
+                let mut names: Vec<String> = self.ctx.snapshot().await.lease.into_iter().map(|l| l.0).collect();
+                let mut batches = Vec::new();
+                for (name, _) in crate::check::batches(&self.ctx).await {
+                    names.extend(self.batch_items(&name).await);
+                    batches.push(name);
+                }
+                self.expire(&names, &batches).await?;
                 self.model.held.clear();
+                self.batches.clear();
             }
             Op::Advance => {
                 for p in 0..3 {

@@ -72,12 +72,20 @@ impl World {
     /// `before` (the state before the fetch) is given only with `World::stale_parked` on:
     /// a delayed job on a parked list then may be fetched, even if the model did not park
     /// it.
-    pub(crate) async fn fetch(&mut self, n: usize, before: Option<&Real>) -> Result<(), String> {
+    /// `batch`: as a batch lease where the queue allows it.
+    pub(crate) async fn fetch(&mut self, n: usize, before: Option<&Real>, batch: bool) -> Result<(), String> {
         self.fetches += 1;
         let vis = HOUR_MS + self.fetches * 1000;
-        let got = scripts::fetch(&mut self.ctx.c(), &self.ctx.keys, n, vis)
+        let name = format!("b{}", self.fetches);
+        let got = scripts::fetch_batch(&mut self.ctx.c(), &self.ctx.keys, n, vis, false, batch.then_some(name.as_str()))
             .await
             .map_err(err)?;
+        if let Some(b) = &got.batch {
+            if !batch || b.name != name || b.len != got.jobs.len() {
+                return Err(format!("fetch of {n} (batch asked: {batch}) leased batch {b:?} of {} jobs", got.jobs.len()));
+            }
+            self.batches.insert(name.clone(), b.ids.clone());
+        }
         if self.model.paused {
             return match got.jobs.is_empty() && got.paused {
                 true => Ok(()),
@@ -119,6 +127,7 @@ impl World {
                 token: got.deadline_ms,
                 suspect: i < s,
                 started: false,
+                batch: got.batch.as_ref().map(|b| b.name.clone()),
             });
         }
         let parked: Vec<String> = parked.into_iter().cloned().collect();
@@ -191,6 +200,96 @@ impl World {
         (n > 0).then(|| &self.model.held[pick as usize % n])
     }
 
+    /// The batch `h` was fetched in, if the consumer still takes it to be whole and it is
+    /// still leased as one (a delete, a keep or per-key limits may have split it: the
+    /// consumer learns it from a missed batch ack or split, and the jobs stay held).
+    pub(crate) async fn live_batch(&mut self, h: &Held) -> Option<String> {
+        let name = h.batch.clone()?;
+        let live = crate::check::batches(&self.ctx).await.iter().any(|(b, _)| *b == name);
+        if live { Some(name) } else { None }
+    }
+
+    /// The items (lease names) of batch `name`.
+    pub(crate) async fn batch_items(&self, name: &str) -> Vec<String> {
+        redis::cmd("LRANGE")
+            .arg(self.ctx.keys.batch(name))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.ctx.c())
+            .await
+            .unwrap()
+    }
+
+    /// The consumer stops taking `h`'s batch to be whole: it splits it (`scripts::split`),
+    /// as before any op on one of its jobs, and holds its jobs one by one.
+    pub(crate) async fn unbatch(&mut self, h: &Held) -> Result<(), String> {
+        let Some(name) = h.batch.clone() else { return Ok(()) };
+        let live = self.live_batch(h).await.is_some();
+        let missed = scripts::split(&mut self.ctx.c(), &self.ctx.keys, &[(name.as_str(), h.token)])
+            .await
+            .map_err(err)?;
+        if missed.is_empty() != live {
+            return Err(format!("split of batch {name} (live: {live}): missed {missed:?}"));
+        }
+        for held in &mut self.model.held {
+            if held.batch.as_deref() == Some(name.as_str()) {
+                held.batch = None;
+            }
+        }
+        self.batches.remove(&name);
+        Ok(())
+    }
+
+    /// [`World::pick`], its batch split first.
+    pub(crate) async fn pick_one(&mut self, pick: u8) -> Result<Option<Held>, String> {
+        let Some(mut h) = self.pick(pick).cloned() else { return Ok(None) };
+        self.unbatch(&h).await?;
+        h.batch = None;
+        Ok(Some(h))
+    }
+
+    /// [`World::take`], its batch split first.
+    pub(crate) async fn take_one(&mut self, pick: u8) -> Result<Option<Held>, String> {
+        if self.pick_one(pick).await?.is_none() {
+            return Ok(None);
+        }
+        Ok(self.take(pick))
+    }
+
+    /// A batch ack of held batch number `pick` (of the batches the consumer takes to be
+    /// whole): applied, every job of it must be a current lease and is acked; missed
+    /// (split meanwhile: by a delete, kept completed jobs, per-key limits; or expired),
+    /// its jobs are acked one by one.
+    pub(crate) async fn ack_batch(&mut self, pick: u8) -> Result<(), String> {
+        let names: Vec<String> = self.batches.keys().cloned().collect();
+        if names.is_empty() {
+            return Ok(());
+        }
+        let name = names[pick as usize % names.len()].clone();
+        let ids = self.batches.remove(&name).unwrap_or_default();
+        let mine: Vec<Held> = self.model.held.iter().filter(|h| h.batch.as_deref() == Some(name.as_str())).cloned().collect();
+        self.model.held.retain(|h| h.batch.as_deref() != Some(name.as_str()));
+        let token = mine.first().map(|h| h.token).ok_or(format!("batch {name} with no job held"))?;
+        let ack = scripts::BatchAck { name: name.clone(), token, ids };
+        let got = scripts::settle_batches(&mut self.ctx.c(), &self.ctx.keys, &[ack], &[], StartMarks::default(), crate::run::HISTORY)
+            .await
+            .map_err(err)?;
+        if got.missed_batches.is_empty() {
+            for h in &mine {
+                self.settled(h, false, |m, id| m.ack(id))?;
+            }
+            return Ok(());
+        }
+        for h in &mine {
+            let item = scripts::Settle::Ack { id: h.name.clone(), token: h.token };
+            let one = scripts::settle_recorded(&mut self.ctx.c(), &self.ctx.keys, &[item], StartMarks::default(), crate::run::HISTORY)
+                .await
+                .map_err(err)?;
+            self.settled(h, !one.missed.is_empty() || one.missed_inline > 0, |m, id| m.ack(id))?;
+        }
+        Ok(())
+    }
+
     /// Takes lease number `pick` out of the consumer's hands (it settles it).
     pub(crate) fn take(&mut self, pick: u8) -> Option<Held> {
         let n = self.model.held.len();
@@ -221,7 +320,7 @@ impl World {
     /// Start mark of lease number `pick`: `start_suspect` for a suspect, settle's 'S'
     /// otherwise; only a current lease is marked.
     pub(crate) async fn start(&mut self, pick: u8) -> Result<(), String> {
-        let Some(h) = self.pick(pick).cloned() else {
+        let Some(h) = self.pick_one(pick).await? else {
             return Ok(());
         };
         let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
@@ -257,8 +356,25 @@ impl World {
 
     /// The leases `names` pass their deadline (their score set in the past) and the
     /// reclaimer runs.
-    pub(crate) async fn expire(&mut self, names: &[String]) -> Result<(), String> {
+    /// `batches`: batch leases (holding some of `names`) that pass their deadline too.
+    pub(crate) async fn expire(&mut self, names: &[String], batches: &[String]) -> Result<(), String> {
         let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
+        for name in batches {
+            let _: () = redis::cmd("ZADD")
+                .arg(keys.batches())
+                .arg("XX")
+                .arg(1)
+                .arg(name)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            for h in &mut self.model.held {
+                if h.batch.as_deref() == Some(name.as_str()) {
+                    h.batch = None;
+                }
+            }
+            self.batches.remove(name);
+        }
         for name in names {
             let _: () = redis::cmd("ZADD")
                 .arg(keys.lease())

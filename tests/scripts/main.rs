@@ -8,6 +8,7 @@ mod admin;
 mod atomicity;
 mod atomicity_big;
 mod atomicity_values;
+mod batch;
 mod big;
 mod defer;
 mod defer_causes;

@@ -72,6 +72,7 @@ impl Acker {
             missed,
             spent,
             missed_inline,
+            ..
         } = settled;
         let items = &batch.items;
         let lost = missed.len() + missed_inline as usize;

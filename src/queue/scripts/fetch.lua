@@ -11,6 +11,14 @@
 -- ARGV[2]: visibility timeout (ms): lease deadline = Redis TIME + this
 -- ARGV[3]: '1' when the consumer adapts a limit per key (--adaptive-per-key): each key's
 --   live shares (key_shares.lua) are a concurrency limit of the key (see key_limits)
+-- ARGV[4] (optional, '' = none): a batch name, new for each call (the consumer's tag and a
+--   sequence number): where nothing needs a job read here (no per-key limit nor parked
+--   jobs, no global concurrency, completed jobs not kept, no suspect waiting, the name not
+--   in use), the jobs are leased as one batch of that name (lib.lua's batch leases): copied
+--   from the first ready list that holds any, high before normal before low, into
+--   batch_key(name) by SORT ... STORE, never read into the script; the reply then holds no
+--   ids and no envelopes (state bit 1024, below), and the caller reads the batch's list
+--   (LRANGE, pipelined behind this call) and the envelopes of its ids (HMGET)
 -- Returns: { deadline_ms, next_due_in_ms, state, suspects, ids, envelope1, envelope2, ... }
 --   deadline_ms: the lease deadline of every returned job: the lease's token, which stays
 --     the same however often the lease is extended; 0 if none;
@@ -34,6 +42,7 @@
 --     call spreads them over calls and consumers;
 --   envelopes: nil for an id whose envelope is over DEFER_BYTES (step 5): the caller
 --     reads it from jobs;
+--   1024: the jobs were leased as batch ARGV[4], and the fifth value is how many;
 --   ids: the ids of the envelopes that follow, in the same order, joined by newlines (one
 --     string: a reply value per job costs Redis more than the join); an empty line for an
 --     inline job (lib.lua's items): its lease is its envelope, which names it. So line i
@@ -70,7 +79,7 @@ end
 -- module names the same values, and a test there checks the two agree).
 local STATE = { paused = 1, global_rate = 2, global_concurrency = 4, cut_by_rate = 8,
   cut_by_concurrency = 16, held_by_key = 32, parked = 64, concurrency_set = 128, emptied = 256,
-  keep_completed = 512 }
+  keep_completed = 512, batch = 1024 }
 
 local LIMIT_FIELDS = { 'global_rate', 'global_burst', 'global_concurrency', 'key_rate', 'key_burst',
   'key_concurrency', 'key_overrides', 'keep_completed_ms', 'keep_completed_count' }
@@ -91,7 +100,7 @@ local function global_grant(state, s, n, now)
   local c = tonumber(s.global_concurrency)
   if c then
     g.bits = g.bits + STATE.global_concurrency
-    local free = math.max(c - redis.call('ZCARD', K.lease), 0)
+    local free = math.max(c - redis.call('ZCARD', K.lease) - batched_jobs(), 0)
     if free < g.n then g.n, g.bits = free, g.bits + STATE.cut_by_concurrency end
   end
   local t = parse_rate(s.global_rate)
@@ -402,10 +411,12 @@ local function key_commit(L, now, vt)
 end
 
 -- Adds every leased job with a key to its key's leased set: the leases taken while no
--- per-key limit applied (and so not recorded), when limits first apply. O(jobs leased)
+-- per-key limit applied (and so not recorded), when limits first apply. Live batches are
+-- split first (lib.lua's split_all), so their jobs are lease entries too. O(jobs leased)
 -- once (and again only after an hour without per-key limits): a ZRANGE of the lease, the
 -- envelopes of the leased ids (HMGET in chunks), a ZADD per key in chunks.
 local function seed(p, now, vt)
+  split_all()
   local members = redis.call('ZRANGE', K.lease, 0, -1)
   local ids, at = {}, {}
   for i = 1, #members do
@@ -439,6 +450,8 @@ end
 local n = arg_whole(1, 'N', 1)
 local vt = arg_whole(2, 'the visibility timeout (ms)', 0)
 local auto = ARGV[3] == '1'
+local batch = ARGV[4]
+if batch == '' then batch = nil end
 
 -- 1. a paused queue hands out nothing; the global limits may grant fewer than N, or none;
 --    parked jobs of keys with free slots (or with their limit gone) go back to ready first
@@ -453,6 +466,7 @@ expect_each(K.ready, 'list')
 expect(K.suspects, 'list')
 expect(K.jobs, 'hash')
 expect(K.lease, 'zset')
+expect(K.batches, 'zset')
 counters_ready({ 'fetched', 'key_throttled' })
 local counted_key = KEYS[NQ + 2] .. 'counted'
 local counted = redis.call('EXISTS', counted_key) == 1
@@ -498,6 +512,47 @@ for p = 1, 3 do
   end
 end
 
+-- When nothing is ready (left), ms until the next delayed job is due, so the fetcher
+-- sleeps till then, or till a wake message (parked jobs are never due: see key_limits).
+local function next_due_in()
+  local next_due = 0
+  for p = 1, 3 do
+    local z = redis.call('ZRANGEBYSCORE', K.delayed[p], '-inf', '(' .. PARKED_AT, 'WITHSCORES', 'LIMIT', 0, 1)
+    if z[2] then
+      local d = math.max(tonumber(z[2]) - now, 1)
+      if next_due == 0 or d < next_due then next_due = d end
+    end
+  end
+  return next_due
+end
+
+-- 3a. a batch lease (ARGV[4]), where nothing needs the jobs read here: up to N jobs (at
+--     most BATCH_MAX) of the first ready list that holds any, copied into the batch's
+--     list inside Redis (SORT BY nosort LIMIT ... STORE: in list order, no item passes
+--     through Lua), trimmed off the ready list, and one lease entry for the batch
+if batch and not keyed and not parking and not limits.global_concurrency
+    and not keep_setting(limits.keep_completed_ms, limits.keep_completed_count)
+    and redis.call('EXISTS', K.suspects) == 0 and redis.call('EXISTS', batch_key(batch)) == 0 then
+  local got = 0
+  for p = 1, 3 do
+    if redis.call('LLEN', K.ready[p]) > 0 then
+      got = redis.call('SORT', K.ready[p], 'BY', 'nosort', 'LIMIT', 0, math.min(n, BATCH_MAX), 'STORE', batch_key(batch))
+      redis.call('LTRIM', K.ready[p], got, -1)
+      break
+    end
+  end
+  if got == 0 then return { 0, next_due_in(), grant.bits, 0 } end
+  local deadline = now + vt
+  redis.call('ZADD', K.batches, deadline, batch)
+  count('fetched', got)
+  grant.take(got)
+  local bits, next_due = grant.bits + STATE.batch, 0
+  if got < n and redis.call('LLEN', K.ready[1]) + redis.call('LLEN', K.ready[2]) + redis.call('LLEN', K.ready[3]) == 0 then
+    bits, next_due = bits + STATE.emptied, next_due_in()
+  end
+  return { deadline, next_due, bits, 0, got }
+end
+
 -- 3. at most one suspect, then up to N ids in all, high before normal before low
 local ids, ni = nil, 0
 local suspect = redis.call('LPOP', K.suspects)
@@ -518,19 +573,7 @@ for p = 1, 3 do
   end
 end
 
--- 4. nothing ready (left): say when the next delayed job is due, so the fetcher sleeps
---    till then, or till a wake message (parked jobs are never due: see key_limits)
-local function next_due_in()
-  local next_due = 0
-  for p = 1, 3 do
-    local z = redis.call('ZRANGEBYSCORE', K.delayed[p], '-inf', '(' .. PARKED_AT, 'WITHSCORES', 'LIMIT', 0, 1)
-    if z[2] then
-      local d = math.max(tonumber(z[2]) - now, 1)
-      if next_due == 0 or d < next_due then next_due = d end
-    end
-  end
-  return next_due
-end
+-- 4. nothing ready (left): say when the next delayed job is due (see next_due_in)
 if ni == 0 then return { 0, next_due_in(), grant.bits, 0 } end
 -- It took the last ready job: the due time is read once the jobs held back by their keys'
 -- limits (step 5) are in delayed too.

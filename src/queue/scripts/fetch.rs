@@ -42,6 +42,22 @@ pub struct Fetched {
     /// Leased ids that are not UTF-8 (pushed by hand: weir never writes one). They cannot
     /// be jobs; [`dead_letter_raw`](super::dead_letter_raw) buries them.
     pub bad_ids: Vec<Vec<u8>>,
+    /// The jobs were leased as one batch ([`fetch_batch`]; docs/batch-leases.md): acked
+    /// whole with a [`BatchAck`](super::BatchAck), or [`split`](super::split) first for
+    /// anything else.
+    pub batch: Option<FetchedBatch>,
+}
+
+/// A batch lease a fetch took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FetchedBatch {
+    /// Its name, as the fetch was given it.
+    pub name: String,
+    /// How many items it holds: its jobs, and the ids among them whose envelope was gone
+    /// when read (dropped from [`Fetched::jobs`], acked with the batch).
+    pub len: usize,
+    /// The ids among its items, for its [`BatchAck`](super::BatchAck).
+    pub ids: Vec<String>,
 }
 
 /// One job a fetch leased: the name its lease has in Redis, and its envelope.
@@ -118,10 +134,12 @@ pub(crate) mod state {
     pub(crate) const EMPTIED: u64 = 256;
     /// Completed jobs are kept: every ack goes through the settle script.
     pub(crate) const KEEP_COMPLETED: u64 = 512;
+    /// The jobs were leased as one batch (`fetch.lua`'s ARGV[4]).
+    pub(crate) const BATCH: u64 = 1024;
 
     /// Every bit by the name `fetch.lua`'s `STATE` gives it (for the test that they agree).
     #[cfg(test)]
-    pub(crate) const NAMED: [(&str, u64); 10] = [
+    pub(crate) const NAMED: [(&str, u64); 11] = [
         ("paused", PAUSED),
         ("global_rate", GLOBAL_RATE),
         ("global_concurrency", GLOBAL_CONCURRENCY),
@@ -132,6 +150,7 @@ pub(crate) mod state {
         ("concurrency_set", CONCURRENCY_SET),
         ("emptied", EMPTIED),
         ("keep_completed", KEEP_COMPLETED),
+        ("batch", BATCH),
     ];
 }
 
@@ -206,6 +225,21 @@ pub async fn fetch_keyed<C: ConnectionLike>(
     visibility_ms: u64,
     adaptive_per_key: bool,
 ) -> Result<Fetched> {
+    fetch_batch(conn, keys, n, visibility_ms, adaptive_per_key, None).await
+}
+
+/// [`fetch_keyed`], leasing the jobs as one batch named `batch` where the queue allows it
+/// (`fetch.lua`'s ARGV[4]: no per-key limit, global concurrency, kept completed jobs or
+/// suspect in the way): [`Fetched::batch`] says whether it did. The name must be new (the
+/// consumer's tag and a sequence number); one in use is leased per job instead.
+pub async fn fetch_batch<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    n: usize,
+    visibility_ms: u64,
+    adaptive_per_key: bool,
+    batch: Option<&str>,
+) -> Result<Fetched> {
     let reply: Vec<Value> = call(
         "fetch",
         keys,
@@ -217,10 +251,16 @@ pub async fn fetch_keyed<C: ConnectionLike>(
             .key(keys.results())
             .arg(n)
             .arg(visibility_ms)
-            .arg(if adaptive_per_key { "1" } else { "0" }),
+            .arg(if adaptive_per_key { "1" } else { "0" })
+            .arg(batch.unwrap_or("")),
         conn,
     )
     .await?;
+    if let (Some(name), Some(bits)) = (batch, reply.get(2))
+        && as_u64("fetch", bits)? & state::BATCH != 0
+    {
+        return read_batch(conn, keys, name, reply).await;
+    }
     if reply.len() < 4 || reply.len() == 5 {
         return Err(reply_err("fetch", format!("{} values", reply.len())));
     }
@@ -237,6 +277,7 @@ pub async fn fetch_keyed<C: ConnectionLike>(
         suspects: 0,
         jobs: Vec::with_capacity(it.len()),
         bad_ids: Vec::new(),
+        batch: None,
     };
     let suspects = as_u64("fetch", &s)? as usize;
     // Nil: an envelope the script left for `read_deferred`.
@@ -253,6 +294,56 @@ pub async fn fetch_keyed<C: ConnectionLike>(
         other => return Err(reply_err("fetch", format!("ids are {other:?}"))),
     };
     let deferred = pair(&mut out, &ids, envs, suspects)?;
+    read_deferred(conn, keys, &mut out, &deferred).await?;
+    Ok(out)
+}
+
+/// The jobs of batch `name`, which `fetch.lua` leased and replied to (`reply`: deadline,
+/// next due, state, 0, how many): its list read with LRANGE, the envelopes of its ids with
+/// HMGET (an id whose envelope is gone is dropped, as a fetch drops it). An item that
+/// cannot be a job (not UTF-8, or an id that is empty or holds a newline: pushed by hand)
+/// splits the batch, so that such items can be dead-lettered one by one
+/// ([`Fetched::bad_ids`]): the jobs are then leased one by one, and `batch` is `None`.
+async fn read_batch<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, name: &str, reply: Vec<Value>) -> Result<Fetched> {
+    let head = |i: usize| as_u64("fetch", reply.get(i).unwrap_or(&Value::Nil));
+    let bits = head(2)?;
+    let mut out = Fetched {
+        deadline_ms: head(0)?,
+        next_due_ms: head(1)?,
+        paused: false,
+        emptied: bits & state::EMPTIED != 0,
+        global: GlobalLimits::from_bits(bits),
+        ..Fetched::default()
+    };
+    let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+        .arg(keys.batch(name))
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await?;
+    let mut batch = FetchedBatch {
+        name: name.to_owned(),
+        len: items.len(),
+        ids: Vec::new(),
+    };
+    let mut deferred = Vec::new();
+    for item in items {
+        match String::from_utf8(item) {
+            Ok(env) if env.starts_with('{') => out.jobs.push(FetchedJob::inline(env)),
+            Ok(id) if !id.is_empty() && !id.contains('\n') => {
+                deferred.push(out.jobs.len());
+                batch.ids.push(id.clone());
+                out.jobs.push(FetchedJob::stored(id, Vec::new()));
+            }
+            Ok(bad) => out.bad_ids.push(bad.into_bytes()),
+            Err(e) => out.bad_ids.push(e.into_bytes()),
+        }
+    }
+    if !out.bad_ids.is_empty() {
+        super::split(conn, keys, &[(name, out.deadline_ms)]).await?;
+    } else {
+        out.batch = Some(batch);
+    }
     read_deferred(conn, keys, &mut out, &deferred).await?;
     Ok(out)
 }

@@ -44,5 +44,6 @@ if state then
   return state
 end
 if redis.call('ZSCORE', K.lease, id) then return 'in_flight' end
+if redis.call('EXISTS', K.batches) == 1 and find_in_batches({ [id] = true })[id] then return 'in_flight' end
 if redis.call('ZSCORE', K.done, id) then return 'done' end
 return 'ready'

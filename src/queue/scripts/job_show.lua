@@ -15,7 +15,7 @@
 --   lease token: the fetch token of an extended lease (else the lease's first deadline
 --   was its token).
 --   An id in no set and not in jobs may be an inline job (lib.lua's items), ready or
---   leased: it is looked for by a scan of the lease, the suspects and the ready lists,
+--   leased: it is looked for by a scan of the lease, the batches, the suspects and the ready lists,
 --   SCAN items a call, and its per-lease records are read by its item. Cost: O(n) in the
 --   queue's size, paid only for such an id (an inline job, or a missing one); any other
 --   id costs O(log n).
@@ -42,7 +42,11 @@ else
     local due = redis.call('ZSCORE', K.delayed[p], id)
     if due then state, score = 'delayed', tonumber(due) end
   end
-  if state == 'missing' and env then state = 'ready' end
+  if state == 'missing' and env then
+    -- (leased in a batch: lib.lua's batch leases)
+    local b = redis.call('EXISTS', K.batches) == 1 and find_in_batches({ [id] = true })[id]
+    if b then state, score = 'in_flight', b[2] else state = 'ready' end
+  end
 end
 if state == 'missing' then
   local f = find_inline({ [id] = true })[id]

@@ -30,6 +30,14 @@ expect_each(K.ready, 'list')
 expect(K.suspects, 'list')
 expect_each({ K.jobs, K.errors, K.deferrals, K.lease_tokens, K.started, K.results }, 'hash')
 counters_ready({ 'deleted' })
+-- the jobs leased in a batch (lib.lua's batch leases) get lease entries of their own
+-- first: their batches are split (read first, then written)
+if only ~= 'dead' and expect(K.batches, 'zset') then
+  local ids = {}
+  for i = 2, #ARGV do ids[ARGV[i]] = true end
+  local _, holding = find_in_batches(ids)
+  for name, b in pairs(holding) do split_batch(name, b[1], b[2]) end
+end
 local states = {}
 local deleted = 0
 

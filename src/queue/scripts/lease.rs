@@ -6,7 +6,7 @@
 //! lease is extended (see `extend.lua`), so every call that names a lease names it by that
 //! token.
 
-use super::{EXTEND, KEY_SHARES, RECLAIM, RELEASE, START_SUSPECT};
+use super::{EXTEND, KEY_SHARES, RECLAIM, RELEASE, SPLIT, START_SUSPECT};
 use super::{as_u64, call, into_strings, invocation, with_records};
 use crate::error::Result;
 use crate::queue::envelope::Priority;
@@ -125,6 +125,23 @@ pub async fn extend<C: ConnectionLike>(
     let mut it = reply.into_iter();
     let deadline = as_u64("extend", &it.next().unwrap_or(Value::Nil))?;
     Ok((deadline, into_strings("extend", it.collect())?))
+}
+
+/// Splits the batch leases `(name, token)` this caller holds into leases of their jobs,
+/// each at the batch's token (`split.lua`; docs/batch-leases.md), before anything that acts
+/// on some of a batch's jobs: a start mark, an outcome other than the batch's ack, an
+/// extend, a release. Returns the names it did not split because they were no longer
+/// held at that token.
+pub async fn split<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, batches: &[(&str, u64)]) -> Result<Vec<String>> {
+    if batches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut inv = invocation(&SPLIT, keys);
+    for (name, token) in batches {
+        inv.arg(*name).arg(*token);
+    }
+    let missed: Vec<Value> = call("split", keys, &mut inv, conn).await?;
+    into_strings("split", missed)
 }
 
 /// Returns leased, un-started jobs `(id, token, priority)` to the front of ready; returns

@@ -220,20 +220,104 @@ local function adopt(item)
   return id
 end
 
--- Finds inline jobs by id: a scan of the lease, then the suspects and the ready lists,
+-- Batch leases (docs/batch-leases.md): a fetch may lease its jobs as one batch instead of
+-- an entry each in K.lease. K.batches (ZSET) holds each live batch's name -> its deadline,
+-- which is also its token (a batch is never extended: it is split first); the batch's
+-- items (ids or inline envelopes, in fetch order) are in the LIST batch_key(name). A
+-- split turns a batch back into per-item leases at the batch's deadline, after which
+-- every per-item rule applies: start marks, extends, outcomes, reclaim.
+K.batches = K.lease .. ':batches'
+local function batch_key(name)
+  return K.lease .. ':batch:' .. name
+end
+
+-- The most jobs in one batch (fetch caps it), so a split reads a batch in one LRANGE and
+-- writes it in one ZADD.
+local BATCH_MAX = CHUNK / 2
+
+-- The items of batch `name`, read before any write (a batch key of another type, written
+-- by hand, fails here rather than after a write): its LRANGE, at most BATCH_MAX.
+local function batch_items(name)
+  local got = redis.pcall('LRANGE', batch_key(name), 0, BATCH_MAX - 1)
+  if got.err then expect(batch_key(name), 'list') end
+  return got
+end
+
+-- Splits batch `name` (deadline `score`, items `items` as batch_items read them): each
+-- item becomes a lease entry at the batch's deadline, and the batch goes. An id whose
+-- envelope is gone (deleted while leased) gets no lease, as a fetch drops it.
+local function split_batch(name, score, items)
+  local z = {}
+  for i = 1, #items do
+    local item = items[i]
+    if is_inline(item) or redis.call('HEXISTS', K.jobs, item) == 1 then
+      z[#z + 1] = score
+      z[#z + 1] = item
+    end
+  end
+  if #z > 0 then call_chunked('ZADD', K.lease, z) end
+  redis.call('ZREM', K.batches, name)
+  redis.call('DEL', batch_key(name))
+end
+
+-- Splits every live batch (at most `max`, oldest deadline first; all when nil): for the
+-- calls that need every lease as an entry of K.lease (per-key limits' first count). All
+-- read first. Returns how many were split.
+local function split_all(max)
+  local names = redis.call('ZRANGE', K.batches, 0, (max or CHUNK) - 1, 'WITHSCORES')
+  local read = {}
+  for i = 1, #names, 2 do read[#read + 1] = batch_items(names[i]) end
+  for i = 1, #names, 2 do split_batch(names[i], names[i + 1], read[(i + 1) / 2]) end
+  return #names / 2
+end
+
+-- The live batches holding any of the jobs `wanted` (id -> anything but false), by an id
+-- item or an inline job's id: a scan of every batch, for the operator's calls by id
+-- (job_show, jobs_delete, job_run_now). Returns id -> { item, the batch's deadline, its
+-- name }, and name -> { deadline, items } of the batches found (for split_batch).
+local function find_in_batches(wanted)
+  local found, holding = {}, {}
+  local batches = redis.call('ZRANGE', K.batches, 0, -1, 'WITHSCORES')
+  for i = 1, #batches, 2 do
+    local name, score = batches[i], batches[i + 1]
+    local items = batch_items(name)
+    for j = 1, #items do
+      local item = items[j]
+      local id = item
+      if is_inline(item) then id = item_id(item) end
+      if id and wanted[id] and not found[id] then
+        found[id] = { item, tonumber(score), name }
+        holding[name] = { score, items }
+      end
+    end
+  end
+  return found, holding
+end
+
+-- How many jobs live batches hold (LLEN of each, the first CHUNK batches by deadline):
+-- counted with K.lease's entries wherever leases are counted.
+local function batched_jobs()
+  local names = redis.call('ZRANGE', K.batches, 0, CHUNK - 1)
+  local n = 0
+  for i = 1, #names do n = n + redis.call('LLEN', batch_key(names[i])) end
+  return n
+end
+
+-- Finds inline jobs by id: a scan of the lease, the batches, then the suspects and the ready lists,
 -- SCAN items a call, that stops once every id is found: O(n) in the queue's size, for
 -- the operator's calls by id only (job_show, jobs_delete, job_run_now). `wanted`: id -> anything but
--- false. Returns id -> { item, the key holding it, lease deadline (leased only) }.
+-- false. Returns id -> { item, the key holding it, lease deadline (leased only), the name of
+-- the batch leasing it (K.lease is the key then: split the batch before touching its lease) }.
 local SCAN = 1000
 local function find_inline(wanted)
   local found, left = {}, 0
   for _ in pairs(wanted) do left = left + 1 end
   if left == 0 then return found end
-  local function hit(item, key, score)
+  local function hit(item, key, score, batch)
     if not is_inline(item) then return false end
     local id = item_id(item)
     if id and wanted[id] and not found[id] then
-      found[id] = { item, key, score }
+      found[id] = { item, key, score, batch }
       left = left - 1
     end
     return left == 0
@@ -244,6 +328,9 @@ local function find_inline(wanted)
     for i = 1, #got, 2 do
       if hit(got[i], K.lease, tonumber(got[i + 1])) then return found end
     end
+  end
+  for id, f in pairs(find_in_batches(wanted)) do
+    if is_inline(f[1]) and hit(f[1], K.lease, f[2], f[3]) then return found end
   end
   for _, key in ipairs({ K.suspects, K.ready[1], K.ready[2], K.ready[3] }) do
     local len = redis.call('LLEN', key)

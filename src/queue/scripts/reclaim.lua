@@ -61,6 +61,14 @@ expect_each(K.ready, 'list')
 expect(K.suspects, 'list')
 trim_ready()
 counters_ready({ 'reclaimed', 'deferred', 'dead', 'trimmed' })
+expect(K.batches, 'zset')
+-- expired batches (lib.lua's batch leases), at most BATCHES_SPLIT a call, oldest first,
+-- with their items: split below, before the leases are read, so their jobs are expired
+-- leases of their own and follow every rule below
+local BATCHES_SPLIT = 16
+local expired = redis.call('ZRANGEBYSCORE', K.batches, '-inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, BATCHES_SPLIT)
+local expired_items = {}
+for j = 1, #expired, 2 do expired_items[#expired_items + 1] = batch_items(expired[j]) end
 
 -- The reply, after the dead-letter trim every call makes.
 local function done(returned, suspects, buried)
@@ -68,14 +76,21 @@ local function done(returned, suspects, buried)
   if redis.call('EXISTS', K.done) == 1 then trim_done(keep, now) end
   local total = tonumber(redis.call('HGET', K.counters, 'trimmed')) or 0
   if total ~= math.floor(total) then total = 0 end
-  local first = redis.call('ZRANGE', K.lease, 0, 0, 'WITHSCORES')
   local next_expiry = -1
-  if #first == 2 then next_expiry = math.max(0, math.floor(tonumber(first[2]) - now)) end
+  for _, key in ipairs({ K.lease, K.batches }) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #first == 2 then
+      local d = math.max(0, math.floor(tonumber(first[2]) - now))
+      if next_expiry < 0 or d < next_expiry then next_expiry = d end
+    end
+  end
   return { returned, suspects, buried, trimmed, total, next_expiry }
 end
 
--- 1. leases past their deadline, their start marks, and the end of the leases
---    (lease items: ids, or inline jobs, adopted here: each outcome below is kept by id)
+-- 1. leases past their deadline (the expired batches' jobs among them), their start
+--    marks, and the end of the leases (lease items: ids, or inline jobs, adopted here:
+--    each outcome below is kept by id)
+for j = 1, #expired, 2 do split_batch(expired[j], expired[j + 1], expired_items[(j + 1) / 2]) end
 local found = redis.call('ZRANGEBYSCORE', K.lease, '-inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, n)
 if #found == 0 then return done(0, 0, 0) end
 local items, deadlines = {}, {}

@@ -39,7 +39,7 @@ local delayed = 0
 for p = 1, 3 do delayed = delayed + redis.call('ZCARD', K.delayed[p]) end
 parts[#parts + 1] = ready
 parts[#parts + 1] = delayed
-parts[#parts + 1] = redis.call('ZCARD', K.lease)
+parts[#parts + 1] = redis.call('ZCARD', K.lease) + batched_jobs()
 parts[#parts + 1] = redis.call('ZCARD', K.dead)
 
 -- 3. the write: push, keep the newest `kept` (LTRIM drops at most one: O(1)), and let a

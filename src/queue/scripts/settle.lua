@@ -8,7 +8,15 @@
 -- then G ack groups, one per lease token (jobs fetched together share it) and kind:
 --   token (the lease deadline fetch returned: a lease's token never changes), flags (+1:
 --   these jobs have start marks, removed with the acks; +2: they are inline jobs, named
---   by their envelopes), k, then k lease items (lib.lua: job ids, or envelopes)
+--   by their envelopes; 4, alone: a batch, below), k, then k lease items (lib.lua: job
+--   ids, or envelopes)
+--   A batch ack (flags 4: lib.lua's batch leases) acks every job of one batch: its k
+--   items are the batch's name, then the ids among its items (the jobs stored by id,
+--   whose records go with the ack; its inline jobs are named by nothing). Held at the
+--   token, the batch and its list go, and its length counts as acked. Not held (expired,
+--   split, already acked), it is reported in missed_batches; under kept completed jobs
+--   it is split (its jobs get lease entries of their own at the same token) and reported
+--   too, so the caller acks its jobs one by one.
 -- then the other outcomes and the start marks, one group each (an `id` is the lease's
 -- item: a job id or an inline job's envelope; an inline job is adopted first):
 --   'R', id, token, priority (0-2), delay (ms), error
@@ -41,7 +49,7 @@
 -- jobs are kept when the queue's settings say so (keep_completed_ms / _count, lib.lua's
 -- keep_setting): an acked job's envelope stays in jobs, its id goes to done, and done is
 -- trimmed (trim_done); otherwise an ack deletes the job and its records.
--- Returns: { missed, spent, missed_inline }
+-- Returns: { missed, spent, missed_inline, missed_batches }
 --   missed: the ids not acted on because this caller no longer holds their lease
 --     (expired and reclaimed, already settled, or listed twice), acks first, in ARGV
 --     order; marks of ids no longer held are skipped and not reported;
@@ -50,7 +58,8 @@
 --     envelope, leased by one fetch only (a reclaimed job is adopted, and comes back
 --     named by its id; a released one is never acked by the consumer that released it),
 --     so its ack needs no token check: one ZREM of the group, which says how many it
---     found, not which (an earlier try of a retried call settled them, or they expired).
+--     found, not which (an earlier try of a retried call settled them, or they expired);
+--   missed_batches: the names of the batch acks not applied (see above).
 -- Burying trims the dead-letter queue toward the queue's cap (lib.lua's trim_dead).
 
 records()
@@ -74,9 +83,13 @@ local function shape()
   local i = 2
   for _ = 1, arg_whole(1, 'the number of ack groups', 0) do
     arg_whole(i, 'a lease token', 0)
-    local flags = arg_whole(i + 1, 'ack flags', 0, 3)
+    local flags = arg_whole(i + 1, 'ack flags', 0, 4)
     local k = arg_whole(i + 2, 'an ack group size', 0, #ARGV - i - 2)
-    if flags < 2 and k > 0 then has.stored = true end
+    if flags == 4 then
+      if k < 1 then refuse('settle: a batch ack at argument ' .. i .. ' names no batch') end
+      has.batches = true
+    end
+    if (flags < 2 or flags == 4) and k > 0 then has.stored = true end
     if flags % 2 == 1 then has.marked = true end
     i = i + 3 + k
   end
@@ -138,6 +151,30 @@ if has.rare then
 else
   counters_ready({ 'acked' })
 end
+-- the batch acks' batches, read before any write: held at their token, and their length
+-- (their items, to split, when completed jobs are kept)
+local batch_reads = {}
+if has.batches then
+  expect(K.batches, 'zset')
+  local g = 2
+  for _ = 1, tonumber(ARGV[1]) do
+    local k = tonumber(ARGV[g + 2])
+    if tonumber(ARGV[g + 1]) == 4 then
+      local name = ARGV[g + 3]
+      local score = redis.call('ZSCORE', K.batches, name)
+      local b = { held = score and tonumber(score) == tonumber(ARGV[g]), score = score }
+      if b.held and keep then
+        b.items = batch_items(name)
+      elseif b.held then
+        b.len = redis.pcall('LLEN', batch_key(name))
+        if type(b.len) ~= 'number' then expect(batch_key(name), 'list') end
+      end
+      batch_reads[g] = b
+    end
+    g = g + 3 + k
+  end
+end
+local missed_batches, batches_gone = {}, {}
 
 -- A run of job `id` under lease `token` ended with `outcome`: into its history, when this
 -- call records history.
@@ -197,7 +234,24 @@ for _ = 1, tonumber(ARGV[1]) do
   local token, flags, k = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local marked = flags % 2 == 1
   local first, last = i + 3, i + 2 + k
-  if flags >= 2 and keep then
+  if flags == 4 then
+    local name, b = ARGV[first], batch_reads[i]
+    if b.held and not batches_gone[name] and not keep then
+      redis.call('ZREM', K.batches, name)
+      redis.call('DEL', batch_key(name))
+      if k > 1 then
+        local ids = {}
+        for c = first + 1, last do ids[#ids + 1] = ARGV[c] end
+        call_chunked('HDEL', K.jobs, ids)
+        forget(ids, false)
+      end
+      na = na + b.len
+    else
+      if b.held and not batches_gone[name] then split_batch(name, b.score, b.items) end
+      missed_batches[#missed_batches + 1] = name
+    end
+    batches_gone[name] = true
+  elseif flags >= 2 and keep then
     -- kept: the ZREM of each says which were held; those are adopted by their ids
     -- (lib.lua's adopt, in bulk)
     local ids, items, envs = {}, {}, {}
@@ -341,4 +395,4 @@ if retried + deferred > 0 then
 elseif na + buried > 0 and concurrency_limited then
   wake('free')
 end
-return { missed, spent, missed_inline }
+return { missed, spent, missed_inline, missed_batches }

@@ -26,6 +26,21 @@ pub struct Settled {
     /// How many acks of inline jobs found no lease (counted, not named: see
     /// `settle.lua`); they are not among `missed`.
     pub missed_inline: u64,
+    /// The names of the [`BatchAck`]s not applied: the batch was no longer held at its
+    /// token (expired, split, acked), or the queue keeps completed jobs and the batch was
+    /// split for its jobs to be acked one by one. Their jobs are settled one by one.
+    pub missed_batches: Vec<String>,
+}
+
+/// Every job of one batch lease acked at once (`settle.lua`'s batch acks; docs/batch-leases.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchAck {
+    /// The batch's name, as its fetch was given it.
+    pub name: String,
+    /// Its lease token: the deadline its fetch returned.
+    pub token: u64,
+    /// The ids among its items (jobs stored by id, whose records go with the ack).
+    pub ids: Vec<String>,
 }
 
 /// Start marks that travel with a [`settle_marked`] call: which runs started at this
@@ -82,9 +97,21 @@ pub async fn settle_recorded<C: ConnectionLike>(
     marks: StartMarks<'_>,
     history: Option<RunHistory<'_>>,
 ) -> Result<Settled> {
+    settle_batches(conn, keys, &[], items, marks, history).await
+}
+
+/// [`settle_recorded`], with whole batches acked first ([`BatchAck`]).
+pub async fn settle_batches<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    batches: &[BatchAck],
+    items: &[Settle],
+    marks: StartMarks<'_>,
+    history: Option<RunHistory<'_>>,
+) -> Result<Settled> {
     let mut inv = invocation(&SETTLE, keys);
     super::with_records(&mut inv, keys);
-    add_acks(&mut inv, items, marks.ended);
+    add_acks(&mut inv, batches, items, marks.ended);
     for item in items {
         match item {
             Settle::Ack { .. } => continue,
@@ -143,16 +170,17 @@ pub async fn settle_recorded<C: ConnectionLike>(
         inv.arg("H").arg(h.worker).arg(h.lease_ms);
     }
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    let (missed, spent, missed_inline) = settle_reply(reply)?;
+    let (missed, spent, missed_inline, missed_batches) = settle_reply(reply)?;
     Ok(Settled {
         missed: into_strings("settle", missed)?,
         spent: into_strings("settle", spent)?,
         missed_inline,
+        missed_batches: into_strings("settle", missed_batches)?,
     })
 }
 
-/// Splits settle's `{ missed, spent, missed_inline }` reply.
-fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>, u64)> {
+/// Splits settle's `{ missed, spent, missed_inline, missed_batches }` reply.
+fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>, u64, Vec<Value>)> {
     let list = |v: Option<Value>| match v {
         Some(Value::Array(a)) => Ok(a),
         other => Err(reply_err("settle", format!("expected a list, got {other:?}"))),
@@ -164,7 +192,11 @@ fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>, u64)> {
         Some(v) => super::as_u64("settle", &v)?,
         None => 0,
     };
-    Ok((missed, spent, inline))
+    let batches = match it.next() {
+        Some(v) => list(Some(v))?,
+        None => Vec::new(),
+    };
+    Ok((missed, spent, inline, batches))
 }
 
 /// Whether a lease's name is an inline job's envelope rather than a job id.
@@ -173,8 +205,9 @@ pub(crate) fn is_inline(name: &str) -> bool {
 }
 
 /// The ack groups of `settle.lua`: one per lease token and flags (+1: the acked jobs have
-/// a start mark to remove, as `ended` lists; +2: they are inline jobs).
-fn add_acks(inv: &mut redis::ScriptInvocation<'_>, items: &[Settle], ended: &[String]) {
+/// a start mark to remove, as `ended` lists; +2: they are inline jobs), after one per
+/// batch acked whole (flags 4: the batch's name, then the ids among its items).
+fn add_acks(inv: &mut redis::ScriptInvocation<'_>, batches: &[BatchAck], items: &[Settle], ended: &[String]) {
     let ended: HashSet<&str> = ended.iter().map(String::as_str).collect();
     let mut groups: Vec<((u64, u8), Vec<&str>)> = Vec::new();
     for item in items {
@@ -187,7 +220,10 @@ fn add_acks(inv: &mut redis::ScriptInvocation<'_>, items: &[Settle], ended: &[St
             }
         }
     }
-    inv.arg(groups.len());
+    inv.arg(groups.len() + batches.len());
+    for b in batches {
+        inv.arg(b.token).arg(4).arg(1 + b.ids.len()).arg(&b.name).arg(&b.ids);
+    }
     for ((token, flags), ids) in &groups {
         inv.arg(*token).arg(*flags).arg(ids.len()).arg(ids);
     }
@@ -295,6 +331,6 @@ pub async fn dead_letter_raw<C: ConnectionLike>(
         inv.arg("D").arg(id).arg(token).arg(reason);
     }
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    let (missed, _, _) = settle_reply(reply)?;
+    let (missed, _, _, _) = settle_reply(reply)?;
     Ok(missed.into_iter().filter_map(opt_string).collect())
 }

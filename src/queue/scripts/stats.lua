@@ -17,7 +17,7 @@ out[1] = out[1] + redis.call('LLEN', K.suspects)
 local delayed = 0
 for p = 1, 3 do delayed = delayed + redis.call('ZCARD', K.delayed[p]) end
 out[#out + 1] = delayed
-out[#out + 1] = redis.call('ZCARD', K.lease)
+out[#out + 1] = redis.call('ZCARD', K.lease) + batched_jobs()
 out[#out + 1] = redis.call('ZCARD', K.dead)
 out[#out + 1] = redis.call('EXISTS', K.paused)
 -- the oldest ready job heads one of the ready lists; its envelope (the item itself for an
