@@ -239,11 +239,12 @@ impl Fetcher {
         let vt = self.lease.as_millis() as u64;
         let sent = Instant::now();
         let per_key = self.adaptive_per_key;
+        let batch = self.config.batch_leases.then(batch_name);
         async move {
             (
                 want,
                 sent,
-                scripts::fetch_keyed(&mut conn, &keys, want, vt, per_key).await,
+                scripts::fetch_batch(&mut conn, &keys, want, vt, per_key, batch.as_deref()).await,
             )
         }
         .boxed()
@@ -282,6 +283,15 @@ async fn changed(role: &Option<Arc<Role>>) {
         Some(r) => r.changed().await,
         None => std::future::pending().await,
     }
+}
+
+/// A name for a fetch's batch lease no other fetch uses: this process's random number and
+/// a count of its fetches.
+fn batch_name() -> String {
+    static PROCESS: std::sync::LazyLock<u64> = std::sync::LazyLock::new(rand::random);
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{:016x}:{n}", *PROCESS)
 }
 
 fn idle_wait(f: &Fetched) -> Duration {

@@ -16,14 +16,14 @@
 //! when it stops, and expires after three beats (at least [`MIN_WORKER_TTL`]) if the
 //! process dies.
 
-use crate::consumer::leases::Leases;
+use crate::consumer::leases::{self, Leases};
 use crate::limiter::Limiter;
 use crate::limiter::limit::Limit;
 use crate::queue::admin::WorkerRecord;
 use crate::queue::keys::QueueKeys;
 use crate::queue::scripts;
 use crate::redis::conn::HealingConnection;
-use crate::redis::retry::{Backoff, Streak};
+use crate::redis::retry::{Backoff, GiveUp, Streak};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -143,10 +143,11 @@ impl Heartbeat {
     /// ago (a lease taken since has nearly its whole length ahead). Lost leases are
     /// forgotten.
     async fn beat(&mut self, every: Duration, ttl: Duration) {
-        let due: Vec<Due> = match Instant::now().checked_sub(every / 2) {
+        let mut due: Vec<Due> = match Instant::now().checked_sub(every / 2) {
             Some(old) => self.due(old),
             None => Vec::new(),
         };
+        self.split_due(&mut due, every).await;
         let registered = tokio::time::timeout(every, self.register(ttl));
         let mut chunks = due.chunks(EXTEND_CHUNK);
         let Some(first) = chunks.next() else {
@@ -158,6 +159,24 @@ impl Heartbeat {
         for chunk in chunks {
             self.extend(chunk, every).await;
         }
+    }
+
+    /// Splits the batch leases among `due` first (a batch is extended job by job); leaves
+    /// out of `due` the jobs of a batch whose split did not get through within a beat
+    /// (their batch stays whole in Redis: an extend by job would find no lease).
+    async fn split_due(&mut self, due: &mut Vec<Due>, every: Duration) {
+        let batches: std::collections::HashSet<Arc<str>> = self.leases.with(|t| {
+            due.iter()
+                .filter_map(|d| t.leases.get(d.seq).and_then(|l| l.batch.clone()))
+                .collect()
+        });
+        if batches.is_empty() {
+            return;
+        }
+        let names: Vec<Arc<str>> = batches.into_iter().collect();
+        let give_up = GiveUp::at(Instant::now() + every);
+        leases::split(&self.conn, &self.keys, &self.leases, &names, give_up).await;
+        self.leases.with(|t| due.retain(|d| t.leases.get(d.seq).is_some_and(|l| l.batch.is_none())));
     }
 
     /// The leases whose deadline was set at or before `old`.

@@ -4,7 +4,7 @@
 use super::{
     ACK_BATCH, CHANNEL_RECEIVED, CHANNEL_SENT, DECISION_KINDS, DEFER_REASONS, FETCH_BATCH, GLOBAL_DENIED,
     GLOBAL_GRANTED, IN_FLIGHT, JOB_DURATION, JOB_LATENCY, JOBS_ACKED, JOBS_DEAD, JOBS_DEFERRED,
-    JOBS_ENQUEUED, JOBS_FETCHED, JOBS_RECLAIMED, JOBS_RETRIED, LEASES_LOST, LIMIT, LIMITER_DECISIONS,
+    BATCHES_SPLIT, JOBS_ENQUEUED, JOBS_FETCHED, JOBS_RECLAIMED, JOBS_RETRIED, LEASES_LOST, LIMIT, LIMITER_DECISIONS,
     LIMITER_ERRORS, LIMITER_FAILURES, LIMITER_MAX, LIMITER_MIN, LIMITER_P95, LIMITER_TARGET, REDIS_ERRORS,
     REDIS_RECONNECTS, SCRIPT_DURATION,
 };
@@ -27,6 +27,7 @@ pub(crate) struct QueueMetrics {
     pub dead: Counter,
     pub reclaimed: Counter,
     pub leases_lost: Counter,
+    pub batches_split: Counter,
     pub job_duration: Histogram,
     pub job_latency: Histogram,
     pub fetch_batch: Histogram,
@@ -77,6 +78,7 @@ impl QueueMetrics {
             dead: counter!(JOBS_DEAD, l.clone()),
             reclaimed: counter!(JOBS_RECLAIMED, l.clone()),
             leases_lost: counter!(LEASES_LOST, l.clone()),
+            batches_split: counter!(BATCHES_SPLIT, l.clone()),
             job_duration: metrics::histogram!(JOB_DURATION, l.clone()),
             job_latency: metrics::histogram!(JOB_LATENCY, l.clone()),
             fetch_batch: metrics::histogram!(FETCH_BATCH, l.clone()),

@@ -48,6 +48,8 @@ pub const JOBS_DEAD: &str = "weir_jobs_dead_lettered_total";
 pub const JOBS_RECLAIMED: &str = "weir_jobs_reclaimed_total";
 /// Outcomes refused because the lease had been lost.
 pub const LEASES_LOST: &str = "weir_leases_lost_total";
+/// Batch leases split before their jobs were settled one by one.
+pub const BATCHES_SPLIT: &str = "weir_batches_split_total";
 /// Handler run time.
 pub const JOB_DURATION: &str = "weir_job_duration_seconds";
 /// Enqueue to outcome.
@@ -172,6 +174,10 @@ const COUNTERS: &[(&str, &str)] = &[
     (
         LEASES_LOST,
         "Outcomes refused because the job's lease had been lost.",
+    ),
+    (
+        BATCHES_SPLIT,
+        "Batch leases (a fetch's jobs leased as one entry) this consumer split into leases of their jobs before acking them all: a job with another outcome or a start mark, an extend, a release, or acks that waited too long for the rest of the batch.",
     ),
     (REDIS_ERRORS, "Script calls that failed."),
     (

@@ -67,6 +67,10 @@ pub(crate) struct WorkArgs {
     /// when they are large).
     #[arg(long, value_name = "BYTES", default_value_t = FetcherConfig::DEFAULT_AHEAD_BYTES)]
     pub ahead_bytes: usize,
+    /// Lease every job of a fetch on its own, not the fetch's jobs as one batch (a batch
+    /// costs Redis one lease entry and, acked whole, one removal; docs/batch-leases.md).
+    #[arg(long)]
+    pub no_batch_leases: bool,
     /// Lease length: a job not settled by then is handed to another consumer.
     #[arg(long, default_value = shown(ConsumerConfig::DEFAULT_LEASE), value_parser = parse_duration)]
     pub visibility_timeout: Duration,
@@ -157,6 +161,7 @@ impl WorkArgs {
             pipeline: c.fetcher.pipeline,
             prefetch: c.fetcher.prefetch,
             ahead_bytes: c.fetcher.ahead_bytes,
+            no_batch_leases: !c.fetcher.batch_leases,
             visibility_timeout: c.lease,
             job_timeout: c.pool.job_timeout,
             max_deferrals: c.pool.deferral_budget.max_deferrals,
@@ -195,6 +200,7 @@ impl WorkArgs {
         c.fetcher.pipeline = self.pipeline;
         c.fetcher.prefetch = self.prefetch;
         c.fetcher.ahead_bytes = self.ahead_bytes;
+        c.fetcher.batch_leases = !self.no_batch_leases;
         c.fetcher.max_envelope_bytes = self.max_envelope_bytes;
         c.pool.job_timeout = self.job_timeout;
         c.pool.deferral_budget = DeferralBudget {

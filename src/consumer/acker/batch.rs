@@ -22,6 +22,8 @@ pub(super) struct Batch {
     ended: Vec<String>,
     /// Acked inline leases an extend was sent for (they may have a token record).
     extended: Vec<String>,
+    /// Batch leases acked whole (`whole.rs`), sent before the outcomes.
+    pub(super) wholes: Vec<scripts::BatchAck>,
 }
 
 impl Acker {
@@ -141,7 +143,7 @@ impl Acker {
 /// One settle call for `batch` (retried as `give_up` says); what settle reported, or
 /// None if it gave up.
 pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> Option<Settled> {
-    if batch.items.is_empty() && batch.marks.is_empty() {
+    if batch.items.is_empty() && batch.marks.is_empty() && batch.wholes.is_empty() {
         return Some(Settled::default());
     }
     let marks = StartMarks {
@@ -152,6 +154,7 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
     // Acks of inline jobs alone, where no freed lease needs to wake anyone: plain
     // commands (scripts::ack_inline), no envelope copied into Lua.
     let plain = batch.marks.is_empty()
+        && batch.wholes.is_empty()
         && !deps.signals.concurrency_set.load(Ordering::Relaxed)
         && batch
             .items
@@ -160,7 +163,7 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
     retrying("settle", Backoff::CALL, give_up, || {
         let mut conn = deps.conn.clone();
         let (keys, items) = (&deps.keys, &batch.items);
-        let (ended, extended) = (&batch.ended, &batch.extended);
+        let (ended, extended, wholes) = (&batch.ended, &batch.extended, &batch.wholes);
         async move {
             if plain {
                 scripts::ack_inline(&mut conn, keys, items, ended, extended).await
@@ -169,7 +172,7 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
                     worker: &deps.tag,
                     lease_ms: deps.lease_ms,
                 };
-                scripts::settle_recorded(&mut conn, keys, items, marks, Some(history)).await
+                scripts::settle_batches(&mut conn, keys, wholes, items, marks, Some(history)).await
             }
         }
     })

@@ -16,6 +16,7 @@
 //! `consumer/counters.rs`; `batch.rs` builds, writes and counts one settle call.
 
 mod batch;
+mod whole;
 
 use crate::consumer::config::AckerConfig;
 use crate::consumer::counters::Tally;
@@ -66,6 +67,8 @@ pub(crate) struct Acker {
     pending: Vec<Done>,
     /// Jobs reported started whose start mark is not written yet.
     unmarked: Vec<u64>,
+    /// Acks of jobs in batch leases, waiting for the rest of their batch (`whole.rs`).
+    held: std::collections::HashMap<Arc<str>, whole::Held>,
 }
 
 impl Acker {
@@ -75,6 +78,7 @@ impl Acker {
             deps,
             pending: Vec::new(),
             unmarked: Vec::new(),
+            held: Default::default(),
         }
     }
 
@@ -114,7 +118,8 @@ impl Acker {
                 flush_at = None;
                 self.flush(&finish).await;
             }
-            let idle = self.pending.is_empty() && self.unmarked.is_empty();
+            // (acks waiting for the rest of their batch are looked at again each linger)
+            let idle = self.pending.is_empty() && self.unmarked.is_empty() && self.held.is_empty();
             flush_at = match (finishing || idle, flush_at) {
                 (true, _) => None,
                 (false, None) => Some(Instant::now() + self.linger()),
@@ -153,12 +158,13 @@ impl Acker {
     /// dropped while it can still succeed: it may have been applied, and sent again it
     /// would be reported as not recorded.)
     async fn flush(&mut self, finish: &CancellationToken) {
-        let mut pending = std::mem::take(&mut self.pending);
+        let pending = std::mem::take(&mut self.pending);
         let mut unmarked = std::mem::take(&mut self.unmarked);
+        let (mut pending, mut wholes) = self.sort(pending, &unmarked, false, GiveUp::NEVER, finish).await;
         loop {
             let rest = pending.split_off(pending.len().min(self.config.flush_max.max(1)));
             if !self
-                .flush_one(pending, std::mem::take(&mut unmarked), finish)
+                .flush_one(pending, std::mem::take(&mut unmarked), std::mem::take(&mut wholes), finish)
                 .await
             {
                 self.pending.extend(rest);
@@ -173,15 +179,17 @@ impl Acker {
         self.deps.signals.drain_check.notify_one();
     }
 
-    /// One settle call of `pending` and `unmarked`; false (both back in `self`) if it
-    /// gave up.
+    /// One settle call of `pending`, `unmarked` and the batches acked whole; false (all
+    /// back in `self`) if it gave up.
     async fn flush_one(
         &mut self,
         pending: Vec<Done>,
         unmarked: Vec<u64>,
+        wholes: Vec<whole::Whole>,
         finish: &CancellationToken,
     ) -> bool {
-        let batch = self.batch(&pending, &unmarked);
+        let mut batch = self.batch(&pending, &unmarked);
+        batch.wholes = wholes.iter().map(|w| w.ack.clone()).collect();
         let last_chance = self.config.final_flush_timeout;
         let written = {
             let write = write(&self.deps, &batch, GiveUp::NEVER);
@@ -196,13 +204,16 @@ impl Acker {
             }
         };
         match written {
-            Some(missed) => {
-                self.record(&pending, &batch, missed);
+            Some(mut settled) => {
+                let missed = std::mem::take(&mut settled.missed_batches);
+                self.record(&pending, &batch, settled);
+                self.record_wholes(wholes, &missed);
                 true
             }
             None => {
                 self.pending = pending;
                 self.unmarked = unmarked;
+                self.hold_again(wholes);
                 false
             }
         }
@@ -212,14 +223,40 @@ impl Acker {
     async fn flush_final(&mut self, deadline: Instant) {
         let pending = std::mem::take(&mut self.pending);
         let mut unmarked = std::mem::take(&mut self.unmarked);
-        for chunk in pending.chunks(self.config.flush_max.max(1)) {
-            let batch = self.batch(chunk, &std::mem::take(&mut unmarked));
-            match write(&self.deps, &batch, GiveUp::at(deadline)).await {
-                Some(missed) => self.record(chunk, &batch, missed),
-                None => tracing::error!(
-                    outcomes = batch.items.len(),
-                    "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
-                ),
+        let never = CancellationToken::new();
+        let (sorted, mut wholes) = self
+            .sort(pending, &unmarked, true, GiveUp::at(deadline), &never)
+            .await;
+        let mut sorted = Some(sorted);
+        // (a batch acked whole whose ack missed comes back to `pending` once, for its jobs
+        // to be settled one by one: hence the second round)
+        for round in 0..2 {
+            let pending = match round {
+                0 => sorted.take().unwrap_or_default(),
+                _ => std::mem::take(&mut self.pending),
+            };
+            if pending.is_empty() && wholes.is_empty() {
+                continue;
+            }
+            let mut chunks: Vec<&[Done]> = pending.chunks(self.config.flush_max.max(1)).collect();
+            if chunks.is_empty() {
+                chunks.push(&[]);
+            }
+            for chunk in chunks {
+                let mut batch = self.batch(chunk, &std::mem::take(&mut unmarked));
+                let these = std::mem::take(&mut wholes);
+                batch.wholes = these.iter().map(|w| w.ack.clone()).collect();
+                match write(&self.deps, &batch, GiveUp::at(deadline)).await {
+                    Some(mut settled) => {
+                        let missed = std::mem::take(&mut settled.missed_batches);
+                        self.record(chunk, &batch, settled);
+                        self.record_wholes(these, &missed);
+                    }
+                    None => tracing::error!(
+                        outcomes = batch.items.len() + these.iter().map(|w| w.dones.len()).sum::<usize>(),
+                        "gave up recording outcomes at shutdown; their jobs come back when the leases expire"
+                    ),
+                }
             }
         }
         self.deps.in_memory.set_outcomes(0);
@@ -229,11 +266,18 @@ impl Acker {
     /// order. A job whose outcome is known is never among them, written or not: if its
     /// outcome could not be written, its lease expires and reclaim brings it back.
     async fn release_all(&mut self, deadline: Instant) {
+        // batches are split first (a release is by job); the jobs of one whose split did
+        // not get through are left leased, and come back when it expires
+        let batches: Vec<Arc<str>> = self.deps.leases.with(|t| t.batches.keys().cloned().collect());
+        if !batches.is_empty() {
+            let d = &self.deps;
+            crate::consumer::leases::split(&d.conn, &d.keys, &d.leases, &batches, GiveUp::at(deadline)).await;
+        }
         let mut held: Vec<(u64, Lease)> = self.deps.leases.with(|t| {
             let seqs: Vec<u64> = t
                 .leases
                 .iter()
-                .filter(|(_, l)| !l.outcome)
+                .filter(|(_, l)| !l.outcome && l.batch.is_none())
                 .map(|(seq, _)| seq)
                 .collect();
             seqs.into_iter()

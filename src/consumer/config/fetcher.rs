@@ -28,6 +28,10 @@ pub struct FetcherConfig {
     /// are deferred, uncharged, for a consumer with a larger limit, and dead-lettered once
     /// the pool's `unknown_kind_grace` has passed.
     pub max_envelope_bytes: usize,
+    /// Lease each fetch's jobs as one batch where the queue allows it (default on; see
+    /// docs/batch-leases.md): one lease entry per fetch and one per ack of the whole
+    /// batch in Redis, not one per job.
+    pub batch_leases: bool,
 }
 
 impl FetcherConfig {
@@ -75,6 +79,7 @@ impl Default for FetcherConfig {
             prefetch: Self::DEFAULT_PREFETCH,
             ahead_bytes: Self::DEFAULT_AHEAD_BYTES,
             max_envelope_bytes: Self::DEFAULT_MAX_ENVELOPE_BYTES,
+            batch_leases: true,
         }
     }
 }

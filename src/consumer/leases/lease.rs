@@ -27,6 +27,9 @@ pub(crate) struct Lease {
     /// Where its job's handler leaves a result: only while the queue keeps completed jobs
     /// (the acker sends it with the ack).
     pub result: Option<ResultSlot>,
+    /// The batch lease it was fetched in (docs/batch-leases.md), while the batch is whole:
+    /// the table's [`BatchLease`](super::BatchLease) of that name. None once split.
+    pub batch: Option<std::sync::Arc<str>>,
 }
 
 impl Lease {

@@ -132,6 +132,7 @@ mod tests {
             item: None,
             extend_sent: false,
             result: None,
+            batch: None,
         }
     }
 

@@ -8,13 +8,16 @@
 //! (the buffer, the running jobs and two settle calls' worth of outcomes), so when settles
 //! fall behind, fetching slows down instead of memory growing with the backlog in Redis.
 
+mod batches;
 mod lease;
 mod map;
 
+pub(crate) use batches::{BatchLease, split};
 pub(crate) use lease::Lease;
 
 use crate::consumer::counters::InMemory;
 use crate::queue::envelope::{Priority, ResultSlot};
+use crate::queue::scripts::FetchedBatch;
 use map::LeaseMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -38,6 +41,8 @@ pub(crate) struct Leases {
 pub(crate) struct Table {
     pub leases: LeaseMap,
     next_seq: u64,
+    /// The batch leases held whole, by name (`batches.rs`).
+    pub batches: std::collections::HashMap<Arc<str>, BatchLease>,
 }
 
 impl Leases {
@@ -78,16 +83,19 @@ impl Leases {
     }
 
     /// Adds the leases of one fetch (asked for at `sent`), in fetch order: each job's id,
-    /// priority and, for an inline job, its envelope (its lease's name). Returns the
-    /// sequence number of the first; the others follow it one by one.
+    /// priority and, for an inline job, its envelope (its lease's name); `batch`: the
+    /// batch lease they all are in, if the fetch took one. Returns the sequence number of
+    /// the first; the others follow it one by one.
     pub(crate) fn add(
         &self,
         token: u64,
         sent: Instant,
         jobs: impl IntoIterator<Item = (String, Priority, Option<String>, Option<ResultSlot>)>,
+        batch: Option<&FetchedBatch>,
     ) -> u64 {
         self.with(|t| {
             let first = t.next_seq;
+            let name: Option<Arc<str>> = batch.map(|b| Arc::from(b.name.as_str()));
             for (id, priority, item, result) in jobs {
                 let lease = Lease {
                     id,
@@ -99,9 +107,18 @@ impl Leases {
                     item,
                     extend_sent: false,
                     result,
+                    batch: name.clone(),
                 };
                 t.leases.insert(t.next_seq, lease);
                 t.next_seq += 1;
+            }
+            if let (Some(name), Some(b)) = (name, batch) {
+                let lease = BatchLease {
+                    token,
+                    ids: b.ids.clone(),
+                    seqs: (first..t.next_seq).collect(),
+                };
+                t.batches.insert(name, lease);
             }
             first
         })
@@ -146,6 +163,7 @@ mod tests {
             now,
             [("a", None), ("b", Some("{env}"))]
                 .map(|(id, item)| (id.to_string(), Priority::High, item.map(str::to_string), None)),
+            None,
         );
         assert_eq!(leases.token(first), Some((100, "a".to_string())));
         assert_eq!(
@@ -154,7 +172,7 @@ mod tests {
             "inline: named by its envelope"
         );
         // "a" fetched again (its lease expired meanwhile): a second lease, its own token.
-        let again = leases.add(200, now, one("a"));
+        let again = leases.add(200, now, one("a"), None);
         assert_eq!(again, first + 2);
         assert_eq!(leases.token(first).map(|t| t.0), Some(100));
         assert_eq!(leases.token(again).map(|t| t.0), Some(200));
