@@ -17,7 +17,7 @@ const WRONG: &str = "Wrong-88ab01-secret";
 
 /// The ACL of docs/security.md: keep the two in step.
 pub const WEIR_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
-    +exists +type +get +set +del +pexpire +llen +lindex +lrange +lpop +rpush +lpush +lrem +ltrim +hget +hmget +hset +hsetnx \
+    +exists +type +get +set +del +pexpire +llen +lindex +lrange +lpop +rpush +lpush +lrem +ltrim +sort +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
     +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +pubsub|shardnumsub +fcall_ro +function|list";
 
@@ -252,6 +252,20 @@ async fn weir_works_with_exactly_the_documented_acl() {
         ],
         None,
     );
+    // On a queue with no global concurrency and no per-key limits (this one's mark that
+    // keyed leases are counted lasts an hour), a fetch leases its jobs as one batch
+    // (SORT ... STORE, docs/batch-leases.md), acked whole.
+    for args in [
+        &["enqueue"][..],
+        &["work", "--handler", "noop", "--drain", "--no-metrics"],
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["--redis-url", &url, "-q", "acl-batch"]);
+        let input = (args[0] == "enqueue")
+            .then_some(&b"{\"kind\":\"a\",\"payload\":9}\n{\"kind\":\"a\",\"payload\":10}\n"[..]);
+        let (code, out, err) = run_weir(&all, input, T);
+        assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
+    }
     ok(&["dlq", "requeue", "--kind", "a"], None);
     part(&["dlq", "delete", "none"]);
     ok(&["dlq", "purge", "--yes"], None);

@@ -176,7 +176,8 @@ impl Heartbeat {
         let names: Vec<Arc<str>> = batches.into_iter().collect();
         let give_up = GiveUp::at(Instant::now() + every);
         leases::split(&self.conn, &self.keys, &self.leases, &names, give_up).await;
-        self.leases.with(|t| due.retain(|d| t.leases.get(d.seq).is_some_and(|l| l.batch.is_none())));
+        self.leases
+            .with(|t| due.retain(|d| t.leases.get(d.seq).is_some_and(|l| l.batch.is_none())));
     }
 
     /// The leases whose deadline was set at or before `old`.

@@ -185,6 +185,12 @@ async fn kill_9_at_random_moments_loses_no_job() {
         // (or an earlier one, whose leases have not expired yet).
         let leased: Vec<String> = ctx.cmd(&["ZRANGE", ctx.keys.lease(), "0", "-1"]).await;
         leased_by_killed.extend(leased);
+        // and the jobs of its batch leases (docs/batch-leases.md)
+        let batches: Vec<String> = ctx.cmd(&["ZRANGE", &ctx.keys.batches(), "0", "-1"]).await;
+        for b in batches {
+            let jobs: Vec<String> = ctx.cmd(&["LRANGE", &ctx.keys.batch(&b), "0", "-1"]).await;
+            leased_by_killed.extend(jobs);
+        }
         let stats = ctx.stats().await;
         if stats.ready_total() + stats.delayed == 0 {
             break;

@@ -151,7 +151,9 @@ impl World {
         let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
         match *op {
             Op::Ack(pick) => {
-                let Some(h) = self.take_one(pick).await? else { return Ok(()) };
+                let Some(h) = self.take_one(pick).await? else {
+                    return Ok(());
+                };
                 let ended = [h.name.clone()];
                 let marks = StartMarks {
                     tag: TAG,
@@ -176,7 +178,9 @@ impl World {
                 self.settled(&h, missed, |m, id| m.ack(id))?;
             }
             Op::Retry { pick, now } => {
-                let Some(h) = self.take_one(pick).await? else { return Ok(()) };
+                let Some(h) = self.take_one(pick).await? else {
+                    return Ok(());
+                };
                 let p = self.model.jobs[&h.id].priority;
                 let delay_ms = if now { 0 } else { HOUR_MS };
                 let item = Settle::Retry {
@@ -192,7 +196,9 @@ impl World {
                 self.settled(&h, !got.missed.is_empty(), |m, id| m.retry(id, now))?;
             }
             Op::Fail(pick) => {
-                let Some(h) = self.take_one(pick).await? else { return Ok(()) };
+                let Some(h) = self.take_one(pick).await? else {
+                    return Ok(());
+                };
                 let item = Settle::Dead {
                     id: h.name.clone(),
                     token: h.token,
@@ -204,7 +210,9 @@ impl World {
                 self.settled(&h, !got.missed.is_empty(), |m, id| m.bury(id))?;
             }
             Op::Defer { pick, now } => {
-                let Some(h) = self.take_one(pick).await? else { return Ok(()) };
+                let Some(h) = self.take_one(pick).await? else {
+                    return Ok(());
+                };
                 let p = self.model.jobs[&h.id].priority;
                 let delay_ms = if now { 0 } else { HOUR_MS };
                 let item = Settle::Defer {
@@ -262,7 +270,8 @@ impl World {
                 }
             }
             Op::Die => {
-                let mut names: Vec<String> = self.ctx.snapshot().await.lease.into_iter().map(|l| l.0).collect();
+                let mut names: Vec<String> =
+                    self.ctx.snapshot().await.lease.into_iter().map(|l| l.0).collect();
                 let mut batches = Vec::new();
                 for (name, _) in crate::check::batches(&self.ctx).await {
                     names.extend(self.batch_items(&name).await);

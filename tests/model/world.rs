@@ -77,12 +77,22 @@ impl World {
         self.fetches += 1;
         let vis = HOUR_MS + self.fetches * 1000;
         let name = format!("b{}", self.fetches);
-        let got = scripts::fetch_batch(&mut self.ctx.c(), &self.ctx.keys, n, vis, false, batch.then_some(name.as_str()))
-            .await
-            .map_err(err)?;
+        let got = scripts::fetch_batch(
+            &mut self.ctx.c(),
+            &self.ctx.keys,
+            n,
+            vis,
+            false,
+            batch.then_some(name.as_str()),
+        )
+        .await
+        .map_err(err)?;
         if let Some(b) = &got.batch {
             if !batch || b.name != name || b.len != got.jobs.len() {
-                return Err(format!("fetch of {n} (batch asked: {batch}) leased batch {b:?} of {} jobs", got.jobs.len()));
+                return Err(format!(
+                    "fetch of {n} (batch asked: {batch}) leased batch {b:?} of {} jobs",
+                    got.jobs.len()
+                ));
             }
             self.batches.insert(name.clone(), b.ids.clone());
         }
@@ -205,7 +215,10 @@ impl World {
     /// consumer learns it from a missed batch ack or split, and the jobs stay held).
     pub(crate) async fn live_batch(&mut self, h: &Held) -> Option<String> {
         let name = h.batch.clone()?;
-        let live = crate::check::batches(&self.ctx).await.iter().any(|(b, _)| *b == name);
+        let live = crate::check::batches(&self.ctx)
+            .await
+            .iter()
+            .any(|(b, _)| *b == name);
         if live { Some(name) } else { None }
     }
 
@@ -223,7 +236,9 @@ impl World {
     /// The consumer stops taking `h`'s batch to be whole: it splits it (`scripts::split`),
     /// as before any op on one of its jobs, and holds its jobs one by one.
     pub(crate) async fn unbatch(&mut self, h: &Held) -> Result<(), String> {
-        let Some(name) = h.batch.clone() else { return Ok(()) };
+        let Some(name) = h.batch.clone() else {
+            return Ok(());
+        };
         let live = self.live_batch(h).await.is_some();
         let missed = scripts::split(&mut self.ctx.c(), &self.ctx.keys, &[(name.as_str(), h.token)])
             .await
@@ -242,7 +257,9 @@ impl World {
 
     /// [`World::pick`], its batch split first.
     pub(crate) async fn pick_one(&mut self, pick: u8) -> Result<Option<Held>, String> {
-        let Some(mut h) = self.pick(pick).cloned() else { return Ok(None) };
+        let Some(mut h) = self.pick(pick).cloned() else {
+            return Ok(None);
+        };
         self.unbatch(&h).await?;
         h.batch = None;
         Ok(Some(h))
@@ -267,13 +284,35 @@ impl World {
         }
         let name = names[pick as usize % names.len()].clone();
         let ids = self.batches.remove(&name).unwrap_or_default();
-        let mine: Vec<Held> = self.model.held.iter().filter(|h| h.batch.as_deref() == Some(name.as_str())).cloned().collect();
-        self.model.held.retain(|h| h.batch.as_deref() != Some(name.as_str()));
-        let token = mine.first().map(|h| h.token).ok_or(format!("batch {name} with no job held"))?;
-        let ack = scripts::BatchAck { name: name.clone(), token, ids };
-        let got = scripts::settle_batches(&mut self.ctx.c(), &self.ctx.keys, &[ack], &[], StartMarks::default(), crate::run::HISTORY)
-            .await
-            .map_err(err)?;
+        let mine: Vec<Held> = self
+            .model
+            .held
+            .iter()
+            .filter(|h| h.batch.as_deref() == Some(name.as_str()))
+            .cloned()
+            .collect();
+        self.model
+            .held
+            .retain(|h| h.batch.as_deref() != Some(name.as_str()));
+        let token = mine
+            .first()
+            .map(|h| h.token)
+            .ok_or(format!("batch {name} with no job held"))?;
+        let ack = scripts::BatchAck {
+            name: name.clone(),
+            token,
+            ids,
+        };
+        let got = scripts::settle_batches(
+            &mut self.ctx.c(),
+            &self.ctx.keys,
+            &[ack],
+            &[],
+            StartMarks::default(),
+            crate::run::HISTORY,
+        )
+        .await
+        .map_err(err)?;
         if got.missed_batches.is_empty() {
             for h in &mine {
                 self.settled(h, false, |m, id| m.ack(id))?;
@@ -281,11 +320,22 @@ impl World {
             return Ok(());
         }
         for h in &mine {
-            let item = scripts::Settle::Ack { id: h.name.clone(), token: h.token };
-            let one = scripts::settle_recorded(&mut self.ctx.c(), &self.ctx.keys, &[item], StartMarks::default(), crate::run::HISTORY)
-                .await
-                .map_err(err)?;
-            self.settled(h, !one.missed.is_empty() || one.missed_inline > 0, |m, id| m.ack(id))?;
+            let item = scripts::Settle::Ack {
+                id: h.name.clone(),
+                token: h.token,
+            };
+            let one = scripts::settle_recorded(
+                &mut self.ctx.c(),
+                &self.ctx.keys,
+                &[item],
+                StartMarks::default(),
+                crate::run::HISTORY,
+            )
+            .await
+            .map_err(err)?;
+            self.settled(h, !one.missed.is_empty() || one.missed_inline > 0, |m, id| {
+                m.ack(id)
+            })?;
         }
         Ok(())
     }

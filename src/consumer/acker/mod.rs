@@ -164,7 +164,12 @@ impl Acker {
         loop {
             let rest = pending.split_off(pending.len().min(self.config.flush_max.max(1)));
             if !self
-                .flush_one(pending, std::mem::take(&mut unmarked), std::mem::take(&mut wholes), finish)
+                .flush_one(
+                    pending,
+                    std::mem::take(&mut unmarked),
+                    std::mem::take(&mut wholes),
+                    finish,
+                )
                 .await
             {
                 self.pending.extend(rest);

@@ -160,10 +160,13 @@ impl Acker {
     pub(super) fn hold_again(&mut self, wholes: Vec<Whole>) {
         let now = Instant::now();
         for w in wholes {
-            let h = self.held.entry(Arc::from(w.ack.name.as_str())).or_insert_with(|| Held {
-                dones: Vec::new(),
-                since: now,
-            });
+            let h = self
+                .held
+                .entry(Arc::from(w.ack.name.as_str()))
+                .or_insert_with(|| Held {
+                    dones: Vec::new(),
+                    since: now,
+                });
             h.dones.extend(w.dones);
         }
     }

@@ -68,7 +68,9 @@ impl Fetcher {
                 }
             }
         }
-        let first = self.leases.add(fetched.deadline_ms, sent, leased, fetched.batch.as_ref());
+        let first = self
+            .leases
+            .add(fetched.deadline_ms, sent, leased, fetched.batch.as_ref());
         for job in &mut jobs {
             job.lease += first;
         }
@@ -121,7 +123,8 @@ impl Fetcher {
             }
             Err(_) => (f.name.clone(), Priority::default(), None, None),
         });
-        self.leases.add(fetched.deadline_ms, sent, leased, fetched.batch.as_ref());
+        self.leases
+            .add(fetched.deadline_ms, sent, leased, fetched.batch.as_ref());
     }
 }
 

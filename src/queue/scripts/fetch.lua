@@ -533,24 +533,37 @@ end
 if batch and not keyed and not parking and not limits.global_concurrency
     and not keep_setting(limits.keep_completed_ms, limits.keep_completed_count)
     and redis.call('EXISTS', K.suspects) == 0 and redis.call('EXISTS', batch_key(batch)) == 0 then
-  local got = 0
+  local got, refused = 0, false
   for p = 1, 3 do
     if redis.call('LLEN', K.ready[p]) > 0 then
-      got = redis.call('SORT', K.ready[p], 'BY', 'nosort', 'LIMIT', 0, math.min(n, BATCH_MAX), 'STORE', batch_key(batch))
-      redis.call('LTRIM', K.ready[p], got, -1)
+      -- (a user without SORT or LTRIM, as the minimal ACL of an older weir had it:
+      -- security.md, is refused them; then nothing is left written by them, and the jobs
+      -- are leased one by one below)
+      local r = redis.pcall('SORT', K.ready[p], 'BY', 'nosort', 'LIMIT', 0, math.min(n, BATCH_MAX), 'STORE', batch_key(batch))
+      if type(r) == 'table' and r.err then
+        refused = true
+      elseif redis.pcall('LTRIM', K.ready[p], r, -1).err then
+        -- (refused too: the copy goes, and nothing else was written)
+        redis.call('DEL', batch_key(batch))
+        refused = true
+      else
+        got = r
+      end
       break
     end
   end
-  if got == 0 then return { 0, next_due_in(), grant.bits, 0 } end
-  local deadline = now + vt
-  redis.call('ZADD', K.batches, deadline, batch)
-  count('fetched', got)
-  grant.take(got)
-  local bits, next_due = grant.bits + STATE.batch, 0
-  if got < n and redis.call('LLEN', K.ready[1]) + redis.call('LLEN', K.ready[2]) + redis.call('LLEN', K.ready[3]) == 0 then
-    bits, next_due = bits + STATE.emptied, next_due_in()
+  if not refused then
+    if got == 0 then return { 0, next_due_in(), grant.bits, 0 } end
+    local deadline = now + vt
+    redis.call('ZADD', K.batches, deadline, batch)
+    count('fetched', got)
+    grant.take(got)
+    local bits, next_due = grant.bits + STATE.batch, 0
+    if got < n and redis.call('LLEN', K.ready[1]) + redis.call('LLEN', K.ready[2]) + redis.call('LLEN', K.ready[3]) == 0 then
+      bits, next_due = bits + STATE.emptied, next_due_in()
+    end
+    return { deadline, next_due, bits, 0, got }
   end
-  return { deadline, next_due, bits, 0, got }
 end
 
 -- 3. at most one suspect, then up to N ids in all, high before normal before low

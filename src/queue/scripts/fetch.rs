@@ -302,9 +302,15 @@ pub async fn fetch_batch<C: ConnectionLike>(
 /// next due, state, 0, how many): its list read with LRANGE, the envelopes of its ids with
 /// HMGET (an id whose envelope is gone is dropped, as a fetch drops it). An item that
 /// cannot be a job (not UTF-8, or an id that is empty or holds a newline: pushed by hand)
-/// splits the batch, so that such items can be dead-lettered one by one
-/// ([`Fetched::bad_ids`]): the jobs are then leased one by one, and `batch` is `None`.
-async fn read_batch<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, name: &str, reply: Vec<Value>) -> Result<Fetched> {
+/// splits the batch, so that such items can be dead-lettered one by one: the empty and
+/// newline ones here, with the reason `fetch.lua` gives them, those not UTF-8 by the
+/// caller ([`Fetched::bad_ids`]). The jobs are then leased one by one, and `batch` is `None`.
+async fn read_batch<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    name: &str,
+    reply: Vec<Value>,
+) -> Result<Fetched> {
     let head = |i: usize| as_u64("fetch", reply.get(i).unwrap_or(&Value::Nil));
     let bits = head(2)?;
     let mut out = Fetched {
@@ -327,22 +333,34 @@ async fn read_batch<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, name: &st
         ids: Vec::new(),
     };
     let mut deferred = Vec::new();
+    // ids that cannot be jobs, by why (as fetch.lua's `bad_id` says it)
+    let (mut empty, mut newline) = (Vec::new(), Vec::new());
     for item in items {
         match String::from_utf8(item) {
             Ok(env) if env.starts_with('{') => out.jobs.push(FetchedJob::inline(env)),
-            Ok(id) if !id.is_empty() && !id.contains('\n') => {
+            Ok(id) if id.is_empty() => empty.push(id),
+            Ok(id) if id.contains('\n') => newline.push(id),
+            Ok(id) => {
                 deferred.push(out.jobs.len());
                 batch.ids.push(id.clone());
                 out.jobs.push(FetchedJob::stored(id, Vec::new()));
             }
-            Ok(bad) => out.bad_ids.push(bad.into_bytes()),
             Err(e) => out.bad_ids.push(e.into_bytes()),
         }
     }
-    if !out.bad_ids.is_empty() {
-        super::split(conn, keys, &[(name, out.deadline_ms)]).await?;
-    } else {
+    if out.bad_ids.is_empty() && empty.is_empty() && newline.is_empty() {
         out.batch = Some(batch);
+    } else {
+        super::split(conn, keys, &[(name, out.deadline_ms)]).await?;
+        for (ids, reason) in [
+            (empty, "invalid id: empty"),
+            (newline, "invalid id: contains a newline"),
+        ] {
+            if !ids.is_empty() {
+                let ids: Vec<Vec<u8>> = ids.into_iter().map(String::into_bytes).collect();
+                super::dead_letter_raw(conn, keys, out.deadline_ms, &ids, reason).await?;
+            }
+        }
     }
     read_deferred(conn, keys, &mut out, &deferred).await?;
     Ok(out)

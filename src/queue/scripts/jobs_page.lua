@@ -9,7 +9,8 @@
 -- ARGV[2..4]: the cursor, offsets where the page starts (0 0 0 = the first page):
 --   ready: ARGV[2] is a rank in suspects ++ high ++ normal ++ low (fetch order);
 --   delayed: one rank per priority, high, normal, low (the page merges them by due time);
---   in_flight: ARGV[2] is a rank by lease deadline; dead and done: a rank newest first.
+--   in_flight: ARGV[2] is a rank by lease deadline (the jobs of batch leases after the
+--   others); dead and done: a rank newest first.
 -- ARGV[5]: the most jobs to return (>= 1)
 -- ARGV[6]: the most entries to look at (>= ARGV[5]): with a kind filter, a page may end
 --   with fewer jobs than asked for, and a cursor to go on from
@@ -74,6 +75,28 @@ elseif state == 'delayed' then
   for p = 1, 3 do
     if redis.call('ZCARD', K.delayed[p]) > o[p] then more = 1 end
   end
+elseif state == 'in_flight' then
+  -- the leases by deadline, then the jobs of batch leases (lib.lua's batch leases), a
+  -- batch after another by deadline, each in fetch order
+  local got = redis.call('ZRANGE', K.lease, o[1], o[1] + window - 1, 'WITHSCORES')
+  for i = 1, #got, 2 do seen[#seen + 1] = { got[i], tonumber(got[i + 1]), 0 } end
+  local total = redis.call('ZCARD', K.lease)
+  local skip = math.max(o[1] - total, 0)
+  local batches = redis.call('ZRANGE', K.batches, 0, -1, 'WITHSCORES')
+  for j = 1, #batches, 2 do
+    local list = batch_key(batches[j])
+    local len = redis.call('LLEN', list)
+    total = total + len
+    if skip >= len then
+      skip = skip - len
+    elseif #seen < window then
+      local items = redis.call('LRANGE', list, skip, skip + window - #seen - 1)
+      for i = 1, #items do seen[#seen + 1] = { items[i], tonumber(batches[j + 1]), 0 } end
+      skip = 0
+    end
+  end
+  o[1] = o[1] + #seen
+  if total > o[1] then more = 1 end
 else
   local key, cmd = K.lease, 'ZRANGE'
   if state == 'dead' then key, cmd = K.dead, 'ZREVRANGE' end

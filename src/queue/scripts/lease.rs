@@ -132,7 +132,11 @@ pub async fn extend<C: ConnectionLike>(
 /// on some of a batch's jobs: a start mark, an outcome other than the batch's ack, an
 /// extend, a release. Returns the names it did not split because they were no longer
 /// held at that token.
-pub async fn split<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, batches: &[(&str, u64)]) -> Result<Vec<String>> {
+pub async fn split<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    batches: &[(&str, u64)],
+) -> Result<Vec<String>> {
     if batches.is_empty() {
         return Ok(Vec::new());
     }

@@ -29,15 +29,17 @@ pub use admin::{DeadJob, Notice, Stats, dlq_list, dlq_purge, dlq_requeue, notice
 pub use cron::{cron_fire, cron_set};
 pub use enqueue::{EnqueueArg, INLINE_MAX_BYTES, enqueue, plain_pipeline, register};
 pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
-pub use fetch::{Fetched, FetchedBatch, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_batch, fetch_keyed};
+pub use fetch::{
+    Fetched, FetchedBatch, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_batch, fetch_keyed,
+};
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
 pub use lease::{Reclaimed, extend, key_shares, reclaim, reclaim_recorded, release, split, start_suspect};
 pub use samples::samples_record;
 pub use settle::{
-    BatchAck, RESULT_MAX_BYTES, RunHistory, Settle, Settled, StartMarks, ack_inline, cut_text, dead_letter_raw,
-    settle, settle_batches, settle_marked, settle_recorded,
+    BatchAck, RESULT_MAX_BYTES, RunHistory, Settle, Settled, StartMarks, ack_inline, cut_text,
+    dead_letter_raw, settle, settle_batches, settle_marked, settle_recorded,
 };
 
 /// The shared prelude every script opens with.

@@ -222,7 +222,11 @@ fn add_acks(inv: &mut redis::ScriptInvocation<'_>, batches: &[BatchAck], items: 
     }
     inv.arg(groups.len() + batches.len());
     for b in batches {
-        inv.arg(b.token).arg(4).arg(1 + b.ids.len()).arg(&b.name).arg(&b.ids);
+        inv.arg(b.token)
+            .arg(4)
+            .arg(1 + b.ids.len())
+            .arg(&b.name)
+            .arg(&b.ids);
     }
     for ((token, flags), ids) in &groups {
         inv.arg(*token).arg(*flags).arg(ids.len()).arg(ids);
