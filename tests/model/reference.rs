@@ -46,6 +46,9 @@ pub(crate) struct Job {
     pub(crate) key: Option<String>,
     pub(crate) unique: Option<String>,
     pub(crate) deferrals: u32,
+    /// Of them, by cause (each cause spends its own budget, as `lib.lua`'s `defer` keeps
+    /// them): [`BACKPRESSURE`] (settle's defer), [`UNSTARTED`] (reclaim's "never started").
+    pub(crate) by_cause: [u32; 2],
     /// The token of its lease, while leased.
     pub(crate) token: u64,
     pub(crate) mark: Mark,
@@ -66,6 +69,7 @@ impl Job {
             key: key.map(|k| format!("k{k}")),
             unique: None,
             deferrals: 0,
+            by_cause: [0; 2],
             token: 0,
             mark: Mark::None,
             counted: false,
@@ -87,7 +91,11 @@ pub(crate) struct Held {
     pub(crate) batch: Option<String>,
 }
 
-/// Most deferrals of one job (settle's defer and reclaim's "never started").
+/// Deferral causes, as [`Job::by_cause`] counts them.
+pub(crate) const BACKPRESSURE: usize = 0;
+pub(crate) const UNSTARTED: usize = 1;
+
+/// Most deferrals of one job for one cause (settle's defer, reclaim's "never started").
 pub(crate) const MAX_DEFERRALS: u32 = 3;
 
 /// The whole model.
@@ -141,6 +149,7 @@ impl Model {
         let j = self.job(id);
         j.place = Some(Place::Dead);
         j.deferrals = 0;
+        j.by_cause = [0; 2];
         j.mark = Mark::None;
         if let Some(u) = j.unique.clone()
             && self.unique.get(&u).map(String::as_str) == Some(id)
@@ -158,6 +167,7 @@ impl Model {
         j.mark = Mark::None;
         // (its deferral record goes: the job is done)
         j.deferrals = 0;
+        j.by_cause = [0; 2];
     }
 
     /// Settle's retry: attempt + 1, delayed (`now`: due at once), or dead once spent.
@@ -175,13 +185,14 @@ impl Model {
 
     /// An uncharged return (settle's defer, reclaim's "never started"): to `place`, or
     /// dead once the deferral budget is spent.
-    pub(crate) fn defer(&mut self, id: &str, place: Place, free: bool) {
+    pub(crate) fn defer(&mut self, id: &str, place: Place, free: bool, cause: usize) {
         let j = self.job(id);
         j.mark = Mark::None;
-        if j.deferrals + 1 > MAX_DEFERRALS {
+        if j.by_cause[cause] + 1 > MAX_DEFERRALS {
             self.bury(id);
         } else {
             j.deferrals += 1;
+            j.by_cause[cause] += 1;
             j.place = Some(place);
             j.free = free;
         }
@@ -191,7 +202,7 @@ impl Model {
     pub(crate) fn reclaim(&mut self, id: &str) {
         let j = self.job(id);
         match j.mark {
-            Mark::None => self.defer(id, Place::Ready, false),
+            Mark::None => self.defer(id, Place::Ready, false, UNSTARTED),
             Mark::Started => {
                 j.place = Some(Place::Suspect);
                 j.mark = Mark::None;
@@ -226,6 +237,7 @@ impl Model {
                 j.place = Some(Place::Ready);
                 j.attempts = 0;
                 j.deferrals = 0;
+                j.by_cause = [0; 2];
                 "dead"
             }
         }
@@ -256,6 +268,7 @@ impl Model {
             j.place = Some(Place::Ready);
             j.attempts = 0;
             j.deferrals = 0;
+            j.by_cause = [0; 2];
             n += 1;
         }
         n

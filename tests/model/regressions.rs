@@ -88,3 +88,38 @@ fn completed_jobs_kept_stay_within_the_count() {
     ];
     run(&ops).unwrap();
 }
+
+/// A job deferred four times, twice by reclaims of leases that expired before its run
+/// started (the last when its consumer died) and twice by its handler (backpressure):
+/// each cause spends its own budget of 3 (`lib.lua`'s `defer`), so it is not dead. (The
+/// reference model kept one budget for all causes, and the first long run with batch
+/// fetches found the difference.)
+#[test]
+fn each_cause_of_deferral_spends_its_own_budget() {
+    let one = |priority| Op::Enqueue {
+        priority,
+        delayed: false,
+        id: None,
+        key: None,
+        unique: None,
+        max_attempts: 1,
+        large: false,
+    };
+    let ops = [
+        one(0),
+        one(1),
+        one(1),
+        Op::Fetch { n: 3 },
+        one(0),
+        Op::Ack(0),
+        Op::Expire(0),
+        Op::Fetch { n: 2 },
+        Op::Ack(12),
+        Op::Defer { pick: 17, now: true },
+        Op::Fetch { n: 1 },
+        Op::Defer { pick: 203, now: true },
+        Op::Fetch { n: 1 },
+        Op::Die,
+    ];
+    run(&ops).unwrap();
+}

@@ -228,7 +228,7 @@ impl World {
                     .await
                     .map_err(|e| e.to_string())?;
                 self.settled(&h, !got.missed.is_empty(), |m, id| {
-                    m.defer(id, Place::Delayed, now)
+                    m.defer(id, Place::Delayed, now, crate::reference::BACKPRESSURE)
                 })?;
             }
             _ => unreachable!("not a settle"),

@@ -229,7 +229,7 @@ pub async fn fetch_keyed<C: ConnectionLike>(
 }
 
 /// [`fetch_keyed`], leasing the jobs as one batch named `batch` where the queue allows it
-/// (`fetch.lua`'s ARGV[4]: no per-key limit, global concurrency, kept completed jobs or
+/// (`fetch.lua`'s `ARGV[4]`: no per-key limit, global concurrency, kept completed jobs or
 /// suspect in the way): [`Fetched::batch`] says whether it did. The name must be new (the
 /// consumer's tag and a sequence number); one in use is leased per job instead.
 pub async fn fetch_batch<C: ConnectionLike>(

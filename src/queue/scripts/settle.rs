@@ -170,17 +170,25 @@ pub async fn settle_batches<C: ConnectionLike>(
         inv.arg("H").arg(h.worker).arg(h.lease_ms);
     }
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    let (missed, spent, missed_inline, missed_batches) = settle_reply(reply)?;
+    let r = settle_reply(reply)?;
     Ok(Settled {
-        missed: into_strings("settle", missed)?,
-        spent: into_strings("settle", spent)?,
-        missed_inline,
-        missed_batches: into_strings("settle", missed_batches)?,
+        missed: into_strings("settle", r.missed)?,
+        spent: into_strings("settle", r.spent)?,
+        missed_inline: r.missed_inline,
+        missed_batches: into_strings("settle", r.missed_batches)?,
     })
 }
 
+/// Settle's reply, as the script gives it (see [`Settled`]).
+struct Reply {
+    missed: Vec<Value>,
+    spent: Vec<Value>,
+    missed_inline: u64,
+    missed_batches: Vec<Value>,
+}
+
 /// Splits settle's `{ missed, spent, missed_inline, missed_batches }` reply.
-fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>, u64, Vec<Value>)> {
+fn settle_reply(reply: Vec<Value>) -> Result<Reply> {
     let list = |v: Option<Value>| match v {
         Some(Value::Array(a)) => Ok(a),
         other => Err(reply_err("settle", format!("expected a list, got {other:?}"))),
@@ -192,11 +200,16 @@ fn settle_reply(reply: Vec<Value>) -> Result<(Vec<Value>, Vec<Value>, u64, Vec<V
         Some(v) => super::as_u64("settle", &v)?,
         None => 0,
     };
-    let batches = match it.next() {
+    let missed_batches = match it.next() {
         Some(v) => list(Some(v))?,
         None => Vec::new(),
     };
-    Ok((missed, spent, inline, batches))
+    Ok(Reply {
+        missed,
+        spent,
+        missed_inline: inline,
+        missed_batches,
+    })
 }
 
 /// Whether a lease's name is an inline job's envelope rather than a job id.
@@ -335,6 +348,6 @@ pub async fn dead_letter_raw<C: ConnectionLike>(
         inv.arg("D").arg(id).arg(token).arg(reason);
     }
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
-    let (missed, _, _, _) = settle_reply(reply)?;
+    let missed = settle_reply(reply)?.missed;
     Ok(missed.into_iter().filter_map(opt_string).collect())
 }
