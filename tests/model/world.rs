@@ -246,13 +246,18 @@ impl World {
         if missed.is_empty() != live {
             return Err(format!("split of batch {name} (live: {live}): missed {missed:?}"));
         }
+        self.forget_batch(&name);
+        Ok(())
+    }
+
+    /// The consumer holds the jobs of batch `name` one by one from now on.
+    fn forget_batch(&mut self, name: &str) {
         for held in &mut self.model.held {
-            if held.batch.as_deref() == Some(name.as_str()) {
+            if held.batch.as_deref() == Some(name) {
                 held.batch = None;
             }
         }
-        self.batches.remove(&name);
-        Ok(())
+        self.batches.remove(name);
     }
 
     /// [`World::pick`], its batch split first.
@@ -409,31 +414,23 @@ impl World {
     /// `batches`: batch leases (holding some of `names`) that pass their deadline too.
     pub(crate) async fn expire(&mut self, names: &[String], batches: &[String]) -> Result<(), String> {
         let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
-        for name in batches {
+        let lease = keys.lease().to_owned();
+        let expired = batches
+            .iter()
+            .map(|b| (keys.batches(), b))
+            .chain(names.iter().map(|n| (lease.clone(), n)));
+        for (key, member) in expired {
             let _: () = redis::cmd("ZADD")
-                .arg(keys.batches())
+                .arg(key)
                 .arg("XX")
                 .arg(1)
-                .arg(name)
+                .arg(member)
                 .query_async(&mut c)
                 .await
                 .unwrap();
-            for h in &mut self.model.held {
-                if h.batch.as_deref() == Some(name.as_str()) {
-                    h.batch = None;
-                }
-            }
-            self.batches.remove(name);
         }
-        for name in names {
-            let _: () = redis::cmd("ZADD")
-                .arg(keys.lease())
-                .arg("XX")
-                .arg(1)
-                .arg(name)
-                .query_async(&mut c)
-                .await
-                .unwrap();
+        for name in batches {
+            self.forget_batch(name);
         }
         // (an extended lease's token is kept aside; the others' was their score)
         let tokens = self.ctx.snapshot().await.lease_tokens;

@@ -28,6 +28,20 @@ async fn lease_count(ctx: &Ctx) -> (u64, u64) {
     (lease, batches)
 }
 
+/// The batch ack of every job of `f`'s batch.
+async fn ack_whole(ctx: &Ctx, f: &Fetched) -> scripts::Settled {
+    scripts::settle_batches(
+        &mut ctx.c(),
+        &ctx.keys,
+        &[ack_of(f)],
+        &[],
+        Default::default(),
+        None,
+    )
+    .await
+    .unwrap()
+}
+
 fn ack_of(f: &Fetched) -> BatchAck {
     let b = f.batch.as_ref().expect("leased as a batch");
     BatchAck {
@@ -69,16 +83,7 @@ async fn a_batch_is_one_lease_entry_and_its_ack_removes_it_whole() {
         "stats count the batch's jobs as leased"
     );
 
-    let settled = scripts::settle_batches(
-        &mut ctx.c(),
-        &ctx.keys,
-        &[ack_of(&f)],
-        &[],
-        Default::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let settled = ack_whole(&ctx, &f).await;
     assert!(settled.missed_batches.is_empty());
     assert_eq!(lease_count(&ctx).await, (0, 0));
     let exists: u64 = ctx.cmd(&["EXISTS", &ctx.keys.batch("t:1")]).await;
@@ -91,16 +96,7 @@ async fn a_batch_is_one_lease_entry_and_its_ack_removes_it_whole() {
     );
     assert_eq!(s.counters.get("acked").copied(), Some(3));
 
-    let again = scripts::settle_batches(
-        &mut ctx.c(),
-        &ctx.keys,
-        &[ack_of(&f)],
-        &[],
-        Default::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let again = ack_whole(&ctx, &f).await;
     assert_eq!(
         again.missed_batches,
         ["t:1"],
@@ -131,16 +127,7 @@ async fn a_split_batch_leases_each_job_at_the_batch_token() {
     assert_eq!(lease, want);
     assert_eq!(lease_count(&ctx).await, (3, 0));
     // the batch's ack now misses; each job is settled with the batch's token
-    let settled = scripts::settle_batches(
-        &mut ctx.c(),
-        &ctx.keys,
-        &[ack_of(&f)],
-        &[],
-        Default::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let settled = ack_whole(&ctx, &f).await;
     assert_eq!(settled.missed_batches, ["t:1"]);
     let items = vec![
         Settle::Ack {
@@ -187,16 +174,7 @@ async fn an_expired_batch_is_reclaimed_job_by_job() {
     assert_eq!(lease_count(&ctx).await, (0, 0));
     let s = ctx.snapshot().await;
     assert_eq!(s.ready[N].len(), 3, "back to ready, not started so not charged");
-    let settled = scripts::settle_batches(
-        &mut ctx.c(),
-        &ctx.keys,
-        &[ack_of(&f)],
-        &[],
-        Default::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let settled = ack_whole(&ctx, &f).await;
     assert_eq!(
         settled.missed_batches,
         ["t:1"],
@@ -242,16 +220,7 @@ async fn limits_that_read_each_job_lease_per_job_and_a_global_concurrency_counts
     let h = fetch_batch(&ctx, "t:3").await;
     assert!(h.batch.is_none() && h.jobs.len() == 1);
     // and a batch acked while completed jobs are kept is split, for its jobs to be kept
-    let settled = scripts::settle_batches(
-        &mut ctx.c(),
-        &ctx.keys,
-        &[ack_of(&f)],
-        &[],
-        Default::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let settled = ack_whole(&ctx, &f).await;
     assert_eq!(settled.missed_batches, ["t:1"]);
     assert_eq!(
         lease_count(&ctx).await,
@@ -282,16 +251,7 @@ async fn operators_find_batched_jobs_and_a_delete_splits_their_batch() {
     want.sort();
     assert_eq!(lease, want, "the batch was split; the deleted job has no lease");
     assert_eq!(s.counters.get("deleted").copied(), Some(1));
-    let settled = scripts::settle_batches(
-        &mut ctx.c(),
-        &ctx.keys,
-        &[ack_of(&f)],
-        &[],
-        Default::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let settled = ack_whole(&ctx, &f).await;
     assert_eq!(
         settled.missed_batches,
         ["t:1"],

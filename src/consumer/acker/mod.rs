@@ -118,13 +118,17 @@ impl Acker {
                 flush_at = None;
                 self.flush(&finish).await;
             }
-            // (acks waiting for the rest of their batch are looked at again each linger)
-            let idle = self.pending.is_empty() && self.unmarked.is_empty() && self.held.is_empty();
+            let idle = self.pending.is_empty() && self.unmarked.is_empty();
             flush_at = match (finishing || idle, flush_at) {
                 (true, _) => None,
                 (false, None) => Some(Instant::now() + self.linger()),
                 (false, at) => at,
             };
+            // acks waiting for the rest of their batch: looked at again when the oldest
+            // has waited long enough (or sooner, with the next outcome)
+            if flush_at.is_none() && !finishing {
+                flush_at = self.hold_until();
+            }
         }
         let deadline = Instant::now() + self.config.final_flush_timeout;
         self.flush_final(deadline).await;

@@ -156,6 +156,12 @@ impl Acker {
         self.deps.tally.acked.fetch_add(acked, Ordering::Relaxed);
     }
 
+    /// When the acks that have waited longest for the rest of their batch have waited
+    /// [`HOLD`] (none waiting: None).
+    pub(super) fn hold_until(&self) -> Option<Instant> {
+        self.held.values().map(|h| h.since + HOLD).min()
+    }
+
     /// Puts the acks of `wholes` back to wait (a settle call that gave up).
     pub(super) fn hold_again(&mut self, wholes: Vec<Whole>) {
         let now = Instant::now();
