@@ -4,11 +4,12 @@
 # executes whatever else the machine does (INFO cpu on a 2-core machine swings with the
 # three primaries and the consumer fighting for the cores; docs/scaling.md has both).
 #
-#   bash scripts/cluster-cost.sh [JOBS]      # default 100000; about two minutes
+#   bash scripts/cluster-cost.sh [JOBS]      # default 1000000; about three minutes
 #
 # Fewer jobs overstate the cluster's cost: each connection's fixed costs on each primary
-# (HELLO, CLUSTER SLOTS, the scripts loaded) weigh more (20,000 jobs: 1.07x, 100,000:
-# 1.03x; docs/scaling.md).
+# (HELLO, CLUSTER SLOTS, the scripts loaded) weigh more; with batch leases a job costs a
+# third of what it did, so they weigh more still (100,000 jobs: 1.11x, 300,000: 1.06x,
+# 1,000,000: 1.02x; docs/scaling.md).
 #
 # Each side: a warm-up load and drain (scripts and the Functions library loaded), then
 # `weir enqueue` of JOBS jobs and `weir work --drain`, instructions counted from just
@@ -17,7 +18,7 @@
 # Needs valgrind (Debian: valgrind) and a release build of weir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-jobs=${1:-100000}
+jobs=${1:-1000000}
 weir=${WEIR_BIN:-target/release/weir}
 rs=${REDIS_SERVER:-redis-server}
 [ -x "$weir" ] || cargo build --release --quiet --bin weir
