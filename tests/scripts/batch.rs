@@ -325,3 +325,17 @@ async fn a_user_refused_sort_leases_its_jobs_one_by_one_and_loses_none() {
     assert_eq!(exists, 0);
     assert!(ctx.snapshot().await.ready.iter().all(Vec::is_empty));
 }
+
+#[tokio::test]
+async fn a_batch_fetch_after_a_script_flush_loads_the_script_and_reads_its_batch() {
+    let ctx = Ctx::private("batch-noscript").await;
+    let (a, c, before) = three();
+    seed(&mut ctx.c(), &ctx.keys, &before).await;
+    // the batch's LRANGE rides behind the script call; without the script, nothing ran
+    let _: () = ctx.cmd(&["SCRIPT", "FLUSH"]).await;
+    let f = fetch_batch(&ctx, "t:1").await;
+    let names: Vec<&str> = f.jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(names, [a.as_str(), "b", c.as_str()]);
+    assert_eq!(f.batch.map(|b| b.len), Some(3));
+    assert_eq!(lease_count(&ctx).await, (0, 1));
+}

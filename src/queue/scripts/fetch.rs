@@ -240,26 +240,27 @@ pub async fn fetch_batch<C: ConnectionLike>(
     adaptive_per_key: bool,
     batch: Option<&str>,
 ) -> Result<Fetched> {
-    let reply: Vec<Value> = call(
-        "fetch",
-        keys,
-        invocation(&FETCH, keys)
-            .key(keys.global_rate())
-            .key(keys.key_limits_prefix())
-            .key(keys.history())
-            .key(keys.done())
-            .key(keys.results())
-            .arg(n)
-            .arg(visibility_ms)
-            .arg(if adaptive_per_key { "1" } else { "0" })
-            .arg(batch.unwrap_or("")),
-        conn,
-    )
-    .await?;
+    let mut inv = invocation(&FETCH, keys);
+    inv.key(keys.global_rate())
+        .key(keys.key_limits_prefix())
+        .key(keys.history())
+        .key(keys.done())
+        .key(keys.results())
+        .arg(n)
+        .arg(visibility_ms)
+        .arg(if adaptive_per_key { "1" } else { "0" })
+        .arg(batch.unwrap_or(""));
+    let (reply, items): (Vec<Value>, _) = match batch {
+        Some(name) => match with_batch(conn, keys, &inv, name).await? {
+            Some((reply, items)) => (reply, Some(items)),
+            None => (call("fetch", keys, &mut inv, conn).await?, None),
+        },
+        None => (call("fetch", keys, &mut inv, conn).await?, None),
+    };
     if let (Some(name), Some(bits)) = (batch, reply.get(2))
         && as_u64("fetch", bits)? & state::BATCH != 0
     {
-        return read_batch(conn, keys, name, reply).await;
+        return read_batch(conn, keys, name, reply, items).await;
     }
     if reply.len() < 4 || reply.len() == 5 {
         return Err(reply_err("fetch", format!("{} values", reply.len())));
@@ -298,9 +299,34 @@ pub async fn fetch_batch<C: ConnectionLike>(
     Ok(out)
 }
 
+/// The fetch call `inv` with the LRANGE of batch `name` behind it, in one round trip: the
+/// batch's items are there when the script leased one (a list nobody else writes, made by
+/// this call), an empty list when it did not. None when Redis does not have the script
+/// (NOSCRIPT: nothing ran); the caller's plain call loads it.
+async fn with_batch<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    inv: &redis::ScriptInvocation<'_>,
+    name: &str,
+) -> Result<Option<(Vec<Value>, Vec<Vec<u8>>)>> {
+    let started = std::time::Instant::now();
+    let mut pipe = redis::pipe();
+    pipe.invoke_script(inv);
+    pipe.cmd("LRANGE").arg(keys.batch(name)).arg(0).arg(-1);
+    let r = pipe.query_async::<(Vec<Value>, Vec<Vec<u8>>)>(conn).await;
+    if let Err(e) = &r
+        && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+    {
+        return Ok(None);
+    }
+    let r = r.map_err(crate::error::Error::from);
+    crate::metrics::record_script(keys.name(), "fetch", started, &r);
+    Ok(Some(r?))
+}
+
 /// The jobs of batch `name`, which `fetch.lua` leased and replied to (`reply`: deadline,
-/// next due, state, 0, how many): its list read with LRANGE, the envelopes of its ids with
-/// HMGET (an id whose envelope is gone is dropped, as a fetch drops it). An item that
+/// next due, state, 0, how many): its list (`items`, as [`with_batch`] read it, or read
+/// here with LRANGE), the envelopes of its ids with HMGET (an id whose envelope is gone is dropped, as a fetch drops it). An item that
 /// cannot be a job (not UTF-8, or an id that is empty or holds a newline: pushed by hand)
 /// splits the batch, so that such items can be dead-lettered one by one: the empty and
 /// newline ones here, with the reason `fetch.lua` gives them, those not UTF-8 by the
@@ -310,6 +336,7 @@ async fn read_batch<C: ConnectionLike>(
     keys: &QueueKeys,
     name: &str,
     reply: Vec<Value>,
+    items: Option<Vec<Vec<u8>>>,
 ) -> Result<Fetched> {
     let head = |i: usize| as_u64("fetch", reply.get(i).unwrap_or(&Value::Nil));
     let bits = head(2)?;
@@ -321,12 +348,17 @@ async fn read_batch<C: ConnectionLike>(
         global: GlobalLimits::from_bits(bits),
         ..Fetched::default()
     };
-    let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
-        .arg(keys.batch(name))
-        .arg(0)
-        .arg(-1)
-        .query_async(conn)
-        .await?;
+    let items: Vec<Vec<u8>> = match items {
+        Some(items) => items,
+        None => {
+            redis::cmd("LRANGE")
+                .arg(keys.batch(name))
+                .arg(0)
+                .arg(-1)
+                .query_async(conn)
+                .await?
+        }
+    };
     let mut batch = FetchedBatch {
         name: name.to_owned(),
         len: items.len(),
