@@ -140,7 +140,9 @@ pub(crate) struct SteadyArgs {
     /// First run the bare reliable queue (as `drain --compare-bare` has it: Lua LPOP +
     /// ZADD lease, Lua ZREM ack, raw RPUSH) fed at the same rate, the same way, for the
     /// same time, against the same Redis, and report its end-to-end latency beside
-    /// weir's: the floor this machine sets at that rate.
+    /// weir's: the floor this machine sets at that rate. With `--enqueue-rate N%`, the
+    /// bare drain's rate is measured too and the report says which share of it the rate
+    /// is (`share_of_bare_drain`): near 1, the bare queue's latency is its backlog's.
     #[arg(long)]
     pub compare_bare: bool,
 }

@@ -6,6 +6,7 @@
 //! holds for the machine as it is during the run.
 
 use super::timed::{self, Pace, Timed};
+use super::versus_bare;
 use super::{SETTLE_TIMEOUT, account, base_report};
 use crate::bare::{self, Bare};
 use crate::cli::{Common, EnqueueRate, SteadyArgs};
@@ -37,13 +38,26 @@ pub(crate) async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         EnqueueRate::OfDrain(share) => {
             let drained = drain_rate(&target, c).await?;
             let rate = (drained * share).round().max(1.0) as u64;
+            // Beside the bare queue: which share of *its* drain this rate is. Near or past
+            // it, the bare queue's latency is its backlog's, not the floor's.
+            let bare_drained = if a.compare_bare {
+                Some(versus_bare::bare_drain_rate(&target, c, DRAIN_JOBS).await?)
+            } else {
+                None
+            };
             if !c.quiet {
                 eprintln!(
                     "drain: {drained:.0} jobs/s; steady at {:.0}% of it: {rate} jobs/s",
                     share * 100.0
                 );
+                if let Some(b) = bare_drained {
+                    eprintln!(
+                        "bare drain: {b:.0} jobs/s; the rate is {:.0}% of it",
+                        rate as f64 / b.max(1.0) * 100.0
+                    );
+                }
             }
-            (rate, Some((drained, share)))
+            (rate, Some((drained, share, bare_drained)))
         }
     };
     let length = c.duration.unwrap_or(DEFAULT_LENGTH);
@@ -85,9 +99,13 @@ pub(crate) async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     r.set_limits(timed::window_rows(&o.rows, o.window));
     account(&mut r, o.tally, &o.totals);
     r.put("target_rate", rate);
-    if let Some((drained, share)) = drain {
+    if let Some((drained, share, bare_drained)) = drain {
         r.put("drain_jobs_per_s", round(drained, 1));
         r.put("share_of_drain", share);
+        if let Some(b) = bare_drained {
+            r.put("bare_drain_jobs_per_s", round(b, 1));
+            r.put("share_of_bare_drain", round(rate as f64 / b.max(1.0), 3));
+        }
     }
     r.put("window_s", round(o.window.as_secs_f64(), 3));
     let cpu = mark.per_job(&target.conn, o.enqueued).await;

@@ -98,6 +98,15 @@ async fn weir_side(target: &Target, c: &Common) -> anyhow::Result<(Side, drain::
     Ok((Side::of(o.enqueue_rate, o.drain_rate, &o.cost, jobs)?, o))
 }
 
+/// Jobs drained per second by the bare drain from a backlog of `jobs` items (raw RPUSH
+/// first, with weir's bulk pipeline): what `steady --compare-bare` reports beside weir's
+/// drain rate, so a share of weir's drain reads as a share of the bare one's too.
+pub(crate) async fn bare_drain_rate(target: &Target, c: &Common, jobs: u64) -> anyhow::Result<f64> {
+    Ok(bare_side(target, c, jobs, bare::IN_FLIGHT)
+        .await?
+        .drain_jobs_per_s)
+}
+
 /// One bare round on fresh keys: RPUSH of `jobs` items (id and the same payload), then
 /// the bare drain.
 async fn bare_side(target: &Target, c: &Common, jobs: u64, in_flight: usize) -> anyhow::Result<Side> {
