@@ -66,10 +66,10 @@ impl Worker {
     }
 }
 
-/// The log's runs: (id, kind, attempt, unix time) per start, and the ids that ended.
 /// A run's start in the log: (id, kind, attempt, unix time).
 type Start = (String, String, u32, f64);
 
+/// The log's runs: (id, kind, attempt, unix time) per start, and the ids that ended.
 fn runs(log: &Path) -> (Vec<Start>, Vec<String>) {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let (mut starts, mut ends) = (vec![], vec![]);
@@ -83,10 +83,22 @@ fn runs(log: &Path) -> (Vec<Start>, Vec<String>) {
                 t.parse().unwrap(),
             )),
             ["end", id] => ends.push(id.into()),
+            ["loop", _, _] => {}
             _ => panic!("bad log line: {l}"),
         }
     }
     (starts, ends)
+}
+
+/// The log's async runs: (id, the class of the loop each ran on).
+fn loops(log: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| match l.split(' ').collect::<Vec<_>>()[..] {
+            ["loop", id, class] => Some((id.to_string(), class.to_string())),
+            _ => None,
+        })
+        .collect()
 }
 
 fn log_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
@@ -252,6 +264,43 @@ async fn plain_functions_run_side_by_side() {
     let report = start(&ctx, &log, settings).report();
     assert_eq!(report[&ctx.queue], (8, 0, 0, 0), "acked, retried, deferred, dead");
     assert_eq!(runs(&log).1.len(), 8, "every run ended");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn async_handlers_run_on_the_loop_factory_loop() {
+    // `loop_factory` makes the loop: every async run sees the driver's RecordingLoop as
+    // its running loop (the default would be asyncio's own), sleeps included, and the
+    // outcomes are the same as on asyncio's loop.
+    let ctx = Ctx::new("py-loop").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut ids = vec![];
+    for i in 0..20 {
+        let payload = match i % 3 {
+            0 => json!({"do": "sleep", "s": 0.01}),
+            1 => json!({"do": "raise"}),
+            _ => json!({"do": "ok"}),
+        };
+        ids.push(enqueue(&ctx, &ctx.queue, "async", payload, 3).await);
+    }
+    let log = log_file(&dir, "loop.log");
+    let settings = json!({"queues": [ctx.queue], "drain": true, "concurrency": 8, "loop": "recording"});
+    let report = start(&ctx, &log, settings).report();
+    // 7 of the 20 (i = 1, 4, ..., 19) raise once, then succeed.
+    assert_eq!(
+        report[&ctx.queue],
+        (20, 7, 0, 0),
+        "acked, retried, deferred, dead"
+    );
+    let loops = loops(&log);
+    assert_eq!(loops.len(), 27, "every run, retries included, logged its loop");
+    for (id, class) in &loops {
+        assert_eq!(class, "RecordingLoop", "job {id} ran on another loop");
+    }
+    let mut seen: Vec<&String> = loops.iter().map(|(id, _)| id).collect();
+    seen.sort();
+    seen.dedup();
+    ids.sort();
+    assert_eq!(seen, ids.iter().collect::<Vec<_>>(), "every job ran");
 }
 
 /// Sleeping jobs of both kinds, `n` of them.

@@ -15,6 +15,10 @@ Every run writes "start <id> <kind> <attempt> <unix time>" to the log before act
 "end <id>" once it returned; run()'s report goes to stdout as JSON. A run that returns
 returns {"id": id, "attempt": attempt} (its result, kept while the queue keeps completed
 jobs), but for "none" (None) and "set" (a set, which JSON cannot encode).
+
+With the setting "loop": "recording", async handlers run on a loop of this file's
+RecordingLoop class (the `loop_factory` keyword). Every async run writes
+"loop <id> <class of its running loop>".
 """
 
 import asyncio
@@ -71,12 +75,19 @@ def result(job):
     return {"id": job.id, "attempt": job.attempt}
 
 
+class RecordingLoop(asyncio.SelectorEventLoop):
+    """A loop a test can recognize by its class."""
+
+
 queues = settings.pop("queues")
+if settings.pop("loop", None) == "recording":
+    settings["loop_factory"] = RecordingLoop
 worker = weir.Worker(settings.pop("url"), queues, **settings)
 
 
 @worker.handler("async")
 async def run_async(job):
+    write("loop %s %s" % (job.id, type(asyncio.get_running_loop()).__name__))
     s = act(job)
     if s:
         await asyncio.sleep(s)

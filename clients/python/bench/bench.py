@@ -14,6 +14,8 @@ machine's timers leave each kind of handler (HANDLER=bare-async runs one alone).
 Each run prints `RESULT enqueue_jobs_per_s=.. drain_jobs_per_s=.. completed=..` (run.sh's
 format) and the worker's CPU per job (engine and Python together: the handler-call cost).
 Each run drains its own fresh queue; measure a release build (`maturin build --release`).
+LOOP=uvloop runs the async handlers (and `bare-async`) on uvloop (`pip install uvloop`)
+instead of asyncio's own loop.
 """
 
 import asyncio
@@ -32,6 +34,17 @@ import weir
 def cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def loop_factory():
+    """The event loop LOOP names: asyncio's (unset or ``asyncio``) or uvloop's."""
+    name = os.environ.get("LOOP", "asyncio")
+    if name == "uvloop":
+        import uvloop
+        return uvloop.new_event_loop
+    if name != "asyncio":
+        sys.exit("LOOP is asyncio or uvloop, not %r" % name)
+    return asyncio.new_event_loop
 
 
 def bare(handler: str, n: int, concurrency: int) -> dict:
@@ -60,7 +73,11 @@ def bare(handler: str, n: int, concurrency: int) -> dict:
 
     c0, t0 = cpu_s(), time.perf_counter()
     if handler == "bare-async":
-        asyncio.run(tasks())
+        loop = loop_factory()()
+        try:
+            loop.run_until_complete(tasks())
+        finally:
+            loop.close()
     else:
         threads = [threading.Thread(target=thread) for _ in range(concurrency)]
         for t in threads:
@@ -85,7 +102,8 @@ def run(url: str, queue: str, scenario: str, handler: str, n: int, concurrency: 
     for i in range(0, n, 10_000):
         producer.enqueue_bulk(weir.NewJob("bench", p) for p in payloads[i:i + 10_000])
     t1 = time.perf_counter()
-    worker = weir.Worker(url, queue, concurrency=concurrency, drain=True)
+    worker = weir.Worker(url, queue, concurrency=concurrency, drain=True,
+                         loop_factory=loop_factory())
     sleep = scenario == "s2"
     if handler == "async":
         if sleep:

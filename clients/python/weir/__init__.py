@@ -114,7 +114,10 @@ class Worker:
     - ``shutdown_timeout``: seconds running jobs get to finish at SIGINT/SIGTERM;
     - ``drain``: return once nothing is ready, delayed or running;
     - ``metrics_addr``: serve Prometheus metrics there ("127.0.0.1:9464");
-    - ``batch``: jobs per fetch.
+    - ``batch``: jobs per fetch;
+    - ``loop_factory``: makes the event loop the async handlers run on (default
+      ``asyncio.new_event_loop``; ``uvloop.new_event_loop`` for uvloop), as
+      ``asyncio.run``'s ``loop_factory``.
     """
 
     def __init__(self, url: str = "redis://127.0.0.1:6379", queue: Queues = "default", *,
@@ -124,7 +127,8 @@ class Worker:
                  burst: Optional[int] = None, visibility_timeout: float = 30.0,
                  job_timeout: Optional[float] = None, shutdown_timeout: float = 30.0,
                  drain: bool = False, metrics_addr: Optional[str] = None,
-                 batch: Optional[int] = None):
+                 batch: Optional[int] = None,
+                 loop_factory: Optional[Callable[[], Any]] = None):
         self._engine = _Engine(url, _queues(queue), concurrency=concurrency, adaptive=adaptive,
                                min_concurrency=min_concurrency, max_concurrency=max_concurrency,
                                target_p95=target_p95, rate=rate, burst=burst,
@@ -134,6 +138,7 @@ class Worker:
                                metrics_addr=metrics_addr, batch=batch)
         self._async: Dict[str, Callable] = {}
         self._sync: Dict[str, Callable] = {}
+        self._loop_factory = loop_factory
 
     def handler(self, kind: str) -> Callable[[Callable], Callable]:
         """Registers the decorated function for jobs of ``kind``: a coroutine function runs
@@ -159,7 +164,7 @@ class Worker:
         deferred, dead)."""
         if not self._async and not self._sync:
             raise ValueError("no handler registered")
-        loop = _Loop(self._engine, self._async) if self._async else None
+        loop = _Loop(self._engine, self._async, self._loop_factory) if self._async else None
         import signal
         import threading
         main = threading.current_thread() is threading.main_thread()

@@ -2,14 +2,24 @@
 
 import asyncio
 import os
+import sys
 import threading
+
+
+if sys.version_info >= (3, 12):
+    def _start(coro, loop):
+        """Runs the handler up to its first suspension now, not a loop pass later."""
+        return asyncio.Task(coro, loop=loop, eager_start=True)
+else:
+    def _start(coro, loop):
+        return loop.create_task(coro)
 
 
 class Loop:
     """Runs the async handlers: the engine writes a byte to ``wake_fd`` when jobs wait,
     and the loop takes them all (``engine.take()``) and starts one task per job."""
 
-    def __init__(self, engine, handlers):
+    def __init__(self, engine, handlers, loop_factory=None):
         from . import _outcome, _result
         self._engine = engine
         self._handlers = handlers
@@ -18,7 +28,7 @@ class Loop:
         self._read, self.wake_fd = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self.wake_fd, False)
-        self.loop = asyncio.new_event_loop()
+        self.loop = (loop_factory or asyncio.new_event_loop)()
         self._tasks = set()
         started = threading.Event()
         self._thread = threading.Thread(target=self._main, args=(started,),
@@ -38,11 +48,12 @@ class Loop:
                 pass
         except BlockingIOError:
             pass
-        create = self.loop.create_task
+        loop, start, tasks = self.loop, _start, self._tasks
         for job, done in self._engine.take():
-            task = create(self._run(job, done))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task = start(self._run(job, done), loop)
+            if not task.done():
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
 
     async def _run(self, job, done):
         try:
