@@ -1,6 +1,9 @@
 //! The consumer's fetch: [`fetch`] leases ready jobs, and [`Fetched`] is what it brings
 //! (each job a [`FetchedJob`], named as its lease is in Redis), with the queue's global
-//! limits as the call met them. The lease upkeep calls are `lease.rs`.
+//! limits as the call met them. A fetch that leased a batch is read in `fetch/batch.rs`;
+//! the lease upkeep calls are `lease.rs`.
+
+mod batch;
 
 use super::FETCH;
 use super::{as_u64, call, invocation, reply_err};
@@ -251,7 +254,7 @@ pub async fn fetch_batch<C: ConnectionLike>(
         .arg(if adaptive_per_key { "1" } else { "0" })
         .arg(batch.unwrap_or(""));
     let (reply, items): (Vec<Value>, _) = match batch {
-        Some(name) => match with_batch(conn, keys, &inv, name).await? {
+        Some(name) => match batch::with_batch(conn, keys, &inv, name).await? {
             Some((reply, items)) => (reply, Some(items)),
             None => (call("fetch", keys, &mut inv, conn).await?, None),
         },
@@ -260,7 +263,7 @@ pub async fn fetch_batch<C: ConnectionLike>(
     if let (Some(name), Some(bits)) = (batch, reply.get(2))
         && as_u64("fetch", bits)? & state::BATCH != 0
     {
-        return read_batch(conn, keys, name, reply, items).await;
+        return batch::read_batch(conn, keys, name, reply, items).await;
     }
     if reply.len() < 4 || reply.len() == 5 {
         return Err(reply_err("fetch", format!("{} values", reply.len())));
@@ -295,105 +298,6 @@ pub async fn fetch_batch<C: ConnectionLike>(
         other => return Err(reply_err("fetch", format!("ids are {other:?}"))),
     };
     let deferred = pair(&mut out, &ids, envs, suspects)?;
-    read_deferred(conn, keys, &mut out, &deferred).await?;
-    Ok(out)
-}
-
-/// The fetch call `inv` with the LRANGE of batch `name` behind it, in one round trip: the
-/// batch's items are there when the script leased one (a list nobody else writes, made by
-/// this call), an empty list when it did not. None when Redis does not have the script
-/// (NOSCRIPT: nothing ran); the caller's plain call loads it.
-async fn with_batch<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    inv: &redis::ScriptInvocation<'_>,
-    name: &str,
-) -> Result<Option<(Vec<Value>, Vec<Vec<u8>>)>> {
-    let started = std::time::Instant::now();
-    let mut pipe = redis::pipe();
-    pipe.invoke_script(inv);
-    pipe.cmd("LRANGE").arg(keys.batch(name)).arg(0).arg(-1);
-    let r = pipe.query_async::<(Vec<Value>, Vec<Vec<u8>>)>(conn).await;
-    if let Err(e) = &r
-        && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-    {
-        return Ok(None);
-    }
-    let r = r.map_err(crate::error::Error::from);
-    crate::metrics::record_script(keys.name(), "fetch", started, &r);
-    Ok(Some(r?))
-}
-
-/// The jobs of batch `name`, which `fetch.lua` leased and replied to (`reply`: deadline,
-/// next due, state, 0, how many): its list (`items`, as [`with_batch`] read it, or read
-/// here with LRANGE), the envelopes of its ids with HMGET (an id whose envelope is gone is dropped, as a fetch drops it). An item that
-/// cannot be a job (not UTF-8, or an id that is empty or holds a newline: pushed by hand)
-/// splits the batch, so that such items can be dead-lettered one by one: the empty and
-/// newline ones here, with the reason `fetch.lua` gives them, those not UTF-8 by the
-/// caller ([`Fetched::bad_ids`]). The jobs are then leased one by one, and `batch` is `None`.
-async fn read_batch<C: ConnectionLike>(
-    conn: &mut C,
-    keys: &QueueKeys,
-    name: &str,
-    reply: Vec<Value>,
-    items: Option<Vec<Vec<u8>>>,
-) -> Result<Fetched> {
-    let head = |i: usize| as_u64("fetch", reply.get(i).unwrap_or(&Value::Nil));
-    let bits = head(2)?;
-    let mut out = Fetched {
-        deadline_ms: head(0)?,
-        next_due_ms: head(1)?,
-        paused: false,
-        emptied: bits & state::EMPTIED != 0,
-        global: GlobalLimits::from_bits(bits),
-        ..Fetched::default()
-    };
-    let items: Vec<Vec<u8>> = match items {
-        Some(items) => items,
-        None => {
-            redis::cmd("LRANGE")
-                .arg(keys.batch(name))
-                .arg(0)
-                .arg(-1)
-                .query_async(conn)
-                .await?
-        }
-    };
-    let mut batch = FetchedBatch {
-        name: name.to_owned(),
-        len: items.len(),
-        ids: Vec::new(),
-    };
-    let mut deferred = Vec::new();
-    // ids that cannot be jobs, by why (as fetch.lua's `bad_id` says it)
-    let (mut empty, mut newline) = (Vec::new(), Vec::new());
-    for item in items {
-        match String::from_utf8(item) {
-            Ok(env) if env.starts_with('{') => out.jobs.push(FetchedJob::inline(env)),
-            Ok(id) if id.is_empty() => empty.push(id),
-            Ok(id) if id.contains('\n') => newline.push(id),
-            Ok(id) => {
-                deferred.push(out.jobs.len());
-                batch.ids.push(id.clone());
-                out.jobs.push(FetchedJob::stored(id, Vec::new()));
-            }
-            Err(e) => out.bad_ids.push(e.into_bytes()),
-        }
-    }
-    if out.bad_ids.is_empty() && empty.is_empty() && newline.is_empty() {
-        out.batch = Some(batch);
-    } else {
-        super::split(conn, keys, &[(name, out.deadline_ms)]).await?;
-        for (ids, reason) in [
-            (empty, "invalid id: empty"),
-            (newline, "invalid id: contains a newline"),
-        ] {
-            if !ids.is_empty() {
-                let ids: Vec<Vec<u8>> = ids.into_iter().map(String::into_bytes).collect();
-                super::dead_letter_raw(conn, keys, out.deadline_ms, &ids, reason).await?;
-            }
-        }
-    }
     read_deferred(conn, keys, &mut out, &deferred).await?;
     Ok(out)
 }
