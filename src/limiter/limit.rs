@@ -67,6 +67,9 @@ impl Limit {
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| Some(d - d.min(want)))
                 .unwrap_or(0);
             self.sem.add_permits(want - prev.min(want));
+            // New slots are free slots: a fetcher that holds jobs only for free slots
+            // waits for one (nothing may finish for a long while).
+            self.freed.notify_one();
         } else if n < old {
             let shrink = old - n;
             let retired = self.sem.forget_permits(shrink);
@@ -114,7 +117,7 @@ impl Limit {
         }
     }
 
-    /// Resolves once a slot was given back since the last wait (or is given back now):
+    /// Resolves once a slot was given back, or the limit grew, since the last wait (or now):
     /// the fetcher of a consumer that holds jobs only for its free slots waits for one.
     pub(crate) async fn freed(&self) {
         self.freed.notified().await

@@ -201,6 +201,50 @@ async fn concurrency_limit_changes_at_run_time() {
     assert_eq!(c.stop().await.acked, 120);
 }
 
+/// A limit raised while every slot holds a long job starts more jobs at once, not when
+/// one of those finishes: the fetcher, which holds jobs only for free slots, hears of
+/// the new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raised_limit_is_filled_without_waiting_for_a_job_to_finish() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let ctx = Ctx::new("limit-up").await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (r, rel) = (running.clone(), release.clone());
+    let registry = Registry::new().on(
+        "k",
+        handler_fn(move |_| {
+            let (r, rel) = (r.clone(), rel.clone());
+            async move {
+                r.fetch_add(1, SeqCst);
+                rel.notified().await;
+                Ok(())
+            }
+        }),
+    );
+    let mut cfg = config(&ctx);
+    cfg.concurrency = 1;
+    let c = start(&ctx, cfg, registry);
+    ctx.producer().enqueue_bulk(jobs("k", "a", 5)).await.unwrap();
+    wait_until("one job running", Duration::from_secs(10), || async {
+        running.load(SeqCst) == 1
+    })
+    .await;
+    c.handle.limit.set(3);
+    wait_until("three jobs running", Duration::from_secs(10), || async {
+        running.load(SeqCst) == 3
+    })
+    .await;
+    release.notify_waiters();
+    // The last two start as slots free; release them as they come.
+    wait_until("all acked", Duration::from_secs(10), || async {
+        release.notify_waiters();
+        ctx.stats().await.counters.get("acked") == Some(&5)
+    })
+    .await;
+    assert_eq!(c.stop().await.acked, 5);
+}
+
 /// `ConsumerConfig::validate` "checks every value against its range": values that would
 /// make a task spin or leases expire at once are refused with a message naming them.
 #[tokio::test]
