@@ -56,7 +56,7 @@ pub mod runtime;
 // The public API: what a service that embeds weir names, one path each.
 pub use consumer::{Consumer, ConsumerConfig, Handle, MultiConsumer, Report, WeightedQueue};
 pub use error::{Error, Result};
-pub use handler::{BatchHandler, Handler, JobError, JobErrorKind, JobResult, Registry, handler_fn};
+pub use handler::{BatchHandler, Handler, JobError, JobErrorKind, JobResult, Registry, Start, handler_fn};
 pub use queue::admin::{Queue, Queues};
 pub use queue::cron::{Schedule, Schedules};
 pub use queue::envelope::{Job, Priority};

@@ -11,6 +11,10 @@ use std::time::Duration;
 pub(crate) enum AckerMsg {
     /// The pool started these jobs (one message per dispatch wave).
     Started(Vec<u64>),
+    /// Jobs of a handler that starts them later ([`crate::Handler::starts_later`])
+    /// started: their leases wait in this list, and the message is sent by the start that
+    /// found it empty (one message for the starts gathered until the acker takes them).
+    StartedLater(StartedLater),
     /// A job is finished.
     Done(Done),
     /// Jobs are finished (the ones of a dispatch wave that finished in place).
@@ -67,3 +71,7 @@ pub(crate) fn cannot_take(grace: Duration, cause: DeferReason, why: String) -> O
         cause,
     }
 }
+
+/// The leases of jobs started later than their call, waiting for the acker
+/// ([`AckerMsg::StartedLater`]).
+pub(crate) type StartedLater = std::sync::Arc<std::sync::Mutex<Vec<u64>>>;

@@ -119,6 +119,7 @@ impl Consumer {
             runs: runs.clone(),
             suspects: Suspects::new(conn.clone(), keys.clone(), tag.clone(), leases.clone()),
             inline: Default::default(),
+            started_later: Default::default(),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
         let drain = DrainWatch::new(

@@ -6,6 +6,8 @@ pub mod exec;
 #[cfg(feature = "http")]
 pub mod http;
 
+pub use crate::queue::envelope::Start;
+
 use crate::limiter::Signal;
 use crate::queue::envelope::Job;
 use futures_util::future::BoxFuture;
@@ -121,6 +123,17 @@ pub type JobResult = Result<(), JobError>;
 pub trait Handler: Send + Sync + 'static {
     /// Runs the job. A panic counts as a retryable failure.
     fn call(&self, job: Job) -> BoxFuture<'static, JobResult>;
+
+    /// Whether this handler may hold a job before it runs it (slots of its own, fed
+    /// ahead of them). If so, each job it is called with carries a [`Start`]
+    /// ([`Job::take_start`]) that it fires when the job's run really starts: the
+    /// consumer marks the job as started then, not at the call, so a job held when its
+    /// consumer dies comes back as one that never ran (not as a suspect). A suspect
+    /// ([`Job::is_suspect`]) carries none and must start at once. The call still holds a
+    /// slot of the consumer's limit from the call on, and a job timeout counts from it.
+    fn starts_later(&self) -> bool {
+        false
+    }
 }
 
 /// Handles up to [`BatchHandler::max_batch`] jobs of one kind at once.

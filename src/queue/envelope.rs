@@ -20,6 +20,7 @@ mod header;
 mod id;
 mod payload;
 mod result;
+mod start;
 mod write;
 pub(crate) use decode::decode_inline;
 pub use decode::{DecodeError, decode};
@@ -31,6 +32,7 @@ pub use payload::{
     SIMD_MIN_DIGIT_PCT, SIMD_PAYLOAD_MIN_BYTES, SIMD_SNIFF_BYTES, payload_serde_json, prefers_simd,
 };
 pub(crate) use result::ResultSlot;
+pub use start::Start;
 pub(crate) use write::head;
 
 /// Default envelope size limit: 1 MiB.
@@ -162,6 +164,10 @@ pub struct Job {
     /// costs nothing.
     #[serde(skip)]
     pub(crate) result: Option<ResultSlot>,
+    /// The run's start, for a handler that starts jobs later
+    /// ([`Handler::starts_later`](crate::Handler::starts_later)); set by the pool.
+    #[serde(skip)]
+    pub(crate) start: Option<Start>,
 }
 
 impl Job {
@@ -172,6 +178,14 @@ impl Job {
     /// attempts with it).
     pub fn is_suspect(&self) -> bool {
         self.suspect
+    }
+
+    /// This run's [`Start`], for a handler that starts jobs later
+    /// ([`Handler::starts_later`](crate::Handler::starts_later)): fire it when the run
+    /// really starts. None for other handlers, for a suspect (which starts at once), and
+    /// once taken.
+    pub fn take_start(&mut self) -> Option<Start> {
+        self.start.take()
     }
 
     /// The payload deserialized into `T`: by serde_json, or with the `simd` feature by

@@ -147,6 +147,10 @@ impl Acker {
     fn take(&mut self, msg: AckerMsg) {
         match msg {
             AckerMsg::Started(ids) => self.unmarked.extend(ids),
+            AckerMsg::StartedLater(later) => {
+                let mut later = later.lock().unwrap_or_else(|e| e.into_inner());
+                self.unmarked.append(&mut later);
+            }
             AckerMsg::Done(d) => self.pending.push(d),
             // The first wave after a flush is taken whole, not copied.
             AckerMsg::Dones(ds) if self.pending.is_empty() => self.pending = ds,

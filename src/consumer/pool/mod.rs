@@ -62,6 +62,8 @@ pub(crate) struct Pool {
     pub suspects: Suspects,
     /// Whether calls are polled in place first (`run.rs`).
     pub inline: run::Inline,
+    /// Starts of jobs whose handler starts them later, for the acker (`run.rs`).
+    pub started_later: crate::consumer::outcomes::StartedLater,
 }
 
 impl Pool {

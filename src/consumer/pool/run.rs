@@ -6,7 +6,7 @@ use super::{Pool, Wave};
 use crate::consumer::outcomes::{AckerMsg, Done, Outcome};
 use crate::consumer::runs::RunJob;
 use crate::consumer::tasks::panic_message;
-use crate::handler::{BatchHandler, Handler, JobError, JobErrorKind, JobResult};
+use crate::handler::{BatchHandler, Handler, JobError, JobErrorKind, JobResult, Start};
 use crate::limiter::Signal;
 use crate::limiter::limit::Permit;
 use crate::metrics::DeferReason;
@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 impl Pool {
@@ -25,14 +26,20 @@ impl Pool {
     /// report; one that waits goes on in a task of its own, registered in
     /// [`Runs`](super::Runs) (see [`Inline`] for calls that take long before they wait).
     /// The wave gets the job's outcome and permit if it finished, its id if it goes on.
+    /// A handler that starts jobs later ([`Handler::starts_later`]) gets the job with its
+    /// [`Start`], and the acker hears of the start from that, not from the wave.
     pub(crate) fn start_one(
         self: &Arc<Self>,
         h: Arc<dyn Handler>,
-        job: Job,
+        mut job: Job,
         permit: Permit,
         wave: &mut Wave,
     ) {
         let run_job = RunJob::of(&job, self.rules.by_kind());
+        let later = h.starts_later();
+        if later {
+            job.start = Some(self.start_of(run_job.lease));
+        }
         let call = if self.inline.allowed() {
             // The call's start is the poll's, read once, and a call that finishes in the
             // poll gives its duration back: two clock reads fewer per job.
@@ -57,8 +64,41 @@ impl Pool {
         } else {
             self.clone().call_one(h, job, None)
         };
-        wave.started.push(run_job.lease);
+        if !later {
+            wave.started.push(run_job.lease);
+        }
         self.spawn_call(run_job, call, permit);
+    }
+
+    /// The [`Start`] of the job holding `lease`: when it fires (on any thread), the lease
+    /// joins the pool's list of later starts, and the start that found the list empty
+    /// tells the acker, which takes the whole list: a wave of starts wakes it once. (A
+    /// full channel is waited for in a task of the runtime.) It holds the acker's channel
+    /// weakly: the acker ends once the pool and the runs are gone, whatever a handler
+    /// still holds past a shutdown's timeout.
+    fn start_of(&self, lease: u64) -> Start {
+        let (acker, later) = (self.acker.downgrade(), self.started_later.clone());
+        let runtime = tokio::runtime::Handle::current();
+        Start::new(move || {
+            let first = {
+                let mut l = later.lock().unwrap_or_else(|e| e.into_inner());
+                l.push(lease);
+                l.len() == 1
+            };
+            if !first {
+                return;
+            }
+            let Some(acker) = acker.upgrade() else {
+                return; // the consumer is gone
+            };
+            if let Err(mpsc::error::TrySendError::Full(msg)) =
+                acker.try_send(AckerMsg::StartedLater(later.clone()))
+            {
+                runtime.spawn(async move {
+                    let _ = acker.send(msg).await;
+                });
+            }
+        })
     }
 
     /// Spawns the run of one job, registered in [`Runs`](super::Runs); returns its task.
@@ -107,6 +147,7 @@ impl Pool {
         Box::pin(async move {
             let enqueued_at = job.enqueued_at_ms;
             let kind = self.metrics.kinds.of(&job.kind);
+            let start = job.start.clone();
             let started = started.unwrap_or_else(Instant::now);
             let key = self.key_limiters.as_ref().and(job.key.clone());
             if let (Some(kl), Some(k)) = (&self.key_limiters, &key) {
@@ -119,6 +160,8 @@ impl Pool {
                 }
                 Err((e, s)) => (Err(e), s),
             };
+            // A run that started later than its call is timed from its start.
+            let started = start.and_then(|s| s.at()).unwrap_or(started);
             let elapsed = started.elapsed();
             match (&self.key_limiters, &key) {
                 (Some(kl), Some(k)) => {

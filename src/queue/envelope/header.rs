@@ -63,6 +63,7 @@ pub(super) fn canonical_text(text: &str) -> Option<Job> {
         suspect: false,
         lease: 0,
         result: None,
+        start: None,
     })
 }
 
