@@ -2,7 +2,9 @@
 //! async and sync handlers ack, retry on an exception, retry after `weir.Retry(after=)`,
 //! defer without charging on `weir.Backpressure`, dead-letter on `weir.Fatal`; several
 //! queues; a worker killed with SIGKILL loses nothing (its jobs come back by lease); SIGTERM
-//! finishes the running jobs and loses none; plain functions run side by side on threads.
+//! finishes the running jobs and loses none; plain functions run side by side on threads;
+//! async jobs the loop holds beyond its concurrency (`run_ahead`) never run beyond it, and
+//! a killed worker leaves the ones it held uncharged.
 //! The driver is tests/clients/python_worker.py; scripts/ensure-clients.sh builds and
 //! installs the package.
 
@@ -370,4 +372,117 @@ async fn sigterm_finishes_running_jobs() {
     let stats = ctx.stats().await;
     assert_eq!(stats.in_flight, 0, "no lease left behind");
     assert_eq!(stats.pending() as usize + ends.len(), ids.len(), "none lost");
+}
+
+/// The most runs at once in the log (its start and end lines, in order).
+fn most_at_once(log: &Path) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let (mut now, mut most) = (0usize, 0usize);
+    for l in text.lines() {
+        match l.split(' ').next() {
+            Some("start") => {
+                now += 1;
+                most = most.max(now);
+            }
+            Some("end") => now -= 1,
+            _ => {}
+        }
+    }
+    most
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn held_jobs_never_run_beyond_the_concurrency() {
+    let ctx = Ctx::new("py-held").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut ids = vec![];
+    for _ in 0..40 {
+        ids.push(enqueue(&ctx, &ctx.queue, "async", json!({"do": "sleep", "s": 0.05}), 5).await);
+    }
+    let log = log_file(&dir, "held.log");
+    let settings = json!({"queues": [ctx.queue], "concurrency": 2, "run_ahead": 4, "drain": true});
+    let w = start(&ctx, &log, settings);
+    // The engine hands the loop jobs beyond its 2 slots: more than 2 leased at once.
+    wait_until(
+        "jobs held beyond the concurrency",
+        Duration::from_secs(30),
+        || async { ctx.stats().await.in_flight > 2 },
+    )
+    .await;
+    let report = w.report();
+    assert_eq!(report[&ctx.queue], (40, 0, 0, 0), "every job acked once");
+    assert_eq!(most_at_once(&log), 2, "never more than the concurrency at once");
+    let (starts, _) = runs(&log);
+    assert_eq!(starts.len(), 40, "each job ran once");
+}
+
+/// The start marks in Redis (a mark names the job's item: an inline job's envelope).
+async fn marks(ctx: &Ctx) -> Vec<String> {
+    ctx.cmd(&["HKEYS", ctx.keys.started()]).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_worker_marks_only_the_job_it_ran_not_those_it_held() {
+    let ctx = Ctx::new("py-held-kill").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut ids = vec![];
+    for _ in 0..4 {
+        ids.push(enqueue(&ctx, &ctx.queue, "async", json!({"do": "sleep", "s": 60}), 5).await);
+    }
+    let first = log_file(&dir, "killed.log");
+    let settings =
+        json!({"queues": [ctx.queue], "concurrency": 1, "run_ahead": 3, "visibility_timeout": 1.0});
+    let mut w = start(&ctx, &first, settings);
+    started(&first, 1).await;
+    let running = runs(&first).0[0].0.clone();
+    let only_running = |m: &[String]| m.len() == 1 && m[0].contains(&running);
+    // One runs, its start marked; the other three are leased and held, unmarked.
+    wait_until("one run marked, three held", Duration::from_secs(30), || async {
+        only_running(&marks(&ctx).await) && ctx.stats().await.in_flight == 4
+    })
+    .await;
+    w.child.kill().unwrap(); // SIGKILL
+    w.child.wait().unwrap();
+    assert_eq!(runs(&first).0.len(), 1, "the held jobs never started");
+    assert!(
+        only_running(&marks(&ctx).await),
+        "no held job marked: {:?}",
+        marks(&ctx).await
+    );
+    // The marked job comes back as a suspect, the held ones to ready: all run, uncharged.
+    let second = log_file(&dir, "after.log");
+    let settings = json!({"queues": [ctx.queue], "concurrency": 4, "visibility_timeout": 1.0,
+                          "drain": true, "sleep_scale": 0});
+    let report = start(&ctx, &second, settings).report();
+    assert_eq!(report[&ctx.queue], (4, 0, 0, 0), "all four acked");
+    let mut ran: Vec<(String, u32)> = runs(&second).0.into_iter().map(|s| (s.0, s.2)).collect();
+    ran.sort();
+    let mut want: Vec<(String, u32)> = ids.iter().map(|id| (id.clone(), 0)).collect();
+    want.sort();
+    assert_eq!(ran, want, "each ran once more, uncharged");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shutdown_past_its_timeout_returns_and_releases_the_held_jobs() {
+    let ctx = Ctx::new("py-held-term").await;
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..3 {
+        // Longer than `report` waits: a worker that waited for this run would fail it.
+        enqueue(&ctx, &ctx.queue, "async", json!({"do": "sleep", "s": 120}), 5).await;
+    }
+    let log = log_file(&dir, "term.log");
+    let settings = json!({"queues": [ctx.queue], "concurrency": 1, "run_ahead": 2, "shutdown_timeout": 1.0});
+    let w = start(&ctx, &log, settings);
+    started(&log, 1).await;
+    wait_until("two held", Duration::from_secs(30), || async {
+        ctx.stats().await.in_flight == 3
+    })
+    .await;
+    common::signal(w.child.id(), rustix::process::Signal::TERM).unwrap();
+    let report = w.report();
+    assert_eq!(report[&ctx.queue].0, 0, "nothing finished");
+    assert_eq!(runs(&log).0.len(), 1, "the held jobs never started");
+    // The held jobs go back to ready at once; the run given up keeps its lease until it
+    // expires (it may still be running).
+    assert!(ctx.stats().await.pending() >= 2, "{:?}", ctx.stats().await);
 }

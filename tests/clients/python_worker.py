@@ -18,7 +18,8 @@ jobs), but for "none" (None) and "set" (a set, which JSON cannot encode).
 
 With the setting "loop": "recording", async handlers run on a loop of this file's
 RecordingLoop class (the `loop_factory` keyword). Every async run writes
-"loop <id> <class of its running loop>".
+"loop <id> <class of its running loop>". The setting "sleep_scale" multiplies every
+sleep (0: none).
 """
 
 import asyncio
@@ -63,7 +64,7 @@ def act(job):
             barrier = barriers.setdefault(p["n"], threading.Barrier(p["n"], timeout=10))
         if job.kind == "sync":
             barrier.wait()
-    return p.get("s", 0) if do == "sleep" else 0
+    return p.get("s", 0) * sleep_scale if do == "sleep" else 0
 
 
 def result(job):
@@ -80,6 +81,7 @@ class RecordingLoop(asyncio.SelectorEventLoop):
 
 
 queues = settings.pop("queues")
+sleep_scale = settings.pop("sleep_scale", 1)
 if settings.pop("loop", None) == "recording":
     settings["loop_factory"] = RecordingLoop
 worker = weir.Worker(settings.pop("url"), queues, **settings)

@@ -6,8 +6,9 @@ use crate::inbox::Inbox;
 use crate::job::{Done, PyJob};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use weir::limiter::limit::Limit;
 use weir::{
     CancellationToken, Consumer, ConsumerConfig, LimiterOptions, MultiConsumer, Redis, Registry,
     WeightedQueue,
@@ -22,6 +23,8 @@ pub struct Engine {
     metrics_addr: Option<std::net::SocketAddr>,
     inbox: Arc<Inbox>,
     stop: CancellationToken,
+    /// The consumer's limit while it runs (one queue): see `hold`.
+    limit: Mutex<Option<Arc<Limit>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -114,6 +117,7 @@ impl Engine {
             metrics_addr,
             inbox: Arc::new(Inbox::default()),
             stop: CancellationToken::new(),
+            limit: Mutex::new(None),
         })
     }
 
@@ -162,15 +166,36 @@ impl Engine {
         self.stop.cancel();
     }
 
-    /// The async handlers' jobs waiting, each with its `Done`: the asyncio loop calls this
-    /// when woken.
-    fn take(&self) -> PyResult<Vec<(PyJob, Done)>> {
+    /// The async handlers' jobs waiting, each with its `Done` and whether the loop may
+    /// hold it before it runs it (`Done.start()` then marks its start): the asyncio loop
+    /// calls this when woken.
+    fn take(&self) -> PyResult<Vec<(PyJob, Done, bool)>> {
         Ok(self
             .inbox
             .take()
             .into_iter()
-            .map(|(job, tx)| (PyJob::new(&job), Done::new(tx, job)))
+            .map(|(job, tx)| {
+                let view = PyJob::new(&job);
+                let done = Done::new(tx, job);
+                let holdable = done.holdable();
+                (view, done, holdable)
+            })
             .collect())
+    }
+
+    /// Lets the engine hand the loop `k` async jobs beyond the concurrency, which the loop
+    /// holds until one of its slots frees (their starts marked then): the limit becomes
+    /// concurrency + `k`. False when it cannot: not running, an adaptive limit, or
+    /// several queues.
+    fn hold(&self, k: usize) -> bool {
+        let limit = self.limit.lock().unwrap_or_else(|e| e.into_inner());
+        match limit.as_ref() {
+            Some(l) if self.config.limiter.is_none() => {
+                l.set(self.config.concurrency + k);
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -195,7 +220,10 @@ impl Engine {
                     let mut c = self.config.clone();
                     c.queue = one.queue.clone();
                     let consumer = Consumer::new(c, redis, registry).map_err(value_error)?;
-                    vec![(one.queue.clone(), consumer.run(stop).await)]
+                    *self.limit.lock().unwrap_or_else(|e| e.into_inner()) = Some(consumer.handle().limit);
+                    let report = consumer.run(stop).await;
+                    *self.limit.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    vec![(one.queue.clone(), report)]
                 }
                 queues => {
                     let multi = MultiConsumer::new(self.config.clone(), queues.to_vec(), redis, registry)

@@ -15,6 +15,11 @@ use weir::{Handler, Job, JobError, JobResult};
 pub(crate) struct AsyncHandler(pub Arc<Inbox>);
 
 impl Handler for AsyncHandler {
+    /// The loop may hold a job until a slot of its own frees (`weir/_loop.py`).
+    fn starts_later(&self) -> bool {
+        true
+    }
+
     fn call(&self, job: Job) -> BoxFuture<'static, JobResult> {
         let (tx, rx) = oneshot::channel();
         self.0.push((job, tx));

@@ -75,21 +75,32 @@ impl PyJob {
 
 /// Settles one job: `done(None)` acks it, `done(text)` acks it with its result (the
 /// handler's return value as JSON text), `done((code, message, after))` fails it (see
-/// [`settled`]). Called once; later calls do nothing.
+/// [`settled`]). Called once; later calls do nothing. `done.start()` marks the run's
+/// start, for a job the loop held before it ran it.
 #[pyclass(module = "weir", frozen)]
 #[derive(Debug)]
 pub struct Done {
     tx: Mutex<Option<(oneshot::Sender<JobResult>, Option<weir::Job>)>>,
+    start: Option<weir::Start>,
 }
 
 impl Done {
     /// A callback that sends the outcome to `tx`, and a result to `job` while its queue
-    /// keeps completed jobs (else the job is not held).
-    pub fn new(tx: oneshot::Sender<JobResult>, job: weir::Job) -> Self {
+    /// keeps completed jobs (else the job is not held). The job's [`weir::Start`], if it
+    /// has one, goes with it.
+    pub fn new(tx: oneshot::Sender<JobResult>, mut job: weir::Job) -> Self {
+        let start = job.take_start();
         let job = job.keeps_result().then_some(job);
         Self {
             tx: Mutex::new(Some((tx, job))),
+            start,
         }
+    }
+
+    /// Whether the loop may hold the job before it runs it (it has a start to mark; a
+    /// suspect has none and runs at once).
+    pub fn holdable(&self) -> bool {
+        self.start.is_some()
     }
 }
 
@@ -100,6 +111,22 @@ impl Done {
             let _ = tx.send(settled(outcome, job.as_ref())?);
         }
         Ok(())
+    }
+
+    /// The job's run starts now: call just before its handler. False when it must not
+    /// run: settled already, or let go by the engine while it was held (its run was
+    /// given up at the end of a shutdown, and its lease released uncharged).
+    fn start(&self) -> PyResult<bool> {
+        let tx = self.tx.lock().map_err(|_| poisoned())?;
+        match tx.as_ref() {
+            Some((tx, _)) if !tx.is_closed() => {
+                if let Some(s) = &self.start {
+                    s.now();
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }
 
