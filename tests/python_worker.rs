@@ -3,8 +3,9 @@
 //! defer without charging on `weir.Backpressure`, dead-letter on `weir.Fatal`; several
 //! queues; a worker killed with SIGKILL loses nothing (its jobs come back by lease); SIGTERM
 //! finishes the running jobs and loses none; plain functions run side by side on threads;
-//! async jobs the loop holds beyond its concurrency (`run_ahead`) never run beyond it, and
-//! a killed worker leaves the ones it held uncharged.
+//! async jobs the loop holds beyond its concurrency (`run_ahead`) never run beyond it, a
+//! killed worker leaves the ones it held without a start mark, and a shutdown past its
+//! timeout returns and releases them.
 //! The driver is tests/clients/python_worker.py; scripts/ensure-clients.sh builds and
 //! installs the package.
 
@@ -485,4 +486,39 @@ async fn a_shutdown_past_its_timeout_returns_and_releases_the_held_jobs() {
     // The held jobs go back to ready at once; the run given up keeps its lease until it
     // expires (it may still be running).
     assert!(ctx.stats().await.pending() >= 2, "{:?}", ctx.stats().await);
+}
+
+/// `run_ahead` where the loop cannot hold jobs is refused at once, with the reason.
+#[test]
+fn run_ahead_is_refused_where_the_loop_cannot_hold_jobs() {
+    ensure_clients();
+    let check = r#"
+import weir
+for kw in ({"adaptive": True}, {"queue": ["a", "b"]}, {"job_timeout": 5}):
+    try:
+        weir.Worker("redis://127.0.0.1:1", run_ahead=2, **kw)
+        print("accepted", sorted(kw))
+    except ValueError as e:
+        print("refused:", e)
+weir.Worker("redis://127.0.0.1:1", run_ahead=2)
+print("accepted one fixed queue")
+"#;
+    let o = Command::new(root().join("target/clients/venv/bin/python"))
+        .args(["-c", check])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(
+        lines[0].contains("needs a fixed concurrency on one queue"),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains("needs a fixed concurrency on one queue"),
+        "{out}"
+    );
+    assert!(lines[2].contains("cannot go with job_timeout"), "{out}");
+    assert_eq!(lines[3], "accepted one fixed queue");
 }

@@ -156,6 +156,9 @@ class Worker:
         # The loop keeps to the concurrency itself only when it is fixed and one queue's;
         # it holds jobs ahead only without a job timeout.
         self._slots = concurrency if not adaptive and len(queues) == 1 else None
+        if run_ahead and self._slots is None:
+            raise ValueError("run_ahead needs a fixed concurrency on one queue (not adaptive, "
+                             "not several queues)")
         self._run_ahead = 0 if job_timeout is not None else run_ahead
 
     def handler(self, kind: str) -> Callable[[Callable], Callable]:
