@@ -10,7 +10,7 @@ use crate::consumer::housekeeping::{
     Activity, CronTask, DrainWatch, KeyShares, Reclaimer, Sampler, SamplesTask, SettingsWatch,
 };
 use crate::consumer::leases::Leases;
-use crate::consumer::pool::{Pool, Suspects};
+use crate::consumer::pool::{Pool, Suspects, start_marker};
 use crate::consumer::runs::Runs;
 use crate::consumer::signals::Signals;
 use crate::consumer::tasks::{Task, Tasks};
@@ -119,7 +119,7 @@ impl Consumer {
             runs: runs.clone(),
             suspects: Suspects::new(conn.clone(), keys.clone(), tag.clone(), leases.clone()),
             inline: Default::default(),
-            started_later: Default::default(),
+            mark_start: start_marker(&acker_tx),
         };
         let pool = tasks.spawn("pool", pool.run(pool_rx, steps.stop_fetching.clone()));
         let drain = DrainWatch::new(

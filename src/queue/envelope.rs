@@ -32,6 +32,7 @@ pub use payload::{
     SIMD_MIN_DIGIT_PCT, SIMD_PAYLOAD_MIN_BYTES, SIMD_SNIFF_BYTES, payload_serde_json, prefers_simd,
 };
 pub(crate) use result::ResultSlot;
+pub(crate) use start::MarkStart;
 pub use start::Start;
 pub(crate) use write::head;
 

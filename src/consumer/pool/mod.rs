@@ -16,7 +16,9 @@
 //! `run.rs` is one run, from its start to its outcome; `suspect.rs` runs suspects; the
 //! settings are `consumer/config/pool.rs`.
 
+mod inline;
 mod run;
+pub(crate) use run::start_marker;
 mod suspect;
 
 use crate::consumer::config::PoolConfig;
@@ -61,9 +63,10 @@ pub(crate) struct Pool {
     /// How suspects start.
     pub suspects: Suspects,
     /// Whether calls are polled in place first (`run.rs`).
-    pub inline: run::Inline,
-    /// Starts of jobs whose handler starts them later, for the acker (`run.rs`).
-    pub started_later: crate::consumer::outcomes::StartedLater,
+    pub inline: inline::Inline,
+    /// Tells the acker of the starts of jobs whose handler starts them later
+    /// ([`run::start_marker`]).
+    pub mark_start: crate::queue::envelope::MarkStart,
 }
 
 impl Pool {

@@ -3,18 +3,17 @@
 //! of its own; its latency goes to the limiter and the metrics, its outcomes to the acker.
 
 use super::{Pool, Wave};
-use crate::consumer::outcomes::{AckerMsg, Done, Outcome};
+use crate::consumer::outcomes::{AckerMsg, Done, Outcome, StartedLater};
 use crate::consumer::runs::RunJob;
 use crate::consumer::tasks::panic_message;
 use crate::handler::{BatchHandler, Handler, JobError, JobErrorKind, JobResult, Start};
 use crate::limiter::Signal;
 use crate::limiter::limit::Permit;
 use crate::metrics::DeferReason;
-use crate::queue::envelope::Job;
+use crate::queue::envelope::{Job, MarkStart};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -24,7 +23,8 @@ impl Pool {
     /// Starts the run of one job. Its handler call is polled once right here: a call that
     /// finishes without waiting (a fast handler) costs no task, no registration and no start
     /// report; one that waits goes on in a task of its own, registered in
-    /// [`Runs`](super::Runs) (see [`Inline`] for calls that take long before they wait).
+    /// [`Runs`](super::Runs) (see [`Inline`](super::inline::Inline) for calls that take
+    /// long before they wait).
     /// The wave gets the job's outcome and permit if it finished, its id if it goes on.
     /// A handler that starts jobs later ([`Handler::starts_later`]) gets the job with its
     /// [`Start`], and the acker hears of the start from that, not from the wave.
@@ -38,7 +38,7 @@ impl Pool {
         let run_job = RunJob::of(&job, self.rules.by_kind());
         let later = h.starts_later();
         if later {
-            job.start = Some(self.start_of(run_job.lease));
+            job.start = Some(Start::new(run_job.lease, self.mark_start.clone()));
         }
         let call = if self.inline.allowed() {
             // The call's start is the poll's, read once, and a call that finishes in the
@@ -68,37 +68,6 @@ impl Pool {
             wave.started.push(run_job.lease);
         }
         self.spawn_call(run_job, call, permit);
-    }
-
-    /// The [`Start`] of the job holding `lease`: when it fires (on any thread), the lease
-    /// joins the pool's list of later starts, and the start that found the list empty
-    /// tells the acker, which takes the whole list: a wave of starts wakes it once. (A
-    /// full channel is waited for in a task of the runtime.) It holds the acker's channel
-    /// weakly: the acker ends once the pool and the runs are gone, whatever a handler
-    /// still holds past a shutdown's timeout.
-    fn start_of(&self, lease: u64) -> Start {
-        let (acker, later) = (self.acker.downgrade(), self.started_later.clone());
-        let runtime = tokio::runtime::Handle::current();
-        Start::new(move || {
-            let first = {
-                let mut l = later.lock().unwrap_or_else(|e| e.into_inner());
-                l.push(lease);
-                l.len() == 1
-            };
-            if !first {
-                return;
-            }
-            let Some(acker) = acker.upgrade() else {
-                return; // the consumer is gone
-            };
-            if let Err(mpsc::error::TrySendError::Full(msg)) =
-                acker.try_send(AckerMsg::StartedLater(later.clone()))
-            {
-                runtime.spawn(async move {
-                    let _ = acker.send(msg).await;
-                });
-            }
-        })
     }
 
     /// Spawns the run of one job, registered in [`Runs`](super::Runs); returns its task.
@@ -345,68 +314,33 @@ pub(crate) type JoinHandle = tokio::task::JoinHandle<()>;
 /// A job's handler call, from its start to its result and how long it took.
 type Call = futures_util::future::BoxFuture<'static, (JobResult, Duration)>;
 
-/// Whether the pool polls a job's call in place before it spawns a task for the rest. A
-/// call that computes for long before it first waits would hold up the dispatch of every
-/// other job meanwhile (a spawned task runs beside the dispatch, on another thread), so
-/// when [`Inline::LONG_OF_64`] of the last 64 first polls took long, the next
-/// [`Inline::PAUSE`] jobs are spawned without one. (Not one long poll: a thread preempted
-/// mid-poll on a busy machine looks long too.)
-#[derive(Debug, Default)]
-pub(crate) struct Inline {
-    /// The last 64 first polls, newest in the lowest bit: 1 for a long one.
-    recent: AtomicU64,
-    /// Jobs still to be spawned without a poll in place.
-    paused: AtomicU32,
-}
-
-impl Inline {
-    /// A first poll longer than this is long.
-    const LONG: Duration = Duration::from_micros(200);
-    /// How many long polls among the last 64 pause the polls in place.
-    const LONG_OF_64: u32 = 8;
-    /// How many jobs skip the poll in place then.
-    const PAUSE: u32 = 1000;
-
-    fn allowed(&self) -> bool {
-        self.paused
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_err()
-    }
-
-    fn took(&self, d: Duration) {
-        let long = u64::from(d >= Self::LONG);
-        let recent = (self.recent.load(Ordering::Relaxed) << 1) | long;
-        if recent.count_ones() >= Self::LONG_OF_64 {
-            self.recent.store(0, Ordering::Relaxed);
-            self.paused.store(Self::PAUSE, Ordering::Relaxed);
-        } else {
-            self.recent.store(recent, Ordering::Relaxed);
+/// What tells the acker of later starts ([`Handler::starts_later`]), made once per pool (in
+/// the runtime): a start's lease joins a list, and the start that found the list empty
+/// sends it to the acker, which takes it whole, so a wave of starts wakes the acker once.
+/// (A full channel is waited for in a task of the runtime.) It holds the acker's channel
+/// weakly: the acker ends once the pool and the runs are gone, whatever a handler still
+/// holds past a shutdown's timeout.
+pub(crate) fn start_marker(acker: &mpsc::Sender<AckerMsg>) -> MarkStart {
+    let (acker, later) = (acker.downgrade(), StartedLater::default());
+    let runtime = tokio::runtime::Handle::current();
+    Arc::new(move |lease| {
+        let first = {
+            let mut l = later.lock().unwrap_or_else(|e| e.into_inner());
+            l.push(lease);
+            l.len() == 1
+        };
+        if !first {
+            return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_first_polls_pause_the_polls_in_place_stray_ones_do_not() {
-        let inline = Inline::default();
-        let (short, long) = (Duration::from_micros(5), Inline::LONG);
-        // A preempted poll now and then: 7 long ones among 64.
-        for i in 0..640 {
-            assert!(inline.allowed());
-            inline.took(if i % 10 == 0 { long } else { short });
+        let Some(acker) = acker.upgrade() else {
+            return; // the consumer is gone
+        };
+        if let Err(mpsc::error::TrySendError::Full(msg)) =
+            acker.try_send(AckerMsg::StartedLater(later.clone()))
+        {
+            runtime.spawn(async move {
+                let _ = acker.send(msg).await;
+            });
         }
-        for _ in 0..64 {
-            inline.took(short);
-        }
-        // A handler that computes before it waits: paused after the 8th.
-        for _ in 0..Inline::LONG_OF_64 {
-            assert!(inline.allowed());
-            inline.took(long);
-        }
-        let skipped = (0..).take_while(|_| !inline.allowed()).count();
-        assert_eq!(skipped, Inline::PAUSE as usize);
-    }
+    })
 }

@@ -13,10 +13,14 @@ use tokio::time::Instant;
 #[derive(Clone)]
 pub struct Start(Arc<Inner>);
 
+/// What tells the consumer's acker that the job holding a lease started: one for the
+/// whole pool, shared by its jobs' starts.
+pub(crate) type MarkStart = Arc<dyn Fn(u64) + Send + Sync>;
+
 struct Inner {
     at: OnceLock<Instant>,
-    /// Tells the consumer's acker (a start mark is due).
-    mark: Box<dyn Fn() + Send + Sync>,
+    lease: u64,
+    mark: MarkStart,
 }
 
 impl std::fmt::Debug for Start {
@@ -26,18 +30,19 @@ impl std::fmt::Debug for Start {
 }
 
 impl Start {
-    /// A start that calls `mark` when it fires.
-    pub(crate) fn new(mark: impl Fn() + Send + Sync + 'static) -> Self {
+    /// The start of the job holding `lease`, told through `mark` when it fires.
+    pub(crate) fn new(lease: u64, mark: MarkStart) -> Self {
         Self(Arc::new(Inner {
             at: OnceLock::new(),
-            mark: Box::new(mark),
+            lease,
+            mark,
         }))
     }
 
     /// The job's run starts now. Once: later calls do nothing.
     pub fn now(&self) {
         if self.0.at.set(Instant::now()).is_ok() {
-            (self.0.mark)();
+            (self.0.mark)(self.0.lease);
         }
     }
 
