@@ -141,33 +141,39 @@ async fn load(
     // Set when Redis refuses a chunk for memory: no more input is read (the chunks in
     // flight end, refused at once too), since every write would be refused.
     let full = std::sync::atomic::AtomicBool::new(false);
-    let lines = Lines {
+    let mut lines = Lines {
         reader,
         line_no: 0,
         max: a.max_envelope_bytes,
         error: &mut out.read_error,
+        line: Vec::new(),
     };
-    let lines = lines.take_while(|_| !full.load(std::sync::atomic::Ordering::Relaxed));
-    let jobs = lines.filter_map(|(line_no, line)| {
-        let job = match line.map(String::from_utf8) {
+    // Each line lent by `lines`, taken into its job's envelope, or reported as bad.
+    let mut job = |line_no: usize, line: Result<&[u8], String>| {
+        let job = match line.map(std::str::from_utf8) {
             Err(e) => Err(e),
-            Ok(Err(e)) => Err(format!("not UTF-8: {}", e.utf8_error())),
+            Ok(Err(e)) => Err(format!("not UTF-8: {e}")),
             Ok(Ok(l)) if l.trim().is_empty() => return None,
-            Ok(Ok(l)) => match plain_parts(a, &l) {
+            Ok(Ok(l)) => match plain_parts(a, l) {
                 // The job `to_job` would build, encoded without building it.
                 Some(parts) => producer
                     .prepare_parts(parts, now, &mut buf)
                     .map_err(|e| e.to_string()),
-                None => {
-                    to_job(a, l).and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string()))
-                }
+                None => to_job(a, l.to_owned())
+                    .and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string())),
             },
         };
-        match job {
-            Ok(arg) => Some((line_no, arg)),
-            Err(e) => {
-                bad.push((line_no, e));
-                None
+        Some(job.map(|arg| (line_no, arg)).map_err(|e| (line_no, e)))
+    };
+    let jobs = std::iter::from_fn(|| {
+        loop {
+            if full.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            match lines.with_next(&mut job)? {
+                Some(Ok(arg)) => return Some(arg),
+                Some(Err(e)) => bad.push(e),
+                None => {}
             }
         }
     });
