@@ -59,10 +59,13 @@ pub(super) fn plain_parts<'l>(a: &'l EnqueueArgs, line: &'l str) -> Option<JobPa
     }
     let (kind, payload) = match &a.kind {
         Some(kind) => (kind.as_str(), serde_json::from_str::<&RawValue>(line).ok()?),
-        None => {
-            let l: PlainLine<'_> = serde_json::from_str(line).ok()?;
-            (l.kind, l.payload)
-        }
+        None => match canonical(line) {
+            Some(parts) => parts,
+            None => {
+                let l: PlainLine<'_> = serde_json::from_str(line).ok()?;
+                (l.kind, l.payload)
+            }
+        },
     };
     Some(JobParts {
         kind,
@@ -71,6 +74,19 @@ pub(super) fn plain_parts<'l>(a: &'l EnqueueArgs, line: &'l str) -> Option<JobPa
         max_attempts: None,
         key: a.key.as_deref(),
     })
+}
+
+/// The kind and payload of a line written as `{"kind":"K","payload":P}` with no whitespace
+/// outside the payload and a kind without escapes: what [`PlainLine`] reads from it,
+/// found without serde's field matching (a fifth of the CLI's work per line, by perf).
+/// Only the payload is parsed, so it is checked as JSON as before; any other line gives
+/// `None` and goes to serde, which decides.
+fn canonical(line: &str) -> Option<(&str, &RawValue)> {
+    let rest = line.strip_prefix(r#"{"kind":""#)?;
+    let end = rest.bytes().position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
+    let (kind, rest) = rest.split_at(end);
+    let payload = rest.strip_prefix(r#"","payload":"#)?.strip_suffix('}')?;
+    Some((kind, serde_json::from_str(payload).ok()?))
 }
 
 pub(super) fn to_job(a: &EnqueueArgs, line: String) -> Result<NewJob, String> {
@@ -147,5 +163,51 @@ fn default_time(a: &EnqueueArgs, job: NewJob) -> NewJob {
         (Some(d), _) => job.delay(d),
         (None, Some(t)) => job.run_at(t),
         (None, None) => job,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What serde reads from a line, as the fallback path does.
+    fn by_serde(line: &str) -> Option<(&str, &str)> {
+        let l: PlainLine<'_> = serde_json::from_str(line).ok()?;
+        Some((l.kind, l.payload.get()))
+    }
+
+    #[test]
+    fn a_canonical_line_reads_as_serde_reads_it() {
+        for line in [
+            r#"{"kind":"mail","payload":{"to":"a@b.c","n":[1,2.5e3,null,true]}}"#,
+            r#"{"kind":"k","payload":"a \"quoted\" \\ string"}"#,
+            r#"{"kind":"k","payload":7}"#,
+            r#"{"kind":"k","payload": {"spaced" : 1} }"#,
+            r#"{"kind":"bad kind!","payload":[]}"#,
+        ] {
+            let fast = canonical(line).map(|(k, p)| (k, p.get()));
+            assert_eq!(fast, by_serde(line), "{line}");
+            assert!(fast.is_some(), "{line}");
+        }
+    }
+
+    #[test]
+    fn any_other_line_is_left_to_serde() {
+        for line in [
+            // Not JSON, or not a payload: serde refuses these too.
+            r#"{"kind":"k","payload":{"a":}}"#,
+            r#"{"kind":"k","payload":}"#,
+            r#"{"kind":"k","payload":1,"kind":"j"}"#,
+            r#"{"kind":"k","payload":1,"id":"x"}"#,
+            r#"{"kind":"k","payload":"ctl	tab"}"#,
+            // Valid lines written otherwise: serde reads them.
+            r#"{"payload":1,"kind":"k"}"#,
+            r#"{ "kind":"k","payload":1}"#,
+            r#"{"kind":"k","payload":1} "#,
+            r#"{"kind":"k\u0041","payload":1}"#,
+            r#"{"kind" : "k","payload":1}"#,
+        ] {
+            assert!(canonical(line).is_none(), "{line}");
+        }
     }
 }
