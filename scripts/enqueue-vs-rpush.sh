@@ -8,10 +8,12 @@
 # of JSON. Raw RPUSH is Redis's own mass insertion: the same lines as RPUSH commands of
 # 1,000 items (weir's bulk chunk) written ahead of time as RESP, then sent by
 # `redis-cli --pipe`, which waits for no reply until the end: no parsing, no envelope, no
-# id, nothing checked. A second reference sends, the same way, the transactions weir's
-# bulk path sends (MULTI, RPUSH of 1,000 envelopes, HINCRBY, PUBLISH, SADD, SET, EXEC)
-# with the envelopes the first binary stored for this input: what Redis takes for weir's
-# bytes (an envelope is about 100 bytes longer than its line) when the client costs
+# id, nothing checked. Beside it, when target/release/weir-loadtest is built, a client's
+# raw RPUSH of the same lines (`weir-loadtest rpush`: redis-rs, weir's chunks and calls in
+# flight, the file read as it pushes). A second reference sends, the same way as the
+# first, the transactions weir's bulk path sends (MULTI, RPUSH of 1,000 envelopes,
+# HINCRBY, PUBLISH, SADD, SET, EXEC) with the envelopes the first binary stored for this
+# input: what Redis takes for weir's bytes (an envelope is about 100 bytes longer than its line) when the client costs
 # nothing. Each weir binary runs `weir enqueue FILE` as a user runs it. Every side is
 # timed as a whole process on an emptied server, the sides in turn within each round;
 # each round prints its rates and each weir's ratio to that round's RPUSH of the lines,
@@ -35,6 +37,7 @@ redis-server --port "$PORT" --save '' --appendonly no --dir "$D" --daemonize yes
 trap 'kill "$(cat "$D/r.pid" 2>/dev/null)" 2>/dev/null; rm -rf "$D"' EXIT
 until redis-cli -p "$PORT" ping >/dev/null 2>&1; do sleep 0.1; done
 U=redis://127.0.0.1:$PORT
+LOADTEST=target/release/weir-loadtest
 
 python3 - "$JOBS" "$D/jobs.ndjson" "$D/rpush.resp" <<'PY'
 import sys
@@ -103,6 +106,11 @@ for r in $(seq 1 "$ROUNDS"); do
   read -r raw raw_cpu _ < <(side redis-cli -p "$PORT" --pipe <"$D/rpush.resp")
   read -r env env_cpu _ < <(side redis-cli -p "$PORT" --pipe <"$D/envelopes.resp")
   line="round $r: raw RPUSH $raw jobs/s, of weir's envelopes $env"
+  if [ -x "$LOADTEST" ]; then
+    read -r cl cl_cpu cl_client < <(side "$LOADTEST" rpush "$D/jobs.ndjson" --redis-url "$U")
+    echo "client $cl $cl_cpu $cl_client" >>"$D/results"
+    line+=", by a client $cl (client $cl_client µs/job)"
+  fi
   echo "rpush $raw $raw_cpu" >>"$D/results"
   echo "envelopes $env $env_cpu" >>"$D/results"
   # The binaries in turn, starting from the next one each round.
@@ -122,6 +130,10 @@ med = lambda xs: statistics.median(xs)
 raw = [float(r[1]) for r in rows if r[0] == "rpush"]
 raw_cpu = [float(r[2]) for r in rows if r[0] == "rpush"]
 print(f"raw RPUSH: median {med(raw):,.0f} jobs/s, Redis CPU {med(raw_cpu):.3f} µs per job")
+cl = [r for r in rows if r[0] == "client"]
+if cl:
+    print(f"a client's raw RPUSH of the lines: median {med([float(r[1]) for r in cl]):,.0f} jobs/s, "
+          f"Redis CPU {med([float(r[2]) for r in cl]):.3f} µs per job, the client's CPU {med([float(r[3]) for r in cl]):.3f} µs per job")
 env = [r for r in rows if r[0] == "envelopes"]
 print(f"raw RPUSH of weir's envelopes: median {med([float(r[1]) for r in env]):,.0f} jobs/s, "
       f"Redis CPU {med([float(r[2]) for r in env]):.3f} µs per job")

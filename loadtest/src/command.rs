@@ -35,6 +35,9 @@ pub(crate) enum Scenario {
     /// Watch how often, and how long, the machine pauses a thread that never waits (one
     /// per core): the floor under any latency figure measured here.
     Pauses(crate::pauses::PausesArgs),
+    /// Push the lines of a file as they are, with raw RPUSH in weir's bulk chunks: the
+    /// raw client `weir enqueue` is measured against.
+    Rpush(crate::rpush::RpushArgs),
     /// A consumer process of a fleet (started by the harness itself).
     #[command(hide = true)]
     Consumer(crate::child::ChildArgs),
@@ -42,7 +45,7 @@ pub(crate) enum Scenario {
 
 impl Scenario {
     /// The options of a load-test scenario (none for the helpers: consumer, serve-downstream,
-    /// pauses).
+    /// pauses, rpush).
     pub(crate) fn common(&self) -> Option<&Common> {
         match self {
             Scenario::Drain(a) => Some(&a.common),
@@ -51,7 +54,10 @@ impl Scenario {
             Scenario::Chaos(a) => Some(&a.common),
             Scenario::Keys(a) => Some(&a.common),
             Scenario::Scenarios(a) => Some(&a.common),
-            Scenario::Consumer(_) | Scenario::ServeDownstream(_) | Scenario::Pauses(_) => None,
+            Scenario::Consumer(_)
+            | Scenario::ServeDownstream(_)
+            | Scenario::Pauses(_)
+            | Scenario::Rpush(_) => None,
         }
     }
 }

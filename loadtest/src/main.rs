@@ -28,6 +28,7 @@ mod pauses;
 mod pipe_sink;
 mod plot;
 mod report;
+mod rpush;
 mod running;
 mod sampler;
 mod scenarios;
@@ -114,6 +115,10 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             http::serve(a.clone()).await?;
             return Ok(ExitCode::SUCCESS);
         }
+        (Scenario::Rpush(a), None) => {
+            rpush::run(a).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
         (Scenario::Pauses(a), None) => {
             let a = a.clone();
             tokio::task::spawn_blocking(move || pauses::run(&a)).await??;
@@ -136,6 +141,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Scenario::Consumer(_)
         | Scenario::ServeDownstream(_)
         | Scenario::Pauses(_)
+        | Scenario::Rpush(_)
         | Scenario::Scenarios(_) => {
             unreachable!("handled above")
         }
