@@ -88,7 +88,7 @@ impl Lines<'_> {
 fn fill<'r>(reader: &'r mut (dyn BufRead + Send), error: &mut Option<std::io::Error>) -> Option<&'r [u8]> {
     loop {
         match reader.fill_buf() {
-            Ok(b) if b.is_empty() => return None,
+            Ok([]) => return None,
             // Asked again to return it: a borrow returned from within the loop would
             // outlive the retry (the buffer is filled already, so nothing is read).
             Ok(_) => return reader.fill_buf().ok(),
