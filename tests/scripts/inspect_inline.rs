@@ -194,6 +194,143 @@ async fn job_run_now_leaves_inline_jobs_where_they_are() {
     }
 }
 
+/// The search for an inline job waiting in a list reads at most its budget (10,000 items)
+/// a call, from the lists' tails, so it misses no job that waits on while consumers pop
+/// the heads and producers push the tails between its calls; and the operator's calls
+/// find, delete and leave in place such a job deep in a backlog.
+#[tokio::test]
+async fn the_search_for_a_waiting_inline_job_goes_a_page_a_call_and_misses_none_that_wait() {
+    let ctx = Ctx::new("inline-find").await;
+    let (mut c, k) = (ctx.conn.clone(), ctx.keys.clone());
+    let deep = inline("deep", 1);
+    let fill = |from: usize, n: usize| (from..from + n).map(|i| format!("id{i}")).collect::<Vec<_>>();
+    // 25,000 items in normal, the inline job 12,000 from the head: 12,999 from the tail.
+    let far = inline("far", 1);
+    let mut items = fill(0, 25_000);
+    items[12_000] = deep.clone();
+    items[20_000] = far.clone();
+    redis::cmd("RPUSH")
+        .arg(k.ready(weir::Priority::Normal))
+        .arg(&items)
+        .exec_async(&mut c)
+        .await
+        .unwrap();
+    redis::cmd("RPUSH")
+        .arg(k.suspects())
+        .arg("s0")
+        .exec_async(&mut c)
+        .await
+        .unwrap();
+
+    // One call reads its budget and stops: the suspects (1 item), then 9,999 of normal.
+    let first = scripts::inline_find(&mut c, &k, (1, 0), &["deep"]).await.unwrap();
+    assert_eq!(first.next, Some((3, 9_999)), "{first:?}");
+    assert!(first.found.is_empty());
+
+    // Between calls, consumers fetch 3,000 from the head and producers push 3,000.
+    redis::cmd("LPOP")
+        .arg(k.ready(weir::Priority::Normal))
+        .arg(3_000)
+        .exec_async(&mut c)
+        .await
+        .unwrap();
+    redis::cmd("RPUSH")
+        .arg(k.ready(weir::Priority::Normal))
+        .arg(fill(25_000, 3_000))
+        .exec_async(&mut c)
+        .await
+        .unwrap();
+    let second = scripts::inline_find(&mut c, &k, first.next.unwrap(), &["deep"])
+        .await
+        .unwrap();
+    assert_eq!(second.found, [("deep".to_string(), 3, deep.clone().into_bytes())]);
+    assert_eq!(second.next, None, "every id found: the search is over");
+
+    // The operator's calls, through the search: shown, left by run-now, deleted.
+    let shown = scripts::job_show(&mut c, &k, "deep").await.unwrap();
+    assert_eq!(
+        (shown.state.as_str(), shown.envelope.as_deref()),
+        ("ready", Some(deep.as_str()))
+    );
+    assert_eq!(scripts::job_run_now(&mut c, &k, "deep").await.unwrap(), "ready");
+    let asked = ["deep", "far", "nope"].map(String::from);
+    let got = scripts::jobs_delete(&mut c, &k, false, &asked).await.unwrap();
+    let states: Vec<&str> = got.iter().map(|(_, s)| s.as_str()).collect();
+    assert_eq!(states, ["ready", "ready", "missing"]);
+    let left: Vec<String> = redis::cmd("LRANGE")
+        .arg(k.ready(weir::Priority::Normal))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 25_000 - 2);
+    assert!(!left.contains(&deep) && !left.contains(&far));
+    let shown = scripts::job_show(&mut c, &k, "deep").await.unwrap();
+    assert_eq!(shown.state, "missing");
+}
+
+/// jobs_delete.lua (the source the library runs) with `argv`, on `k`'s queue.
+async fn delete_raw(c: &mut weir::Conn, k: &weir::queue::keys::QueueKeys, argv: &[&[u8]]) -> Vec<String> {
+    let body = scripts::SOURCES
+        .iter()
+        .find(|s| s.name == "jobs_delete")
+        .unwrap()
+        .body;
+    let script = redis::Script::new(&[scripts::LIB, body].concat());
+    let mut inv = script.prepare_invoke();
+    for key in k.all() {
+        inv.key(key);
+    }
+    inv.key(k.history()).key(k.done()).key(k.results());
+    for a in argv {
+        inv.arg(*a);
+    }
+    inv.invoke_async(c).await.unwrap()
+}
+
+/// A hint (where the search saw a job wait) is looked at again, not trusted: the acting
+/// call takes the item only if it still waits in that list and holds that id.
+#[tokio::test]
+async fn a_hint_moves_nothing_that_is_not_where_it_says() {
+    let ctx = Ctx::new("inline-hint").await;
+    let (mut c, k) = (ctx.conn.clone(), ctx.keys.clone());
+    let (a, b) = (inline("a", 1), inline("b", 1));
+    let normal = k.ready(weir::Priority::Normal).to_string();
+    redis::cmd("RPUSH")
+        .arg(&normal)
+        .arg(&a)
+        .arg(&b)
+        .exec_async(&mut c)
+        .await
+        .unwrap();
+    let gone = inline("gone", 1);
+    let cases: [(&str, &[&[u8]], &str); 4] = [
+        // fetched since the search saw it: no longer in the list
+        ("moved", &[b"gone", b"3", gone.as_bytes()], "missing"),
+        // another job's item under this id
+        ("another's item", &[b"a", b"3", b.as_bytes()], "missing"),
+        // the right item, the wrong list (high)
+        ("another list", &[b"a", b"2", a.as_bytes()], "missing"),
+        ("where it says", &[b"a", b"3", a.as_bytes()], "ready"),
+    ];
+    for (case, hint, want) in cases {
+        let id = hint[0];
+        let mut argv: Vec<&[u8]> = vec![b"any", b"1", id];
+        argv.extend_from_slice(hint);
+        let got = delete_raw(&mut c, &k, &argv).await;
+        assert_eq!(got, [std::str::from_utf8(id).unwrap(), want], "{case}");
+    }
+    let left: Vec<String> = redis::cmd("LRANGE")
+        .arg(&normal)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(left, [b], "only the job a true hint named is gone");
+}
+
 #[tokio::test]
 async fn stats_reads_the_age_of_an_inline_head() {
     let ctx = Ctx::new("inline-stats").await;

@@ -3,6 +3,9 @@
 //! wrapper per script, as elsewhere. `queue::admin` builds the public types from these
 //! replies.
 
+#[cfg(doc)]
+use super::inline_find;
+use super::inline_find::{Seen, find_waiting, with_hint};
 use super::{
     DLQ_BULK, JOB_RUN_NOW, JOB_SHOW, JOBS_DELETE, JOBS_PAGE, WORKER_BEAT, as_u64, call, into_string,
     invocation, opt_string, reply_err,
@@ -11,6 +14,7 @@ use crate::error::Result;
 use crate::queue::keys::QueueKeys;
 use redis::Value;
 use redis::aio::ConnectionLike;
+use std::collections::HashMap;
 
 /// One entry of a [`jobs_page`] reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,11 +125,34 @@ pub struct Shown {
     pub result: Option<String>,
 }
 
-/// One job, wherever it is.
+/// One job, wherever it is. An id in no set and not in the jobs hash may be an inline job
+/// waiting in a list: it is searched for a page at a time
+/// ([`inline_find()`](super::inline_find())), then shown by a second call that looks
+/// where the search saw it.
 pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<Shown> {
+    let shown = job_show_once(conn, keys, id, &Seen::new()).await?;
+    if shown.state != "missing" {
+        return Ok(shown);
+    }
+    let seen = find_waiting(conn, keys, &[id]).await?;
+    match seen.is_empty() {
+        true => Ok(shown),
+        false => job_show_once(conn, keys, id, &seen).await,
+    }
+}
+
+/// One `job_show` call, with `id`'s hint from `seen` if there is one.
+async fn job_show_once<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    id: &str,
+    seen: &Seen,
+) -> Result<Shown> {
     let mut inv = invocation(&JOB_SHOW, keys);
     super::with_records(&mut inv, keys);
-    let reply: Vec<Value> = call("job_show", keys, inv.arg(id), conn).await?;
+    inv.arg(id);
+    with_hint(&mut inv, seen, id);
+    let reply: Vec<Value> = call("job_show", keys, &mut inv, conn).await?;
     let [
         now,
         state,
@@ -155,18 +182,64 @@ pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &st
 }
 
 /// Deletes jobs by id (`only_dead`: only dead-lettered ones); returns each id with the
-/// state it was deleted from, or `missing`.
+/// state it was deleted from, or `missing`. The ids the first call finds nowhere may be
+/// inline jobs waiting in a list: they are searched for a page at a time
+/// ([`inline_find()`](super::inline_find())), and those seen are deleted by a second call
+/// that looks where the search saw them.
 pub async fn jobs_delete<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
     only_dead: bool,
     ids: &[String],
 ) -> Result<Vec<(String, String)>> {
+    let mut out = jobs_delete_once(conn, keys, only_dead, ids, &Seen::new()).await?;
+    let missing: Vec<&str> = out
+        .iter()
+        .filter(|(_, state)| state == "missing")
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if only_dead || missing.is_empty() {
+        return Ok(out);
+    }
+    let seen = find_waiting(conn, keys, &missing).await?;
+    if seen.is_empty() {
+        return Ok(out);
+    }
+    let again: Vec<String> = seen.keys().cloned().collect();
+    let mut states: HashMap<String, String> = jobs_delete_once(conn, keys, false, &again, &seen)
+        .await?
+        .into_iter()
+        .collect();
+    // The first report of each id (a repeated id is reported missing after its first).
+    for (id, state) in &mut out {
+        if state == "missing"
+            && let Some(s) = states.remove(id)
+        {
+            *state = s;
+        }
+    }
+    Ok(out)
+}
+
+/// One `jobs_delete` call, with the hints in `seen`.
+async fn jobs_delete_once<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    only_dead: bool,
+    ids: &[String],
+    seen: &Seen,
+) -> Result<Vec<(String, String)>> {
     let mut inv = invocation(&JOBS_DELETE, keys);
     super::with_records(&mut inv, keys);
-    inv.arg(if only_dead { "dead" } else { "any" });
+    inv.arg(if only_dead { "dead" } else { "any" }).arg(ids.len());
     for id in ids {
         inv.arg(id);
+    }
+    for id in ids {
+        if seen.contains_key(id) {
+            inv.arg(id);
+            with_hint(&mut inv, seen, id);
+        }
     }
     let reply: Vec<Value> = call("jobs_delete", keys, &mut inv, conn).await?;
     let mut out = Vec::with_capacity(reply.len() / 2);
@@ -180,11 +253,32 @@ pub async fn jobs_delete<C: ConnectionLike>(
     Ok(out)
 }
 
-/// Moves a delayed or dead job to the front of ready; returns the state it was in.
+/// Moves a delayed or dead job to the front of ready; returns the state it was in. An
+/// id found nowhere by the first call is searched for as [`job_show`] does.
 pub async fn job_run_now<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<String> {
+    let state = job_run_now_once(conn, keys, id, &Seen::new()).await?;
+    if state != "missing" {
+        return Ok(state);
+    }
+    let seen = find_waiting(conn, keys, &[id]).await?;
+    match seen.is_empty() {
+        true => Ok(state),
+        false => job_run_now_once(conn, keys, id, &seen).await,
+    }
+}
+
+/// One `job_run_now` call, with `id`'s hint from `seen` if there is one.
+async fn job_run_now_once<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    id: &str,
+    seen: &Seen,
+) -> Result<String> {
     let mut inv = invocation(&JOB_RUN_NOW, keys);
     super::with_records(&mut inv, keys);
-    call("job_run_now", keys, inv.arg(id), conn).await
+    inv.arg(id);
+    with_hint(&mut inv, seen, id);
+    call("job_run_now", keys, &mut inv, conn).await
 }
 
 /// A [`dlq_bulk`] reply.

@@ -1,9 +1,12 @@
 -- job_show: one job, wherever it is, for `weir job show` and the UI.
 --
 -- KEYS: the queue's keys (lib.lua); reads jobs, lease, lease_tokens, started, dead,
---   delayed[1..3], errors, deferrals; for an id not in jobs, suspects and ready[1..3].
+--   delayed[1..3], errors, deferrals, the batches; for an id not in jobs, the list a hint
+--   names.
 --   Then the job records (lib.lua's records): history, done and results.
 -- ARGV[1]: job id
+-- ARGV[2], ARGV[3] (optional): where inline_find.lua saw the job waiting: its list's number
+--   and its item (lib.lua's find_inline looks there again)
 -- Returns: { now_ms, state, envelope (or false), score (or false), last error (or false),
 --   start mark (or false), lease token (or false), deferral record (or false), run
 --   history (or false: lib.lua's run_history), result (or false: a completed job kept
@@ -15,10 +18,10 @@
 --   lease token: the fetch token of an extended lease (else the lease's first deadline
 --   was its token).
 --   An id in no set and not in jobs may be an inline job (lib.lua's items), ready or
---   leased: it is looked for by a scan of the lease, the batches, the suspects and the ready lists,
---   SCAN items a call, and its per-lease records are read by its item. Cost: O(n) in the
---   queue's size, paid only for such an id (an inline job, or a missing one); any other
---   id costs O(log n).
+--   leased: it is looked for in the lease and the batches (lib.lua's find_inline: the
+--   jobs in flight) and where ARGV[2..3] say it waits, and its per-lease records are read
+--   by its item. Cost: O(log n) for an id in jobs; for any other, O(jobs in flight), and
+--   an LPOS that reads the hinted list from its tail to the item.
 
 local id = ARGV[1]
 records()
@@ -49,7 +52,7 @@ else
   end
 end
 if state == 'missing' then
-  local f = find_inline({ [id] = true })[id]
+  local f = find_inline({ [id] = true }, hint(id, 2))[id]
   if f then
     item, env = f[1], f[1]
     if f[2] == K.lease then state, score = 'in_flight', f[3] else state = 'ready' end

@@ -6,7 +6,9 @@
 --   job's history goes with it, and a completed job kept on request can be deleted (its
 --   result with it).
 -- ARGV[1]: 'any' (a job in any state) or 'dead' (only dead-lettered jobs)
--- ARGV[2..]: job ids
+-- ARGV[2]: n, the number of ids; ARGV[3..n + 2]: the job ids
+-- ARGV[n + 3..]: hints, in threes: an id, then where inline_find.lua saw it waiting (its
+--   list's number and its item; lib.lua's find_inline looks there again)
 -- Returns: flat pairs of id, the state it was deleted from ('ready', 'delayed',
 --   'in_flight', 'dead', 'done'), or 'missing' (not found; with 'dead': not
 --   dead-lettered).
@@ -15,12 +17,15 @@
 --   reclaim never sees it, so it is neither retried nor dead-lettered.
 --   Cost: O(log n) per job, but a ready job is removed from its list with LREM, O(length
 --   of that list): the price of deleting from the middle of a queue. The ids not in jobs
---   may be inline jobs (lib.lua's items), ready or leased: one scan of the lease, the
---   suspects and the ready lists (SCAN items a call) looks for all of them, O(n) in the
---   queue's size, paid only by a call with such an id (an inline job, or a missing one;
---   not with 'dead': an inline job is never dead-lettered).
+--   may be inline jobs (lib.lua's items), ready or leased: they are looked for in the
+--   lease and the batches (the jobs in flight) and where the hints say they wait (lib.lua's
+--   find_inline), all in one pass; not with 'dead': an inline job is never dead-lettered.
 
 local only = ARGV[1]
+local ids, hints = {}, {}
+local n = tonumber(ARGV[2])
+for i = 3, n + 2 do ids[#ids + 1] = ARGV[i] end
+for i = n + 3, #ARGV - 2, 3 do hints[ARGV[i]] = { tonumber(ARGV[i + 1]), ARGV[i + 2] } end
 -- 0. before the first write: every key it may write
 records()
 expect(K.dead, 'zset')
@@ -33,9 +38,9 @@ counters_ready({ 'deleted' })
 -- the jobs leased in a batch (lib.lua's batch leases) get lease entries of their own
 -- first: their batches are split (read first, then written)
 if only ~= 'dead' and expect(K.batches, 'zset') then
-  local ids = {}
-  for i = 2, #ARGV do ids[ARGV[i]] = true end
-  local _, holding = find_in_batches(ids)
+  local set = {}
+  for _, id in ipairs(ids) do set[id] = true end
+  local _, holding = find_in_batches(set)
   for name, b in pairs(holding) do split_batch(name, b[1], b[2]) end
 end
 local states = {}
@@ -65,8 +70,7 @@ end
 
 -- 1. by id
 local tried, wanted, nw = {}, {}, 0
-for i = 2, #ARGV do
-  local id = ARGV[i]
+for i, id in ipairs(ids) do
   local env = redis.call('HGET', K.jobs, id)
   local state = take(id, env)
   if state then
@@ -85,9 +89,8 @@ end
 -- 2. the inline jobs among the others, out of their list or lease with their per-lease
 --    records (keyed by the item)
 if nw > 0 then
-  local found = find_inline(wanted)
-  for i = 2, #ARGV do
-    local id = ARGV[i]
+  local found = find_inline(wanted, hints)
+  for i, id in ipairs(ids) do
     local f = wanted[id] == i and found[id]
     if f then
       local item = f[1]
@@ -107,8 +110,8 @@ if nw > 0 then
 end
 
 local out = {}
-for i = 2, #ARGV do
-  out[#out + 1] = ARGV[i]
+for i, id in ipairs(ids) do
+  out[#out + 1] = id
   out[#out + 1] = states[i] or 'missing'
 end
 count('deleted', deleted)

@@ -303,13 +303,34 @@ local function batched_jobs()
   return n
 end
 
--- Finds inline jobs by id: a scan of the lease, the batches, then the suspects and the ready lists,
--- SCAN items a call, that stops once every id is found: O(n) in the queue's size, for
--- the operator's calls by id only (job_show, jobs_delete, job_run_now). `wanted`: id -> anything but
--- false. Returns id -> { item, the key holding it, lease deadline (leased only), the name of
--- the batch leasing it (K.lease is the key then: split the batch before touching its lease) }.
+-- The lists where jobs wait, numbered as inline_find.lua and the operator's calls number
+-- them: 1 the suspects, 2..4 the ready lists (high, normal, low); nil past them.
+local function waiting(n)
+  if n == 1 then return K.suspects end
+  return K.ready[n - 1]
+end
+
+-- Finds inline jobs by id, for the operator's calls by id (job_show, jobs_delete,
+-- job_run_now): a scan of the lease and the batches, which hold the jobs in flight (as
+-- many as the fleet runs and prefetches, not the backlog), SCAN entries a call, that stops
+-- once every id is found. The lists where jobs wait are not scanned here: their length is
+-- the backlog. A paged search (inline_find.lua, bounded work a call) finds a waiting
+-- job's item first, and `hints` (id -> { list number (waiting), item }) says where it was
+-- seen; the item is looked for there again with LPOS from the tail (where the search
+-- starts, so it costs what the search cost to reach it, in C), and taken if it is still
+-- there. `wanted`: id -> anything but false. Returns id -> { item, the key holding it,
+-- lease deadline (leased only), the name of the batch leasing it (K.lease is the key
+-- then: split the batch before touching its lease) }.
 local SCAN = 1000
-local function find_inline(wanted)
+
+-- The hint ARGV[at], ARGV[at + 1] give for job `id` (a list's number and an item), as
+-- find_inline's hints; nil without them.
+local function hint(id, at)
+  if not ARGV[at + 1] then return nil end
+  return { [id] = { tonumber(ARGV[at]), ARGV[at + 1] } }
+end
+
+local function find_inline(wanted, hints)
   local found, left = {}, 0
   for _ in pairs(wanted) do left = left + 1 end
   if left == 0 then return found end
@@ -332,13 +353,11 @@ local function find_inline(wanted)
   for id, f in pairs(find_in_batches(wanted)) do
     if is_inline(f[1]) and hit(f[1], K.lease, f[2], f[3]) then return found end
   end
-  for _, key in ipairs({ K.suspects, K.ready[1], K.ready[2], K.ready[3] }) do
-    local len = redis.call('LLEN', key)
-    for at = 0, len - 1, SCAN do
-      local got = redis.call('LRANGE', key, at, at + SCAN - 1)
-      for i = 1, #got do
-        if hit(got[i], key) then return found end
-      end
+  for id, h in pairs(hints or {}) do
+    local key, item = waiting(h[1]), h[2]
+    if key and wanted[id] and not found[id] and item_id(item) == id
+      and redis.call('LPOS', key, item, 'RANK', -1) then
+      if hit(item, key) then return found end
     end
   end
   return found

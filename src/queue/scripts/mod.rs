@@ -20,6 +20,7 @@ mod admin;
 mod cron;
 mod enqueue;
 mod fetch;
+mod inline_find;
 mod inspect;
 mod lease;
 mod samples;
@@ -32,6 +33,7 @@ pub(crate) use enqueue::{pushes_pipeline, send_plain, takes_plain_path};
 pub use fetch::{
     Fetched, FetchedBatch, FetchedJob, GlobalLimits, PARKED_AT_MS, fetch, fetch_batch, fetch_keyed,
 };
+pub use inline_find::{InlinePage, inline_find};
 pub use inspect::{
     BulkStep, Page, PageEntry, Shown, dlq_bulk, job_run_now, job_show, jobs_delete, jobs_page, worker_beat,
 };
@@ -118,6 +120,7 @@ scripts! {
     JOB_SHOW = "job_show",
     JOBS_DELETE = "jobs_delete",
     JOB_RUN_NOW = "job_run_now",
+    INLINE_FIND = "inline_find" (read_only),
     DLQ_BULK = "dlq_bulk",
     WORKER_BEAT = "worker_beat",
     CRON_SET = "cron_set",
