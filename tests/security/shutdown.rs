@@ -30,7 +30,18 @@ async fn sigterm_shuts_down_gracefully_with_stdout_and_stderr_closed() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until("jobs in flight", T, || async { ctx.stats().await.in_flight > 0 }).await;
+    // A job running, not only leased: a shutdown releases the leased jobs no handler
+    // has started, so the acks below need a run under way when the signal comes.
+    wait_until("a job started", T, || async {
+        let mut c = ctx.conn.clone();
+        let started: u64 = redis::cmd("HLEN")
+            .arg(ctx.keys.started())
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        started > 0
+    })
+    .await;
     // The reader goes away, as `head -1` does after its line.
     drop(child.stdout.take());
     drop(child.stderr.take());
