@@ -11,7 +11,7 @@ use weir::queue::functions;
 
 /// The worker/producer role of docs/security.md: keep the two in step.
 pub(crate) const WORKER_ACL: &str = "on ~weir:* &weir:* -@all +ping +info +evalsha +script|load +subscribe +time \
-    +exists +type +get +set +del +pexpire +llen +lindex +lrange +lpos +lpop +rpush +lpush +lrem +ltrim +sort +hget +hmget +hset +hsetnx \
+    +exists +type +get +set +del +pexpire +llen +lindex +lrange +lpop +rpush +lpush +lrem +ltrim +sort +hget +hmget +hset +hsetnx \
     +hdel +hgetall +hincrby +hlen +sadd +srem +smembers +zadd +zrem +zcard +zscore +zmscore +zrange \
     +zrangebyscore +zremrangebyscore +zrevrange +zpopmin +zcount +zincrby +multi +exec +publish +pubsub|shardnumsub \
     +fcall +fcall_ro +function|list";
