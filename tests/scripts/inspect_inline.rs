@@ -194,7 +194,7 @@ async fn job_run_now_leaves_inline_jobs_where_they_are() {
     }
 }
 
-/// The search for an inline job waiting in a list reads at most its budget (10,000 items)
+/// The search for an inline job waiting in a list reads at most its budget (5,000 items)
 /// a call, from the lists' tails, so it misses no job that waits on while consumers pop
 /// the heads and producers push the tails between its calls; and the operator's calls
 /// find, delete and leave in place such a job deep in a backlog.
@@ -202,15 +202,19 @@ async fn job_run_now_leaves_inline_jobs_where_they_are() {
 async fn the_search_for_a_waiting_inline_job_goes_a_page_a_call_and_misses_none_that_wait() {
     let ctx = Ctx::new("inline-find").await;
     let (mut c, k) = (ctx.conn.clone(), ctx.keys.clone());
-    let deep = inline("deep", 1);
+    let normal = k.ready(weir::Priority::Normal).to_string();
+    let (deep, far) = (inline("deep", 1), inline("far", 1));
     let fill = |from: usize, n: usize| (from..from + n).map(|i| format!("id{i}")).collect::<Vec<_>>();
     // 25,000 items in normal, the inline job 12,000 from the head: 12,999 from the tail.
-    let far = inline("far", 1);
     let mut items = fill(0, 25_000);
     items[12_000] = deep.clone();
     items[20_000] = far.clone();
+    // A payload that holds the text of the id's field is not the job.
+    let other = inline("other", 1);
+    items[24_000] = other.replace(r#""payload":{"#, r#""payload":{"id":"deep","#);
+    assert_ne!(items[24_000], other);
     redis::cmd("RPUSH")
-        .arg(k.ready(weir::Priority::Normal))
+        .arg(&normal)
         .arg(&items)
         .exec_async(&mut c)
         .await
@@ -222,29 +226,43 @@ async fn the_search_for_a_waiting_inline_job_goes_a_page_a_call_and_misses_none_
         .await
         .unwrap();
 
-    // One call reads its budget and stops: the suspects (1 item), then 9,999 of normal.
+    // One call reads its budget and stops: the suspects (1 item), then 4,999 of normal.
     let first = scripts::inline_find(&mut c, &k, (1, 0), &["deep"]).await.unwrap();
-    assert_eq!(first.next, Some((3, 9_999)), "{first:?}");
+    assert_eq!(first.next, Some((3, 4_999)), "{first:?}");
     assert!(first.found.is_empty());
 
-    // Between calls, consumers fetch 3,000 from the head and producers push 3,000.
+    // Between calls, consumers fetch 3,000 from the head and producers push 3,000: the
+    // job, 15,999 from the tail now, is found by the fourth call, 5,000 items a call.
     redis::cmd("LPOP")
-        .arg(k.ready(weir::Priority::Normal))
+        .arg(&normal)
         .arg(3_000)
         .exec_async(&mut c)
         .await
         .unwrap();
     redis::cmd("RPUSH")
-        .arg(k.ready(weir::Priority::Normal))
+        .arg(&normal)
         .arg(fill(25_000, 3_000))
         .exec_async(&mut c)
         .await
         .unwrap();
-    let second = scripts::inline_find(&mut c, &k, first.next.unwrap(), &["deep"])
-        .await
-        .unwrap();
-    assert_eq!(second.found, [("deep".to_string(), 3, deep.clone().into_bytes())]);
-    assert_eq!(second.next, None, "every id found: the search is over");
+    let mut at = first.next;
+    let mut pages = vec![first.next];
+    let found = loop {
+        let page = scripts::inline_find(&mut c, &k, at.expect("the job is found"), &["deep"])
+            .await
+            .unwrap();
+        at = page.next;
+        pages.push(at);
+        if !page.found.is_empty() {
+            break page.found;
+        }
+    };
+    assert_eq!(found, [("deep".to_string(), 3, deep.clone().into_bytes(), 9_000)]);
+    assert_eq!(
+        pages,
+        [Some((3, 4_999)), Some((3, 9_999)), Some((3, 14_999)), None],
+        "every id found: over"
+    );
 
     // The operator's calls, through the search: shown, left by run-now, deleted.
     let shown = scripts::job_show(&mut c, &k, "deep").await.unwrap();
@@ -307,12 +325,13 @@ async fn a_hint_moves_nothing_that_is_not_where_it_says() {
     let gone = inline("gone", 1);
     let cases: [(&str, &[&[u8]], &str); 4] = [
         // fetched since the search saw it: no longer in the list
-        ("moved", &[b"gone", b"3", gone.as_bytes()], "missing"),
+        ("moved", &[b"gone", b"3", gone.as_bytes(), b"0"], "missing"),
         // another job's item under this id
-        ("another's item", &[b"a", b"3", b.as_bytes()], "missing"),
+        ("another's item", &[b"a", b"3", b.as_bytes(), b"1"], "missing"),
         // the right item, the wrong list (high)
-        ("another list", &[b"a", b"2", a.as_bytes()], "missing"),
-        ("where it says", &[b"a", b"3", a.as_bytes()], "ready"),
+        ("another list", &[b"a", b"2", a.as_bytes(), b"0"], "missing"),
+        // the index only picks the end LREM starts from: a stale one finds it too
+        ("where it says", &[b"a", b"3", a.as_bytes(), b"7"], "ready"),
     ];
     for (case, hint, want) in cases {
         let id = hint[0];

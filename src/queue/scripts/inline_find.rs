@@ -13,16 +13,18 @@ use redis::aio::ConnectionLike;
 use std::collections::HashMap;
 
 /// Where [`find_waiting`] saw inline jobs wait: id -> (its list's number, as lib.lua's
-/// `waiting` numbers them, and its item).
-pub(super) type Seen = HashMap<String, (u64, Vec<u8>)>;
+/// `waiting` numbers them, its item, and its index in the list from the head).
+pub(super) type Seen = HashMap<String, (u64, Vec<u8>, u64)>;
 
-/// One page of the search ([`inline_find`]): where the next page starts (`None`: the
-/// search is over, every list read or every id found), and each inline job found in this
-/// page: its id, its list's number and its item.
+/// One page of the search ([`inline_find`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InlinePage {
+    /// Where the next page starts (`inline_find`'s `from`); `None`: the search is over,
+    /// every list read or every id found.
     pub next: Option<(u64, u64)>,
-    pub found: Vec<(String, u64, Vec<u8>)>,
+    /// Each inline job found in this page: its id, its list's number, its item, and its
+    /// index in the list counted from the head.
+    pub found: Vec<(String, u64, Vec<u8>, u64)>,
 }
 
 /// One page of the search for the inline jobs among `ids` in the lists where jobs wait,
@@ -47,14 +49,15 @@ pub async fn inline_find<C: ConnectionLike>(
     };
     let (list, at) = (as_u64("inline_find", &list)?, as_u64("inline_find", &at)?);
     let mut found = Vec::new();
-    while let (Some(id), Some(n), Some(item)) = (it.next(), it.next(), it.next()) {
+    while let (Some(id), Some(n), Some(item), Some(index)) = (it.next(), it.next(), it.next(), it.next()) {
         let Value::BulkString(item) = item else {
             return Err(reply_err(
                 "inline_find",
                 format!("expected an item, got {item:?}"),
             ));
         };
-        found.push((into_string("inline_find", id)?, as_u64("inline_find", &n)?, item));
+        let (n, index) = (as_u64("inline_find", &n)?, as_u64("inline_find", &index)?);
+        found.push((into_string("inline_find", id)?, n, item, index));
     }
     Ok(InlinePage {
         next: (list != 0).then_some((list, at)),
@@ -79,17 +82,18 @@ pub(super) async fn find_waiting<C: ConnectionLike>(
             break;
         }
         let page = inline_find(conn, keys, at, &left).await?;
-        for (id, list, item) in page.found {
-            seen.insert(id, (list, item));
+        for (id, list, item, index) in page.found {
+            seen.insert(id, (list, item, index));
         }
         from = page.next;
     }
     Ok(seen)
 }
 
-/// Adds `id`'s hint from `seen`, if there is one, to `inv`: its list's number and item.
+/// Adds `id`'s hint from `seen`, if there is one, to `inv`: its list's number, its item
+/// and its index from the list's head.
 pub(super) fn with_hint(inv: &mut redis::ScriptInvocation<'_>, seen: &Seen, id: &str) {
-    if let Some((list, item)) = seen.get(id) {
-        inv.arg(*list).arg(&item[..]);
+    if let Some((list, item, index)) = seen.get(id) {
+        inv.arg(*list).arg(&item[..]).arg(*index);
     }
 }

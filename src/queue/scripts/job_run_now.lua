@@ -2,18 +2,18 @@
 -- `weir job run-now` and the UI.
 --
 -- KEYS: the queue's keys (lib.lua); touches delayed[1..3], dead, jobs, errors, deferrals,
---   ready[1..3], wake; reads lease and the batches, and for an id not in jobs, the list a
---   hint names.
+--   ready[1..3], wake; reads lease and the batches.
 -- ARGV[1]: job id
--- ARGV[2], ARGV[3] (optional): where inline_find.lua saw the job waiting: its list's number
---   and its item (lib.lua's find_inline looks there again)
+-- ARGV[2..4] (optional): where inline_find.lua saw the job waiting: its list's number, its
+--   item and its index from the list's head (lib.lua's find_inline)
 -- Returns: the state the job was in: 'delayed' (moved, its attempt count kept: a retry
 --   runs now instead of later), 'dead' (moved with a fresh attempt count, as a requeue),
 --   'in_flight', 'done' (a completed job kept) or 'ready' (left as it is), or 'missing'.
 --   KEYS end with the job records (lib.lua's records).
 --   An id not in jobs may be an inline job (lib.lua's items), which is only ever ready or
---   leased: it is looked for in the lease and the batches (the jobs in flight) and where
---   ARGV[2..3] say it waits (lib.lua's find_inline), and left as it is.
+--   leased: it is looked for in the lease and the batches (the jobs in flight), else
+--   taken as waiting where ARGV[2..4] say the search saw it (lib.lua's find_inline), and
+--   left as it is.
 
 local id = ARGV[1]
 -- 0. before the first write: the keys written

@@ -1,12 +1,11 @@
 -- job_show: one job, wherever it is, for `weir job show` and the UI.
 --
 -- KEYS: the queue's keys (lib.lua); reads jobs, lease, lease_tokens, started, dead,
---   delayed[1..3], errors, deferrals, the batches; for an id not in jobs, the list a hint
---   names.
+--   delayed[1..3], errors, deferrals, the batches.
 --   Then the job records (lib.lua's records): history, done and results.
 -- ARGV[1]: job id
--- ARGV[2], ARGV[3] (optional): where inline_find.lua saw the job waiting: its list's number
---   and its item (lib.lua's find_inline looks there again)
+-- ARGV[2..4] (optional): where inline_find.lua saw the job waiting: its list's number, its
+--   item and its index from the list's head (lib.lua's find_inline)
 -- Returns: { now_ms, state, envelope (or false), score (or false), last error (or false),
 --   start mark (or false), lease token (or false), deferral record (or false), run
 --   history (or false: lib.lua's run_history), result (or false: a completed job kept
@@ -19,9 +18,9 @@
 --   was its token).
 --   An id in no set and not in jobs may be an inline job (lib.lua's items), ready or
 --   leased: it is looked for in the lease and the batches (lib.lua's find_inline: the
---   jobs in flight) and where ARGV[2..3] say it waits, and its per-lease records are read
---   by its item. Cost: O(log n) for an id in jobs; for any other, O(jobs in flight), and
---   an LPOS that reads the hinted list from its tail to the item.
+--   jobs in flight), else shown waiting as ARGV[2..4] say the search saw it, and its
+--   per-lease records are read by its item. Cost: O(log n) for an id in jobs; for any
+--   other, O(jobs in flight).
 
 local id = ARGV[1]
 records()

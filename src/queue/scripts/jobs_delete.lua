@@ -7,8 +7,8 @@
 --   result with it).
 -- ARGV[1]: 'any' (a job in any state) or 'dead' (only dead-lettered jobs)
 -- ARGV[2]: n, the number of ids; ARGV[3..n + 2]: the job ids
--- ARGV[n + 3..]: hints, in threes: an id, then where inline_find.lua saw it waiting (its
---   list's number and its item; lib.lua's find_inline looks there again)
+-- ARGV[n + 3..]: hints, in fours: an id, then where inline_find.lua saw it waiting (its
+--   list's number, its item and its index from the list's head; lib.lua's find_inline)
 -- Returns: flat pairs of id, the state it was deleted from ('ready', 'delayed',
 --   'in_flight', 'dead', 'done'), or 'missing' (not found; with 'dead': not
 --   dead-lettered).
@@ -18,14 +18,18 @@
 --   Cost: O(log n) per job, but a ready job is removed from its list with LREM, O(length
 --   of that list): the price of deleting from the middle of a queue. The ids not in jobs
 --   may be inline jobs (lib.lua's items), ready or leased: they are looked for in the
---   lease and the batches (the jobs in flight) and where the hints say they wait (lib.lua's
---   find_inline), all in one pass; not with 'dead': an inline job is never dead-lettered.
+--   lease and the batches (the jobs in flight), all in one pass, and a waiting one is
+--   removed from the list its hint names with LREM from the end it was nearer, O(the
+--   items between), if it is still there (lib.lua's find_inline); not with 'dead': an
+--   inline job is never dead-lettered.
 
 local only = ARGV[1]
 local ids, hints = {}, {}
 local n = tonumber(ARGV[2])
 for i = 3, n + 2 do ids[#ids + 1] = ARGV[i] end
-for i = n + 3, #ARGV - 2, 3 do hints[ARGV[i]] = { tonumber(ARGV[i + 1]), ARGV[i + 2] } end
+for i = n + 3, #ARGV - 3, 4 do
+  hints[ARGV[i]] = { tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3]) }
+end
 -- 0. before the first write: every key it may write
 records()
 expect(K.dead, 'zset')
@@ -100,11 +104,16 @@ if nw > 0 then
         redis.call('HDEL', K.started, item)
         states[i] = 'in_flight'
       else
-        redis.call('LREM', f[2], 1, item)
-        states[i] = 'ready'
+        -- From the end it was nearer when seen (its index from the head only falls as
+        -- jobs are fetched): O(the items between it and that end); 0 if it went meanwhile.
+        local from = 1
+        if f[5] and f[5] > redis.call('LLEN', f[2]) / 2 then from = -1 end
+        if redis.call('LREM', f[2], from, item) == 1 then states[i] = 'ready' end
       end
-      forget({ id })
-      deleted = deleted + 1
+      if states[i] then
+        forget({ id })
+        deleted = deleted + 1
+      end
     end
   end
 end

@@ -313,32 +313,33 @@ end
 -- Finds inline jobs by id, for the operator's calls by id (job_show, jobs_delete,
 -- job_run_now): a scan of the lease and the batches, which hold the jobs in flight (as
 -- many as the fleet runs and prefetches, not the backlog), SCAN entries a call, that stops
--- once every id is found. The lists where jobs wait are not scanned here: their length is
--- the backlog. A paged search (inline_find.lua, bounded work a call) finds a waiting
--- job's item first, and `hints` (id -> { list number (waiting), item }) says where it was
--- seen; the item is looked for there again with LPOS from the tail (where the search
--- starts, so it costs what the search cost to reach it, in C), and taken if it is still
--- there. `wanted`: id -> anything but false. Returns id -> { item, the key holding it,
--- lease deadline (leased only), the name of the batch leasing it (K.lease is the key
--- then: split the batch before touching its lease) }.
+-- once every id is found. The lists where jobs wait are not read here: their length is
+-- the backlog. A paged search (inline_find.lua, bounded work a call) reads them first,
+-- and `hints` (id -> { list number (waiting), item, its index from the head then }) says
+-- where it saw each job: a job
+-- in flight now is found in flight, any other is taken as the search saw it, waiting in
+-- that list (a caller that removes it checks that it did: jobs_delete's LREM). `wanted`:
+-- id -> anything but false. Returns id -> { item, the key holding it, lease deadline
+-- (leased only), the name of the batch leasing it (K.lease is the key then: split the
+-- batch before touching its lease), the hint's index (waiting only) }.
 local SCAN = 1000
 
--- The hint ARGV[at], ARGV[at + 1] give for job `id` (a list's number and an item), as
--- find_inline's hints; nil without them.
+-- The hint ARGV[at..at + 2] give for job `id` (a list's number, an item and its index
+-- from the head), as find_inline's hints; nil without them.
 local function hint(id, at)
-  if not ARGV[at + 1] then return nil end
-  return { [id] = { tonumber(ARGV[at]), ARGV[at + 1] } }
+  if not ARGV[at + 2] then return nil end
+  return { [id] = { tonumber(ARGV[at]), ARGV[at + 1], tonumber(ARGV[at + 2]) } }
 end
 
 local function find_inline(wanted, hints)
   local found, left = {}, 0
   for _ in pairs(wanted) do left = left + 1 end
   if left == 0 then return found end
-  local function hit(item, key, score, batch)
+  local function hit(item, key, score, batch, index)
     if not is_inline(item) then return false end
     local id = item_id(item)
     if id and wanted[id] and not found[id] then
-      found[id] = { item, key, score, batch }
+      found[id] = { item, key, score, batch, index }
       left = left - 1
     end
     return left == 0
@@ -355,9 +356,8 @@ local function find_inline(wanted, hints)
   end
   for id, h in pairs(hints or {}) do
     local key, item = waiting(h[1]), h[2]
-    if key and wanted[id] and not found[id] and item_id(item) == id
-      and redis.call('LPOS', key, item, 'RANK', -1) then
-      if hit(item, key) then return found end
+    if key and wanted[id] and item_id(item) == id and hit(item, key, nil, nil, h[3]) then
+      return found
     end
   end
   return found
