@@ -209,6 +209,18 @@ async fn weir_works_with_exactly_the_documented_acl() {
     ok(&["job", "show", "given-1"], None);
     part(&["job", "run-now", "given-1"]);
     ok(&["job", "delete", "given-1"], None);
+    // An inline job (a generated id, loaded in bulk): found by the paged search of the
+    // lists where jobs wait (inline_find.lua), then shown.
+    let ready: Vec<String> = admin
+        .lrange(keys.ready(weir::Priority::Normal), 0, -1)
+        .await
+        .unwrap();
+    let inline = ready
+        .iter()
+        .find(|item| item.starts_with('{'))
+        .expect("an inline job waits");
+    let envelope: serde_json::Value = serde_json::from_str(inline).unwrap();
+    ok(&["job", "show", envelope["id"].as_str().unwrap()], None);
     // Per-key limits and adaptive per-key shares: a key at its concurrency holds its
     // second job back (parked), counted among the throttled keys.
     ok(&["limits", "set", "--per-key-concurrency", "1"], None);
