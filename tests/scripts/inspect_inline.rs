@@ -323,13 +323,15 @@ async fn a_hint_moves_nothing_that_is_not_where_it_says() {
         .await
         .unwrap();
     let gone = inline("gone", 1);
-    let cases: [(&str, &[&[u8]], &str); 4] = [
+    let cases: [(&str, &[&[u8]], &str); 5] = [
         // fetched since the search saw it: no longer in the list
         ("moved", &[b"gone", b"3", gone.as_bytes(), b"0"], "missing"),
         // another job's item under this id
         ("another's item", &[b"a", b"3", b.as_bytes(), b"1"], "missing"),
         // the right item, the wrong list (high)
         ("another list", &[b"a", b"2", a.as_bytes(), b"0"], "missing"),
+        // not numbers: ignored, not an error after the call's first write
+        ("no list", &[b"a", b"x", a.as_bytes(), b"y"], "missing"),
         // the index only picks the end LREM starts from: a stale one finds it too
         ("where it says", &[b"a", b"3", a.as_bytes(), b"7"], "ready"),
     ];

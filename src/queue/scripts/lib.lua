@@ -304,9 +304,11 @@ local function batched_jobs()
 end
 
 -- The lists where jobs wait, numbered as inline_find.lua and the operator's calls number
--- them: 1 the suspects, 2..4 the ready lists (high, normal, low); nil past them.
+-- them: 1 the suspects, 2..4 the ready lists (high, normal, low); nil for anything else
+-- (a missing number too, so a bad hint is ignored, never an error after a write).
 local function waiting(n)
   if n == 1 then return K.suspects end
+  if type(n) ~= 'number' then return nil end
   return K.ready[n - 1]
 end
 
@@ -316,12 +318,12 @@ end
 -- once every id is found. The lists where jobs wait are not read here: their length is
 -- the backlog. A paged search (inline_find.lua, bounded work a call) reads them first,
 -- and `hints` (id -> { list number (waiting), item, its index from the head then }) says
--- where it saw each job: a job
--- in flight now is found in flight, any other is taken as the search saw it, waiting in
--- that list (a caller that removes it checks that it did: jobs_delete's LREM). `wanted`:
--- id -> anything but false. Returns id -> { item, the key holding it, lease deadline
--- (leased only), the name of the batch leasing it (K.lease is the key then: split the
--- batch before touching its lease), the hint's index (waiting only) }.
+-- where it saw each job: a job in flight now is found in flight, any other is taken as
+-- the search saw it, waiting in that list (a caller that removes it checks that it did:
+-- jobs_delete's LREM). `wanted`: id -> anything but false. Returns id -> { item, the key
+-- holding it, lease deadline (leased only), the name of the batch leasing it (K.lease is
+-- the key then: split the batch before touching its lease), the hint's index (waiting
+-- only) }.
 local SCAN = 1000
 
 -- The hint ARGV[at..at + 2] give for job `id` (a list's number, an item and its index
