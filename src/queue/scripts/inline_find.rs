@@ -2,8 +2,9 @@
 //! (`job_show`, `job_run_now`, `jobs_delete`): `inline_find.lua` reads the suspects and
 //! the ready lists a page at a time, from their tails, so no call holds Redis for longer
 //! than its budget, whatever the backlog. What it finds goes to the acting script as a
-//! hint, and that script looks for the item again where the hint says (lib.lua's
-//! `find_inline`).
+//! hint: that script looks in the lease and the batches again and takes the job as the
+//! search saw it, and a delete removes it only if it is still where the hint says
+//! (lib.lua's `find_inline`, jobs_delete.lua).
 
 use super::{INLINE_FIND, as_u64, call, into_string, invocation, reply_err};
 use crate::error::Result;
@@ -30,7 +31,7 @@ pub struct InlinePage {
 /// One page of the search for the inline jobs among `ids` in the lists where jobs wait,
 /// from `from`: a list's number (1 the suspects, 2..=4 the ready lists high, normal, low)
 /// and a position in it counted from its tail; `(1, 0)` starts a search. A page reads at
-/// most 10,000 items (`inline_find.lua`'s budget).
+/// most 5,000 items (`inline_find.lua`'s budget).
 pub async fn inline_find<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
