@@ -3,8 +3,6 @@
 //! wrapper per script, as elsewhere. `queue::admin` builds the public types from these
 //! replies.
 
-#[cfg(doc)]
-use super::inline_find;
 use super::inline_find::{Seen, find_waiting, with_hint};
 use super::{
     DLQ_BULK, JOB_RUN_NOW, JOB_SHOW, JOBS_DELETE, JOBS_PAGE, WORKER_BEAT, as_u64, call, into_string,
@@ -127,8 +125,8 @@ pub struct Shown {
 
 /// One job, wherever it is. An id in no set and not in the jobs hash may be an inline job
 /// waiting in a list: it is searched for a page at a time
-/// ([`inline_find()`](super::inline_find())), then shown by a second call that looks
-/// where the search saw it.
+/// ([`inline_find()`](super::inline_find())), then shown by a second call as the search
+/// saw it (or in flight, if it was fetched since).
 pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<Shown> {
     let shown = job_show_once(conn, keys, id, &Seen::new()).await?;
     if shown.state != "missing" {
@@ -185,7 +183,7 @@ async fn job_show_once<C: ConnectionLike>(
 /// state it was deleted from, or `missing`. The ids the first call finds nowhere may be
 /// inline jobs waiting in a list: they are searched for a page at a time
 /// ([`inline_find()`](super::inline_find())), and those seen are deleted by a second call
-/// that looks where the search saw them.
+/// from where the search saw them (or from the lease, if they were fetched since).
 pub async fn jobs_delete<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
