@@ -17,6 +17,7 @@ mod enqueue;
 mod fetch;
 mod functions;
 mod history;
+mod inline_find;
 mod inline_lease;
 mod inspect;
 mod inspect_inline;

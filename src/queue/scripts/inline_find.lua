@@ -18,10 +18,15 @@
 -- Returns: { list, position } where the next call starts (list 0: the search is over:
 --   every list read, or every id found), then, for each id found: the id, the number of
 --   its list, its item, and its index in the list counted from the head.
--- Cost: at most BUDGET items read (LRANGE) and matched a call: about 1 µs each for a
--- 230-byte envelope (most of it LRANGE's copy into Lua), so a call takes a few ms.
+-- Cost: at most BUDGET items read (LRANGE) and matched a call, about 1 µs each for a
+-- 230-byte envelope (most of it LRANGE's copy into Lua), so a call takes a few ms; and
+-- about BYTES read at most: inline envelopes run to 16 KiB (INLINE_MAX_BYTES), and 5,000
+-- of those would be 80 MB copied in one call. The first page is FIRST items; each next
+-- one as many as the bytes left hold at the mean size so far (at most SCAN, at least 1),
+-- so a call ends within one item of BYTES, with few LRANGEs (each seeks its position
+-- anew) when items are small.
 
-local BUDGET = 5000
+local BUDGET, BYTES, FIRST = 5000, 1048576, 16
 local wanted, left = {}, 0
 -- For a few ids, each id's field as the header writes it: a plain find per item (C)
 -- rules out most items without reading their header (lib.lua's item_id, a pattern
@@ -52,19 +57,21 @@ local function match(item)
   return nil
 end
 local out = { 0, 0 }
-local n, pos, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), BUDGET
+local n, pos, budget, bytes = tonumber(ARGV[1]), tonumber(ARGV[2]), BUDGET, BYTES
+local page = FIRST
 while left > 0 and waiting(n) do
   local len = redis.call('LLEN', waiting(n))
   if pos >= len then
     n, pos = n + 1, 0
-  elseif budget == 0 then
+  elseif budget == 0 or bytes <= 0 then
     out[1], out[2] = n, pos
     break
   else
-    local take = math.min(SCAN, budget, len - pos)
+    local take = math.min(page, budget, len - pos)
     local got = redis.call('LRANGE', waiting(n), -(pos + take), -(pos + 1))
     for i = #got, 1, -1 do
       local item = got[i]
+      bytes = bytes - #item
       local id = match(item)
       if id then
         wanted[id] = false
@@ -77,6 +84,8 @@ while left > 0 and waiting(n) do
       end
     end
     pos, budget = pos + take, budget - take
+    local mean = (BYTES - bytes) / (BUDGET - budget)
+    page = math.max(1, math.min(SCAN, math.floor(bytes / mean)))
   end
 end
 return out

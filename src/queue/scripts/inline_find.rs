@@ -31,7 +31,7 @@ pub struct InlinePage {
 /// One page of the search for the inline jobs among `ids` in the lists where jobs wait,
 /// from `from`: a list's number (1 the suspects, 2..=4 the ready lists high, normal, low)
 /// and a position in it counted from its tail; `(1, 0)` starts a search. A page reads at
-/// most 5,000 items (`inline_find.lua`'s budget).
+/// most 5,000 items, or about a megabyte (`inline_find.lua`'s budgets).
 pub async fn inline_find<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
