@@ -91,6 +91,21 @@ pub(super) async fn find_waiting<C: ConnectionLike>(
     Ok(seen)
 }
 
+/// For a job a first call reported as `state`: where the search saw it, when that state is
+/// `missing` and the search saw it waiting (the caller calls again with it); else `None`.
+pub(super) async fn seen_if_missing<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    id: &str,
+    state: &str,
+) -> Result<Option<Seen>> {
+    if state != "missing" {
+        return Ok(None);
+    }
+    let seen = find_waiting(conn, keys, &[id]).await?;
+    Ok((!seen.is_empty()).then_some(seen))
+}
+
 /// Adds `id`'s hint from `seen`, if there is one, to `inv`: its list's number, its item
 /// and its index from the list's head.
 pub(super) fn with_hint(inv: &mut redis::ScriptInvocation<'_>, seen: &Seen, id: &str) {

@@ -3,7 +3,7 @@
 //! wrapper per script, as elsewhere. `queue::admin` builds the public types from these
 //! replies.
 
-use super::inline_find::{Seen, find_waiting, with_hint};
+use super::inline_find::{Seen, find_waiting, seen_if_missing, with_hint};
 use super::{
     DLQ_BULK, JOB_RUN_NOW, JOB_SHOW, JOBS_DELETE, JOBS_PAGE, WORKER_BEAT, as_u64, call, into_string,
     invocation, opt_string, reply_err,
@@ -129,13 +129,9 @@ pub struct Shown {
 /// saw it (or in flight, if it was fetched since).
 pub async fn job_show<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<Shown> {
     let shown = job_show_once(conn, keys, id, &Seen::new()).await?;
-    if shown.state != "missing" {
-        return Ok(shown);
-    }
-    let seen = find_waiting(conn, keys, &[id]).await?;
-    match seen.is_empty() {
-        true => Ok(shown),
-        false => job_show_once(conn, keys, id, &seen).await,
+    match seen_if_missing(conn, keys, id, &shown.state).await? {
+        Some(seen) => job_show_once(conn, keys, id, &seen).await,
+        None => Ok(shown),
     }
 }
 
@@ -255,13 +251,9 @@ async fn jobs_delete_once<C: ConnectionLike>(
 /// id found nowhere by the first call is searched for as [`job_show`] does.
 pub async fn job_run_now<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys, id: &str) -> Result<String> {
     let state = job_run_now_once(conn, keys, id, &Seen::new()).await?;
-    if state != "missing" {
-        return Ok(state);
-    }
-    let seen = find_waiting(conn, keys, &[id]).await?;
-    match seen.is_empty() {
-        true => Ok(state),
-        false => job_run_now_once(conn, keys, id, &seen).await,
+    match seen_if_missing(conn, keys, id, &state).await? {
+        Some(seen) => job_run_now_once(conn, keys, id, &seen).await,
+        None => Ok(state),
     }
 }
 
