@@ -69,11 +69,17 @@ impl Local {
     }
 
     /// Waits until the consumer is up, up to `timeout`.
-    pub(crate) async fn ready(&self, timeout: Duration) -> anyhow::Result<()> {
+    /// A consumer that ends first says why (a library of another build loaded, say).
+    pub(crate) async fn ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
         tokio::select! {
             _ = self.handle.ready() => Ok(()),
-            _ = async { while !self.task.is_finished() { tokio::time::sleep(Duration::from_millis(10)).await } } => {
-                anyhow::bail!("the consumer stopped before it was up")
+            ended = &mut self.task => {
+                let why = match ended {
+                    Ok(Ok(_)) => "it returned".to_owned(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                };
+                anyhow::bail!("the consumer stopped before it was up: {why}")
             }
             _ = tokio::time::sleep(timeout) => anyhow::bail!("the consumer not up after {timeout:?}"),
         }
