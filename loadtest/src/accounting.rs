@@ -47,6 +47,18 @@ pub(crate) struct Tally {
     pub foreign: u64,
 }
 
+impl Tally {
+    /// Both runs' findings together.
+    pub(crate) fn plus(self, o: Tally) -> Tally {
+        Tally {
+            lost: self.lost + o.lost,
+            duplicates: self.duplicates + o.duplicates,
+            extra_runs: self.extra_runs + o.extra_runs,
+            foreign: self.foreign + o.foreign,
+        }
+    }
+}
+
 impl Tracker {
     /// Bitmaps for jobs `0..capacity`.
     pub(crate) fn new(capacity: u64) -> Self {

@@ -145,6 +145,11 @@ pub(crate) struct SteadyArgs {
     /// is (`share_of_bare_drain`): near 1, the bare queue's latency is its backlog's.
     #[arg(long)]
     pub compare_bare: bool,
+    /// With --compare-bare: rounds of the two runs at the same rate, the bare queue first
+    /// in the first round, then the other way round; the ratios reported are the medians
+    /// of the rounds' (one round's ratio moves by tens of percent on a shared machine).
+    #[arg(long, visible_alias = "reps", default_value_t = 1)]
+    pub rounds: usize,
 }
 
 /// `steady`'s enqueue rate.

@@ -141,6 +141,14 @@ fn one_name_for_the_rate_cap() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--enqueue-rate"), "{err}");
+    // Rounds pair weir's run with the bare queue's: without it they mean nothing.
+    let out = Command::new(BIN)
+        .args(["steady", "--rounds", "2", "--duration", "1s", "--quiet"])
+        .output()
+        .expect("run weir-loadtest");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--compare-bare"), "{err}");
     let (r, _dir) = run(&["drain", "--jobs", "500", "--rate-limit", "100000/s"]);
     assert_eq!(r["limits"]["rate_limit"], "100000/s (burst 100000)", "{r}");
 }
@@ -311,6 +319,8 @@ fn steady_reports_end_to_end_latency() {
     assert!(num(&r, "p95_ms") >= num(&r, "p50_ms"), "{r}");
 }
 
+/// Two rounds: the bare queue first, then weir first; the ratio reported is the median of
+/// the rounds' (of two, their mean).
 #[test]
 fn steady_compares_with_the_bare_queue() {
     let (r, _dir) = run(&[
@@ -320,9 +330,44 @@ fn steady_compares_with_the_bare_queue() {
         "--duration",
         "1s",
         "--compare-bare",
+        "--rounds",
+        "2",
     ]);
     assert_eq!(num(&r, "lost"), 0.0);
-    let b = &r["compare_bare"]["bare_latency"];
+    let c = &r["compare_bare"];
+    assert_eq!(c["rounds"], 2, "{r}");
+    let rounds = c["rounds_latency"].as_array().expect("rounds_latency");
+    assert_eq!(rounds.len(), 2, "{r}");
+    assert_eq!(
+        (&rounds[0]["bare_first"], &rounds[1]["bare_first"]),
+        (&Value::Bool(true), &Value::Bool(false)),
+        "{r}"
+    );
+    for q in ["p50", "p99"] {
+        let each: Vec<f64> = rounds
+            .iter()
+            .map(|p| p["weir_vs_bare"][q].as_f64().unwrap())
+            .collect();
+        let median = c["weir_vs_bare"][q].as_f64().unwrap();
+        assert!((median - (each[0] + each[1]) / 2.0).abs() < 0.002, "{q}: {r}");
+        // Each round's ratio is of that round's own runs.
+        for p in rounds {
+            let x = p["weir"][format!("{q}_ms")].as_f64().unwrap()
+                / p["bare"][format!("{q}_ms")].as_f64().unwrap();
+            assert!(
+                (x - p["weir_vs_bare"][q].as_f64().unwrap()).abs() < 0.002,
+                "{q}: {p}"
+            );
+        }
+    }
+    // The last round's bare run, beside the report's own figures (the last weir run's).
+    assert_eq!(c["bare_latency"], rounds[1]["bare"], "{r}");
+    assert_eq!(
+        num(&r, "p50_ms"),
+        rounds[1]["weir"]["p50_ms"].as_f64().unwrap(),
+        "{r}"
+    );
+    let b = &c["bare_latency"];
     // Every bare item was fetched and timed (the pacer may end a tick short: count, not time).
     assert!((1800.0..=2000.0).contains(&b["count"].as_f64().unwrap()), "{r}");
     assert!(

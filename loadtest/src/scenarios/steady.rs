@@ -3,11 +3,14 @@
 //! Reports the achieved rate and end-to-end latency (pushed → handler, in µs: the feed
 //! stamps each push into the payloads; both clocks are this machine's). With
 //! `--enqueue-rate N%` a drain measured first sets the rate, so "at half the drain rate"
-//! holds for the machine as it is during the run.
+//! holds for the machine as it is during the run. With `--compare-bare`, the bare reliable
+//! queue runs at the same rate beside weir; `--rounds N` runs both N times, in turn, and
+//! reports the medians of the rounds' ratios.
 
 use super::timed::{self, Pace, Timed};
 use super::versus_bare;
-use super::{SETTLE_TIMEOUT, account, base_report};
+use super::{SETTLE_TIMEOUT, abba, account, base_report, median};
+use crate::accounting::Tally;
 use crate::bare::{self, Bare};
 use crate::cli::{Common, EnqueueRate, SteadyArgs};
 use crate::cpu::{CpuMark, PerJob};
@@ -30,6 +33,10 @@ pub(crate) async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         anyhow::bail!(
             "steady: --rate caps each consumer's jobs/s, as in weir work; the enqueue rate is --enqueue-rate: give it too"
         );
+    }
+    let rounds = a.rounds.max(1);
+    if rounds > 1 && !a.compare_bare {
+        anyhow::bail!("steady: --rounds pairs weir's run with the bare queue's: give --compare-bare too");
     }
     let c = &a.common;
     let target = Target::open(c).await?;
@@ -64,40 +71,62 @@ pub(crate) async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
     let jobs = c
         .jobs
         .unwrap_or_else(|| (rate as f64 * length.as_secs_f64()).ceil() as u64);
-    let floor = if a.compare_bare {
-        let (b, cpu) = bare_steady(&target, c, rate, length, jobs).await?;
-        if !c.quiet {
-            eprintln!(
-                "bare at {rate} jobs/s: p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-                b.p50_ms, b.p95_ms, b.p99_ms, b.max_ms
-            );
-        }
-        Some((b, cpu))
-    } else {
-        None
+    let spec = || Timed {
+        scenario: "steady",
+        length,
+        jobs_cap: jobs,
+        pace: Pace::Rate(rate),
+        downstream: None,
+        ideal: None,
+        max_attempts: 5,
     };
-    let mark = CpuMark::now(&target.conn).await;
-    let o = timed::run(
-        &target,
-        c,
-        Timed {
-            scenario: "steady",
-            length,
-            jobs_cap: jobs,
-            pace: Pace::Rate(rate),
-            downstream: None,
-            ideal: None,
-            max_attempts: 5,
-        },
-    )
-    .await?;
+    // Each round runs both queues at the rate, in turn: the bare one first in the first
+    // round (so one round is the run it always was), then the other way round, so that a
+    // machine slowing down or speeding up within the run favours neither side.
+    let mut paired = Vec::new();
+    let mut last = None;
+    // What the earlier rounds' accounting found, added to the last round's: a job lost in
+    // any round is reported.
+    let (mut earlier, mut settled) = (None::<Tally>, true);
+    for round_no in 0..rounds {
+        let bare_first = !abba(round_no)[0];
+        let mut bare = None;
+        if a.compare_bare && bare_first {
+            bare = Some(bare_steady(&target, c, rate, length, jobs).await?);
+        }
+        let mark = CpuMark::now(&target.conn).await;
+        let o = timed::run(&target, c, spec()).await?;
+        let cpu = mark.per_job(&target.conn, o.enqueued).await;
+        settled &= o.settled;
+        if round_no + 1 < rounds
+            && let Some(t) = o.tally
+        {
+            earlier = Some(earlier.unwrap_or_default().plus(t));
+        }
+        if a.compare_bare && !bare_first {
+            bare = Some(bare_steady(&target, c, rate, length, jobs).await?);
+        }
+        if let Some((b, bare_cpu)) = bare {
+            let pair = Paired::of(round_no + 1, bare_first, b, bare_cpu, o.observed.total.summary());
+            if !c.quiet {
+                eprintln!("{}", pair.line(rate));
+            }
+            paired.push(pair);
+        }
+        last = Some((o, cpu));
+    }
+    let (o, cpu) = last.expect("at least one round");
     let mut r = base_report("steady", c, o.enqueued);
     r.enqueue_jobs_per_s = Some(o.enqueue_rate);
     r.achieved_jobs_per_s = Some(o.achieved_rate);
     r.elapsed_s = round(o.elapsed.as_secs_f64(), 3);
     r.set_latency("end_to_end", &o.observed.total.summary());
     r.set_limits(timed::window_rows(&o.rows, o.window));
-    account(&mut r, o.tally, &o.totals);
+    account(
+        &mut r,
+        o.tally.map(|t| earlier.map_or(t, |e| t.plus(e))),
+        &o.totals,
+    );
     r.put("target_rate", rate);
     if let Some((drained, share, bare_drained)) = drain {
         r.put("drain_jobs_per_s", round(drained, 1));
@@ -108,22 +137,32 @@ pub(crate) async fn run(a: SteadyArgs) -> anyhow::Result<(Report, Vec<Row>)> {
         }
     }
     r.put("window_s", round(o.window.as_secs_f64(), 3));
-    let cpu = mark.per_job(&target.conn, o.enqueued).await;
     r.put("cpu_per_job", cpu);
-    if let Some((b, bare_cpu)) = floor {
-        let weir = o.observed.total.summary();
-        let x = |w: f64, b: f64| round(w / b.max(1e-9), 3);
+    if let Some(p) = paired.last() {
+        let medians = Paired::median_ratios(&paired);
+        if !c.quiet && paired.len() > 1 {
+            eprintln!(
+                "medians over {} rounds: weir/bare p50 {:.2}x, p99 {:.2}x",
+                paired.len(),
+                medians.p50,
+                medians.p99
+            );
+        }
         r.put(
             "compare_bare",
             serde_json::json!({
-                "bare": { "tasks": bare::TASKS, "batch": bare::BATCH, "run": "first, at the same rate and length" },
-                "bare_latency": b,
-                "bare_cpu_per_job": bare_cpu,
-                "weir_vs_bare": { "p50": x(weir.p50_ms, b.p50_ms), "p99": x(weir.p99_ms, b.p99_ms) },
+                "bare": { "tasks": bare::TASKS, "batch": bare::BATCH, "run": "at the same rate and length, in turn with weir's (bare first in the first round)" },
+                "rounds": paired.len(),
+                // The last round's, the round the report's own figures come from.
+                "bare_latency": p.bare,
+                "bare_cpu_per_job": p.bare_cpu,
+                // The medians of the rounds' ratios.
+                "weir_vs_bare": medians,
+                "rounds_latency": paired,
             }),
         );
     }
-    if !o.settled {
+    if !settled {
         r.put(
             "check_failed",
             "the queue did not empty within 60s after the producer stopped",
@@ -218,4 +257,74 @@ async fn bare_steady(
         anyhow::bail!("steady --compare-bare: the bare queue acked {acked} of {sent} items");
     }
     Ok((latency.summary(), mark.per_job(&target.conn, sent).await))
+}
+
+/// One round of `--compare-bare`: both queues' end-to-end latency at the same rate.
+#[derive(Debug, serde::Serialize)]
+struct Paired {
+    round: usize,
+    bare_first: bool,
+    bare: Summary,
+    #[serde(skip)]
+    bare_cpu: PerJob,
+    weir: Summary,
+    weir_vs_bare: Ratios,
+}
+
+/// weir's percentiles over the bare queue's.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct Ratios {
+    p50: f64,
+    p99: f64,
+}
+
+impl Paired {
+    fn of(round: usize, bare_first: bool, bare: Summary, bare_cpu: PerJob, weir: Summary) -> Self {
+        let x = |w: f64, b: f64| round3(w / b.max(1e-9));
+        let weir_vs_bare = Ratios {
+            p50: x(weir.p50_ms, bare.p50_ms),
+            p99: x(weir.p99_ms, bare.p99_ms),
+        };
+        Self {
+            round,
+            bare_first,
+            bare,
+            bare_cpu,
+            weir,
+            weir_vs_bare,
+        }
+    }
+
+    /// The round as one line of the run's progress.
+    fn line(&self, rate: u64) -> String {
+        let (b, w, x) = (&self.bare, &self.weir, &self.weir_vs_bare);
+        format!(
+            "round {} ({} first) at {rate} jobs/s: bare p50 {:.2} ms, p99 {:.2} ms; weir p50 {:.2} ms, p99 {:.2} ms; weir/bare p50 {:.2}x, p99 {:.2}x",
+            self.round,
+            if self.bare_first { "bare" } else { "weir" },
+            b.p50_ms,
+            b.p99_ms,
+            w.p50_ms,
+            w.p99_ms,
+            x.p50,
+            x.p99
+        )
+    }
+
+    /// The medians of the rounds' ratios.
+    fn median_ratios(rounds: &[Paired]) -> Ratios {
+        let of = |f: fn(&Ratios) -> f64| {
+            round3(median(
+                &rounds.iter().map(|p| f(&p.weir_vs_bare)).collect::<Vec<_>>(),
+            ))
+        };
+        Ratios {
+            p50: of(|r| r.p50),
+            p99: of(|r| r.p99),
+        }
+    }
+}
+
+fn round3(v: f64) -> f64 {
+    round(v, 3)
 }
