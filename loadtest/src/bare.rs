@@ -84,6 +84,9 @@ pub(crate) struct Bare {
     ready: String,
     leases: String,
     wake: String,
+    /// The wake channel is sharded pub/sub (SPUBLISH), as consumers on a Redis Cluster
+    /// listen there (`weir::Redis::subscribe`).
+    sharded: bool,
     fetch: Script,
     ack: Script,
 }
@@ -97,9 +100,17 @@ impl Bare {
             ready: format!("bare:{{{name}}}:ready"),
             leases: format!("bare:{{{name}}}:leases"),
             wake: format!("bare:{{{name}}}:wake"),
+            sharded: false,
             fetch: Script::new(FETCH),
             ack: Script::new(ACK),
         }
+    }
+
+    /// Wakes with SPUBLISH: on a Redis Cluster, where [`Bare::consume`]'s subscription is
+    /// sharded (a plain PUBLISH never reached it, and every wake waited for the recheck).
+    pub(crate) fn sharded(mut self, yes: bool) -> Self {
+        self.sharded = yes;
+        self
     }
 
     /// Pushes `n` items, `item(i)` for `i` in `0..n`, `in_flight` commands at a time;
@@ -186,7 +197,10 @@ impl Bare {
         for chunk in items.chunks(CHUNK) {
             pipe.cmd("RPUSH").arg(&self.ready).arg(chunk).ignore();
         }
-        pipe.cmd("PUBLISH").arg(&self.wake).arg("").ignore();
+        pipe.cmd(if self.sharded { "SPUBLISH" } else { "PUBLISH" })
+            .arg(&self.wake)
+            .arg("")
+            .ignore();
         pipe.query_async::<()>(&mut self.conn.clone()).await?;
         Ok(())
     }

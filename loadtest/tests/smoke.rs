@@ -386,6 +386,29 @@ fn steady_compares_with_the_bare_queue() {
     }
 }
 
+/// On a Redis Cluster the bare queue listens on sharded pub/sub, as weir's consumers do:
+/// its pushes must wake it there. Unwoken, each fetch waits for the 100 ms recheck, and
+/// the median is about half of that.
+#[test]
+fn the_bare_queue_is_woken_on_a_cluster() {
+    let (r, _dir) = run(&[
+        "steady",
+        "--enqueue-rate",
+        "500",
+        "--duration",
+        "1s",
+        "--compare-bare",
+        "--cluster",
+        "3",
+    ]);
+    assert_eq!(num(&r, "lost"), 0.0);
+    let p50 = r["compare_bare"]["bare_latency"]["p50_ms"].as_f64().unwrap();
+    assert!(
+        p50 < 25.0,
+        "the bare queue waited for its recheck, not a wake: {r}"
+    );
+}
+
 #[test]
 fn pauses_watches_one_thread_per_core_or_as_asked() {
     let r = result_of(&["pauses", "--duration", "200ms", "--threads", "2"], None);

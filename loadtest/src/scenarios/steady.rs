@@ -204,7 +204,8 @@ async fn bare_steady(
 ) -> anyhow::Result<(Summary, PerJob)> {
     let mark = CpuMark::now(&target.conn).await;
     let redis = weir::Redis::open(&target.url)?;
-    let q = Bare::new(redis.connect().await?, &Target::fresh_queue("bare"));
+    let q =
+        Bare::new(redis.connect().await?, &Target::fresh_queue("bare")).sharded(redis.is_cluster().await?);
     let latency = Arc::new(Histogram::default());
     let stop = CancellationToken::new();
     let (up_tx, up) = tokio::sync::oneshot::channel();
