@@ -14,6 +14,8 @@
 #   no-defaults   without attempt, max_attempts and priority (their defaults: 0, 5, normal)
 #   short-time    also with enqueued_at as a one-letter field
 #   id-kind       only id, kind and payload: {"id":"...","kind":"...","payload":...}
+#   id-kind-timed the same with the enqueue time in the id: 8 base-36 digits of the
+#                 epoch ms and a dot before weir's id (what carrying it there would cost)
 #   lines    the NDJSON lines themselves, no id (raw RPUSH of the input)
 # Each round sends every form in turn on an emptied server; the end prints each form's
 # median rate, its ratio to the lines', and Redis's CPU per job (INFO cpu).
@@ -57,9 +59,15 @@ def form(env, how):
         return b'{"enqueued_at":' + m.group(1) + b"," + rest
     if how == "short-time":
         return b'{"t":' + m.group(1) + b"," + rest
+    if how == "id-kind-timed":
+        ms, digits = int(m.group(1)), b""
+        while ms:
+            ms, d = divmod(ms, 36)
+            digits = b"0123456789abcdefghijklmnopqrstuvwxyz"[d:d + 1] + digits
+        return b'{"id":"' + digits.rjust(8, b"0") + b"." + rest[len(b'"id":"'):]
     return b"{" + rest  # id-kind
 forms = {"full": full, "lines": lines}
-for how in ("no-defaults", "short-time", "id-kind"):
+for how in ("no-defaults", "short-time", "id-kind", "id-kind-timed"):
     forms[how] = [form(e, how) for e in full]
 def cmd(*args):
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
@@ -75,7 +83,7 @@ for name, items in forms.items():
 PY
 
 cpu() { $R info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.3f", s}'; }
-FORMS="full no-defaults short-time id-kind lines"
+FORMS="full no-defaults short-time id-kind id-kind-timed lines"
 : >"$D/results"
 echo "$JOBS jobs, $ROUNDS rounds, redis $(redis-server --version | awk '{print $3}')"
 for r in $(seq 1 "$ROUNDS"); do
@@ -100,6 +108,6 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 med = lambda name, col: statistics.median(float(r[col]) for r in rows if r[0] == name)
 lines = med("lines", 1)
-for name in ("full", "no-defaults", "short-time", "id-kind", "lines"):
-    print(f"{name:12s} median {med(name, 1):>12,.0f} jobs/s = {med(name, 1) / lines:.2f}x the lines', Redis CPU {med(name, 2):.3f} µs per job")
+for name in ("full", "no-defaults", "short-time", "id-kind", "id-kind-timed", "lines"):
+    print(f"{name:13s} median {med(name, 1):>12,.0f} jobs/s = {med(name, 1) / lines:.2f}x the lines', Redis CPU {med(name, 2):.3f} µs per job")
 PY
