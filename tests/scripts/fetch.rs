@@ -107,6 +107,30 @@ fn cases() -> Vec<Case> {
                 .lease(&leased(&["dh", "r", "d"]))
                 .counter("fetched", 3),
         },
+        // A delayed set alone in the queue, of the first priority and of the last: found
+        // by the fetch's one look for any delayed set.
+        Case {
+            name: "a due high-priority job alone is promoted, then fetched",
+            before: State::default().delayed(H, &[("dh", PAST)]).job("dh", 1, 3, 0),
+            n: 10,
+            got: &["dh"],
+            paused: false,
+            after: State::default()
+                .job("dh", 1, 3, 0)
+                .lease(&leased(&["dh"]))
+                .counter("fetched", 1),
+        },
+        Case {
+            name: "a due low-priority job alone is promoted, then fetched",
+            before: State::default().delayed(L, &[("dl", PAST)]).job("dl", 1, 3, 2),
+            n: 10,
+            got: &["dl"],
+            paused: false,
+            after: State::default()
+                .job("dl", 1, 3, 2)
+                .lease(&leased(&["dl"]))
+                .counter("fetched", 1),
+        },
         Case {
             name: "promotion is bounded by N per call",
             before: State::default()

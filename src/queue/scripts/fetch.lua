@@ -499,22 +499,26 @@ end
 
 -- 2. promote due delayed jobs, at most N per priority so one call stays bounded (all read
 --    before any is written: a delayed set of another type fails the call before a write)
-local dues = {}
-for p = 1, 3 do
-  dues[p] = redis.pcall('ZRANGEBYSCORE', K.delayed[p], '-inf', now, 'LIMIT', 0, n)
-  if dues[p].err then expect(K.delayed[p], 'zset') end
-end
-for p = 1, 3 do
-  local due = dues[p]
-  if #due > 0 then
-    call_chunked('ZREM', K.delayed[p], due)
-    call_chunked('RPUSH', K.ready[p], due)
+-- (one EXISTS of the three first, lib.lua's any_key: most calls find no delayed job)
+if any_key(K.delayed) then
+  local dues = {}
+  for p = 1, 3 do
+    dues[p] = redis.pcall('ZRANGEBYSCORE', K.delayed[p], '-inf', now, 'LIMIT', 0, n)
+    if dues[p].err then expect(K.delayed[p], 'zset') end
+  end
+  for p = 1, 3 do
+    local due = dues[p]
+    if #due > 0 then
+      call_chunked('ZREM', K.delayed[p], due)
+      call_chunked('RPUSH', K.ready[p], due)
+    end
   end
 end
 
 -- When nothing is ready (left), ms until the next delayed job is due, so the fetcher
 -- sleeps till then, or till a wake message (parked jobs are never due: see key_limits).
 local function next_due_in()
+  if not any_key(K.delayed) then return 0 end
   local next_due = 0
   for p = 1, 3 do
     local z = redis.call('ZRANGEBYSCORE', K.delayed[p], '-inf', '(' .. PARKED_AT, 'WITHSCORES', 'LIMIT', 0, 1)
@@ -559,7 +563,7 @@ if batch and not keyed and not parking and not limits.global_concurrency
     count('fetched', got)
     grant.take(got)
     local bits, next_due = grant.bits + STATE.batch, 0
-    if got < n and redis.call('LLEN', K.ready[1]) + redis.call('LLEN', K.ready[2]) + redis.call('LLEN', K.ready[3]) == 0 then
+    if got < n and not any_key(K.ready) then
       bits, next_due = bits + STATE.emptied, next_due_in()
     end
     return { deadline, next_due, bits, 0, got }
