@@ -229,6 +229,32 @@ async fn limits_that_read_each_job_lease_per_job_and_a_global_concurrency_counts
     );
 }
 
+/// A fetch whose batch name is in use (names are never reused by weir's consumers) leases
+/// its jobs one by one: a batch list written over would lose the live batch's jobs.
+#[tokio::test]
+async fn a_batch_name_in_use_is_never_written_over() {
+    let ctx = Ctx::new("batch-name").await;
+    let (a, c, before) = three();
+    seed(&mut ctx.c(), &ctx.keys, &before).await;
+    let f = scripts::fetch_batch(&mut ctx.c(), &ctx.keys, 2, VT, false, Some("t:1"))
+        .await
+        .unwrap();
+    assert_eq!(f.batch.as_ref().map(|b| b.len), Some(2));
+    let g = fetch_batch(&ctx, "t:1").await;
+    assert!(g.batch.is_none(), "the name is in use: no batch");
+    let names: Vec<&str> = g.jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(names, [c.as_str()], "the job left, leased on its own");
+    let held: Vec<String> = ctx.cmd(&["LRANGE", &ctx.keys.batch("t:1"), "0", "-1"]).await;
+    assert_eq!(
+        held,
+        [a.clone(), "b".to_string()],
+        "the first batch's jobs are intact"
+    );
+    assert_eq!(lease_count(&ctx).await, (1, 1));
+    ack_whole(&ctx, &f).await;
+    assert_eq!(lease_count(&ctx).await, (1, 0));
+}
+
 #[tokio::test]
 async fn operators_find_batched_jobs_and_a_delete_splits_their_batch() {
     let ctx = Ctx::new("batch-inspect").await;
