@@ -280,14 +280,14 @@ struct Ratios {
 }
 
 impl Paired {
-    fn of(round: usize, bare_first: bool, bare: Summary, bare_cpu: PerJob, weir: Summary) -> Self {
+    fn of(round_no: usize, bare_first: bool, bare: Summary, bare_cpu: PerJob, weir: Summary) -> Self {
         let x = |w: f64, b: f64| round3(w / b.max(1e-9));
         let weir_vs_bare = Ratios {
             p50: x(weir.p50_ms, bare.p50_ms),
             p99: x(weir.p99_ms, bare.p99_ms),
         };
         Self {
-            round,
+            round: round_no,
             bare_first,
             bare,
             bare_cpu,
