@@ -281,7 +281,7 @@ struct Ratios {
 
 impl Paired {
     fn of(round_no: usize, bare_first: bool, bare: Summary, bare_cpu: PerJob, weir: Summary) -> Self {
-        let x = |w: f64, b: f64| round3(w / b.max(1e-9));
+        let x = |w: f64, b: f64| round(w / b.max(1e-9), 3);
         let weir_vs_bare = Ratios {
             p50: x(weir.p50_ms, bare.p50_ms),
             p99: x(weir.p99_ms, bare.p99_ms),
@@ -315,17 +315,14 @@ impl Paired {
     /// The medians of the rounds' ratios.
     fn median_ratios(rounds: &[Paired]) -> Ratios {
         let of = |f: fn(&Ratios) -> f64| {
-            round3(median(
-                &rounds.iter().map(|p| f(&p.weir_vs_bare)).collect::<Vec<_>>(),
-            ))
+            round(
+                median(&rounds.iter().map(|p| f(&p.weir_vs_bare)).collect::<Vec<_>>()),
+                3,
+            )
         };
         Ratios {
             p50: of(|r| r.p50),
             p99: of(|r| r.p99),
         }
     }
-}
-
-fn round3(v: f64) -> f64 {
-    round(v, 3)
 }
