@@ -30,13 +30,7 @@ shift $(( $# > 2 ? 2 : $# ))
 BINS=("$@")
 [ ${#BINS[@]} -gt 0 ] || BINS=(target/release/weir)
 for b in "${BINS[@]}"; do [ -x "$b" ] || { echo "no weir binary at $b" >&2; exit 2; }; done
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-D=$(mktemp -d)
-PORT=$(port)
-redis-server --port "$PORT" --save '' --appendonly no --dir "$D" --daemonize yes --pidfile "$D/r.pid" >/dev/null
-trap 'kill "$(cat "$D/r.pid" 2>/dev/null)" 2>/dev/null; rm -rf "$D"' EXIT
-until redis-cli -p "$PORT" ping >/dev/null 2>&1; do sleep 0.1; done
-U=redis://127.0.0.1:$PORT
+source scripts/private-redis.sh
 LOADTEST=target/release/weir-loadtest
 
 python3 - "$JOBS" "$D/jobs.ndjson" "$D/rpush.resp" <<'PY'

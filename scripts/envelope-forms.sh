@@ -25,12 +25,7 @@ JOBS=${1:-1000000}
 ROUNDS=${2:-5}
 WEIR=${3:-target/release/weir}
 [ -x "$WEIR" ] || { echo "no weir binary at $WEIR (cargo build --release --bin weir)" >&2; exit 2; }
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-D=$(mktemp -d)
-PORT=$(port)
-redis-server --port "$PORT" --save '' --appendonly no --dir "$D" --daemonize yes --pidfile "$D/r.pid" >/dev/null
-trap 'kill "$(cat "$D/r.pid" 2>/dev/null)" 2>/dev/null; rm -rf "$D"' EXIT
-until redis-cli -p "$PORT" ping >/dev/null 2>&1; do sleep 0.1; done
+source scripts/private-redis.sh
 R="redis-cli -p $PORT"
 
 python3 - "$JOBS" "$D/jobs.ndjson" <<'PY'

@@ -14,13 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${WEIR:-target/release/weir}
 [ -x "$W" ] || W=target/debug/weir
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-D=$(mktemp -d)
-PORT=$(port)
-redis-server --port "$PORT" --save '' --appendonly no --dir "$D" --daemonize yes --pidfile "$D/r.pid" >/dev/null
-trap 'kill "$(cat "$D/r.pid")" 2>/dev/null; rm -rf "$D"' EXIT
-U=redis://127.0.0.1:$PORT
-until redis-cli -p "$PORT" ping >/dev/null 2>&1; do sleep 0.1; done
+source scripts/private-redis.sh
 case "${1:-idle}" in
   idle)
     WIN=${2:-30}
