@@ -5,6 +5,7 @@
 mod common;
 
 mod admin;
+mod compact;
 mod dead_cap;
 mod enqueue;
 mod errors;

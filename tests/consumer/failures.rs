@@ -172,6 +172,9 @@ async fn a_consumer_started_later_within_the_grace_runs_what_another_deferred() 
     p.enqueue(NewJob::new("old", &big).unwrap().id("big").max_attempts(1))
         .await
         .unwrap();
+    // and one in the compact form, which says its priority by leaving it out
+    let compact = p.clone().compact_envelopes(true);
+    let bigc = compact.enqueue(NewJob::new("old", &big).unwrap()).await.unwrap();
     let mut old = config(&ctx);
     old.pool.unknown_kind_grace = Duration::from_secs(60);
     old.fetcher.max_envelope_bytes = 512;
@@ -180,14 +183,16 @@ async fn a_consumer_started_later_within_the_grace_runs_what_another_deferred() 
         old,
         Registry::new().on("old", handler_fn(|_| async { Ok(()) })),
     );
-    let s = wait_stats(&ctx, "both deferred", |s| s.deferred == 2).await;
+    let s = wait_stats(&ctx, "all three deferred", |s| s.deferred == 3).await;
     assert_eq!((s.dead, s.counters.get("acked")), (0, None));
     let report = c.stop().await;
-    assert_eq!((report.deferred, report.dead), (2, 0), "{report:?}");
+    assert_eq!((report.deferred, report.dead), (3, 0), "{report:?}");
 
-    // A deferral waits a tenth of the grace (at most 10 s): make both due now.
+    // A deferral waits a tenth of the grace (at most 10 s): make them due now.
     let normal = ctx.keys.all()[4].clone();
-    let _: () = ctx.cmd(&["ZADD", &normal, "XX", "0", "n", "0", "big"]).await;
+    let _: () = ctx
+        .cmd(&["ZADD", &normal, "XX", "0", "n", "0", "big", "0", &bigc])
+        .await;
     let seen = Seen::default();
     let registry = seen.acking("new").on("old", {
         let seen = seen.clone();
@@ -197,9 +202,10 @@ async fn a_consumer_started_later_within_the_grace_runs_what_another_deferred() 
         })
     });
     let c = start(&ctx, config(&ctx), registry);
-    wait_stats(&ctx, "both acked", |s| s.counters.get("acked") == Some(&2)).await;
+    wait_stats(&ctx, "all acked", |s| s.counters.get("acked") == Some(&3)).await;
     c.stop().await;
     assert_eq!((seen.attempts("n"), seen.attempts("big")), (vec![0], vec![0]));
+    assert_eq!(seen.attempts(&bigc), vec![0]);
     let s = ctx.stats().await;
     assert_eq!((s.dead, s.deferred), (0, 0), "{s:?}");
     assert_empty(&ctx, 0).await;

@@ -9,6 +9,7 @@ mod faults;
 
 mod batch;
 mod bulk;
+mod compact;
 mod crash;
 mod drain_wait;
 mod failures;

@@ -24,11 +24,21 @@ pub(crate) struct Env {
     pub(crate) key: Option<String>,
 }
 
+/// A compact envelope (`{"id":` first) says attempt 0 and normal priority by leaving
+/// them out; a full one says both.
 pub(crate) fn envelope(env: &str) -> Env {
     let v: serde_json::Value = serde_json::from_str(env).expect("an envelope is JSON");
+    let compact = env.starts_with(r#"{"id":"#);
+    let number = |name: &str, implied: u64| match compact {
+        true => {
+            assert!(v.get(name).is_none(), "a compact envelope has no {name}: {env}");
+            implied
+        }
+        false => v[name].as_u64().unwrap_or_else(|| panic!("{name} in {env}")),
+    };
     Env {
-        attempt: v["attempt"].as_u64().expect("attempt") as u32,
-        priority: v["priority"].as_u64().expect("priority") as usize,
+        attempt: number("attempt", 0) as u32,
+        priority: number("priority", 1) as usize,
         key: v["key"].as_str().map(str::to_owned),
     }
 }

@@ -32,6 +32,9 @@ pub(crate) enum Op {
         n: u8,
         /// Their job key.
         key: Option<u8>,
+        /// Compact envelopes (`Producer::compact_envelopes`): the default attempts (5),
+        /// which the compact form implies; else 2 attempts, in the full form.
+        compact: bool,
     },
     /// Fetch up to `n` jobs.
     Fetch { n: u8 },
@@ -107,7 +110,7 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
     let pick = any::<u8>;
     prop_oneof![
         8 => enqueue(),
-        2 => (1..4u8, prop::option::of(0..3u8)).prop_map(|(n, key)| Op::Bulk { n, key }),
+        2 => (1..4u8, prop::option::of(0..3u8), any::<bool>()).prop_map(|(n, key, compact)| Op::Bulk { n, key, compact }),
         5 => (1..5u8).prop_map(|n| Op::Fetch { n }),
         5 => (1..6u8).prop_map(|n| Op::FetchBatch { n }),
         3 => pick().prop_map(Op::AckBatch),

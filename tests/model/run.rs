@@ -113,11 +113,12 @@ impl World {
                 self.enqueue(p as usize, shape, id, key, unique, max_attempts as u32)
                     .await?
             }
-            Op::Bulk { n, key } => {
+            Op::Bulk { n, key, compact } => {
+                let max = if compact { 5 } else { 2 };
                 let jobs = (0..n).map(|_| {
                     let j = NewJob::new("k", &serde_json::json!({"n": 1}))
                         .unwrap()
-                        .max_attempts(2);
+                        .max_attempts(max);
                     match key {
                         Some(k) => j.key(format!("k{k}")),
                         None => j,
@@ -126,13 +127,14 @@ impl World {
                 let before = self.ids_in_queue().await?;
                 self.ctx
                     .producer()
+                    .compact_envelopes(compact)
                     .enqueue_bulk(jobs.collect::<Vec<_>>())
                     .await
                     .map_err(|e| e.to_string())?;
                 // generated ids: the new ones are those the queue holds now and did not
                 for id in self.ids_in_queue().await? {
                     if !before.contains(&id) && !self.model.jobs.contains_key(&id) {
-                        self.model.add(id, Job::new(1, key, 2));
+                        self.model.add(id, Job::new(1, key, max));
                     }
                 }
             }

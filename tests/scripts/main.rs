@@ -10,6 +10,8 @@ mod atomicity_big;
 mod atomicity_values;
 mod batch;
 mod big;
+mod compact;
+mod compact_enqueue;
 mod defer;
 mod defer_causes;
 mod dlq;

@@ -50,6 +50,11 @@ pub(crate) struct EnqueueArgs {
     /// wins over it.
     #[arg(long, value_parser = parse_key)]
     pub key: Option<String>,
+    /// Write compact envelopes: about 60 bytes fewer per job, about a fifth less
+    /// of Redis's CPU to store a small one. Only for queues whose consumers all run this version or
+    /// later (older ones dead-letter such jobs as undecodable).
+    #[arg(long)]
+    pub compact: bool,
     /// Durability: each call's jobs count as enqueued only once this many replicas of
     /// their primary confirm them (WAIT), so they survive a failover of that primary. A
     /// call that gets fewer within --wait-timeout fails (its jobs are stored, not sent
@@ -87,6 +92,7 @@ pub(crate) async fn run(a: EnqueueArgs) -> crate::error::Result<ExitCode> {
         .await?
         .max_envelope_bytes(a.max_envelope_bytes)
         .default_max_attempts(a.max_attempts)
+        .compact_envelopes(a.compact)
         .wait_replicas(a.wait_replicas, a.wait_timeout);
     let bar = ProgressBar::new_spinner();
     bar.set_style(

@@ -129,9 +129,13 @@ impl Fetcher {
 }
 
 /// The priority in the fixed header every envelope weir writes opens with
-/// (`{"attempt":N,"max_attempts":M,"priority":P,`), read without decoding the rest: none
-/// for bytes weir did not write.
+/// (`{"attempt":N,"max_attempts":M,"priority":P,`), or normal for a compact envelope
+/// (`{"id":`, which implies it), read without decoding the rest: none for bytes weir did
+/// not write.
 fn header_priority(env: &[u8]) -> Option<Priority> {
+    if env.starts_with(br#"{"id":""#) {
+        return Some(Priority::Normal);
+    }
     let head = std::str::from_utf8(&env[..env.len().min(64)]).ok()?;
     let rest = head.strip_prefix(r#"{"attempt":"#)?;
     let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
@@ -154,6 +158,8 @@ mod tests {
         assert_eq!(header_priority(env), Some(Priority::High));
         let env = br#"{"attempt":0,"max_attempts":1,"priority":2,"#;
         assert_eq!(header_priority(env), Some(Priority::Low));
+        let env = br#"{"id":"mim3k2ab.0123456789abcdef-1f","kind":"k","payload":1}"#;
+        assert_eq!(header_priority(env), Some(Priority::Normal), "compact");
         for other in [
             &br#"{"kind":"a"}"#[..],
             b"not json",

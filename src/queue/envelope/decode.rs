@@ -2,7 +2,7 @@
 //! limit, the id it is stored under, the payload's nesting) and [`DecodeError`], the
 //! reason stored in the dead-letter queue when one fails.
 
-use super::{Job, MAX_PAYLOAD_DEPTH, header};
+use super::{Job, MAX_PAYLOAD_DEPTH, header, time_of_id};
 
 /// Why an envelope was refused by the consumer (the reason stored in the dead-letter queue).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,15 +53,20 @@ fn within(size: usize, limit: usize) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// The job by the hand-written header read, or else as serde_json reads it.
+/// The job by the hand-written header read, or else as serde_json reads it; without an
+/// enqueue time of its own (a compact envelope), the one its id holds, if any.
 fn read(
     canonical: impl FnOnce() -> Option<Job>,
     serde: impl FnOnce() -> serde_json::Result<Job>,
 ) -> Result<Job, DecodeError> {
-    match canonical() {
-        Some(job) => Ok(job),
-        None => serde().map_err(|e| DecodeError::Invalid(e.to_string())),
+    let mut job = match canonical() {
+        Some(job) => job,
+        None => serde().map_err(|e| DecodeError::Invalid(e.to_string()))?,
+    };
+    if job.enqueued_at_ms == 0 {
+        job.enqueued_at_ms = time_of_id(&job.id).unwrap_or(0);
     }
+    Ok(job)
 }
 
 /// The raw payload skips serde's recursion limit; a payload nested deeper than

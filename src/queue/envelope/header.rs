@@ -20,15 +20,26 @@ pub(super) fn canonical(bytes: &[u8]) -> Option<Job> {
 /// [`canonical`] of text.
 pub(super) fn canonical_text(text: &str) -> Option<Job> {
     let mut r = Reader { text, at: 0 };
-    r.literal("{\"attempt\":")?;
-    let attempt = r.whole()?;
-    r.literal(",\"max_attempts\":")?;
-    let max_attempts = r.whole()?;
-    r.literal(",\"priority\":")?;
-    let priority_raw = r.whole()?;
-    r.literal(",\"enqueued_at\":")?;
-    let enqueued_at_ms = r.whole()?;
-    r.literal(",\"id\":")?;
+    // The compact form's implied numbers, or the full form's own.
+    let (attempt, max_attempts, priority_raw, enqueued_at_ms) = if r.literal("{\"id\":").is_some() {
+        (
+            0,
+            u64::from(super::default_max_attempts()),
+            u64::from(super::normal()),
+            0,
+        )
+    } else {
+        r.literal("{\"attempt\":")?;
+        let attempt = r.whole()?;
+        r.literal(",\"max_attempts\":")?;
+        let max_attempts = r.whole()?;
+        r.literal(",\"priority\":")?;
+        let priority_raw = r.whole()?;
+        r.literal(",\"enqueued_at\":")?;
+        let enqueued_at_ms = r.whole()?;
+        r.literal(",\"id\":")?;
+        (attempt, max_attempts, priority_raw, enqueued_at_ms)
+    };
     let id = r.string()?;
     r.literal(",\"kind\":")?;
     let kind = r.string()?;
@@ -193,16 +204,21 @@ mod tests {
             let buf = serde_json::to_vec(&EnvelopeOut {
                 attempt, max_attempts: max, priority, enqueued_at: at, id: &id, kind: &kind,
                 trace_id: trace.as_deref(), unique_key: unique.as_deref(), key: key.as_deref(),
-                retry: retry.as_deref(), payload: &raw,
+                retry: retry.as_deref(), payload: &raw, compact: false,
             })
             .unwrap();
-            let serde = by_serde(&buf);
-            prop_assert!(serde.is_some());
-            if let Some(j) = canonical(&buf) {
-                prop_assert_eq!(Some(fields(&j)), serde);
-            } else {
-                // Only strings with escapes may go to serde_json.
-                prop_assert!(buf.contains(&b'\\'));
+            // And the same job in the compact form: the four numbers left out.
+            let text = String::from_utf8(buf.clone()).unwrap();
+            let compact = format!("{{{}", &text[text.find(r#","id":"#).unwrap() + 1..]);
+            for env in [&buf[..], compact.as_bytes()] {
+                let serde = by_serde(env);
+                prop_assert!(serde.is_some());
+                if let Some(j) = canonical(env) {
+                    prop_assert_eq!(Some(fields(&j)), serde);
+                } else {
+                    // Only strings with escapes may go to serde_json.
+                    prop_assert!(env.contains(&b'\\'));
+                }
             }
         }
 

@@ -1,5 +1,6 @@
 //! Job ids weir generates: a random per-process prefix and a counter in hex, unique
-//! without a round trip.
+//! without a round trip; a *time id* opens with the enqueue time as well, so that a compact
+//! envelope (`envelope.rs`), which has no `enqueued_at`, still says when it was enqueued.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,6 +12,63 @@ pub fn new_id() -> String {
     let mut id = String::new();
     push_new_id(&mut id);
     id
+}
+
+/// Digits of a time id's time: base 36, lower case, zero-padded (until the year 2059).
+const TIME_DIGITS: usize = 8;
+
+/// Appends a fresh *time id* to `out`: `<enqueue time>.` then a [`new_id`], the time in ms
+/// since the Unix epoch as [`TIME_DIGITS`] base-36 digits, e.g.
+/// `mim3k2ab.0123456789abcdef-1f`. [`time_of_id`] reads the time back (`scripts/lib.lua`
+/// has the same reader). Returns whether the id holds the time: one past the digits'
+/// range writes a plain id.
+pub(crate) fn push_time_id(out: &mut String, now_ms: u64) -> bool {
+    thread_local! {
+        /// The time last written, and its digits: a bulk load's jobs share their time.
+        static LAST: std::cell::Cell<(u64, [u8; TIME_DIGITS])> = const { std::cell::Cell::new((u64::MAX, [0; TIME_DIGITS])) };
+    }
+    let (at, mut digits) = LAST.get();
+    if at != now_ms {
+        let mut rest = now_ms;
+        for d in digits.iter_mut().rev() {
+            *d = b"0123456789abcdefghijklmnopqrstuvwxyz"[(rest % 36) as usize];
+            rest /= 36;
+        }
+        if rest != 0 {
+            push_new_id(out);
+            return false;
+        }
+        LAST.set((now_ms, digits));
+    }
+    out.extend(digits.iter().map(|&d| char::from(d)));
+    out.push('.');
+    push_new_id(out);
+    true
+}
+
+/// The enqueue time a time id ([`push_time_id`]) holds, ms since the Unix epoch; `None`
+/// for any other id. The whole shape is checked (`<8 base-36>.<16 hex>-<hex>`, then
+/// nothing or a partition's `.p<i>`), so that an id of a user's seldom passes for one; a
+/// compact envelope's id is always weir's.
+pub fn time_of_id(id: &str) -> Option<u64> {
+    let (time, rest) = id.split_at_checked(TIME_DIGITS)?;
+    let rest = rest.strip_prefix('.')?;
+    let (prefix, rest) = rest.split_at_checked(16)?;
+    let counter = rest.strip_prefix('-')?;
+    let (counter, partition) = counter.split_once(".p").unwrap_or((counter, "0"));
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let digits = !partition.is_empty() && partition.bytes().all(|b| b.is_ascii_digit());
+    if !(hex(prefix) && hex(counter) && digits) {
+        return None;
+    }
+    time.bytes().try_fold(0u64, |n, b| {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'z' => b - b'a' + 10,
+            _ => return None,
+        };
+        Some(n * 36 + u64::from(d))
+    })
 }
 
 /// Appends a fresh job id ([`new_id`]) to `out`: a bulk load writes its ids into one
@@ -75,6 +133,43 @@ mod tests {
         );
         assert!(m > n, "{a} then {b}");
         assert_eq!(format!("{n:x}"), a.split_once('-').unwrap().1, "no leading zeros");
+    }
+
+    #[test]
+    fn a_time_id_holds_its_time() {
+        for now in [0, 1, 1_796_000_000_000, 36u64.pow(8) - 1] {
+            let mut id = String::new();
+            assert!(push_time_id(&mut id, now));
+            crate::queue::keys::validate_token("job id", &id, MAX_ID_LEN).unwrap();
+            assert_eq!(id.find('.'), Some(8), "{id}");
+            assert_eq!(time_of_id(&id), Some(now), "{id}");
+            assert_eq!(
+                time_of_id(&crate::queue::partitions::id_in(&id, 12)),
+                Some(now),
+                "{id}"
+            );
+        }
+        let mut id = String::new();
+        assert!(!push_time_id(&mut id, 36u64.pow(8)));
+        assert_eq!(time_of_id(&id), None, "past the digits: a plain id, {id}");
+        assert!(!id.contains('.'), "{id}");
+        for other in [
+            new_id().as_str(),
+            "order-12345",
+            "mim3k2ab.0123456789abcdef-",
+            "mim3k2ab.0123456789abcdeF-1",
+            "mim3k2aB.0123456789abcdef-1",
+            "mim3k2ab.0123456789abcdef-1x",
+            "mim3k2ab.0123456789abcdef-1.p",
+            "mim3k2ab.0123456789abcdef-1.px",
+            "mim3k2a.0123456789abcdef-1",
+            "mim3k2ab_0123456789abcdef-1",
+            "mim3k2ab.0123456789abcde-1",
+            "",
+        ] {
+            assert_eq!(time_of_id(other), None, "{other}");
+        }
+        assert_eq!(time_of_id("00000010.0123456789abcdef-1f.p3"), Some(36));
     }
 
     /// Threads count through blocks of their own: ids made side by side on several

@@ -27,7 +27,8 @@ fn strings_len(env: &EnvelopeOut<'_>) -> usize {
 }
 
 /// Writes what comes before the payload in `env`'s envelope, through `,"payload":`, as
-/// serde_json writes it (every string a token); `env.payload` is not read. The payload
+/// serde_json writes it (every string a token), or in the compact form where
+/// [`EnvelopeOut::is_compact`]; `env.payload` is not read. The payload
 /// and a closing `}` complete the envelope.
 pub(crate) fn head(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
     debug_assert!(
@@ -45,9 +46,13 @@ pub(crate) fn head(env: &EnvelopeOut<'_>, buf: &mut Vec<u8>) {
         "a string of the envelope of {:?} needs an escape",
         env.id
     );
-    NUMBERS.with_borrow_mut(|numbers| numbers.write(env, buf));
-    // The two fields every envelope has, their names and quotes as whole literals.
-    buf.extend_from_slice(br#","id":""#);
+    if env.is_compact() {
+        buf.extend_from_slice(br#"{"id":""#);
+    } else {
+        NUMBERS.with_borrow_mut(|numbers| numbers.write(env, buf));
+        // The two fields every envelope has, their names and quotes as whole literals.
+        buf.extend_from_slice(br#","id":""#);
+    }
     buf.extend_from_slice(env.id.as_bytes());
     buf.extend_from_slice(br#"","kind":""#);
     buf.extend_from_slice(env.kind.as_bytes());
@@ -147,7 +152,7 @@ mod tests {
             let env = EnvelopeOut {
                 attempt, max_attempts: max, priority, enqueued_at: at, id: &id, kind: &kind,
                 trace_id: trace.as_deref(), unique_key: unique.as_deref(), key: key.as_deref(),
-                retry: retry.as_deref(), payload: &raw,
+                retry: retry.as_deref(), payload: &raw, compact: false,
             };
             let mut buf = Vec::new();
             env.encode_tokens_into(&mut buf);
@@ -172,6 +177,7 @@ mod tests {
             key: None,
             retry: None,
             payload: &raw,
+            compact: false,
         };
         let envs = [
             base,

@@ -116,6 +116,7 @@ impl Bulk<'_> {
                 now_ms: envelope::unix_ms(),
                 limit: p.max_envelope_bytes,
                 cluster: p.conn.is_cluster(),
+                compact: p.compact,
             },
         );
         let mut stopped = None;

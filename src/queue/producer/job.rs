@@ -161,7 +161,7 @@ pub(super) fn encode_job(
     job: NewJob,
     now_ms: u64,
     buf: &mut Vec<u8>,
-    limits: (usize, u32),
+    limits: Encoding,
     partition: Option<usize>,
 ) -> Result<EnqueueArg> {
     let more = job.more.as_deref().unwrap_or(&More::NONE);
@@ -173,6 +173,14 @@ pub(super) fn encode_job(
         key: job.key.as_deref(),
     };
     encode(parts, job.id, more, now_ms, buf, limits, partition)
+}
+
+/// How a producer encodes its jobs: its limits, and whether it writes compact envelopes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Encoding {
+    pub max_envelope_bytes: usize,
+    pub default_max_attempts: u32,
+    pub compact: bool,
 }
 
 /// A job that is ready now, with a generated id and none of [`NewJob`]'s less common
@@ -197,7 +205,7 @@ pub(super) fn encode_parts(
     job: JobParts<'_>,
     now_ms: u64,
     buf: &mut Vec<u8>,
-    limits: (usize, u32),
+    limits: Encoding,
     partition: Option<usize>,
 ) -> Result<EnqueueArg> {
     encode(job, None, &More::NONE, now_ms, buf, limits, partition)
@@ -211,20 +219,29 @@ fn encode(
     more: &More,
     now_ms: u64,
     buf: &mut Vec<u8>,
-    (max_envelope_bytes, default_max_attempts): (usize, u32),
+    limits: Encoding,
     partition: Option<usize>,
 ) -> Result<EnqueueArg> {
     validate_token("job kind", job.kind, MAX_ID_LEN)?;
     let unique = id.is_some();
+    // A generated id holds the enqueue time when compact envelopes are written.
+    let mut compact = false;
     let id = match id {
         Some(id) => {
             validate_token("job id", &id, MAX_ID_LEN)?;
             id
         }
-        None => match partition {
-            Some(i) => partitions::id_in(&envelope::new_id(), i),
-            None => envelope::new_id(),
-        },
+        None => {
+            let mut id = String::new();
+            match limits.compact {
+                true => compact = envelope::push_time_id(&mut id, now_ms),
+                false => envelope::push_new_id(&mut id),
+            }
+            if let Some(i) = partition {
+                partitions::push_partition(&mut id, i);
+            }
+            id
+        }
     };
     if let Some(t) = &more.trace_id {
         validate_token("trace id", t, MAX_ID_LEN)?;
@@ -241,7 +258,7 @@ fn encode(
     if let Some(k) = job.key {
         validate_token("job key", k, MAX_ID_LEN)?;
     }
-    let max_attempts = job.max_attempts.unwrap_or(default_max_attempts).max(1);
+    let max_attempts = job.max_attempts.unwrap_or(limits.default_max_attempts).max(1);
     let retry = more.retry.as_ref().map(RetryRule::to_string);
     let env = EnvelopeOut {
         attempt: 0,
@@ -255,14 +272,15 @@ fn encode(
         key: job.key,
         retry: retry.as_deref(),
         payload: job.payload,
+        compact,
     };
     // Every string above passed `validate_token`.
     env.encode_tokens_into(buf);
-    if buf.len() > max_envelope_bytes {
+    if buf.len() > limits.max_envelope_bytes {
         return Err(Error::TooLarge {
             id,
             size: buf.len(),
-            limit: max_envelope_bytes,
+            limit: limits.max_envelope_bytes,
         });
     }
     let run_at_ms = more

@@ -67,6 +67,8 @@ pub struct Producer {
     keys: QueueKeys,
     max_envelope_bytes: usize,
     default_max_attempts: u32,
+    /// Writes compact envelopes ([`Producer::compact_envelopes`]).
+    compact: bool,
     /// On a Redis Cluster: the queue is in the queue registry (added once, after the first
     /// enqueue; on a single Redis every enqueue call adds it).
     registered: Arc<AtomicBool>,
@@ -83,6 +85,7 @@ impl std::fmt::Debug for Producer {
             .field("queue", &self.keys.name())
             .field("max_envelope_bytes", &self.max_envelope_bytes)
             .field("default_max_attempts", &self.default_max_attempts)
+            .field("compact", &self.compact)
             .finish_non_exhaustive()
     }
 }
@@ -98,6 +101,7 @@ impl Producer {
             keys: QueueKeys::new(queue)?,
             max_envelope_bytes: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
             default_max_attempts: DEFAULT_MAX_ATTEMPTS,
+            compact: false,
             registered: Arc::default(),
             spread: None,
             durability: None,
@@ -141,6 +145,17 @@ impl Producer {
     /// Sets the attempts of jobs that do not say (default 5).
     pub fn default_max_attempts(mut self, n: u32) -> Self {
         self.default_max_attempts = n.max(1);
+        self
+    }
+
+    /// Writes compact envelopes (`queue/envelope.rs`) for the jobs they fit: a fresh job
+    /// with a generated id, the default attempts (5) and normal priority, other fields as
+    /// they are. About 60 bytes fewer per job, and about a fifth less of Redis's CPU to store
+    /// a small one. Off by default: consumers older than the compact form cannot read it (they
+    /// dead-letter such jobs as undecodable), so turn it on once every consumer of the
+    /// queue runs a version that reads it.
+    pub fn compact_envelopes(mut self, on: bool) -> Self {
+        self.compact = on;
         self
     }
 

@@ -1,7 +1,7 @@
 //! Encoding jobs into enqueue arguments with a producer's limits ([`Producer::prepare`]
 //! and its kin): the checks and the envelope, before anything is sent.
 
-use super::job::{encode_job, encode_parts};
+use super::job::{Encoding, encode_job, encode_parts};
 use super::{DEFAULT_MAX_ATTEMPTS, JobParts, NewJob, Producer};
 use crate::error::Result;
 use crate::queue::envelope;
@@ -25,13 +25,16 @@ impl Producer {
     /// that is such a job.
     pub fn prepare_parts(&self, job: JobParts<'_>, now_ms: u64, buf: &mut Vec<u8>) -> Result<EnqueueArg> {
         let partition = self.spread.as_ref().map(|s| s.route(job.key, false, &self.conn));
-        encode_parts(
-            job,
-            now_ms,
-            buf,
-            (self.max_envelope_bytes, self.default_max_attempts),
-            partition,
-        )
+        encode_parts(job, now_ms, buf, self.encoding(), partition)
+    }
+
+    /// How this producer encodes jobs.
+    pub(super) fn encoding(&self) -> Encoding {
+        Encoding {
+            max_envelope_bytes: self.max_envelope_bytes,
+            default_max_attempts: self.default_max_attempts,
+            compact: self.compact,
+        }
     }
 
     /// On a partitioned queue, the partition a job with a generated id goes to
@@ -50,13 +53,7 @@ impl Producer {
         buf: &mut Vec<u8>,
         partition: Option<usize>,
     ) -> Result<EnqueueArg> {
-        encode_job(
-            job,
-            now_ms,
-            buf,
-            (self.max_envelope_bytes, self.default_max_attempts),
-            partition,
-        )
+        encode_job(job, now_ms, buf, self.encoding(), partition)
     }
 
     /// Checks and encodes one job with the default limits, without a producer (benchmarks,
@@ -66,7 +63,11 @@ impl Producer {
             job,
             now_ms,
             buf,
-            (envelope::DEFAULT_MAX_ENVELOPE_BYTES, DEFAULT_MAX_ATTEMPTS),
+            Encoding {
+                max_envelope_bytes: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
+                default_max_attempts: DEFAULT_MAX_ATTEMPTS,
+                compact: false,
+            },
             None,
         )
     }

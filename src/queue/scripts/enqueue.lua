@@ -11,7 +11,8 @@
 --   unique (1 = ids chosen by the caller: check each; 0 = ids weir generated, unique by
 --   construction: stored in bulk), unique_for (ms, 0 = none: the window of each job's
 --   unique key, which its envelope's "unique_key" field names), n (jobs in the section),
---   then n pairs of id, envelope (JSON, header as envelope.rs writes it).
+--   then n pairs of id, envelope (JSON, header as envelope.rs writes it; or, in a
+--   section of normal priority, the compact form: lib.lua's header).
 -- Returns: the ids not enqueued (array): a job with that id exists, or the job's unique
 --   key is taken (a job with that key was enqueued within its window).
 -- Errors (nothing is stored): 'ERR weir enqueue: ...' for a malformed section or an
@@ -89,11 +90,15 @@ while i <= #ARGV do
     return fail('the section at argument ' .. i .. ' announces more jobs than it holds')
   end
   local head = '^{"attempt":%d+,"max_attempts":%d+,"priority":' .. p .. ',"enqueued_at":%d+,"id":"'
+  -- or, at normal priority, the compact form's opening (lib.lua's header: a compact
+  -- envelope carries no other priority)
+  local compact = p == 1
   local window = whole(ARGV[i + 4]) > 0
   for j = i + 6, i + 5 + 2 * n, 2 do
     local id, env = ARGV[j], ARGV[j + 1]
     if not token(id) then return fail('invalid job id ' .. string.format('%q', string.sub(id, 1, 200))) end
     local _, e = string.find(env, head)
+    if not e and compact then _, e = string.find(env, COMPACT) end
     if not e or string.sub(env, e + 1, e + #id + 1) ~= id .. '"' then
       return fail('the envelope of job ' .. id .. ' does not open with the header for its id and priority')
     end

@@ -211,11 +211,13 @@ local function is_inline(item)
   return string.byte(item, 1) == 123
 end
 
--- The id an inline job's envelope holds (the header's fifth field), or nil.
+-- The id an inline job's envelope holds (the header's fifth field, or a compact
+-- envelope's first: see compact below), or nil.
 local ITEM_ID = '^{"attempt":%d+,"max_attempts":%d+,"priority":%d,"enqueued_at":%d+,"id":"([^"]*)"'
+local COMPACT_ID = '^{"id":"([^"]*)"'
 local function item_id(item)
   if not is_inline(item) then return item end
-  return string.match(item, ITEM_ID)
+  return string.match(item, ITEM_ID) or string.match(item, COMPACT_ID)
 end
 
 -- Adopts an inline job (out of its list or lease already): its envelope to K.jobs under
@@ -374,28 +376,68 @@ local function find_inline(wanted, hints)
   return found
 end
 
--- Every envelope weir writes opens with this fixed header (envelope.rs keeps the field
--- order), so scripts read and bump the attempt count without a cjson round trip, which
--- would rewrite the payload's numbers. Returns attempt, max_attempts, priority (1-based
--- index into K.ready), or nil for an envelope weir did not write.
+-- An envelope weir writes comes in one of two forms. The full form opens with this fixed
+-- header (envelope.rs keeps the field order), so scripts read and bump the attempt count
+-- without a cjson round trip, which would rewrite the payload's numbers. The compact form,
+-- which producers write for a fresh plain job, is the full form without its four leading
+-- numbers: it opens with '{"id":"', and its header is implied: attempt 0, max_attempts
+-- COMPACT_MAX_ATTEMPTS, normal priority, enqueued at the time its id holds (compact_at).
+-- A job charged an attempt is written back in the full form (with_attempt).
 local HEADER = '^{"attempt":(%d+),"max_attempts":(%d+),"priority":(%d),'
+local COMPACT = '^{"id":"'
 
+-- The max_attempts of a compact envelope: Rust's DEFAULT_MAX_ATTEMPTS (queue::producer)
+-- is the same.
+local COMPACT_MAX_ATTEMPTS = 5
+
+local function is_compact(env)
+  return string.find(env, COMPACT) ~= nil
+end
+
+-- A time id: 8 base-36 digits (its enqueue time, ms since the Unix epoch, zero-padded),
+-- '.', 16 hex digits, '-', a counter in hex, then maybe a partition's '.p<n>'.
+local TIME_ID = '^{"id":"(' .. string.rep('[0-9a-z]', 8) .. ')%.' .. string.rep('[0-9a-f]', 16) .. '%-[0-9a-f]+'
+
+-- The enqueue time (ms) a compact envelope's id holds, or nil when its id is not a time id.
+local function compact_at(env)
+  local _, e, t = string.find(env, TIME_ID)
+  if not e then return nil end
+  if string.find(env, '^"', e + 1) or string.find(env, '^%.p%d+"', e + 1) then return tonumber(t, 36) end
+  return nil
+end
+
+-- Returns attempt, max_attempts, priority (1-based index into K.ready), or nil for an
+-- envelope weir did not write.
 local function header(env)
   local a, m, p = string.match(env, HEADER)
-  if not a then return nil end
+  if not a then
+    if is_compact(env) then return 0, COMPACT_MAX_ATTEMPTS, 2 end
+    return nil
+  end
   p = tonumber(p) + 1
   if p > 3 then p = 3 end
   return tonumber(a), tonumber(m), p
 end
 
+-- `env` with its attempt count set to `attempt`. A compact envelope has no field for it:
+-- at 0 it stays as it is, past 0 it is written in the full form, with its implied header
+-- (an enqueue time its id does not hold is 0). An envelope in neither form is returned as
+-- it is.
 local function with_attempt(env, attempt)
+  if is_compact(env) then
+    if attempt == 0 then return env end
+    return string.format('{"attempt":%d,"max_attempts":%d,"priority":1,"enqueued_at":%d,',
+      attempt, COMPACT_MAX_ATTEMPTS, compact_at(env) or 0) .. string.sub(env, 2)
+  end
   return (string.gsub(env, '^{"attempt":%d+,', '{"attempt":' .. attempt .. ',', 1))
 end
 
--- The kind of an envelope weir wrote (the field after the header and the id), or nil.
+-- The kind of an envelope weir wrote (the field after the header and the id, or after the
+-- id of a compact envelope), or nil.
 local KIND = '^{"attempt":%d+,"max_attempts":%d+,"priority":%d,"enqueued_at":%d+,"id":"[^"]*","kind":"([^"]*)"'
+local COMPACT_KIND = '^{"id":"[^"]*","kind":"([^"]*)"'
 local function env_kind(env)
-  return string.match(env, KIND)
+  return string.match(env, KIND) or string.match(env, COMPACT_KIND)
 end
 
 -- Puts a job (already out of the dead-letter queue or delayed) on its ready list, at the

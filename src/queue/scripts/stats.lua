@@ -21,7 +21,8 @@ out[#out + 1] = redis.call('ZCARD', K.lease) + batched_jobs()
 out[#out + 1] = redis.call('ZCARD', K.dead)
 out[#out + 1] = redis.call('EXISTS', K.paused)
 -- the oldest ready job heads one of the ready lists; its envelope (the item itself for an
--- inline job, lib.lua's items) says when it was enqueued
+-- inline job, lib.lua's items) says when it was enqueued: its "enqueued_at", or the time
+-- a compact envelope's id holds (none when its id is not a time id: skipped)
 local now = now_ms()
 local oldest = 0
 for p = 1, 3 do
@@ -29,7 +30,12 @@ for p = 1, 3 do
   if item then
     local env = item
     if not is_inline(item) then env = redis.call('HGET', K.jobs, item) end
-    local at = env and string.match(env, '"enqueued_at":(%d+)')
+    local at = nil
+    if env and is_compact(env) then
+      at = compact_at(env)
+    elseif env then
+      at = string.match(env, '"enqueued_at":(%d+)')
+    end
     if at then oldest = math.max(oldest, now - tonumber(at)) end
   end
 end

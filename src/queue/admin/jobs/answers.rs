@@ -3,6 +3,7 @@
 //! No Redis here: `jobs.rs` and `lane_jobs.rs` call the scripts and hand the replies over.
 
 use crate::error::{Error, Result};
+use crate::queue::envelope;
 use crate::queue::json::{
     DeferralInfo, JSON_VERSION, JobDetail, JobMoved, JobSkipped, JobState, JobSummary, JobsActed, LeaseInfo,
     PAYLOAD_PREVIEW, RunRecord, Timestamp,
@@ -10,16 +11,39 @@ use crate::queue::json::{
 use crate::queue::scripts::{self, PageEntry, Shown};
 use serde::Deserialize;
 
-/// The fields of an envelope's header a listing shows (the rest is skipped unread).
+/// The fields of an envelope's header a listing shows (the rest is skipped unread); a
+/// compact envelope's implied values where it has none (`envelope.rs`).
 #[derive(Deserialize)]
 struct Head {
+    #[serde(default)]
     attempt: u32,
+    #[serde(default = "default_max_attempts")]
     max_attempts: u32,
+    #[serde(default = "normal")]
     priority: u8,
+    #[serde(default)]
     enqueued_at: u64,
+    #[serde(default)]
+    id: String,
     kind: String,
     #[serde(default)]
     key: Option<String>,
+}
+
+fn default_max_attempts() -> u32 {
+    crate::queue::producer::DEFAULT_MAX_ATTEMPTS
+}
+
+fn normal() -> u8 {
+    crate::Priority::Normal as u8
+}
+
+impl Head {
+    /// When the job was enqueued: the envelope's time, else its id's; `None` if neither says.
+    fn enqueued_at(&self) -> Option<Timestamp> {
+        let at = Some(self.enqueued_at).filter(|&t| t > 0);
+        at.or_else(|| envelope::time_of_id(&self.id)).map(Timestamp)
+    }
 }
 
 /// The start of an envelope's payload, cut at [`PAYLOAD_PREVIEW`] characters; `None`
@@ -51,7 +75,7 @@ impl Raw<'_> {
     pub(in crate::queue::admin) fn summary(&self, now: Timestamp) -> JobSummary {
         let head = self.envelope.and_then(|e| serde_json::from_str::<Head>(e).ok());
         let at = |s: JobState| self.score.filter(|_| self.state == s).map(Timestamp);
-        let enqueued_at = head.as_ref().map(|h| Timestamp(h.enqueued_at));
+        let enqueued_at = head.as_ref().and_then(Head::enqueued_at);
         JobSummary {
             id: self.id.to_owned(),
             state: self.state,

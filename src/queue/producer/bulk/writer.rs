@@ -42,6 +42,8 @@ pub(crate) struct Shape<'a> {
     /// The envelope size limit.
     pub limit: usize,
     pub cluster: bool,
+    /// Compact envelopes, where they fit ([`Producer::compact_envelopes`](crate::Producer::compact_envelopes)).
+    pub compact: bool,
 }
 
 /// A chunk ready to send: its calls (one per partition it holds: the partition's keys,
@@ -129,6 +131,8 @@ impl<'a> Writer<'a> {
     /// Writes one job's envelope as the next item of its lane's RPUSH.
     fn write<P: Serialize + ?Sized>(&mut self, id: Option<&str>, payload: &P) -> Result<()> {
         self.id.clear();
+        // A generated id holds the enqueue time when compact envelopes are written.
+        let mut compact = false;
         let lane = match id {
             Some(id) => {
                 validate_token("job id", id, MAX_ID_LEN)?;
@@ -136,7 +140,10 @@ impl<'a> Writer<'a> {
                 self.lanes.spread.map_or(0, |s| s.parts().of_id(id))
             }
             None => {
-                envelope::push_new_id(&mut self.id);
+                match self.shape.compact {
+                    true => compact = envelope::push_time_id(&mut self.id, self.shape.now_ms),
+                    false => envelope::push_new_id(&mut self.id),
+                }
                 if self.lanes.spread.is_some() {
                     partitions::push_partition(&mut self.id, self.lane);
                 }
@@ -157,6 +164,7 @@ impl<'a> Writer<'a> {
             retry: None,
             // `head` does not read it: the payload is serialized in place below.
             payload: RawValue::NULL,
+            compact,
         };
         let (push, jobs, bytes) = self.pushes[lane].get_or_insert_with(|| {
             let (args, bytes) = self.sizes[lane];
@@ -253,6 +261,7 @@ pub fn bulk_pipelines<P: Serialize>(
             now_ms,
             limit: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
             cluster: false,
+            compact: false,
         },
     );
     let mut jobs = payloads.into_iter().map(|p| (None::<&'static str>, p));
