@@ -374,31 +374,6 @@ async fn a_service_that_answers_429_for_a_while_loses_no_job() {
     assert!(stats.counters["deferred"] >= 40, "{stats:?}");
 }
 
-/// `GET /metrics` of a consumer's exporter.
-fn scrape(port: u16) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return String::new();
-    };
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let _ = write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    );
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
-}
-
-/// The value of the sample of `name` whose labels include every one of `labels`.
-fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .find(|l| labels.iter().all(|want| l.contains(want)))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
 /// A service that never stops answering 429: each job is deferred until its deferral
 /// budget (`--max-deferrals 2`) is spent, then dead-lettered with a reason that says so.
 /// The deferrals show in the metrics (by reason) and in `weir stats`, text and JSON.
@@ -437,13 +412,13 @@ async fn deferrals_past_the_budget_are_dead_lettered_and_counted() {
     .await;
     let deferred = r#"queue="budget""#;
     common::wait_until("the metrics to count them", Duration::from_secs(10), || async {
-        let m = scrape(port);
-        sample(
+        let m = common::scrape(port);
+        common::sample(
             &m,
             "weir_jobs_deferred_total",
             &[deferred, r#"reason="backpressure""#],
         ) == Some(10.0)
-            && sample(&m, "weir_jobs_dead_lettered_total", &[deferred]) == Some(5.0)
+            && common::sample(&m, "weir_jobs_dead_lettered_total", &[deferred]) == Some(5.0)
     })
     .await;
     work.sigterm();

@@ -94,3 +94,54 @@ async fn enqueue_compact_stores_plain_lines_compact_and_lists_and_runs_them() {
     assert_eq!(stats.counters.get("acked"), Some(&6), "every job ran");
     assert_eq!((stats.pending(), stats.dead), (0, 0));
 }
+
+/// The end-to-end latency a consumer reports counts a compact job by the time its id
+/// holds, and leaves out one whose id holds none (its enqueue time is unknown), rather
+/// than counting it as enqueued in 1970.
+#[tokio::test]
+async fn a_compact_job_without_an_enqueue_time_is_left_out_of_the_latency() {
+    let ctx = Ctx::new("cli-compact-lat").await;
+    let o = cli(
+        &ctx,
+        &["enqueue", "--compact", "--kind", "k", "-q", &ctx.queue],
+        "1\n",
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let ready = ctx.keys.ready(weir::Priority::Normal);
+    let _: () = ctx
+        .cmd(&["RPUSH", ready, r#"{"id":"plain-1","kind":"k","payload":2}"#])
+        .await;
+    let port = free_port();
+    let mut work = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "work",
+            "--handler",
+            "noop",
+            "-q",
+            &ctx.queue,
+            "--redis-url",
+            &ctx.url,
+        ])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let queue = format!(r#"queue="{}""#, ctx.queue);
+    let count = || sample(&scrape(port), "weir_job_end_to_end_seconds_count", &[&queue]);
+    wait_until("both jobs acked", std::time::Duration::from_secs(15), || async {
+        ctx.stats().await.counters.get("acked") == Some(&2) && count().is_some()
+    })
+    .await;
+    let metrics = scrape(port);
+    let _ = work.kill();
+    let _ = work.wait();
+    let sum = sample(&metrics, "weir_job_end_to_end_seconds_sum", &[&queue]);
+    assert_eq!(count(), None, "the consumer is gone");
+    assert_eq!(
+        sample(&metrics, "weir_job_end_to_end_seconds_count", &[&queue]),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert!(sum.is_some_and(|s| s < 60.0), "{sum:?}");
+}

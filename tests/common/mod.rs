@@ -9,6 +9,9 @@
 #![allow(dead_code)]
 
 pub(crate) mod clients;
+mod metrics;
+#[allow(unused_imports)] // not every test binary reads a consumer's metrics
+pub(crate) use metrics::{sample, scrape};
 mod seen;
 #[allow(unused_imports)] // not every test binary runs a consumer
 pub(crate) use seen::Seen;

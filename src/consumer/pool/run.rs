@@ -147,7 +147,12 @@ impl Pool {
 
     async fn run_batch(self: Arc<Self>, h: Arc<dyn BatchHandler>, jobs: Vec<Job>, permit: Permit, key: u64) {
         let run_jobs: Vec<RunJob> = jobs.iter().map(|j| RunJob::of(j, self.rules.by_kind())).collect();
-        let oldest = jobs.iter().map(|j| j.enqueued_at_ms).min().unwrap_or(0);
+        let oldest = jobs
+            .iter()
+            .map(|j| j.enqueued_at_ms)
+            .filter(|&t| t > 0)
+            .min()
+            .unwrap_or(0);
         let kinds: Vec<_> = jobs.iter().map(|j| self.metrics.kinds.of(&j.kind)).collect();
         let n = run_jobs.len();
         let started = Instant::now();
@@ -244,8 +249,12 @@ impl Pool {
     }
 
     /// End-to-end latency, enqueue (producer's clock) to outcome; a clock behind the
-    /// producer's reads as zero.
+    /// producer's reads as zero, an unknown enqueue time (0: a compact envelope whose id
+    /// holds none) is not recorded.
     fn record_latency(&self, enqueued_at_ms: u64, n: usize) {
+        if enqueued_at_ms == 0 {
+            return;
+        }
         let now = crate::queue::envelope::unix_ms();
         let secs = now.saturating_sub(enqueued_at_ms) as f64 / 1000.0;
         self.metrics.job_latency.record_many(secs, n);
