@@ -46,7 +46,7 @@ pub(crate) fn push_time_id(out: &mut String, now_ms: u64) -> bool {
     true
 }
 
-/// The enqueue time a time id ([`push_time_id`]) holds, ms since the Unix epoch; `None`
+/// The enqueue time a time id (`push_time_id`) holds, ms since the Unix epoch; `None`
 /// for any other id. The whole shape is checked (`<8 base-36>.<16 hex>-<hex>`, then
 /// nothing or a partition's `.p<i>`), so that an id of a user's seldom passes for one; a
 /// compact envelope's id is always weir's.
