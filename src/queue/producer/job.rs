@@ -232,7 +232,8 @@ fn encode(
             id
         }
         None => {
-            let mut id = String::new();
+            // A time id and a partition's suffix fit: one allocation, no regrowth.
+            let mut id = String::with_capacity(48);
             match limits.compact {
                 true => compact = envelope::push_time_id(&mut id, now_ms),
                 false => envelope::push_new_id(&mut id),
