@@ -243,12 +243,12 @@ impl Job {
 }
 
 /// The attempts of a compact envelope, which does not say.
-fn default_max_attempts() -> u32 {
+pub(crate) fn default_max_attempts() -> u32 {
     crate::queue::producer::DEFAULT_MAX_ATTEMPTS
 }
 
 /// The priority of a compact envelope, which does not say.
-fn normal() -> u8 {
+pub(crate) fn normal() -> u8 {
     Priority::Normal as u8
 }
 

@@ -150,7 +150,7 @@ impl Producer {
 
     /// Writes compact envelopes (`queue/envelope.rs`) for the jobs they fit: a fresh job
     /// with a generated id, the default attempts (5) and normal priority, other fields as
-    /// they are. About 60 bytes fewer per job, and about a fifth less of Redis's CPU to store
+    /// they are. 61 bytes fewer per job, and about a fifth less of Redis's CPU to store
     /// a small one. Off by default: consumers older than the compact form cannot read it (they
     /// dead-letter such jobs as undecodable), so turn it on once every consumer of the
     /// queue runs a version that reads it.

@@ -17,9 +17,9 @@ use serde::Deserialize;
 struct Head {
     #[serde(default)]
     attempt: u32,
-    #[serde(default = "default_max_attempts")]
+    #[serde(default = "envelope::default_max_attempts")]
     max_attempts: u32,
-    #[serde(default = "normal")]
+    #[serde(default = "envelope::normal")]
     priority: u8,
     #[serde(default)]
     enqueued_at: u64,
@@ -28,14 +28,6 @@ struct Head {
     kind: String,
     #[serde(default)]
     key: Option<String>,
-}
-
-fn default_max_attempts() -> u32 {
-    crate::queue::producer::DEFAULT_MAX_ATTEMPTS
-}
-
-fn normal() -> u8 {
-    crate::Priority::Normal as u8
 }
 
 impl Head {
