@@ -50,9 +50,9 @@ pub(crate) struct EnqueueArgs {
     /// wins over it.
     #[arg(long, value_parser = parse_key)]
     pub key: Option<String>,
-    /// Write compact envelopes: 61 bytes fewer per job, about a fifth less
-    /// of Redis's CPU to store a small one. Only for queues whose consumers all run this version or
-    /// later (older ones dead-letter such jobs as undecodable).
+    /// Write compact envelopes: 61 bytes fewer per job, about a fifth less of Redis's CPU
+    /// to store a small one. Only for queues whose consumers all run this version or later
+    /// (older ones dead-letter such jobs as undecodable).
     #[arg(long)]
     pub compact: bool,
     /// Durability: each call's jobs count as enqueued only once this many replicas of
