@@ -112,12 +112,24 @@ fn compare(sent: Vec<(&str, String)>, mut ran: HashMap<String, String>) {
 /// envelope the Rust producer writes for the same job (same id, kind, priority, attempts,
 /// time, trace id, job key and raw payload): byte for byte, so the field order, the
 /// optional fields' presence and the payload's text all match.
-async fn stored_envelopes(ctx: &Ctx) -> HashMap<String, String> {
+async fn stored_envelopes(ctx: &Ctx, window: (u64, u64), compact: &mut usize) -> HashMap<String, String> {
     let mut stored = HashMap::new();
-    for (id, env) in ctx.snapshot().await.jobs {
+    let s = ctx.snapshot().await;
+    // where the normal priority's jobs wait: ready or delayed
+    let normal: std::collections::HashSet<&str> = (s.ready[1].iter().map(String::as_str))
+        .chain(s.delayed[1].iter().map(|(id, _)| id.as_str()))
+        .collect();
+    for (id, env) in s.jobs.clone() {
         let job = weir::queue::envelope::decode(&id, env.as_bytes(), usize::MAX)
             .unwrap_or_else(|e| panic!("job {id}: {e}: {env}"));
         assert_eq!(job.unique_key, None, "job {id}: no window in this test");
+        // enqueued while the producer ran (a compact job's time is its id's)
+        let (t0, t1) = window;
+        assert!(
+            (t0..=t1).contains(&job.enqueued_at_ms),
+            "job {id}: enqueued at {}",
+            job.enqueued_at_ms
+        );
         let mut again = NewJob::from_raw(job.kind.clone(), job.payload.clone())
             .id(&id)
             .priority(job.priority())
@@ -132,21 +144,34 @@ async fn stored_envelopes(ctx: &Ctx) -> HashMap<String, String> {
             again = again.retry(r.parse().unwrap_or_else(|e| panic!("job {id}: {e}")));
         }
         let rust = Producer::prepare_offline(again, job.enqueued_at_ms, &mut Vec::new()).unwrap();
-        assert_eq!(
-            String::from_utf8(rust.envelope).unwrap(),
-            env,
-            "job {id}: the envelope the Rust producer writes"
-        );
+        let mut rust = String::from_utf8(rust.envelope).unwrap();
+        if env.starts_with(r#"{"id":""#) {
+            // compact: the full form without its numbers, which the id's time and the
+            // form's implied values give back
+            rust = format!("{{{}", &rust[rust.find(r#","id":"#).unwrap() + 1..]);
+            *compact += 1;
+            assert!(
+                normal.contains(id.as_str()),
+                "job {id}: compact, of normal priority"
+            );
+        }
+        assert_eq!(rust, env, "job {id}: the envelope the Rust producer writes");
         let key = job.key.unwrap_or_default();
         stored.insert(id, format!("{key}\t{}", job.payload.get()));
     }
     stored
 }
 
-async fn drained_byte_for_byte(label: &str, producer: Command) {
+/// `compact`: the producer writes compact envelopes (`WEIR_COMPACT`), for the jobs they
+/// describe: some are, and the rest are written in full.
+async fn drained_byte_for_byte(label: &str, producer: Command, compact: bool) {
     let ctx = Ctx::new(label).await;
     assert!(weir(&ctx, &["functions", "load"]).contains("weir library"));
     let mut producer = producer;
+    if compact {
+        producer.env("WEIR_COMPACT", "1");
+    }
+    let t0 = ctx.now_ms().await;
     let sent = ok(
         label,
         producer
@@ -154,11 +179,20 @@ async fn drained_byte_for_byte(label: &str, producer: Command) {
             .output()
             .unwrap(),
     );
+    let t1 = ctx.now_ms().await;
     let sent = sent_jobs(&sent);
     let keyed = sent.iter().filter(|(_, k, _)| !k.is_empty()).count();
     assert!((JOBS / 3..JOBS / 2).contains(&keyed), "{keyed} jobs with a key");
     let with_keys = sent.iter().map(|(id, k, p)| (*id, format!("{k}\t{p}")));
-    compare(with_keys.collect(), stored_envelopes(&ctx).await);
+    let mut compacts = 0;
+    compare(
+        with_keys.collect(),
+        stored_envelopes(&ctx, (t0, t1), &mut compacts).await,
+    );
+    match compact {
+        true => assert!((1..JOBS).contains(&compacts), "{compacts} of {JOBS} compact"),
+        false => assert_eq!(compacts, 0),
+    }
     let payloads = sent.iter().map(|(id, _, p)| (*id, p.to_string()));
     compare(payloads.collect(), drain(&ctx));
     let s = ctx.stats().await;
@@ -173,14 +207,28 @@ async fn drained_byte_for_byte(label: &str, producer: Command) {
 async fn python_jobs_run_once_with_their_payloads_byte_for_byte() {
     let mut p = python();
     p.arg(driver("produce.py"));
-    drained_byte_for_byte("py", p).await;
+    drained_byte_for_byte("py", p, false).await;
+}
+
+#[tokio::test]
+async fn python_compact_jobs_run_once_with_their_payloads_byte_for_byte() {
+    let mut p = python();
+    p.arg(driver("produce.py"));
+    drained_byte_for_byte("py-compact", p, true).await;
 }
 
 #[tokio::test]
 async fn node_jobs_run_once_with_their_payloads_byte_for_byte() {
     let mut n = node();
     n.arg(driver("produce.js"));
-    drained_byte_for_byte("js", n).await;
+    drained_byte_for_byte("js", n, false).await;
+}
+
+#[tokio::test]
+async fn node_compact_jobs_run_once_with_their_payloads_byte_for_byte() {
+    let mut n = node();
+    n.arg(driver("produce.js"));
+    drained_byte_for_byte("js-compact", n, true).await;
 }
 
 /// A bad job key (outside the alphabet, empty, too long, not a string) is refused by

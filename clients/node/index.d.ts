@@ -64,7 +64,7 @@ export interface BulkReport {
 }
 
 export class Producer {
-  constructor(redis: Redis, queue: string, options?: { defaultMaxAttempts?: number; maxEnvelopeBytes?: number });
+  constructor(redis: Redis, queue: string, options?: { defaultMaxAttempts?: number; maxEnvelopeBytes?: number; compactEnvelopes?: boolean });
   /** Resolves to the job id, or null if it was skipped as a duplicate. */
   enqueue(kind: string, payload?: unknown, options?: JobOptions): Promise<string | null>;
   /** Resolves to the job id and what happened to it. */

@@ -56,7 +56,8 @@ async function main() {
   const [url, queue, mode, nText] = process.argv.slice(2);
   const n = Number(nText);
   const redis = new Redis(url);
-  const p = new Producer(redis, queue);
+  // WEIR_COMPACT set: compact envelopes for the jobs they describe
+  const p = new Producer(redis, queue, { compactEnvelopes: Boolean(process.env.WEIR_COMPACT) });
   if (mode === 'badkey' || mode === 'badretry') {
     if (mode === 'badkey') await badKeys(p, 'key', ['a b', '', 'k'.repeat(129), 'a"b', 'tenant/1', 7]);
     else await badKeys(p, 'retry', BAD_RETRY);

@@ -1,6 +1,6 @@
 """Enqueues jobs through the weir-producer package, for tests/clients.rs.
 
-usage: produce.py REDIS_URL QUEUE MODE N
+usage: produce.py REDIS_URL QUEUE MODE N   (WEIR_COMPACT=1: compact envelopes)
   all     N jobs through every call of the package (enqueue, enqueue_in, enqueue_at,
           enqueue_bulk; priorities, chosen ids, job keys, raw JSON); prints
           `id<TAB>key<TAB>payload` per job (key empty for a job without one)
@@ -11,6 +11,7 @@ usage: produce.py REDIS_URL QUEUE MODE N
 """
 
 import json
+import os
 import sys
 from datetime import datetime, timedelta, timezone
 
@@ -85,7 +86,8 @@ def all_calls(p, n):
 
 def main():
     url, queue, mode, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    p = Producer(redis.Redis.from_url(url), queue)
+    # WEIR_COMPACT set: compact envelopes for the jobs they describe
+    p = Producer(redis.Redis.from_url(url), queue, compact_envelopes=bool(os.environ.get("WEIR_COMPACT")))
     if mode == "all":
         out, bulk = all_calls(p, n)
         for job_id, job_key, text in out:
