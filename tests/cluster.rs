@@ -168,8 +168,8 @@ async fn a_queue_on_a_cluster_is_enqueued_and_drained_through_any_node_or_the_se
 
 /// `Producer::bulk` on a cluster: a plain queue's chunks reach its shard through another
 /// node and register the queue; a partitioned queue's chunks go in turn to partitions on
-/// different primaries (caller ids to the partition they hash to); a consumer drains
-/// every job.
+/// different primaries (caller ids to the partition they hash to), in compact envelopes
+/// too; a consumer drains every job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_load_on_a_cluster_reaches_every_shard_and_drains() {
     let cluster = EmbeddedCluster::start(3, 0).unwrap();
@@ -219,7 +219,11 @@ async fn a_bulk_load_on_a_cluster_reaches_every_shard_and_drains() {
         .await
         .unwrap()
         .partitions;
-    let producer = weir::Producer::open(conn.clone(), spread).await.unwrap();
+    // its generated ids in compact envelopes (the caller's below in full)
+    let producer = weir::Producer::open(conn.clone(), spread)
+        .await
+        .unwrap()
+        .compact_envelopes(true);
     let r = producer.bulk("k").enqueue(vec![1u8; 12_000]).await.unwrap();
     assert_eq!(r.enqueued, 12_000);
     let depths = partition_depths(&url, spread).await;
@@ -227,6 +231,13 @@ async fn a_bulk_load_on_a_cluster_reaches_every_shard_and_drains() {
         depths.iter().all(|d| d.1 == 2_000),
         "a chunk of 1,000 to each in turn: {depths:?}"
     );
+    let head: String = redis::cmd("LINDEX")
+        .arg(parts.partition(0).ready(weir::Priority::Normal))
+        .arg(0)
+        .query_async(&mut conn.clone())
+        .await
+        .unwrap();
+    assert!(head.starts_with(r#"{"id":""#), "compact: {head}");
     let given = (0..3_000).map(|i| (format!("m-{i}"), i));
     assert_eq!(
         producer.bulk("k").enqueue_with_ids(given).await.unwrap().enqueued,
