@@ -148,7 +148,7 @@ fn compact_of(id: &str, at: u64, full: bool) -> Vec<u8> {
     let payload = RawValue::from_string(r#"{"n":[1,2]}"#.into()).unwrap();
     let env = EnvelopeOut {
         attempt: 0,
-        max_attempts: crate::queue::producer::DEFAULT_MAX_ATTEMPTS,
+        max_attempts: DEFAULT_MAX_ATTEMPTS,
         priority: Priority::Normal as u8,
         enqueued_at: at,
         id,

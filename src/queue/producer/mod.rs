@@ -39,8 +39,8 @@ pub const BULK_PIPELINE: usize = 4;
 /// `Backoff::ENQUEUE` says, with jitter: up to about 16 s of waits, and never past
 /// [`RETRY_SPAN`]).
 pub const CHUNK_TRIES: u32 = 10;
-/// Attempts a job gets unless told otherwise.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+/// Attempts a job gets unless told otherwise (the envelope's: a compact one implies it).
+pub use crate::queue::envelope::DEFAULT_MAX_ATTEMPTS;
 
 /// What a bulk enqueue did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
