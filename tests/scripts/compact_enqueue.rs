@@ -50,25 +50,24 @@ async fn a_compact_job_with_a_key_counts_against_its_key() {
             .is_empty()
     );
 
-    // c1 done: acme's first parked job comes back, then the next.
-    let ack = |id: &str, token: u64| Settle::Ack { id: id.into(), token };
-    scripts::settle(&mut ctx.c(), &ctx.keys, &[ack("c1", first.deadline_ms)])
-        .await
-        .unwrap();
-    let next = scripts::fetch(&mut ctx.c(), &ctx.keys, 10, VT).await.unwrap();
-    assert_eq!(
-        next.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(),
-        ["f2"]
-    );
-    scripts::settle(&mut ctx.c(), &ctx.keys, &[ack("f2", next.deadline_ms)])
-        .await
-        .unwrap();
-    let last = scripts::fetch(&mut ctx.c(), &ctx.keys, 10, VT).await.unwrap();
-    assert_eq!(
-        last.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(),
-        ["c3"]
-    );
-    assert_eq!(last.jobs[0].envelope(), c3.as_bytes());
+    // c1 done: acme's first parked job comes back, then, f2 done, the next.
+    let (mut held, mut token) = ("c1", first.deadline_ms);
+    for want in ["f2", "c3"] {
+        let ack = Settle::Ack {
+            id: held.into(),
+            token,
+        };
+        scripts::settle(&mut ctx.c(), &ctx.keys, &[ack]).await.unwrap();
+        let next = scripts::fetch(&mut ctx.c(), &ctx.keys, 10, VT).await.unwrap();
+        assert_eq!(
+            next.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(),
+            [want]
+        );
+        if want == "c3" {
+            assert_eq!(next.jobs[0].envelope(), c3.as_bytes());
+        }
+        (held, token) = (want, next.deadline_ms);
+    }
 }
 
 #[tokio::test]
