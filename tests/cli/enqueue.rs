@@ -44,12 +44,28 @@ async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
     check_time("1h delay", NOW + 3_600_000, hour.1, (t0, t1));
     check_time("60000 ms delay", NOW + 60_000, minute.1, (t0, t1));
 
-    // the same file again: the fixed id is a duplicate
-    let o = cli(&ctx, &["enqueue", "--queue", &ctx.queue], &input);
-    assert!(
-        text(&o.stderr)
-            .contains("skipped 1 duplicate job (a job with the id exists, or the unique key is held): fixed")
+    // the same lines again, from a file as standard input (read on one thread, unlike the
+    // pipe above): bad lines reported by number, the fixed id a duplicate
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &input).unwrap();
+    let stdin = Stdio::from(std::fs::File::open(file.path()).unwrap());
+    let o = cli_within_from(
+        &ctx,
+        &["enqueue", "--queue", &ctx.queue],
+        stdin,
+        Duration::from_secs(60),
     );
+    no_panic(&o);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(3), "lines not loaded: exit 3: {err}");
+    assert!(out.contains("enqueued 3 jobs"), "{out}");
+    for n in [5, 7, 8, 9] {
+        assert!(err.contains(&format!("line {n}:")), "line {n} reported: {err}");
+    }
+    assert!(
+        err.contains("skipped 1 duplicate job (a job with the id exists, or the unique key is held): fixed")
+    );
+    assert_eq!(ctx.snapshot().await.by_id().jobs.len(), 7);
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use clap::Args;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{BufRead, BufReader};
+use std::os::fd::AsFd;
 
 mod job_line;
 mod lines;
@@ -64,6 +65,21 @@ pub(crate) struct EnqueueArgs {
     /// How long --wait-replicas waits for the replicas.
     #[arg(long, value_parser = parse_duration, default_value = "1s", requires = "wait_replicas")]
     pub wait_timeout: Duration,
+}
+
+impl EnqueueArgs {
+    /// Whether the input is a regular file (named, or given as standard input), whose
+    /// reads never wait on a writer.
+    pub(crate) fn reads_a_file(&self) -> bool {
+        let meta = match &self.file {
+            Some(p) if p.as_os_str() != "-" => std::fs::metadata(p),
+            _ => std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .and_then(|fd| std::fs::File::from(fd).metadata()),
+        };
+        meta.is_ok_and(|m| m.is_file())
+    }
 }
 
 pub(crate) async fn run(a: EnqueueArgs) -> crate::error::Result<ExitCode> {

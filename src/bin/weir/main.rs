@@ -83,7 +83,8 @@ struct Cli {
     #[arg(long, value_enum, default_value = "text", global = true)]
     log_format: LogFormat,
     /// Worker threads of the process [default: one per core, less one when Redis runs on
-    /// this machine: a loopback or Unix socket URL, or demo's private server].
+    /// this machine: a loopback or Unix socket URL, or demo's private server; none for
+    /// `enqueue` of a file, which runs on the thread that reads it].
     #[arg(long, env = "WEIR_THREADS", global = true, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
 }
@@ -316,7 +317,14 @@ fn main() -> ExitCode {
         || weir::runtime::worker_threads(redis_on_this_machine(&matches)),
         usize::from,
     );
-    let runtime = match weir::runtime::build(threads) {
+    // `enqueue` of a file takes one thread (`runtime::build_single`), unless --threads says
+    // otherwise: a read that can wait (a pipe, a terminal) keeps the replies moving on
+    // a thread of their own.
+    let runtime = match &cli.command {
+        Command::Enqueue(a) if cli.threads.is_none() && a.reads_a_file() => weir::runtime::build_single(),
+        _ => weir::runtime::build(threads),
+    };
+    let runtime = match runtime {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
