@@ -358,11 +358,12 @@ async fn a_partitioned_queue_spreads_over_every_primary_and_two_consumers_drain_
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("spread over 3 primaries"), "{out}");
     let total = 100_000;
-    let (code, out, err) = run_weir(
-        &["enqueue", "--redis-url", &url, "-q", q],
-        Some(&ndjson(total)),
-        T,
-    );
+    // From a file: `weir enqueue` reads it on one thread, the cluster's connections and
+    // the partitions' chunks on that thread too.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), ndjson(total)).unwrap();
+    let path = file.path().to_str().unwrap();
+    let (code, out, err) = run_weir(&["enqueue", "--redis-url", &url, "-q", q, path], None, T);
     assert_eq!(code, 0, "{out}\n{err}");
 
     // Every primary holds jobs, and the partitions are within 20% of each other.
