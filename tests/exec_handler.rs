@@ -45,10 +45,26 @@ fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-async fn enqueue(ctx: &Ctx, queue: &str, kind: &str, n: usize, payload: serde_json::Value, max: u32) {
-    let p = weir::Producer::new(ctx.c(), queue).unwrap();
-    let jobs = (0..n).map(|_| NewJob::new(kind, &payload).unwrap().max_attempts(max));
+/// `n` jobs of `kind` with `max` attempts; with `None`, the default attempts, in compact
+/// envelopes (the consumer hands them to the worker as it does full ones).
+async fn enqueue(ctx: &Ctx, queue: &str, kind: &str, n: usize, payload: serde_json::Value, max: Option<u32>) {
+    let p = weir::Producer::new(ctx.c(), queue)
+        .unwrap()
+        .compact_envelopes(max.is_none());
+    let jobs = (0..n).map(|_| {
+        let job = NewJob::new(kind, &payload).unwrap();
+        match max {
+            Some(m) => job.max_attempts(m),
+            None => job,
+        }
+    });
     p.enqueue_bulk(jobs).await.unwrap();
+}
+
+/// How many of the queue's stored envelopes are compact.
+async fn compact_stored(ctx: &Ctx) -> usize {
+    let s = ctx.snapshot().await.by_id();
+    s.jobs.values().filter(|e| e.starts_with(r#"{"id":"#)).count()
 }
 
 /// The summary's counts: acked, retried, deferred, dead-lettered.
@@ -74,12 +90,14 @@ async fn every_outcome(lang: &str) {
     let ctx = Ctx::new(&format!("exec-outcomes-{lang}")).await;
     let dir = tempfile::tempdir().unwrap();
     let q = ctx.queue.clone();
-    enqueue(&ctx, &q, "t", 200, serde_json::json!({"mode": "ok"}), 3).await;
+    // Compact envelopes for the jobs of the default attempts, full ones for the rest.
+    enqueue(&ctx, &q, "t", 200, serde_json::json!({"mode": "ok"}), None).await;
     for mode in ["retry_once", "raise_once", "defer_once"] {
-        enqueue(&ctx, &q, "t", 10, serde_json::json!({ "mode": mode }), 3).await;
+        enqueue(&ctx, &q, "t", 10, serde_json::json!({ "mode": mode }), None).await;
     }
-    enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "fatal"}), 3).await;
-    enqueue(&ctx, &q, "sync", 20, serde_json::json!({"mode": "ok"}), 3).await;
+    enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "fatal"}), Some(3)).await;
+    enqueue(&ctx, &q, "sync", 20, serde_json::json!({"mode": "ok"}), Some(3)).await;
+    assert_eq!(compact_stored(&ctx).await, 230);
     let cmd = format!("exec:{}", worker(lang));
     let o = weir_cmd(
         &ctx,
@@ -126,10 +144,11 @@ async fn results(lang: &str) {
     weir::queue::settings::Settings::update(&mut ctx.c(), &q, &keep)
         .await
         .unwrap();
-    enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "ok"}), 3).await;
-    enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "retry_once"}), 3).await;
-    enqueue(&ctx, &q, "t", 2, serde_json::json!({"mode": "fatal"}), 3).await;
-    enqueue(&ctx, &q, "sync", 3, serde_json::json!({"mode": "ok"}), 3).await;
+    enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "ok"}), Some(3)).await;
+    enqueue(&ctx, &q, "t", 5, serde_json::json!({"mode": "retry_once"}), None).await;
+    enqueue(&ctx, &q, "t", 2, serde_json::json!({"mode": "fatal"}), Some(3)).await;
+    enqueue(&ctx, &q, "sync", 3, serde_json::json!({"mode": "ok"}), None).await;
+    assert_eq!(compact_stored(&ctx).await, 8);
     let cmd = format!("exec:{}", worker(lang));
     let args = [
         "work",
@@ -186,8 +205,9 @@ async fn node_every_outcome() {
     every_outcome("js").await;
 }
 
-/// `kill -9` of the worker while it holds jobs: weir restarts it, and every job is acked
-/// (those it held fail as retryable, charged one attempt), none lost or dead.
+/// `kill -9` of the worker while it holds jobs in compact envelopes: weir restarts it, and
+/// every job is acked (those it held fail as retryable, charged one attempt), none lost or
+/// dead.
 async fn kill_9(lang: &str) {
     let ctx = Ctx::new(&format!("exec-kill-{lang}")).await;
     let dir = tempfile::tempdir().unwrap();
@@ -199,9 +219,14 @@ async fn kill_9(lang: &str) {
         "t",
         n,
         serde_json::json!({"mode": "ok", "sleep_ms": 5}),
-        3,
+        None,
     )
     .await;
+    assert_eq!(
+        compact_stored(&ctx).await,
+        n,
+        "compact, written in full when retried"
+    );
     let cmd = format!("exec:{}", worker(lang));
     let child = weir_cmd(
         &ctx,
@@ -277,7 +302,7 @@ async fn graceful(lang: &str) {
         "t",
         n as usize,
         serde_json::json!({"mode": "ok", "sleep_ms": 1500}),
-        1,
+        Some(1),
     )
     .await;
     let cmd = format!("exec:{}", worker(lang));
@@ -342,8 +367,8 @@ async fn several_queues(lang: &str) {
     let ctx = Ctx::new(&format!("exec-queues-{lang}")).await;
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (ctx.queue.clone(), ctx.other_queue("b").0);
-    enqueue(&ctx, &a, "t", 300, serde_json::json!({"mode": "ok"}), 3).await;
-    enqueue(&ctx, &b, "sync", 100, serde_json::json!({"mode": "ok"}), 3).await;
+    enqueue(&ctx, &a, "t", 300, serde_json::json!({"mode": "ok"}), Some(3)).await;
+    enqueue(&ctx, &b, "sync", 100, serde_json::json!({"mode": "ok"}), Some(3)).await;
     let cmd = format!("exec:{}", worker(lang));
     let qs = format!("{a},{b}:3");
     let o = weir_cmd(
