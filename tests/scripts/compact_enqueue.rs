@@ -3,7 +3,7 @@
 //! stats by the time their id holds.
 
 use crate::common::*;
-use crate::compact::{VT, compact, compact_of, time_id};
+use crate::compact::{VT, compact, compact_of, expanded, time_id};
 use crate::{H, L, N};
 use weir::Priority;
 use weir::queue::scripts::{self, EnqueueArg, Settle};
@@ -106,6 +106,11 @@ async fn stats_ages_a_compact_job_by_the_time_its_id_holds() {
             State::default().ready(N, &[in_payload]),
             None,
         ),
+        (
+            "no time id, retried: the full form's enqueued_at 0",
+            State::default().ready(N, &[&expanded("plain-2", 1, 0)]),
+            None,
+        ),
     ];
     for (case, state, age) in cases {
         let (_, keys) = ctx.other_queue("stats");
@@ -141,19 +146,23 @@ fn arg(id: &str, priority: Priority, envelope: &str) -> EnqueueArg {
 async fn enqueue_takes_a_compact_envelope_at_normal_priority_only() {
     let ctx = Ctx::new("compact-enqueue").await;
     let u = compact_of("u1", "k", r#","unique_key":"uk""#);
+    // The implied fields' names in the payload are the payload's.
+    let p = r#"{"id":"c4","kind":"k","payload":{"n":1,"attempt":2,"priority":0}}"#;
     let jobs = vec![
         arg("c1", Priority::Normal, &compact("c1")),
         EnqueueArg {
             unique_for_ms: 60_000,
             ..arg("u1", Priority::Normal, &u)
         },
+        arg("c4", Priority::Normal, p),
     ];
     let after = State::default()
         .raw_job("c1", &compact("c1"))
         .raw_job("u1", &u)
-        .ready(N, &["c1", "u1"])
+        .raw_job("c4", p)
+        .ready(N, &["c1", "u1", "c4"])
         .unique("uk", "u1")
-        .counter("enqueued", 2);
+        .counter("enqueued", 3);
     let dups = run_case(
         &ctx,
         "compact at normal",
@@ -164,12 +173,39 @@ async fn enqueue_takes_a_compact_envelope_at_normal_priority_only() {
     .await;
     assert!(dups.is_empty(), "{dups:?}");
 
-    // Refused, with nothing written (a good section first): compact at high or low, or
-    // with another id than its own.
-    for (p, id, envelope) in [
-        (Priority::High, "c2", compact("c2")),
-        (Priority::Low, "c2", compact("c2")),
-        (Priority::Normal, "c2", compact("c3")),
+    // Refused, with nothing written (a good section first): compact at high or low, with
+    // another id than its own, or naming a field its form implies (the consumer would
+    // read that field, the scripts the implied value).
+    const OPENING: &str = "does not open with the header for its id and priority";
+    const IMPLIED: &str = "names a field its form implies";
+    for (p, id, envelope, why) in [
+        (Priority::High, "c2", compact("c2"), OPENING),
+        (Priority::Low, "c2", compact("c2"), OPENING),
+        (Priority::Normal, "c2", compact("c3"), OPENING),
+        (
+            Priority::Normal,
+            "c2",
+            compact_of("c2", "k", r#","attempt":3"#),
+            IMPLIED,
+        ),
+        (
+            Priority::Normal,
+            "c2",
+            compact_of("c2", "k", r#","max_attempts":10"#),
+            IMPLIED,
+        ),
+        (
+            Priority::Normal,
+            "c2",
+            compact_of("c2", "k", r#","key":"a","priority":0"#),
+            IMPLIED,
+        ),
+        (
+            Priority::Normal,
+            "c2",
+            compact_of("c2", "k", r#","enqueued_at":1"#),
+            IMPLIED,
+        ),
     ] {
         let (_, keys) = ctx.other_queue("enqueue-refused");
         let jobs = [
@@ -177,11 +213,7 @@ async fn enqueue_takes_a_compact_envelope_at_normal_priority_only() {
             arg(id, p, &envelope),
         ];
         let e = scripts::enqueue(&mut ctx.c(), &keys, &jobs).await.unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("does not open with the header for its id and priority"),
-            "{p:?} {envelope}: {e}"
-        );
+        assert!(e.to_string().contains(why), "{p:?} {envelope}: {e}");
         assert_eq!(
             snapshot(&mut ctx.c(), &keys).await,
             State::default(),

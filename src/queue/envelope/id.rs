@@ -27,16 +27,17 @@ pub(crate) fn push_time_id(out: &mut String, now_ms: u64) -> bool {
         /// The time last written, and its digits: a bulk load's jobs share their time.
         static LAST: std::cell::Cell<(u64, [u8; TIME_DIGITS])> = const { std::cell::Cell::new((u64::MAX, [0; TIME_DIGITS])) };
     }
+    // Past the digits' range first, so that no time matches the cache's empty state.
+    if now_ms >= 36u64.pow(TIME_DIGITS as u32) {
+        push_new_id(out);
+        return false;
+    }
     let (at, mut digits) = LAST.get();
     if at != now_ms {
         let mut rest = now_ms;
         for d in digits.iter_mut().rev() {
             *d = b"0123456789abcdefghijklmnopqrstuvwxyz"[(rest % 36) as usize];
             rest /= 36;
-        }
-        if rest != 0 {
-            push_new_id(out);
-            return false;
         }
         LAST.set((now_ms, digits));
     }
@@ -145,10 +146,19 @@ mod tests {
             assert_eq!(time_of_id(&id), Some(now), "{id}");
             assert_eq!(time_of_id(&format!("{id}.p12")), Some(now), "{id}");
         }
-        let mut id = String::new();
-        assert!(!push_time_id(&mut id, 36u64.pow(8)));
-        assert_eq!(time_of_id(&id), None, "past the digits: a plain id, {id}");
-        assert!(!id.contains('.'), "{id}");
+        // u64::MAX first, on a thread of its own: the cache's empty state, which must not
+        // pass for that time.
+        std::thread::spawn(|| {
+            for past in [u64::MAX, 36u64.pow(8)] {
+                let mut id = String::new();
+                assert!(!push_time_id(&mut id, past));
+                assert_eq!(time_of_id(&id), None, "past the digits: a plain id, {id}");
+                assert!(!id.contains('.'), "{id}");
+                crate::queue::keys::validate_token("job id", &id, MAX_ID_LEN).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
         for other in [
             new_id().as_str(),
             "order-12345",

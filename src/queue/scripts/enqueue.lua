@@ -62,6 +62,21 @@ local function key_ok(env, from)
   return s ~= nil and e - s - 2 <= 128
 end
 
+-- Whether a compact envelope names none of the fields its form implies (lib.lua's header):
+-- one that did would be read one way by the scripts (attempt 0, 5 attempts, normal
+-- priority) and another by the consumer, and written back with the field twice. Plain
+-- finds in its header, up to the first ',"payload":' (the fields' quotes cannot stand
+-- unescaped inside a string).
+local IMPLIED = {',"attempt":', ',"max_attempts":', ',"priority":', ',"enqueued_at":'}
+local function compact_ok(env)
+  local stop = string.find(env, ',"payload":', 1, true) or #env
+  for _, field in ipairs(IMPLIED) do
+    local f = string.find(env, field, 1, true)
+    if f and f < stop then return false end
+  end
+  return true
+end
+
 -- 0. the name the registry would get (step 4) must be a queue name (keys.rs): a caller
 --    of weir_enqueue with hostile keys must not plant a name the readers cannot show
 local registered = nil
@@ -98,9 +113,17 @@ while i <= #ARGV do
     local id, env = ARGV[j], ARGV[j + 1]
     if not token(id) then return fail('invalid job id ' .. string.format('%q', string.sub(id, 1, 200))) end
     local _, e = string.find(env, head)
-    if not e and compact then _, e = string.find(env, COMPACT) end
+    local compact_form = false
+    if not e and compact then
+      _, e = string.find(env, COMPACT)
+      compact_form = e ~= nil
+    end
     if not e or string.sub(env, e + 1, e + #id + 1) ~= id .. '"' then
       return fail('the envelope of job ' .. id .. ' does not open with the header for its id and priority')
+    end
+    if compact_form and not compact_ok(env) then
+      return fail('the compact envelope of job ' .. id
+        .. ' names a field its form implies (attempt, max_attempts, priority, enqueued_at): write the full form')
     end
     if window then
       local key = unique_key(env, e)

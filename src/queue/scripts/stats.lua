@@ -36,7 +36,8 @@ for p = 1, 3 do
     elseif env then
       at = string.match(env, '"enqueued_at":(%d+)')
     end
-    if at then oldest = math.max(oldest, now - tonumber(at)) end
+    -- 0: unknown (a compact job without a time id, retried), as the consumer reads it
+    if at and tonumber(at) > 0 then oldest = math.max(oldest, now - tonumber(at)) end
   end
 end
 out[#out + 1] = oldest
