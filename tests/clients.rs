@@ -305,6 +305,48 @@ async fn node_refuses_bad_retry_rules() {
     bad_retry_rules_are_refused("js-badretry", n).await;
 }
 
+/// Every attempts value a job is given means what it means to the Rust producer: 0 is
+/// one run (as 1 is), none is the default.
+async fn attempts_mean_what_they_mean_in_rust(label: &str, mut producer: Command) {
+    let ctx = Ctx::new(label).await;
+    weir(&ctx, &["functions", "load"]);
+    let out = ok(
+        label,
+        producer
+            .args([&ctx.url, &ctx.queue, "attempts", "0"])
+            .output()
+            .unwrap(),
+    );
+    let stored = ctx.snapshot().await.jobs;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!((lines.len(), stored.len()), (8, 8), "{out}");
+    for line in lines {
+        let (id, value) = line.split_once('\t').unwrap();
+        let mut job = NewJob::from_json("att", "null").unwrap().id(id);
+        if value != "None" {
+            job = job.max_attempts(value.parse().unwrap());
+        }
+        let rust = Producer::prepare_offline(job, 0, &mut Vec::new()).unwrap();
+        let want = weir::queue::envelope::decode(id, &rust.envelope, usize::MAX).unwrap();
+        let got = weir::queue::envelope::decode(id, stored[id].as_bytes(), usize::MAX).unwrap();
+        assert_eq!(got.max_attempts, want.max_attempts, "{id}: max_attempts {value}");
+    }
+}
+
+#[tokio::test]
+async fn python_attempts_mean_what_they_mean_in_rust() {
+    let mut p = python();
+    p.arg(driver("produce.py"));
+    attempts_mean_what_they_mean_in_rust("py-attempts", p).await;
+}
+
+#[tokio::test]
+async fn node_attempts_mean_what_they_mean_in_rust() {
+    let mut n = node();
+    n.arg(driver("produce.js"));
+    attempts_mean_what_they_mean_in_rust("js-attempts", n).await;
+}
+
 /// The Rust producer enqueues the same 1,000 keys with a window of an hour, in the
 /// background of the Python script; returns (enqueued, duplicates).
 async fn rust_unique(ctx: &Ctx) -> (u64, usize) {

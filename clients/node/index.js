@@ -276,7 +276,8 @@ class Producer {
     const id = chosen ? token('job id', job.id) : time || newId();
     const priority = PRIORITIES[job.priority === undefined ? 'normal' : job.priority];
     if (priority === undefined) throw new WeirError(`unknown priority ${JSON.stringify(job.priority)}: use high, normal or low`);
-    const maxAttempts = Math.max(1, job.maxAttempts || this.defaultMaxAttempts);
+    // 0 is one run, as the Rust producer takes it; only a missing value means the default
+    const maxAttempts = Math.max(1, job.maxAttempts ?? this.defaultMaxAttempts);
     const window = wholeMs('uniqueFor', job.uniqueFor);
     // the compact form (attempt 0, 5 attempts, normal priority, its id's time) where it says it all
     let head = time !== null && maxAttempts === 5 && priority === 1

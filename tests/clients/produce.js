@@ -64,6 +64,16 @@ async function main() {
     await redis.quit();
     return;
   }
+  if (mode === 'attempts') {
+    // each maxAttempts value through enqueue and enqueueBulk; prints `id<TAB>value`
+    const values = [0, 1, 3, undefined];
+    const name = (v) => (v === undefined ? 'None' : String(v));
+    for (const v of values) await p.enqueue('att', v ?? null, { id: `att-${name(v)}`, maxAttempts: v });
+    await p.enqueueBulk(values.map((v) => ({ kind: 'att', payload: v ?? null, id: `attb-${name(v)}`, maxAttempts: v })));
+    for (const v of values) process.stdout.write(`att-${name(v)}\t${name(v)}\nattb-${name(v)}\t${name(v)}\n`);
+    await redis.quit();
+    return;
+  }
   if (mode !== 'all') throw new Error(`unknown mode ${mode}`);
   const out = [];
   const bulk = [];

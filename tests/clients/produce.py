@@ -6,6 +6,8 @@ usage: produce.py REDIS_URL QUEUE MODE N   (WEIR_COMPACT=1: compact envelopes)
           `id<TAB>key<TAB>payload` per job (key empty for a job without one)
   unique  jobs for keys key-0 .. key-(N-1) with a window of an hour, in bulk; prints
           {"enqueued": E, "duplicates": D}
+  attempts  jobs of max_attempts 0, 1, 3 and none, singly and in bulk; prints
+          `id<TAB>value` (None for none)
   badkey  bad job keys through enqueue and enqueue_bulk (N unused); prints each refusal
   badretry  bad retry rules the same way
 """
@@ -103,6 +105,14 @@ def main():
                     unique_for=timedelta(hours=1)) for i in range(n)]
         report = p.enqueue_bulk(jobs)
         print(json.dumps({"enqueued": report.enqueued, "duplicates": len(report.duplicates)}))
+    elif mode == "attempts":
+        # each attempts value through enqueue and enqueue_bulk; prints `id<TAB>value`
+        values = [0, 1, 3, None]
+        for v in values:
+            p.enqueue("att", v, id="att-%s" % v, max_attempts=v)
+        p.enqueue_bulk([Job("att", v, id="attb-%s" % v, max_attempts=v) for v in values])
+        for v in values:
+            print("att-%s\t%s\nattb-%s\t%s" % (v, v, v, v))
     elif mode == "badkey":
         refusals(p, "key", ["a b", "", "k" * 129, 'a"b', "tenant/1", 7])
     elif mode == "badretry":

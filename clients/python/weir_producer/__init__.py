@@ -308,7 +308,8 @@ class Producer:
         if job.priority not in PRIORITIES:
             raise WeirError(f"unknown priority {job.priority!r}: use high, normal or low")
         priority = PRIORITIES[job.priority]
-        max_attempts = max(1, job.max_attempts or self.default_max_attempts)
+        # 0 is one run, as the Rust producer takes it; only None means the default
+        max_attempts = max(1, self.default_max_attempts if job.max_attempts is None else job.max_attempts)
         window = _ms("unique_for", job.unique_for)
         if time_id is not None and max_attempts == 5 and priority == 1:
             # the compact form: attempt 0, 5 attempts, normal priority, its id's time
