@@ -65,14 +65,14 @@ end
 -- Whether a compact envelope names none of the fields its form implies (lib.lua's header):
 -- one that did would be read one way by the scripts (attempt 0, 5 attempts, normal
 -- priority) and another by the consumer, and written back with the field twice. Plain
--- finds in its header, up to the first ',"payload":' (the fields' quotes cannot stand
--- unescaped inside a string).
+-- finds in its header, cut at the first ',"payload":' (the fields' quotes cannot stand
+-- unescaped inside a string): the header only, whatever the payload's size.
 local IMPLIED = {',"attempt":', ',"max_attempts":', ',"priority":', ',"enqueued_at":'}
 local function compact_ok(env)
-  local stop = string.find(env, ',"payload":', 1, true) or #env
+  local stop = string.find(env, ',"payload":', 1, true)
+  local head = stop and string.sub(env, 1, stop) or env
   for _, field in ipairs(IMPLIED) do
-    local f = string.find(env, field, 1, true)
-    if f and f < stop then return false end
+    if string.find(head, field, 1, true) then return false end
   end
   return true
 end
