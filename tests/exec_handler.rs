@@ -222,11 +222,7 @@ async fn kill_9(lang: &str) {
         None,
     )
     .await;
-    assert_eq!(
-        compact_stored(&ctx).await,
-        n,
-        "compact, written in full when retried"
-    );
+    assert_eq!(compact_stored(&ctx).await, n, "every job compact before the run");
     let cmd = format!("exec:{}", worker(lang));
     let child = weir_cmd(
         &ctx,
