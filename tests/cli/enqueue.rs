@@ -9,6 +9,19 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
+/// Checks a load of that test's input: `enqueued` jobs stored, lines 5, 7, 8 and 9
+/// reported as not loaded (exit 3); returns its standard error.
+fn loaded_but_lines_5_7_8_9(o: &std::process::Output, enqueued: u64) -> String {
+    no_panic(o);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(3), "lines not loaded: exit 3: {err}");
+    assert!(out.contains(&format!("enqueued {enqueued} jobs")), "{out}");
+    for n in [5, 7, 8, 9] {
+        assert!(err.contains(&format!("line {n}:")), "line {n} reported: {err}");
+    }
+    err
+}
+
 #[tokio::test]
 async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
     let ctx = Ctx::new("cli-enq").await;
@@ -27,13 +40,7 @@ async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
     let t0 = ctx.now_ms().await;
     let o = cli(&ctx, &["enqueue", "--queue", &ctx.queue], &input);
     let t1 = ctx.now_ms().await;
-    no_panic(&o);
-    let (out, err) = (text(&o.stdout), text(&o.stderr));
-    assert_eq!(o.status.code(), Some(3), "lines not loaded: exit 3: {err}");
-    assert!(out.contains("enqueued 4 jobs"), "{out}");
-    for n in [5, 7, 8, 9] {
-        assert!(err.contains(&format!("line {n}:")), "line {n} reported: {err}");
-    }
+    let err = loaded_but_lines_5_7_8_9(&o, 4);
     assert!(!err.contains("line 6:"), "empty lines are skipped: {err}");
     let s = ctx.snapshot().await.by_id();
     assert_eq!(s.ready[0], ["fixed"]);
@@ -49,19 +56,8 @@ async fn enqueue_ndjson_loads_good_lines_and_reports_bad_ones_by_number() {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), &input).unwrap();
     let stdin = Stdio::from(std::fs::File::open(file.path()).unwrap());
-    let o = cli_within_from(
-        &ctx,
-        &["enqueue", "--queue", &ctx.queue],
-        stdin,
-        Duration::from_secs(60),
-    );
-    no_panic(&o);
-    let (out, err) = (text(&o.stdout), text(&o.stderr));
-    assert_eq!(o.status.code(), Some(3), "lines not loaded: exit 3: {err}");
-    assert!(out.contains("enqueued 3 jobs"), "{out}");
-    for n in [5, 7, 8, 9] {
-        assert!(err.contains(&format!("line {n}:")), "line {n} reported: {err}");
-    }
+    let o = cli_within_from(&ctx, &["enqueue", "--queue", &ctx.queue], stdin, LIMIT);
+    let err = loaded_but_lines_5_7_8_9(&o, 3);
     assert!(
         err.contains("skipped 1 duplicate job (a job with the id exists, or the unique key is held): fixed")
     );
