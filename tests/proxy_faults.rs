@@ -157,9 +157,19 @@ async fn a_silently_dead_connection_is_replaced() {
 
 /// `weir enqueue` through the proxy, fed in steps: a reply cut in half and every
 /// connection dropped while it loads. Failed chunks are retried, so every line is loaded
-/// and the exit code is 0.
+/// once and the exit code is 0: lines with ids of their own (the enqueue script's chunks)
+/// and plain lines (generated ids, written in bulk, each chunk's call marked by a token).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_rides_out_dropped_connections_and_cut_replies() {
+    enqueue_under_faults(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_of_plain_lines_rides_out_dropped_connections_and_cut_replies() {
+    enqueue_under_faults(false).await;
+}
+
+async fn enqueue_under_faults(with_ids: bool) {
     use std::io::Write;
     const LINES: usize = 14_000;
     let redis = EmbeddedRedis::start().unwrap();
@@ -179,7 +189,10 @@ async fn enqueue_rides_out_dropped_connections_and_cut_replies() {
     let writer = std::thread::spawn(move || {
         for (from, to) in rx {
             let lines: String = (from..to)
-                .map(|i| format!("{{\"kind\":\"a\",\"payload\":{i},\"id\":\"line-{i}\"}}\n"))
+                .map(|i| match with_ids {
+                    true => format!("{{\"kind\":\"a\",\"payload\":{i},\"id\":\"line-{i}\"}}\n"),
+                    false => format!("{{\"kind\":\"a\",\"payload\":{i}}}\n"),
+                })
                 .collect();
             stdin.write_all(lines.as_bytes()).unwrap();
             stdin.flush().unwrap();
@@ -225,8 +238,9 @@ async fn enqueue_rides_out_dropped_connections_and_cut_replies() {
         "every line loaded once\n{stdout}\n{stderr}"
     );
     let c = proxy.counts();
-    assert!(c.cut.load(Ordering::Relaxed) == 1 && c.dropped.load(Ordering::Relaxed) >= 1);
-    println!("enqueue under faults: {LINES} lines loaded; {stdout}{stderr}");
+    let (cut, dropped) = (c.cut.load(Ordering::Relaxed), c.dropped.load(Ordering::Relaxed));
+    assert!(cut == 1 && dropped >= 1, "cut {cut}, dropped {dropped}");
+    println!("enqueue under faults (ids: {with_ids}): {LINES} lines loaded; {stdout}{stderr}");
 }
 
 /// The reply to a heartbeat is lost (Redis extended the leases; the consumer never heard

@@ -498,3 +498,58 @@ async fn plain_lines_make_the_envelopes_full_lines_make() {
         s.ready[0][0]
     );
 }
+
+/// Plain lines (written in bulk) and lines that take the full path (an id of their own)
+/// interleaved: alone among plain ones, every seventh line, and in a run of 1,200 (over a
+/// chunk's worth), with a duplicate id among them. Every job is stored once (chunks in
+/// flight land in any order), each id'd line under its id, and the duplicate is reported.
+#[tokio::test]
+async fn plain_and_full_lines_interleaved_load_once_each() {
+    let ctx = Ctx::new("cli-interleaved").await;
+    let n = 4_000;
+    let has_id = |i: usize| i % 7 == 0 || (1_500..2_700).contains(&i) || i == 3_999;
+    let mut input = String::new();
+    for i in 1..=n {
+        let line = match i {
+            // The id of line 14 again: a duplicate.
+            3_999 => r#"{"kind":"k","payload":{"n":3999},"id":"j-14"}"#.to_owned(),
+            i if has_id(i) => format!(r#"{{"kind":"k","payload":{{"n":{i}}},"id":"j-{i}"}}"#),
+            i => format!(r#"{{"kind":"k","payload":{{"n":{i}}}}}"#),
+        };
+        input.push_str(&line);
+        input.push('\n');
+    }
+    let o = cli(&ctx, &["enqueue", "-q", &ctx.queue], &input);
+    no_panic(&o);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "a duplicate is not a failure: {err}");
+    assert!(out.contains(&format!("enqueued {} jobs", n - 1)), "{out}");
+    assert!(
+        err.contains("skipped 1 duplicate job") && err.contains("j-14"),
+        "{err}"
+    );
+    let s = ctx.snapshot().await;
+    let stored: Vec<(usize, String)> = s.ready[1]
+        .iter()
+        .map(|item| {
+            // A job with an id of its own is stored by id, its envelope in the jobs hash.
+            let e = s.jobs.get(item).unwrap_or(item);
+            let v: serde_json::Value = serde_json::from_str(e).unwrap();
+            (
+                v["payload"]["n"].as_u64().unwrap() as usize,
+                v["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut lines: Vec<usize> = stored.iter().map(|(i, _)| *i).collect();
+    lines.sort_unstable();
+    let expected: Vec<usize> = (1..=n).filter(|i| *i != 3_999).collect();
+    assert!(
+        lines == expected,
+        "each job but the duplicate, once: {} stored",
+        lines.len()
+    );
+    for (i, id) in &stored {
+        assert_eq!(id == &format!("j-{i}"), has_id(*i), "line {i}: id {id}");
+    }
+}

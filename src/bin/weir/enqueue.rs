@@ -15,6 +15,7 @@ use job_line::{plain_parts, to_job};
 use lines::Lines;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use weir::queue::producer::Load;
 use weir::{NewJob, Priority, Producer};
 
 #[derive(Args, Debug)]
@@ -119,6 +120,7 @@ pub(crate) async fn run(a: EnqueueArgs) -> crate::error::Result<ExitCode> {
     let started = Instant::now();
     let loaded = load(&a, reader, &producer, &bar).await;
     bar.finish_and_clear();
+    let loaded = loaded?;
     let secs = started.elapsed().as_secs_f64();
     println!(
         "enqueued {} into {} in {secs:.2}s ({:.0} jobs/s)",
@@ -155,10 +157,8 @@ async fn load(
     reader: Box<dyn BufRead + Send>,
     producer: &Producer,
     bar: &ProgressBar,
-) -> Loaded {
+) -> weir::Result<Loaded> {
     let mut out = Loaded::default();
-    let now = weir::queue::envelope::unix_ms();
-    let mut buf = Vec::new();
     let bad = &mut out.bad;
     // Set when Redis refuses a chunk for memory: no more input is read (the chunks in
     // flight end, refused at once too), since every write would be refused.
@@ -170,36 +170,35 @@ async fn load(
         error: &mut out.read_error,
         line: Vec::new(),
     };
-    // Each line lent by `lines`, taken into its job's envelope, or reported as bad.
-    let mut job = |line_no: usize, line: Result<&[u8], String>| {
-        let job = match line.map(std::str::from_utf8) {
-            Err(e) => Err(e),
-            Ok(Err(e)) => Err(format!("not UTF-8: {e}")),
-            Ok(Ok(l)) if l.trim().is_empty() => return None,
-            Ok(Ok(l)) => match plain_parts(a, l) {
-                // The job `to_job` would build, encoded without building it.
-                Some(parts) => producer
-                    .prepare_parts(parts, now, &mut buf)
-                    .map_err(|e| e.to_string()),
-                None => to_job(a, l.to_owned())
-                    .and_then(|j| producer.prepare(j, now, &mut buf).map_err(|e| e.to_string())),
-            },
+    // Each line lent by `lines`, pushed into the load as its job, or reported as bad.
+    let push = |load: &mut Load<'_, usize>, line_no: usize, line: Result<&[u8], String>| {
+        let line = match line.map(std::str::from_utf8) {
+            Err(e) => return Err(e),
+            Ok(Err(e)) => return Err(format!("not UTF-8: {e}")),
+            Ok(Ok(l)) if l.trim().is_empty() => return Ok(()),
+            Ok(Ok(l)) => l,
         };
-        Some(job.map(|arg| (line_no, arg)).map_err(|e| (line_no, e)))
+        match plain_parts(a, line) {
+            // The job `to_job` would build, written without building it.
+            Some(parts) => load.push_parts(line_no, parts).map_err(|e| e.to_string()),
+            None => to_job(a, line.to_owned()).and_then(|j| load.push(line_no, j).map_err(|e| e.to_string())),
+        }
     };
-    let jobs = std::iter::from_fn(|| {
-        loop {
-            if full.load(std::sync::atomic::Ordering::Relaxed) {
-                return None;
-            }
-            match lines.with_next(&mut job)? {
-                Some(Ok(arg)) => return Some(arg),
-                Some(Err(e)) => bad.push(e),
-                None => {}
+    let fill = |load: &mut Load<'_, usize>| {
+        if full.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        match lines.with_next(|n, line| push(load, n, line).map_err(|e| (n, e))) {
+            None => false,
+            Some(r) => {
+                if let Err(e) = r {
+                    bad.push(e);
+                }
+                true
             }
         }
-    });
-    let mut chunks = Box::pin(producer.enqueue_tagged(jobs));
+    };
+    let mut chunks = Box::pin(producer.load(a.priority, a.key.as_deref(), fill)?);
     let mut last_line = 0;
     while let Some(chunk) = chunks.next().await {
         last_line = last_line.max(chunk.tags.last().copied().unwrap_or(0));
@@ -220,7 +219,7 @@ async fn load(
     }
     out.out_of_memory = out.out_of_memory.map(|_| last_line);
     drop(chunks); // it reads the input, and so holds `out.bad` and `out.read_error`
-    out
+    Ok(out)
 }
 
 /// `--key`, checked by the library's own check of a job key, so that a bad one is a usage

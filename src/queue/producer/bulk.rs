@@ -9,7 +9,7 @@ use crate::queue::keys::{QueueKeys, validate_token};
 use futures_util::{StreamExt, stream};
 use serde::Serialize;
 
-mod writer;
+pub(super) mod writer;
 
 pub use writer::bulk_pipelines;
 use writer::{Lanes, Shape, Writer};
@@ -110,9 +110,9 @@ impl Bulk<'_> {
                 spread: p.spread.as_deref(),
             },
             Shape {
-                kind: &self.kind,
                 priority: self.priority,
                 max_attempts: self.max_attempts.unwrap_or(p.default_max_attempts).max(1),
+                key: None,
                 now_ms: envelope::unix_ms(),
                 limit: p.max_envelope_bytes,
                 cluster: p.conn.is_cluster(),
@@ -122,7 +122,7 @@ impl Bulk<'_> {
         let mut stopped = None;
         let mut enqueued = 0;
         {
-            let chunks = std::iter::from_fn(|| match writer.next_chunk(&mut jobs) {
+            let chunks = std::iter::from_fn(|| match writer.next_chunk(&self.kind, &mut jobs) {
                 Ok(chunk) => chunk,
                 Err(e) => {
                     stopped = Some(e);
@@ -163,7 +163,7 @@ impl Producer {
     /// A chunk's calls, side by side (one per partition it holds), each retried as
     /// [`Producer::enqueue_tagged`]'s are (stored once, not retried when Redis is out of
     /// memory); returns the jobs stored.
-    async fn send_chunk(&self, calls: Vec<(QueueKeys, redis::Pipeline, usize)>) -> Result<u64> {
+    pub(super) async fn send_chunk(&self, calls: Vec<(QueueKeys, redis::Pipeline, usize)>) -> Result<u64> {
         let sends = calls.into_iter().map(|(keys, pipeline, n)| async move {
             self.send_plain_once(&keys, pipeline).await?;
             self.stored(&keys, n).await?;

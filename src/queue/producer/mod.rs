@@ -17,12 +17,14 @@ use std::time::{Duration, SystemTime};
 mod bulk;
 mod chunk;
 mod job;
+mod load;
 mod outcome;
 mod prepare;
 
 pub use bulk::{Bulk, bulk_pipelines};
 pub use chunk::{CHUNK_TOKEN_MS, RETRY_SPAN};
 pub use job::{JobParts, NewJob};
+pub use load::Load;
 pub use outcome::Enqueued;
 
 /// Jobs per enqueue script call in the bulk paths.

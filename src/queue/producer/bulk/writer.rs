@@ -31,11 +31,13 @@ impl<'a> Lanes<'a> {
     }
 }
 
-/// What every job of a bulk load shares.
-pub(crate) struct Shape<'a> {
-    pub kind: &'a str,
+/// What every job of a bulk load shares (its kind is given job by job).
+pub(crate) struct Shape {
     pub priority: Priority,
     pub max_attempts: u32,
+    /// The job key of every job (checked by the caller), for per-key limits; on a
+    /// partitioned queue their generated ids go to its partition.
+    pub key: Option<String>,
     /// The enqueue time of the chunk being written (each chunk reads the clock anew, so a
     /// long load's jobs carry the time they were sent, for the wait-time metric).
     pub now_ms: u64,
@@ -56,7 +58,7 @@ pub(crate) struct Chunk {
 /// Writes a bulk load's envelopes into RPUSH commands, a chunk at a time.
 pub(crate) struct Writer<'a> {
     lanes: Lanes<'a>,
-    shape: Shape<'a>,
+    shape: Shape,
     /// Per lane: the chunk's RPUSH so far, its jobs and their bytes.
     pushes: Vec<Option<(redis::Cmd, usize, usize)>>,
     /// Per lane: the chunk's HSET of the envelopes over [`scripts::INLINE_MAX_BYTES`] with
@@ -79,13 +81,13 @@ pub(crate) struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
-    pub(crate) fn new(lanes: Lanes<'a>, shape: Shape<'a>) -> Self {
+    pub(crate) fn new(lanes: Lanes<'a>, shape: Shape) -> Self {
         let n = lanes.count();
         Self {
             pushes: (0..n).map(|_| None).collect(),
             stored: (0..n).map(|_| None).collect(),
             sizes: vec![(BULK_CHUNK + 2, 64 * 1024); n],
-            lane: lanes.spread.map_or(0, Spread::next),
+            lane: generated_lane(lanes, &shape),
             lanes,
             shape,
             jobs: 0,
@@ -98,10 +100,12 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Writes jobs from `jobs` until a chunk is full or the input ends; `None` when there
-    /// is nothing left. A job that cannot be written gives its input position and why.
+    /// Writes jobs of `kind` (checked by the caller) from `jobs` until a chunk is full or
+    /// the input ends; `None` when there is nothing left. A job that cannot be written
+    /// gives its input position and why.
     pub(crate) fn next_chunk<S, P>(
         &mut self,
+        kind: &str,
         jobs: &mut impl Iterator<Item = (Option<S>, P)>,
     ) -> std::result::Result<Option<Chunk>, (u64, Error)>
     where
@@ -112,24 +116,52 @@ impl<'a> Writer<'a> {
             let Some((id, payload)) = jobs.next() else {
                 break;
             };
-            self.write(id.as_ref().map(AsRef::as_ref), &payload)
+            let payload = |buf: &mut Vec<u8>| serde_json::to_writer(buf, &payload).map_err(Error::from);
+            self.write(id.as_ref().map(AsRef::as_ref), kind, payload)
                 .map_err(|e| (self.next, e))?;
             self.next += 1;
         }
-        Ok((self.jobs > 0).then(|| self.take()))
+        Ok((!self.is_empty()).then(|| self.take()))
+    }
+
+    /// Writes a job with a generated id, of `kind` (checked here), whose payload is
+    /// `payload`'s JSON text, as is. Nothing is written when it cannot be (its envelope
+    /// over the limit, a bad kind).
+    pub(crate) fn write_raw(&mut self, kind: &str, payload: &RawValue) -> Result<()> {
+        validate_token("job kind", kind, MAX_ID_LEN)?;
+        self.write(None, kind, |buf| {
+            buf.extend_from_slice(payload.get().as_bytes());
+            Ok(())
+        })
+    }
+
+    /// Whether the chunk holds no job yet.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.jobs == 0
+    }
+
+    /// The shape of the jobs written.
+    pub(crate) fn shape(&self) -> &Shape {
+        &self.shape
     }
 
     /// Whether the chunk is done: a call of it holds [`BULK_CHUNK`] jobs or
     /// [`BULK_CHUNK_BYTES`]. On a partitioned queue, jobs with ids of the caller's spread
     /// over the partitions by id, so a chunk holds up to four calls' worth in all, and its
     /// calls, one per partition, go side by side.
-    fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         let calls = self.lanes.count().min(4);
         self.lane_full || self.jobs >= BULK_CHUNK * calls || self.bytes >= BULK_CHUNK_BYTES * calls
     }
 
-    /// Writes one job's envelope as the next item of its lane's RPUSH.
-    fn write<P: Serialize + ?Sized>(&mut self, id: Option<&str>, payload: &P) -> Result<()> {
+    /// Writes one job's envelope, its payload written by `payload`, as the next item of
+    /// its lane's RPUSH.
+    fn write(
+        &mut self,
+        id: Option<&str>,
+        kind: &str,
+        payload: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
         self.id.clear();
         // A generated id holds the enqueue time when compact envelopes are written.
         let mut compact = false;
@@ -157,10 +189,10 @@ impl<'a> Writer<'a> {
             priority: shape.priority as u8,
             enqueued_at: shape.now_ms,
             id: &self.id,
-            kind: shape.kind,
+            kind,
             trace_id: None,
             unique_key: None,
-            key: None,
+            key: shape.key.as_deref(),
             retry: None,
             // `head` does not read it: the payload is serialized in place below.
             payload: RawValue::NULL,
@@ -178,7 +210,7 @@ impl<'a> Writer<'a> {
         let envelope = &mut self.envelope;
         envelope.clear();
         envelope::head(&env, envelope);
-        serde_json::to_writer(&mut *envelope, payload)?;
+        payload(envelope)?;
         envelope.push(b'}');
         let len = envelope.len();
         if len > shape.limit {
@@ -210,7 +242,7 @@ impl<'a> Writer<'a> {
 
     /// The chunk written so far, as its calls; the next chunk starts empty (and, on a
     /// partitioned queue, its generated ids go to the next partition in turn).
-    fn take(&mut self) -> Chunk {
+    pub(crate) fn take(&mut self) -> Chunk {
         let mut calls = Vec::new();
         for (lane, push) in self.pushes.iter_mut().enumerate() {
             let Some((push, n, bytes)) = push.take() else {
@@ -225,9 +257,7 @@ impl<'a> Writer<'a> {
                 scripts::pushes_pipeline(keys, stored.into_iter().chain([push]), n, self.shape.cluster);
             calls.push((keys.clone(), pipeline, n));
         }
-        if let Some(s) = self.lanes.spread {
-            self.lane = s.next();
-        }
+        self.lane = generated_lane(self.lanes, &self.shape);
         self.shape.now_ms = envelope::unix_ms();
         let chunk = Chunk {
             first: self.first,
@@ -238,6 +268,16 @@ impl<'a> Writer<'a> {
         self.bytes = 0;
         self.lane_full = false;
         chunk
+    }
+}
+
+/// The lane of a chunk's jobs with generated ids: the job key's partition, else the next
+/// partition in turn.
+fn generated_lane(lanes: Lanes<'_>, shape: &Shape) -> usize {
+    match (lanes.spread, &shape.key) {
+        (None, _) => 0,
+        (Some(s), Some(key)) => s.parts().of_key(key),
+        (Some(s), None) => s.next(),
     }
 }
 
@@ -255,9 +295,9 @@ pub fn bulk_pipelines<P: Serialize>(
     let mut writer = Writer::new(
         Lanes { keys, spread: None },
         Shape {
-            kind,
             priority: Priority::Normal,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            key: None,
             now_ms,
             limit: envelope::DEFAULT_MAX_ENVELOPE_BYTES,
             cluster: false,
@@ -267,7 +307,7 @@ pub fn bulk_pipelines<P: Serialize>(
     let mut jobs = payloads.into_iter().map(|p| (None::<&'static str>, p));
     let mut out = Vec::new();
     loop {
-        match writer.next_chunk(&mut jobs) {
+        match writer.next_chunk(kind, &mut jobs) {
             Ok(Some(chunk)) => out.extend(chunk.calls.into_iter().map(|(_, p, _)| p)),
             Ok(None) => return Ok(out),
             Err((_, e)) => return Err(e),
