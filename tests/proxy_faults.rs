@@ -243,6 +243,61 @@ async fn enqueue_under_faults(with_ids: bool) {
     println!("enqueue under faults (ids: {with_ids}): {LINES} lines loaded; {stdout}{stderr}");
 }
 
+/// A consumer through `proxy`, draining `queue` with a no-op handler.
+fn draining(proxy: &Proxy, queue: &str) -> Consumer {
+    let mut config = ConsumerConfig::new(queue);
+    config.drain = true;
+    config.metrics = false;
+    let registry = Registry::new().fallback(handler_fn(|_| async { Ok(()) }));
+    Consumer::new(config, Redis::open(&proxy.url()).unwrap(), registry).unwrap()
+}
+
+/// The reply to a call the consumer makes as it starts (its check of the Functions
+/// library) lost and its connection closed: the start is retried as any later call is,
+/// and the consumer drains the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_lost_while_starting_is_retried() {
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    let queue = "starting";
+    faults::enqueue_range(&redis.url(), queue, "k", "job", 0, 200).await;
+    proxy.lose_reply_to(b"weir_version");
+    let report = tokio::time::timeout(
+        Duration::from_secs(60),
+        draining(&proxy, queue).run(CancellationToken::new()),
+    )
+    .await
+    .expect("the consumer starts and drains the queue")
+    .expect("the consumer returned no error");
+    assert!(proxy.reply_lost(), "the library check's reply was lost");
+    assert_eq!(report.acked, 200, "{report:?}");
+}
+
+/// The reply to the start's eviction check lost: the check is made again, not skipped, so
+/// a Redis that may evict queue keys still stops the consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_check_whose_reply_is_lost_is_made_again() {
+    let redis = EmbeddedRedis::start().unwrap();
+    let proxy = Proxy::start(redis.port());
+    let queue = "evicting";
+    faults::enqueue_range(&redis.url(), queue, "k", "job", 0, 10).await;
+    let mut c = Redis::open(&redis.url()).unwrap().connect().await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory-policy", "allkeys-lru"])
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    proxy.lose_reply_to(b"$6\r\nmemory\r\n");
+    let r = tokio::time::timeout(
+        Duration::from_secs(60),
+        draining(&proxy, queue).run(CancellationToken::new()),
+    )
+    .await
+    .expect("the consumer stops");
+    assert!(proxy.reply_lost(), "the eviction check's reply was lost");
+    assert!(matches!(r, Err(weir::Error::Eviction { .. })), "{r:?}");
+}
+
 /// The reply to a heartbeat is lost (Redis extended the leases; the consumer never heard
 /// back): the leases still belong to their holder. Its next beat extends them again, and
 /// its settle calls still hold them, so each job runs once and is acked once.

@@ -61,9 +61,14 @@ use crate::limiter::{KeyLimiters, Limiter, RateGate};
 use crate::queue::keys::QueueKeys;
 use crate::queue::partitions::Partitions;
 use crate::redis::conn::{HealingConnection, Redis};
+use crate::redis::retry::{Backoff, GiveUp, retrying_unless};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// How long a consumer's start retries a Redis that fails it after connecting.
+const START_SPAN: Duration = Duration::from_secs(30);
 
 /// What [`budget`] builds.
 pub(crate) type Budget = (Arc<Limit>, Option<Arc<Limiter>>, Arc<RateGate>);
@@ -198,11 +203,28 @@ impl Consumer {
         let c = &self.config;
         let keys = QueueKeys::new(&c.queue)?;
         let conn = self.redis.connect_healing().await?;
-        crate::redis::eviction::check(&mut conn.clone(), c.allow_eviction).await?;
-        crate::queue::functions::ensure(&mut conn.clone()).await?;
-        // The heartbeat's own: no call queued on the other can delay it.
-        let beat_conn = self.redis.connect_healing().await?;
-        if let Some(parts) = Partitions::read(&mut conn.clone(), &c.queue).await? {
+        // Once connected, a connection lost while starting (a dropped link, a server still
+        // loading) is retried, as every later call is, for up to START_SPAN; an unreachable
+        // Redis fails at the connect above, at once, and a refusal (an eviction policy, a
+        // missing permission) at its first answer.
+        let start = || async {
+            crate::redis::eviction::check(&mut conn.clone(), c.allow_eviction).await?;
+            crate::queue::functions::ensure(&mut conn.clone()).await?;
+            // The heartbeat's own: no call queued on the other can delay it.
+            let beat_conn = self.redis.connect_healing().await?;
+            let parts = Partitions::read(&mut conn.clone(), &c.queue).await?;
+            Ok::<_, Error>((beat_conn, parts))
+        };
+        let give_up = GiveUp::at(tokio::time::Instant::now() + START_SPAN);
+        let (beat_conn, parts) = retrying_unless(
+            "start",
+            Backoff::CALL,
+            give_up,
+            |e: &Error| !e.is_transient(),
+            start,
+        )
+        .await?;
+        if let Some(parts) = parts {
             if self.share.is_some() {
                 return Err(Error::config(
                     format!("queue {}", c.queue),

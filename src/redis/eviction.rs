@@ -7,12 +7,14 @@ use redis::aio::ConnectionLike;
 
 /// Fails with [`Error::Eviction`] unless Redis's `maxmemory-policy` is `noeviction` or
 /// `allow` says the operator knows. A server that refuses `INFO` (an ACL without it) is
-/// reported once, and the check passes: it cannot be made.
+/// reported once, and the check passes: it cannot be made. A call that fails on its way
+/// (a dropped connection, a timeout) is an error, for the caller to retry.
 ///
 /// On a Redis Cluster every primary answers, and each must be `noeviction`.
 pub(crate) async fn check<C: ConnectionLike>(conn: &mut C, allow: bool) -> Result<()> {
     let info: redis::Value = match redis::cmd("INFO").arg("memory").query_async(conn).await {
         Ok(info) => info,
+        Err(e) if Error::from(e.clone()).is_transient() => return Err(e.into()),
         Err(e) => {
             tracing::warn!(error = %e, "cannot read redis maxmemory-policy (INFO refused?); make sure it is noeviction");
             return Ok(());
