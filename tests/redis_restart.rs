@@ -73,6 +73,13 @@ async fn consumers_and_producers_ride_out_redis_restarts() {
             )
         })
         .collect();
+    // Both consumers connected ("working" is logged once they are) before the first
+    // outage: one that cannot reach Redis at its start exits at once, by design.
+    let err = |c: usize| std::fs::read_to_string(dir.path().join(format!("err-{c}"))).unwrap_or_default();
+    common::wait_until("both consumers working", Duration::from_secs(30), || async {
+        (0..2).all(|c| err(c).contains("working"))
+    })
+    .await;
     let producer = tokio::spawn(produce(url.clone()));
 
     let mut outages = 0;
