@@ -198,13 +198,6 @@ impl<'a> Writer<'a> {
             payload: RawValue::NULL,
             compact,
         };
-        let (push, jobs, bytes) = self.pushes[lane].get_or_insert_with(|| {
-            let (args, bytes) = self.sizes[lane];
-            let ready = self.lanes.keys(lane).ready(shape.priority);
-            let mut push = redis::Cmd::with_capacity(args, bytes);
-            push.arg("RPUSH").arg(ready);
-            (push, 0, 0)
-        });
         // Written whole into a buffer of the load's, then copied into the command once:
         // the command's own writer is a call per piece that the compiler cannot inline.
         let envelope = &mut self.envelope;
@@ -220,6 +213,14 @@ impl<'a> Writer<'a> {
                 limit: shape.limit,
             });
         }
+        // Made for the lane's first job that is written: a chunk sends no empty RPUSH.
+        let (push, jobs, bytes) = self.pushes[lane].get_or_insert_with(|| {
+            let (args, bytes) = self.sizes[lane];
+            let ready = self.lanes.keys(lane).ready(shape.priority);
+            let mut push = redis::Cmd::with_capacity(args, bytes);
+            push.arg("RPUSH").arg(ready);
+            (push, 0, 0)
+        });
         if id.is_none() && len > scripts::INLINE_MAX_BYTES {
             let keys = self.lanes.keys(lane);
             let hset = self.stored[lane].get_or_insert_with(|| {
