@@ -28,11 +28,11 @@ git diff --exit-code -- dashboards/*.json || { echo "dashboards/*.json differ fr
 (cd dashboards/schema-check && npm ci --silent --no-audit --no-fund && npm run --silent check)
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-# The library without its default features: it builds, it and every target that needs no
-# feature (unit tests, the limiter simulation, the examples) lint clean, and it pulls none
-# of the crates of the CLI, the HTTP handler, the exporter, the embedded server or simd-json.
+# The library without its default features: it and every target that needs no feature
+# (unit tests, the limiter simulation, the examples) compile and lint clean, and it pulls
+# none of the crates of the CLI, the HTTP handler, the exporter, the embedded server or
+# simd-json.
 step "without default features"
-cargo build --no-default-features --lib
 cargo clippy --no-default-features --all-targets -- -D warnings
 lib_deps=$(cargo tree -p weir --no-default-features -e normal --prefix none)
 for crate in clap indicatif tracing-subscriber reqwest metrics-exporter-prometheus tempfile simd-json; do
@@ -73,13 +73,11 @@ cargo build --quiet --bin weir
 python3 scripts/doc-blocks.py
 (cd tests/ui/browser && npm ci --silent --no-audit --no-fund && WEIR_BIN="$PWD/../../../target/debug/weir" npm test --silent)
 
-# Smoke runs of what people run for figures: the benchmarks (each once, --test mode) and
+# Smoke runs of what people run for figures: the benchmarks, each once (criterion's test
+# mode, built like the tests: `cargo bench` builds them optimized, minutes more here) and
 # the quick start on a small workload.
 step "benchmark smoke runs"
-cargo bench --bench envelope -- --test
-cargo bench --bench scripts -- --test
-cargo bench --bench limiter -- --test
-cargo bench --bench producer -- --test
+cargo test --benches
 step "demo"
 cargo run --quiet --bin weir -- demo --jobs 20000
 # The mixed soak, small: two adaptive per-key consumers, 429s and 500s, two kill -9s and
