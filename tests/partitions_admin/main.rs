@@ -3,7 +3,7 @@
 //! one queue. The library's calls against states seeded lane by lane (`calls.rs`,
 //! `by_id.rs`, `limits.rs`), the `weir` commands (`commands.rs`), and stats and the
 //! dead-letter queue on a three-primary Redis Cluster, where the lanes live on different
-//! nodes (`cluster.rs`).
+//! nodes (`cluster.rs`); and a producer's tagged load spread over the lanes (`load.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -15,6 +15,7 @@ mod calls;
 mod cluster;
 mod commands;
 mod limits;
+mod load;
 mod uniqueness;
 
 use common::{Ctx, State, seed};
