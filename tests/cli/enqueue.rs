@@ -507,7 +507,7 @@ async fn plain_lines_make_the_envelopes_full_lines_make() {
 async fn plain_and_full_lines_interleaved_load_once_each() {
     let ctx = Ctx::new("cli-interleaved").await;
     let n = 4_000;
-    let has_id = |i: usize| i % 7 == 0 || (1_500..2_700).contains(&i) || i == 3_999;
+    let has_id = |i: usize| i.is_multiple_of(7) || (1_500..2_700).contains(&i) || i == 3_999;
     let mut input = String::new();
     for i in 1..=n {
         let line = match i {

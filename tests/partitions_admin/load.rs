@@ -27,7 +27,7 @@ async fn load(p: &Producer, n: usize, key: Option<&str>) -> Loaded {
             return false;
         }
         i += 1;
-        let pushed = if i % 700 == 0 {
+        let pushed = if i.is_multiple_of(700) {
             let job = NewJob::new("k", &i).unwrap().id(format!("own-{i}"));
             load.push(i, key.map_or(job.clone(), |k| job.key(k)))
         } else {
@@ -98,7 +98,7 @@ async fn a_loads_keyed_jobs_go_to_the_keys_partition() {
     // The plain jobs in the key's partition; an id of the caller's where the id hashes.
     let mut expected = vec![0u64; parts.count()];
     let own: Vec<String> = (1..=n)
-        .filter(|i| i % 700 == 0)
+        .filter(|i| i.is_multiple_of(700))
         .map(|i| format!("own-{i}"))
         .collect();
     expected[parts.of_key("tenant-7")] += (n - 1 - own.len()) as u64;
