@@ -34,14 +34,22 @@ pub enum DecodeError {
 /// which opens with `{`, as no id does) has nothing to check its id against.
 pub fn decode(id: &str, bytes: &[u8], limit: usize) -> Result<Job, DecodeError> {
     within(bytes.len(), limit)?;
-    let job = read(|| header::canonical(bytes), || serde_json::from_slice(bytes))?;
+    let job = read(
+        bytes,
+        || header::canonical(bytes),
+        || serde_json::from_slice(bytes),
+    )?;
     check_id(id, job)
 }
 
 /// [`decode`] of an inline job's envelope, which is its name (text already).
 pub(crate) fn decode_inline(text: &str, limit: usize) -> Result<Job, DecodeError> {
     within(text.len(), limit)?;
-    let job = read(|| header::canonical_text(text), || serde_json::from_str(text))?;
+    let job = read(
+        text.as_bytes(),
+        || header::canonical_text(text),
+        || serde_json::from_str(text),
+    )?;
     check_depth(job.payload.get())?;
     Ok(job)
 }
@@ -53,20 +61,55 @@ fn within(size: usize, limit: usize) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// The job by the hand-written header read, or else as serde_json reads it; without an
+/// The job in `bytes` by the hand-written header read, or else as serde_json reads it
+/// (a compact envelope that names a field its form implies is refused first); without an
 /// enqueue time of its own (a compact envelope), the one its id holds, if any.
 fn read(
+    bytes: &[u8],
     canonical: impl FnOnce() -> Option<Job>,
     serde: impl FnOnce() -> serde_json::Result<Job>,
 ) -> Result<Job, DecodeError> {
     let mut job = match canonical() {
         Some(job) => job,
-        None => serde().map_err(|e| DecodeError::Invalid(e.to_string()))?,
+        None => {
+            implied_fields_unnamed(bytes)?;
+            serde().map_err(|e| DecodeError::Invalid(e.to_string()))?
+        }
     };
     if job.enqueued_at_ms == 0 {
         job.enqueued_at_ms = time_of_id(&job.id).unwrap_or(0);
     }
     Ok(job)
+}
+
+/// The fields a compact envelope (one that opens with its id) implies, as its header would
+/// name them.
+const IMPLIED: [&[u8]; 4] = [
+    br#","attempt":"#,
+    br#","max_attempts":"#,
+    br#","priority":"#,
+    br#","enqueued_at":"#,
+];
+
+/// Refuses a compact envelope whose header names a field its form implies: the scripts
+/// read the implied values (attempt 0, 5 attempts, normal priority), serde_json would
+/// read the named ones, and the two would disagree on the job's attempts and list. The
+/// enqueue script refuses such an envelope by the same test (`compact_ok` in
+/// `enqueue.lua`): the header is what comes before the first `,"payload":`, whose quotes
+/// cannot stand unescaped inside a string. Only a writer that pushes envelopes itself
+/// can store one.
+fn implied_fields_unnamed(bytes: &[u8]) -> Result<(), DecodeError> {
+    if !bytes.starts_with(br#"{"id":"#) {
+        return Ok(());
+    }
+    let head = memchr::memmem::find(bytes, br#","payload":"#).map_or(bytes, |at| &bytes[..at + 1]);
+    match IMPLIED.iter().find(|f| memchr::memmem::find(head, f).is_some()) {
+        None => Ok(()),
+        Some(f) => Err(DecodeError::Invalid(format!(
+            "a compact envelope (it opens with its id) names {}, a field its form implies: write the full form",
+            String::from_utf8_lossy(&f[2..f.len() - 2])
+        ))),
+    }
 }
 
 /// The raw payload skips serde's recursion limit; a payload nested deeper than

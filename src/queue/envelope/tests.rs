@@ -270,3 +270,41 @@ fn a_compact_envelope_without_a_time_id_has_no_time() {
     let job = decode("order-1", env, 1 << 20).unwrap();
     assert_eq!((job.attempt, job.max_attempts, job.enqueued_at_ms), (0, 5, 0));
 }
+
+#[test]
+fn a_compact_envelope_naming_an_implied_field_is_refused() {
+    for named in [
+        r#""attempt":3"#,
+        r#""max_attempts":9"#,
+        r#""priority":0"#,
+        r#""enqueued_at":1"#,
+    ] {
+        let env = format!(r#"{{"id":"j-1","kind":"k",{named},"payload":1}}"#);
+        let field = &named[1..named.find("\":").unwrap()];
+        for got in [
+            decode("j-1", env.as_bytes(), 1 << 20),
+            decode_inline(&env, 1 << 20),
+        ] {
+            match got {
+                Err(DecodeError::Invalid(why)) => {
+                    assert!(
+                        why.contains(&format!("names {field}, a field its form implies")),
+                        "{why}"
+                    )
+                }
+                other => panic!("{env}: {other:?}"),
+            }
+        }
+    }
+    // The same names in the payload, and the full form in another order, are read.
+    let env = r#"{"id":"j-1","kind":"k","payload":{"x":1,"attempt":3,"priority":0}}"#;
+    let job = decode("j-1", env.as_bytes(), 1 << 20).unwrap();
+    assert_eq!((job.attempt, job.priority()), (0, Priority::Normal));
+    let env =
+        r#"{"kind":"k","id":"j-1","attempt":2,"max_attempts":4,"priority":2,"enqueued_at":7,"payload":1}"#;
+    let job = decode("j-1", env.as_bytes(), 1 << 20).unwrap();
+    assert_eq!(
+        (job.attempt, job.max_attempts, job.priority()),
+        (2, 4, Priority::Low)
+    );
+}
