@@ -74,10 +74,11 @@ python3 scripts/doc-blocks.py
 (cd tests/ui/browser && npm ci --silent --no-audit --no-fund && WEIR_BIN="$PWD/../../../target/debug/weir" npm test --silent)
 
 # Smoke runs of what people run for figures: the benchmarks, each once (criterion's test
-# mode, built like the tests: `cargo bench` builds them optimized, minutes more here) and
-# the quick start on a small workload.
+# mode, built like the tests, with the workspace's features, so the tests' build serves:
+# `cargo bench` builds everything optimized, minutes more here) and the quick start on a
+# small workload.
 step "benchmark smoke runs"
-cargo test --benches
+cargo test --workspace --bench envelope --bench scripts --bench limiter --bench producer
 step "demo"
 cargo run --quiet --bin weir -- demo --jobs 20000
 # The mixed soak, small: two adaptive per-key consumers, 429s and 500s, two kill -9s and
