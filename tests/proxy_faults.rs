@@ -209,10 +209,17 @@ async fn enqueue_under_faults(with_ids: bool) {
     // Chunks of 1,000 lines, four in flight: what is sent depends on what was fed.
     feed(0, 4000);
     common::wait_until("the first chunk stored", Duration::from_secs(30), stored(1000)).await;
+    let accepted = || proxy.counts().accepted.load(Ordering::Relaxed);
+    let before_cut = accepted();
     proxy.cut_next_reply();
     feed(4000, 8000);
     common::wait_until("a reply cut", Duration::from_secs(30), || async {
         proxy.cut_done()
+    })
+    .await;
+    // The cut chunk's retry opens a new connection: the drop below finds one to drop.
+    common::wait_until("a connection after the cut", Duration::from_secs(30), || async {
+        accepted() > before_cut
     })
     .await;
     proxy.stall(true);
