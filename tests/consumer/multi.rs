@@ -94,10 +94,22 @@ async fn weights_divide_the_slots_while_both_queues_have_work() {
     .unwrap();
     let reports = drain(consumer).await;
 
-    // A window while both queues have a backlog: b's 300-odd starts stay under its 600.
+    // A window while both queues have a backlog, from just after both are running (one
+    // queue's consumer may start a little before the other's, and take every slot
+    // meanwhile): b's 300-odd starts stay under its 600, a's 100-odd plus its head start
+    // under its 600.
     let order = starts.order();
     assert_eq!(order.len(), 2 * N, "every job started once");
-    let window = &order[40..440];
+    let both = 1 + order
+        .iter()
+        .position(|id| id.starts_with("a-"))
+        .max(order.iter().position(|id| id.starts_with("b-")))
+        .unwrap();
+    assert!(
+        both < 300,
+        "both queues started within the first 300 starts: {both}"
+    );
+    let window = &order[both + 20..both + 420];
     let from_a = window.iter().filter(|id| id.starts_with("a-")).count();
     let from_b = window.len() - from_a;
     let ratio = from_b as f64 / from_a.max(1) as f64;
