@@ -3,7 +3,7 @@
 //! over what this returns).
 
 use super::{Consumer, Started, Steps, notices};
-use crate::consumer::acker::{Acker, AckerDeps};
+use crate::consumer::acker::{Acker, AckerDeps, Calls};
 use crate::consumer::fetcher::Fetcher;
 use crate::consumer::heartbeat::{Heartbeat, Registration};
 use crate::consumer::housekeeping::{
@@ -69,6 +69,7 @@ impl Consumer {
                 metrics: metrics.clone(),
                 signals: signals.clone(),
                 lease_ms: c.lease.as_millis() as u64,
+                calls: Calls::new(&tag),
             },
         );
         let acker = tasks.spawn("acker", acker.run(acker_rx, steps.finish_acks.clone()));

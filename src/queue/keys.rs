@@ -203,6 +203,12 @@ impl QueueKeys {
         format!("{}:batch:{name}", self.lease())
     }
 
+    /// STRING: the last settle call of the consumer tagged `tag` and its reply, expiring
+    /// (`settle.lua`'s call record: a retried call is applied once).
+    pub fn settle_record(&self, tag: &str) -> String {
+        format!("{}:settled:{tag}", self.lease())
+    }
+
     /// ZSET id -> dead-lettered-at ms.
     pub fn dead(&self) -> &str {
         &self.all[8]

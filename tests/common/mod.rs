@@ -500,12 +500,15 @@ pub(crate) async fn snapshot(conn: &mut Conn, keys: &QueueKeys) -> State {
         .unwrap();
     let pattern = format!("weir:{{{}}}:*", keys.name());
     let found: Vec<String> = redis::cmd("KEYS").arg(&pattern).query_async(conn).await.unwrap();
-    // The worker registry (keys.rs's `workers` and `worker`) is the consumers', not the
+    // The worker registry (keys.rs's `workers` and `worker`) and the records of the
+    // consumers' settle calls (`settle_record`, expiring) are the consumers', not the
     // queue's state.
     let worker_prefix = keys.worker("");
+    let record_prefix = keys.settle_record("");
     let found = found
         .into_iter()
         .filter(|f| !k.contains(f) && *f != keys.workers() && !f.starts_with(&worker_prefix))
+        .filter(|f| !f.starts_with(&record_prefix))
         .filter(|f| *f != keys.history() && *f != keys.done() && *f != keys.results());
     for f in found {
         let Some(key) = f.strip_prefix(keys.unique_prefix()) else {

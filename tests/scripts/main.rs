@@ -10,6 +10,7 @@ mod atomicity_big;
 mod atomicity_values;
 mod batch;
 mod big;
+mod call_record;
 mod compact;
 mod compact_enqueue;
 mod defer;

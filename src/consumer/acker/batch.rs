@@ -81,7 +81,7 @@ impl Acker {
         if lost > 0 {
             tracing::warn!(
                 count = lost,
-                "outcomes not recorded: their leases expired (the jobs run again) or an earlier, retried call recorded them"
+                "outcomes not recorded: their leases expired (the jobs run again), or a call given up at shutdown recorded them"
             );
         }
         if !spent.is_empty() {
@@ -160,19 +160,30 @@ pub(super) async fn write(deps: &AckerDeps, batch: &Batch, give_up: GiveUp) -> O
             .items
             .iter()
             .all(|i| matches!(i, Settle::Ack { .. }) && i.is_inline());
+    // Each try of this call carries its number: one whose reply was lost (applied or not)
+    // is applied once, and its outcomes counted as that try recorded them. The record
+    // outlives the retries that matter: past twice the lease, the leases are gone anyway.
+    let record = scripts::CallRecord {
+        tag: &deps.calls.name,
+        call: deps.calls.next.fetch_add(1, Ordering::Relaxed),
+        ttl_ms: (2 * deps.lease_ms).max(60_000),
+    };
+    let tries = std::sync::atomic::AtomicU32::new(0);
     retrying("settle", Backoff::CALL, give_up, || {
         let mut conn = deps.conn.clone();
         let (keys, items) = (&deps.keys, &batch.items);
         let (ended, extended, wholes) = (&batch.ended, &batch.extended, &batch.wholes);
+        // (a retry goes through the script, which reads the record first)
+        let first = tries.fetch_add(1, Ordering::Relaxed) == 0;
         async move {
-            if plain {
-                scripts::ack_inline(&mut conn, keys, items, ended, extended).await
+            if plain && first {
+                scripts::ack_inline_call(&mut conn, keys, items, ended, extended, Some(record)).await
             } else {
                 let history = scripts::RunHistory {
                     worker: &deps.tag,
                     lease_ms: deps.lease_ms,
                 };
-                scripts::settle_batches(&mut conn, keys, wholes, items, marks, Some(history)).await
+                scripts::settle_call(&mut conn, keys, wholes, items, marks, Some(history), Some(record)).await
             }
         }
     })

@@ -57,6 +57,24 @@ pub(crate) struct AckerDeps {
     /// The lease length this consumer fetches with, ms: the start of a run in its job's
     /// history is its lease's token less this.
     pub lease_ms: u64,
+    /// This acker's settle calls, numbered so that a retried one is applied once.
+    pub calls: Calls,
+}
+
+/// Numbers an acker's settle calls ([`scripts::CallRecord`](crate::queue::scripts::CallRecord)),
+/// under a name of its own: the consumer's tag (lanes share it) and a random part.
+pub(crate) struct Calls {
+    name: String,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Calls {
+    pub(crate) fn new(tag: &str) -> Self {
+        Calls {
+            name: format!("{tag}.{:08x}", rand::random::<u32>()),
+            next: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
 }
 
 /// The acker task.

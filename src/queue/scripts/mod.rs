@@ -40,8 +40,9 @@ pub use inspect::{
 pub use lease::{Reclaimed, extend, key_shares, reclaim, reclaim_recorded, release, split, start_suspect};
 pub use samples::samples_record;
 pub use settle::{
-    BatchAck, RESULT_MAX_BYTES, RunHistory, Settle, Settled, StartMarks, ack_inline, cut_text,
-    dead_letter_raw, settle, settle_batches, settle_marked, settle_recorded,
+    BatchAck, CallRecord, RESULT_MAX_BYTES, RunHistory, Settle, Settled, StartMarks, ack_inline,
+    ack_inline_call, cut_text, dead_letter_raw, settle, settle_batches, settle_call, settle_marked,
+    settle_recorded,
 };
 
 /// The shared prelude every script opens with.

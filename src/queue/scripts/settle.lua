@@ -45,6 +45,14 @@
 --        worker's name, the outcome (retry, dead, defer; done for a completed job kept)
 --        and the error or reason. Without it no history is written (acks of jobs not
 --        kept never write one).
+--   'C', tag, call, ttl (ms)               at most once, anywhere: this call's record, so
+--        that a retry of it (its reply lost) changes nothing and gets the first try's
+--        reply: a STRING at K.lease .. ':settled:' .. tag (the consumer's tag; the
+--        queue's hash tag, as the batch keys) holding `call`, then, when the reply is not
+--        empty, a space and the reply as JSON, expiring after `ttl`. A call whose number
+--        matches the record returns the reply recorded, or the empty reply for a bare
+--        number (ack_inline's MULTI records no reply), and writes nothing. A consumer
+--        numbers its settle calls, one at a time, so one record per consumer suffices.
 -- KEYS also end with the job records (lib.lua's records): history, done and results. Completed
 -- jobs are kept when the queue's settings say so (keep_completed_ms / _count, lib.lua's
 -- keep_setting): an acked job's envelope stays in jobs, its id goes to done, and done is
@@ -118,6 +126,12 @@ local function shape()
       if i + 2 > #ARGV then refuse('settle: outcome H at argument ' .. i .. ' is cut short') end
       has.history = { worker = ARGV[i + 1], lease = arg_whole(i + 2, 'a lease length (ms)', 0) }
       i = i + 3
+    elseif op == 'C' then
+      if i + 3 > #ARGV then refuse('settle: outcome C at argument ' .. i .. ' is cut short') end
+      has.record = { key = K.lease .. ':settled:' .. ARGV[i + 1], call = ARGV[i + 2],
+        ttl = arg_whole(i + 3, 'a record ttl (ms)', 1) }
+      arg_whole(i + 2, 'a call number', 0)
+      i = i + 4
     elseif op == 'S' then
       arg_whole(i + 2, 'a lease token', 0)
       i = i + 4 + arg_whole(i + 3, 'a start-mark group size', 0, #ARGV - i - 3)
@@ -130,6 +144,17 @@ local function shape()
   return has
 end
 local has = shape()
+-- a retry of a call already applied: its first reply, nothing written
+if has.record then
+  local rec = redis.pcall('GET', has.record.key)
+  if type(rec) == 'string' then
+    local sp = string.find(rec, ' ', 1, true)
+    if (sp and string.sub(rec, 1, sp - 1) or rec) == has.record.call then
+      if not sp then return { {}, {}, 0, {} } end
+      return cjson.decode(string.sub(rec, sp + 1))
+    end
+  end
+end
 -- (read now, used in step 5: under a global or per-key concurrency, ended leases wake;
 -- and whether completed jobs are kept, and how many runs a history keeps)
 local limits = hash_named(K.settings, { 'global_concurrency', 'key_concurrency', 'key_overrides',
@@ -372,6 +397,8 @@ while i <= #ARGV do
     local k = tonumber(ARGV[i + 3])
     mark(ARGV[i + 1], ARGV[i + 2], i + 4, k)
     i = i + 4 + k
+  elseif op == 'C' then
+    i = i + 4
   else
     -- 'H' and 'V' (read by shape)
     i = i + 3
@@ -395,4 +422,10 @@ if retried + deferred > 0 then
 elseif na + buried > 0 and concurrency_limited then
   wake('free')
 end
-return { missed, spent, missed_inline, missed_batches }
+local reply = { missed, spent, missed_inline, missed_batches }
+if has.record then
+  local rec = has.record.call
+  if #missed + #spent + missed_inline + #missed_batches > 0 then rec = rec .. ' ' .. cjson.encode(reply) end
+  redis.call('SET', has.record.key, rec, 'PX', has.record.ttl)
+end
+return reply

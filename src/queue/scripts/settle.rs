@@ -109,6 +109,32 @@ pub async fn settle_batches<C: ConnectionLike>(
     marks: StartMarks<'_>,
     history: Option<RunHistory<'_>>,
 ) -> Result<Settled> {
+    settle_call(conn, keys, batches, items, marks, history, None).await
+}
+
+/// A settle call's number, for a retry of it to be told from a new call (`settle.lua`'s
+/// 'C'): a call whose reply was lost, sent again with the same record, changes nothing
+/// and gets the first try's reply, so that its outcomes are counted once, as recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct CallRecord<'a> {
+    /// The consumer's tag: one record per consumer (and queue), holding its last call.
+    pub tag: &'a str,
+    /// The call's number: new for each call, the same for each try of it.
+    pub call: u64,
+    /// How long the record is kept, ms: past the longest a call is retried for.
+    pub ttl_ms: u64,
+}
+
+/// [`settle_batches`], with the call's record: retried, it is applied once.
+pub async fn settle_call<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    batches: &[BatchAck],
+    items: &[Settle],
+    marks: StartMarks<'_>,
+    history: Option<RunHistory<'_>>,
+    record: Option<CallRecord<'_>>,
+) -> Result<Settled> {
     let mut inv = invocation(&SETTLE, keys);
     super::with_records(&mut inv, keys);
     add_acks(&mut inv, batches, items, marks.ended);
@@ -168,6 +194,9 @@ pub async fn settle_batches<C: ConnectionLike>(
     add_marks(&mut inv, marks);
     if let Some(h) = history {
         inv.arg("H").arg(h.worker).arg(h.lease_ms);
+    }
+    if let Some(r) = record {
+        inv.arg("C").arg(r.tag).arg(r.call).arg(r.ttl_ms.max(1));
     }
     let reply: Vec<Value> = call("settle", keys, &mut inv, conn).await?;
     let r = settle_reply(reply)?;
@@ -279,6 +308,21 @@ pub async fn ack_inline<C: ConnectionLike>(
     ended: &[String],
     extended: &[String],
 ) -> Result<Settled> {
+    ack_inline_call(conn, keys, items, ended, extended, None).await
+}
+
+/// [`ack_inline`], writing the call's record (its number alone: a MULTI cannot record
+/// the ZREM's count) in the same transaction. Retry such a call with [`settle_call`] and
+/// the same record: applied already, it reports nothing missed (the acks that had found
+/// no lease, if any, stay counted as acked, in Redis's counter as in the caller's).
+pub async fn ack_inline_call<C: ConnectionLike>(
+    conn: &mut C,
+    keys: &QueueKeys,
+    items: &[Settle],
+    ended: &[String],
+    extended: &[String],
+    record: Option<CallRecord<'_>>,
+) -> Result<Settled> {
     let started = std::time::Instant::now();
     let mut p = redis::pipe();
     p.atomic();
@@ -301,6 +345,14 @@ pub async fn ack_inline<C: ConnectionLike>(
         .arg("acked")
         .arg(items.len())
         .ignore();
+    if let Some(r) = record {
+        p.cmd("SET")
+            .arg(keys.settle_record(r.tag))
+            .arg(r.call)
+            .arg("PX")
+            .arg(r.ttl_ms.max(1))
+            .ignore();
+    }
     let r = p.query_async::<(u64,)>(conn).await;
     if let Err(e) = &r
         && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort)
@@ -313,7 +365,7 @@ pub async fn ack_inline<C: ConnectionLike>(
             started: &[],
             ended,
         };
-        return settle_marked(conn, keys, items, marks).await;
+        return settle_call(conn, keys, &[], items, marks, None, record).await;
     }
     let r = r.map_err(crate::error::Error::from);
     crate::metrics::record_script(keys.name(), "settle", started, &r);
