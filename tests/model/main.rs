@@ -18,6 +18,7 @@ mod check;
 mod ops;
 mod reference;
 mod regressions;
+mod replay;
 mod run;
 mod world;
 

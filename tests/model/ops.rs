@@ -44,6 +44,8 @@ pub(crate) enum Op {
     /// Ack every job of held batch number `pick` with one batch ack; one by one if the
     /// batch was split meanwhile, as a consumer does.
     AckBatch(u8),
+    /// The last settle call sent again, as a consumer does when its reply was lost.
+    Replay,
     /// Ack a held lease.
     Ack(u8),
     /// Retry a held lease (attempt + 1): due `now`, or in an hour.
@@ -115,6 +117,7 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         5 => (1..6u8).prop_map(|n| Op::FetchBatch { n }),
         3 => pick().prop_map(Op::AckBatch),
         4 => pick().prop_map(Op::Ack),
+        2 => Just(Op::Replay),
         3 => (pick(), any::<bool>()).prop_map(|(pick, now)| Op::Retry { pick, now }),
         2 => pick().prop_map(Op::Fail),
         3 => (pick(), any::<bool>()).prop_map(|(pick, now)| Op::Defer { pick, now }),

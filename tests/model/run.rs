@@ -48,6 +48,10 @@ pub(crate) struct World {
     /// delayed job found on a parked list (the old rule);
     /// `regressions::a_stale_parked_entry_cuts_a_retry_backoff_short` guards the fix.
     pub(crate) stale_parked: bool,
+    /// Settle calls made so far (their numbers, `replay.rs`).
+    pub(crate) calls: u64,
+    /// The last settle call, for `Op::Replay`.
+    pub(crate) last_call: Option<crate::replay::LastCall>,
 }
 
 /// The result the model's acks give job `id`.
@@ -76,6 +80,8 @@ impl World {
             batches: Default::default(),
             uncounted_leases: false,
             stale_parked: false,
+            calls: 0,
+            last_call: None,
         }
     }
 
@@ -140,6 +146,7 @@ impl World {
             }
             Op::Fetch { .. } | Op::FetchBatch { .. } => unreachable!("fetch runs with the state before it"),
             Op::AckBatch(pick) => self.ack_batch(pick).await?,
+            Op::Replay => self.replay().await?,
             Op::Ack(_) | Op::Retry { .. } | Op::Fail(_) | Op::Defer { .. } => self.settle_op(op).await?,
             Op::Start(pick) => self.start(pick).await?,
             Op::Extend(_) | Op::Expire(_) | Op::Die | Op::Advance => self.lease_op(op).await?,
@@ -150,7 +157,6 @@ impl World {
 
     /// Settles a held lease, current or stale: ack, retry, dead-letter, defer.
     async fn settle_op(&mut self, op: &Op) -> Result<(), String> {
-        let (mut c, keys) = (self.ctx.c(), self.ctx.keys.clone());
         match *op {
             Op::Ack(pick) => {
                 let Some(h) = self.take_one(pick).await? else {
@@ -173,9 +179,7 @@ impl World {
                     },
                     _ => Settle::Ack { id, token },
                 };
-                let got = scripts::settle_recorded(&mut c, &keys, &[item], marks, HISTORY)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let got = self.settle(&[], &[item], marks, HISTORY).await?;
                 let missed = !got.missed.is_empty() || got.missed_inline > 0;
                 self.settled(&h, missed, |m, id| m.ack(id))?;
             }
@@ -192,9 +196,7 @@ impl World {
                     delay_ms,
                     error: "boom".into(),
                 };
-                let got = scripts::settle_recorded(&mut c, &keys, &[item], StartMarks::default(), HISTORY)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let got = self.settle(&[], &[item], StartMarks::default(), HISTORY).await?;
                 self.settled(&h, !got.missed.is_empty(), |m, id| m.retry(id, now))?;
             }
             Op::Fail(pick) => {
@@ -206,9 +208,7 @@ impl World {
                     token: h.token,
                     reason: "bad".into(),
                 };
-                let got = scripts::settle_recorded(&mut c, &keys, &[item], StartMarks::default(), HISTORY)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let got = self.settle(&[], &[item], StartMarks::default(), HISTORY).await?;
                 self.settled(&h, !got.missed.is_empty(), |m, id| m.bury(id))?;
             }
             Op::Defer { pick, now } => {
@@ -226,9 +226,7 @@ impl World {
                     cause: DeferReason::Backpressure,
                     budget: budget(),
                 };
-                let got = scripts::settle_recorded(&mut c, &keys, &[item], StartMarks::default(), HISTORY)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let got = self.settle(&[], &[item], StartMarks::default(), HISTORY).await?;
                 self.settled(&h, !got.missed.is_empty(), |m, id| {
                     m.defer(id, Place::Delayed, now, crate::reference::BACKPRESSURE)
                 })?;

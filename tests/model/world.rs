@@ -308,16 +308,9 @@ impl World {
             token,
             ids,
         };
-        let got = scripts::settle_batches(
-            &mut self.ctx.c(),
-            &self.ctx.keys,
-            &[ack],
-            &[],
-            StartMarks::default(),
-            crate::run::HISTORY,
-        )
-        .await
-        .map_err(err)?;
+        let got = self
+            .settle(&[ack], &[], StartMarks::default(), crate::run::HISTORY)
+            .await?;
         if got.missed_batches.is_empty() {
             for h in &mine {
                 self.settled(h, false, |m, id| m.ack(id))?;
@@ -329,15 +322,9 @@ impl World {
                 id: h.name.clone(),
                 token: h.token,
             };
-            let one = scripts::settle_recorded(
-                &mut self.ctx.c(),
-                &self.ctx.keys,
-                &[item],
-                StartMarks::default(),
-                crate::run::HISTORY,
-            )
-            .await
-            .map_err(err)?;
+            let one = self
+                .settle(&[], &[item], StartMarks::default(), crate::run::HISTORY)
+                .await?;
             self.settled(h, !one.missed.is_empty() || one.missed_inline > 0, |m, id| {
                 m.ack(id)
             })?;
@@ -397,9 +384,7 @@ impl World {
                 started: &started,
                 ended: &[],
             };
-            scripts::settle_marked(&mut c, &keys, &[], marks)
-                .await
-                .map_err(err)?;
+            self.settle(&[], &[], marks, None).await?;
         }
         if current {
             self.model.job(&h.id).mark = if h.suspect { Mark::Suspect } else { Mark::Started };
