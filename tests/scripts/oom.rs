@@ -138,9 +138,23 @@ async fn a_full_redis_drains_and_refuses_enqueues() {
                 token: *token,
             })
             .collect();
-        let s = scripts::settle(&mut ctx.c(), &ctx.keys, &acks)
-            .await
-            .expect("settle runs when full");
+        // (numbered and recorded, as a consumer's: the record is written when full too)
+        let record = scripts::CallRecord {
+            tag: "c1.full",
+            call: drained as u64,
+            ttl_ms: 60_000,
+        };
+        let s = scripts::settle_call(
+            &mut ctx.c(),
+            &ctx.keys,
+            &[],
+            &acks,
+            StartMarks::default(),
+            None,
+            Some(record),
+        )
+        .await
+        .expect("settle runs when full");
         assert!(s.missed.is_empty(), "every ack applied: {s:?}");
         drained += acks.len();
     }
@@ -179,12 +193,31 @@ async fn inline_acks_of_a_full_redis_are_applied() {
     assert_eq!(f.jobs.len() as u64, queued);
     assert!(f.jobs.iter().all(|j| j.is_inline()));
     let acks = crate::acks_of(&f);
-    let s = scripts::ack_inline(&mut ctx.c(), &ctx.keys, &acks, &[], &[])
+    let record = scripts::CallRecord {
+        tag: "c1.full",
+        call: 1,
+        ttl_ms: 60_000,
+    };
+    let s = scripts::ack_inline_call(&mut ctx.c(), &ctx.keys, &acks, &[], &[], Some(record))
         .await
         .expect("acks when full");
     assert_eq!(s.missed_inline, 0);
     let snap = ctx.snapshot().await;
     assert!(snap.lease.is_empty(), "every lease ended");
     assert_eq!(snap.counters["acked"], queued);
+    // The call's record was written with it, when full: sent again, it changes nothing.
+    let again = scripts::settle_call(
+        &mut ctx.c(),
+        &ctx.keys,
+        &[],
+        &acks,
+        StartMarks::default(),
+        None,
+        Some(record),
+    )
+    .await
+    .expect("the retry when full");
+    assert_eq!(again, scripts::Settled::default(), "the retry finds the record");
+    assert_eq!(ctx.snapshot().await.counters["acked"], queued);
     assert!(used_memory(&ctx).await < cap, "the acks freed memory");
 }
