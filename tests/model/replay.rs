@@ -58,9 +58,8 @@ impl World {
         marks: StartMarks<'_>,
         history: Option<RunHistory<'static>>,
     ) -> Result<Settled, String> {
-        self.calls += 1;
         let mut last = LastCall {
-            call: self.calls,
+            call: self.last_call.as_ref().map_or(1, |l| l.call + 1),
             batches: batches.to_vec(),
             items: items.to_vec(),
             started: marks.started.to_vec(),

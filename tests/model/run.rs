@@ -48,8 +48,6 @@ pub(crate) struct World {
     /// delayed job found on a parked list (the old rule);
     /// `regressions::a_stale_parked_entry_cuts_a_retry_backoff_short` guards the fix.
     pub(crate) stale_parked: bool,
-    /// Settle calls made so far (their numbers, `replay.rs`).
-    pub(crate) calls: u64,
     /// The last settle call, for `Op::Replay`.
     pub(crate) last_call: Option<crate::replay::LastCall>,
 }
@@ -80,7 +78,6 @@ impl World {
             batches: Default::default(),
             uncounted_leases: false,
             stale_parked: false,
-            calls: 0,
             last_call: None,
         }
     }

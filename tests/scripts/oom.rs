@@ -27,6 +27,30 @@ fn big_job(id: &str) -> EnqueueArg {
     }
 }
 
+/// Settle call number `call` of a consumer, as its acker records it.
+fn record(call: u64) -> scripts::CallRecord<'static> {
+    scripts::CallRecord {
+        tag: "c1.full",
+        call,
+        ttl_ms: 60_000,
+    }
+}
+
+/// `acks` in settle call number `call`, recorded.
+async fn settle_numbered(ctx: &Ctx, acks: &[Settle], call: u64) -> weir::Result<scripts::Settled> {
+    let marks = StartMarks::default();
+    scripts::settle_call(
+        &mut ctx.c(),
+        &ctx.keys,
+        &[],
+        acks,
+        marks,
+        None,
+        Some(record(call)),
+    )
+    .await
+}
+
 async fn used_memory(ctx: &Ctx) -> u64 {
     let info: String = ctx.cmd(&["INFO", "memory"]).await;
     let line = info
@@ -139,22 +163,9 @@ async fn a_full_redis_drains_and_refuses_enqueues() {
             })
             .collect();
         // (numbered and recorded, as a consumer's: the record is written when full too)
-        let record = scripts::CallRecord {
-            tag: "c1.full",
-            call: drained as u64,
-            ttl_ms: 60_000,
-        };
-        let s = scripts::settle_call(
-            &mut ctx.c(),
-            &ctx.keys,
-            &[],
-            &acks,
-            StartMarks::default(),
-            None,
-            Some(record),
-        )
-        .await
-        .expect("settle runs when full");
+        let s = settle_numbered(&ctx, &acks, drained as u64)
+            .await
+            .expect("settle runs when full");
         assert!(s.missed.is_empty(), "every ack applied: {s:?}");
         drained += acks.len();
     }
@@ -193,12 +204,7 @@ async fn inline_acks_of_a_full_redis_are_applied() {
     assert_eq!(f.jobs.len() as u64, queued);
     assert!(f.jobs.iter().all(|j| j.is_inline()));
     let acks = crate::acks_of(&f);
-    let record = scripts::CallRecord {
-        tag: "c1.full",
-        call: 1,
-        ttl_ms: 60_000,
-    };
-    let s = scripts::ack_inline_call(&mut ctx.c(), &ctx.keys, &acks, &[], &[], Some(record))
+    let s = scripts::ack_inline_call(&mut ctx.c(), &ctx.keys, &acks, &[], &[], Some(record(1)))
         .await
         .expect("acks when full");
     assert_eq!(s.missed_inline, 0);
@@ -206,17 +212,9 @@ async fn inline_acks_of_a_full_redis_are_applied() {
     assert!(snap.lease.is_empty(), "every lease ended");
     assert_eq!(snap.counters["acked"], queued);
     // The call's record was written with it, when full: sent again, it changes nothing.
-    let again = scripts::settle_call(
-        &mut ctx.c(),
-        &ctx.keys,
-        &[],
-        &acks,
-        StartMarks::default(),
-        None,
-        Some(record),
-    )
-    .await
-    .expect("the retry when full");
+    let again = settle_numbered(&ctx, &acks, 1)
+        .await
+        .expect("the retry when full");
     assert_eq!(again, scripts::Settled::default(), "the retry finds the record");
     assert_eq!(ctx.snapshot().await.counters["acked"], queued);
     assert!(used_memory(&ctx).await < cap, "the acks freed memory");
