@@ -232,6 +232,11 @@ async fn enqueue_under_faults(with_ids: bool) {
     proxy.stall(true);
     feed(8000, 10_000);
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // (a drop while no connection is open would test nothing)
+    common::wait_until("a connection open to drop", Duration::from_secs(30), || async {
+        proxy.open() > 0
+    })
+    .await;
     proxy.drop_all();
     proxy.stall(false);
     feed(10_000, LINES);

@@ -106,6 +106,11 @@ impl Proxy {
             .fetch_add(self.state.open.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
+    /// Connections open now (upstream reached, not yet closed).
+    pub(crate) fn open(&self) -> u64 {
+        self.state.open.load(Ordering::Relaxed)
+    }
+
     /// Every open connection goes silent for good (bytes are swallowed, nothing is closed),
     /// as when a network path dies without a reset; new connections work.
     pub(crate) fn blackhole_open_connections(&self) {
